@@ -1,0 +1,90 @@
+// Child processes: the runner (from the driver), the worker and compilers (from the runner).
+// POSIX only. Every child gets its own process group, so killing it kills what it started.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace mblast {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> set_env;  // added to (or replacing in) the inherited environment
+  std::optional<std::filesystem::path> cwd;
+  // The child's fds 0 and 1 are pipes to the parent when these are true.
+  bool pipe_stdin = false;
+  bool pipe_stdout = false;
+  // Where the child's stdout/stderr go when not piped (nullopt: inherited).
+  std::optional<std::filesystem::path> output_file;
+  // Extra pipes: child fd 3 reads what the parent writes to to_child_fd, child fd 4 writes
+  // what the parent reads from from_child_fd (the worker's protocol channel).
+  bool protocol_pipes = false;
+  // Runs in the child after fork, before exec (limits, sandbox). Must be async-signal-safe in
+  // spirit: no locks held by other threads. Returns an error text, or empty.
+  std::function<std::string()> before_exec;
+};
+
+class Child {
+ public:
+  Child() = default;
+  Child(Child&&) noexcept;
+  Child& operator=(Child&&) noexcept;
+  Child(const Child&) = delete;
+  ~Child();  // kills and reaps a child still running
+
+  pid_t pid() const { return pid_; }
+  int stdin_fd() const { return in_fd_; }      // -1 when not piped
+  int stdout_fd() const { return out_fd_; }    // -1 when not piped
+  int to_child_fd() const { return to_fd_; }   // protocol_pipes only
+  int from_child_fd() const { return from_fd_; }
+  void close_stdin();
+
+  struct Exit {
+    bool exited = false;  // normal exit (then code), else killed by signal
+    int code = 0;
+    int signal = 0;
+  };
+  // Waits until the child ends or the deadline passes (nullopt then). Reaps it.
+  std::optional<Exit> wait(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+  // SIGKILL to the child's process group, then reaps.
+  Exit kill();
+  bool running() const { return pid_ > 0; }
+
+  friend Child spawn(const SpawnOptions& opts);
+
+ private:
+  void close_fds();
+  pid_t pid_ = -1;
+  int in_fd_ = -1, out_fd_ = -1, to_fd_ = -1, from_fd_ = -1;
+};
+
+// Starts a child. Throws Error when fork/exec cannot even start (the exec error is reported).
+Child spawn(const SpawnOptions& opts);
+
+// Runs a command to completion with a time limit, capturing stdout+stderr (truncated to
+// max_output bytes). Used for compilers.
+struct CommandResult {
+  bool timed_out = false;
+  Child::Exit exit;
+  std::string output;
+  double seconds = 0;
+  bool ok() const { return !timed_out && exit.exited && exit.code == 0; }
+};
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s,
+                          const std::optional<std::filesystem::path>& cwd = std::nullopt,
+                          size_t max_output = 256 * 1024);
+
+// Quotes a command line for display in logs and error messages.
+std::string shell_quote(const std::vector<std::string>& argv);
+
+// Finds an executable on PATH (or returns the argument when it contains a slash and exists).
+std::optional<std::filesystem::path> find_program(const std::string& name);
+
+}  // namespace mblast

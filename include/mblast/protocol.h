@@ -1,0 +1,83 @@
+// The driver <-> runner protocol, and runner <-> worker: framed messages over a byte stream
+// (a pipe to a local child, or ssh's stdin/stdout). A message is one line of JSON that carries
+// "payload_bytes": N, followed by N raw bytes (a safetensors blob, or nothing).
+//
+// Conversation for "eval" (see docs/runner-protocol.md):
+//   driver -> runner  {"op":"eval", ...} + inputs/parameters payload
+//   runner -> driver  {"stage":"verify", ...} + outputs of every verification run
+//   driver -> runner  {"op":"time"} or {"op":"stop"}
+//   runner -> driver  {"stage":"timing", ...} + outputs of the timed buffer sets
+// Any stage may instead be answered by {"stage":"failed","failure_kind":...,"reason":...}.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mblast/error.h"
+
+namespace mblast::protocol {
+
+constexpr int kVersion = 1;
+
+using Clock = std::chrono::steady_clock;
+using Deadline = std::optional<Clock::time_point>;
+
+struct Message {
+  nlohmann::json header;
+  std::vector<std::byte> payload;
+};
+
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+
+// Writes one message. Throws Error when the other side has gone (EPIPE).
+void write_message(int fd, nlohmann::json header, std::span<const std::byte> payload = {});
+
+// Reads messages from one file descriptor, keeping what it read ahead.
+class MessageReader {
+ public:
+  explicit MessageReader(int fd) : fd_(fd) {}
+  // Returns nullopt on end of stream before the first byte of a message. Throws Timeout when
+  // the deadline passes, Error on a malformed message or a stream cut inside one.
+  std::optional<Message> read(Deadline deadline = std::nullopt);
+
+ private:
+  bool fill(Deadline deadline);  // false on EOF
+  int fd_;
+  std::vector<char> buf_;
+  size_t pos_ = 0;
+  std::optional<nlohmann::json> pending_;  // header parsed, payload still arriving
+};
+
+// Why a candidate was not accepted. Candidate failures are results, never exceptions.
+enum class FailureKind {
+  none,
+  build_failed,         // the compiler rejected the candidate (log attached)
+  abi_error,            // mblast_run missing, or a symbol with the wrong ABI version
+  launch_failed,        // mblast_prepare/mblast_run returned non-zero, or the API reported an error
+  crashed,              // the process running the candidate died on a signal
+  timeout,              // it did not finish within the time limit
+  out_of_memory,        // over the memory limit
+  out_of_bounds_write,  // wrote outside an output buffer (guard bytes changed)
+  unwritten_output,     // output elements still hold the poison written before the run
+  wrong_output,         // outside tolerance against the reference
+  nan_or_inf,           // NaN or Inf where the reference is finite
+  input_modified,       // inputs or parameters changed by the run
+  nondeterministic,     // two runs on the same inputs disagree
+  unavailable,          // the target cannot be reached or has no device here
+  runner_error,         // the measurement infrastructure itself failed
+};
+
+std::string_view failure_kind_name(FailureKind k);
+std::optional<FailureKind> parse_failure_kind(std::string_view name);
+
+}  // namespace mblast::protocol
