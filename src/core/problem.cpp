@@ -1,0 +1,159 @@
+#include "mblast/problem.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "mblast/error.h"
+#include "mblast/paths.h"
+#include "mblast/process.h"
+
+namespace mblast {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Tolerance default_tolerance(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-9, 1e-9, 1.0};
+    case DType::f32: return {1e-5, 1e-5, 1.0};
+    case DType::f16: return {1e-2, 1e-2, 0.999};
+    case DType::bf16: return {2e-2, 2e-2, 0.999};
+    default: return {0, 0, 1.0};  // integers: exact
+  }
+}
+
+Tolerance Problem::tolerance_for(DType t) const {
+  auto it = tolerance.find(t);
+  return it != tolerance.end() ? it->second : default_tolerance(t);
+}
+
+fs::path Problem::inputs_file(int seed) const { return data_dir() / ("inputs.seed" + std::to_string(seed) + ".safetensors"); }
+fs::path Problem::params_file(int init) const { return data_dir() / ("params.init" + std::to_string(init) + ".safetensors"); }
+fs::path Problem::expected_file(int seed, int init) const {
+  return data_dir() / ("expected.seed" + std::to_string(seed) + ".init" + std::to_string(init) + ".safetensors");
+}
+
+bool Problem::data_present() const {
+  for (const auto& s : seeds) {
+    if (!fs::exists(inputs_file(s.seed))) return false;
+    for (int i : inits)
+      if (!fs::exists(expected_file(s.seed, i))) return false;
+  }
+  for (int i : inits)
+    if (!fs::exists(params_file(i))) return false;
+  return true;
+}
+
+namespace {
+std::vector<TensorSpec> tensor_list(const json& j, const char* key, bool required) {
+  if (!j.contains(key)) {
+    if (required) throw UserError(std::string("missing '") + key + "'");
+    return {};
+  }
+  if (!j[key].is_array()) throw UserError(std::string("'") + key + "' must be an array");
+  std::vector<TensorSpec> v;
+  for (const auto& e : j[key]) v.push_back(e.get<TensorSpec>());
+  return v;
+}
+}  // namespace
+
+Problem load_problem(const fs::path& dir_in) {
+  const fs::path dir = fs::absolute(dir_in);
+  const fs::path file = dir / "problem.json";
+  if (!fs::is_directory(dir)) throw UserError(dir_in.string() + ": not a problem directory");
+  std::ifstream in(file);
+  if (!in) throw UserError(file.string() + ": cannot read problem.json");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw UserError(file.string() + ": not valid JSON");
+  try {
+    if (!j.is_object()) throw UserError("top level must be an object");
+    if (j.value("format", 0) != 1) throw UserError("unsupported format " + j.value("format", json(nullptr)).dump() + " (this mblast reads format 1)");
+    Problem p;
+    p.dir = dir;
+    if (!j.contains("name") || !j["name"].is_string()) throw UserError("missing 'name'");
+    p.name = j["name"].get<std::string>();
+    p.description = j.value("description", "");
+    p.op_class = j.value("op_class", "unknown");
+    p.inputs = tensor_list(j, "inputs", true);
+    p.parameters = tensor_list(j, "parameters", false);
+    p.outputs = tensor_list(j, "outputs", true);
+    if (p.outputs.empty()) throw UserError("a problem needs at least one output");
+    std::set<std::string> names;
+    for (const auto* list : {&p.inputs, &p.parameters, &p.outputs})
+      for (const auto& t : *list)
+        if (!names.insert(t.name).second) throw UserError("tensor name '" + t.name + "' is used twice");
+    if (j.contains("tolerance")) {
+      if (!j["tolerance"].is_object()) throw UserError("'tolerance' must map dtype names to {atol, rtol, min_match}");
+      for (auto it = j["tolerance"].begin(); it != j["tolerance"].end(); ++it) {
+        auto dt = parse_dtype(it.key());
+        if (!dt) throw UserError("tolerance for unknown dtype '" + it.key() + "'");
+        Tolerance t = default_tolerance(*dt);
+        t.atol = it->value("atol", t.atol);
+        t.rtol = it->value("rtol", t.rtol);
+        t.min_match = it->value("min_match", t.min_match);
+        if (t.atol < 0 || t.rtol < 0 || t.min_match <= 0 || t.min_match > 1)
+          throw UserError("tolerance for " + it.key() + " out of range (atol, rtol >= 0; 0 < min_match <= 1)");
+        p.tolerance[*dt] = t;
+      }
+    }
+    p.flops = j.value("flops", 0.0);
+    p.bytes = j.value("bytes", 0.0);
+    if (p.flops < 0 || p.bytes < 0) throw UserError("'flops' and 'bytes' must be non-negative");
+    if (!j.contains("seeds") || !j["seeds"].is_array() || j["seeds"].empty()) throw UserError("missing 'seeds'");
+    for (const auto& s : j["seeds"]) {
+      if (!s.is_object() || !s.contains("seed")) throw UserError("each seed needs a 'seed' number");
+      p.seeds.push_back({s["seed"].get<int>(), s.value("distribution", "")});
+    }
+    if (!j.contains("inits") || !j["inits"].is_array() || j["inits"].empty()) throw UserError("missing 'inits'");
+    for (const auto& i : j["inits"]) p.inits.push_back(i.get<int>());
+    p.provenance = j.value("provenance", json::object());
+    return p;
+  } catch (const UserError& e) {
+    throw UserError(file.string() + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw UserError(file.string() + ": " + e.what());
+  }
+}
+
+std::string python_for_tools() {
+  if (const char* py = std::getenv("MBLAST_PYTHON"); py && *py) return py;
+  const fs::path venv = data_dir() / ".venv" / "bin" / "python3";
+  if (fs::exists(venv)) return venv.string();
+  return "python3";
+}
+
+void ensure_problem_data(const Problem& p, bool quiet) {
+  const bool has_reference = fs::exists(p.dir / "reference.py");
+  if (p.data_present() && !has_reference) return;
+  if (!has_reference)
+    throw UserError(p.dir.string() + ": reference data is missing (no data/ and no reference.py to make it)");
+  const fs::path tool = data_dir() / "tools" / "mblast_data.py";
+  if (!fs::exists(tool)) throw UserError("cannot make reference data: " + tool.string() + " not found (set MBLAST_HOME)");
+  std::vector<std::string> argv = {python_for_tools(), tool.string(), p.dir.string()};
+  if (p.data_present()) argv.push_back("--quiet-if-fresh");
+  auto r = run_command(argv, 600);
+  if (!r.ok()) {
+    std::string out = r.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    auto nl = out.rfind('\n');
+    throw UserError("cannot make reference data for " + p.name + ": " + (out.empty() ? "generator failed" : out.substr(nl == std::string::npos ? 0 : nl + 1)));
+  }
+  if (!quiet && !r.output.empty() && r.output.find("up to date") == std::string::npos)
+    std::fprintf(stderr, "%s", r.output.c_str());
+}
+
+TensorSet load_checked(const fs::path& file, const std::vector<TensorSpec>& specs) {
+  TensorSet set = load_safetensors(file);
+  for (const auto& s : specs) {
+    const HostTensor* t = set.find(s.name);
+    if (!t) throw UserError(file.string() + ": lacks tensor '" + s.name + "'");
+    if (t->spec.dtype != s.dtype || t->spec.shape != s.shape)
+      throw UserError(file.string() + ": tensor '" + s.name + "' is " + std::string(dtype_name(t->spec.dtype)) +
+                      t->spec.shape_string() + " but problem.json says " + std::string(dtype_name(s.dtype)) + s.shape_string());
+  }
+  return set;
+}
+
+}  // namespace mblast

@@ -1,0 +1,115 @@
+#include "mblast/verify.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace mblast {
+
+using protocol::FailureKind;
+
+std::string index_string(const TensorSpec& spec, size_t flat) {
+  std::vector<int64_t> idx(spec.shape.size());
+  for (size_t d = spec.shape.size(); d-- > 0;) {
+    const auto extent = static_cast<size_t>(std::max<int64_t>(spec.shape[d], 1));
+    idx[d] = static_cast<int64_t>(flat % extent);
+    flat /= extent;
+  }
+  std::string s = "[";
+  for (size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
+  return s + "]";
+}
+
+namespace {
+std::string num(double v) {
+  std::ostringstream o;
+  o.precision(7);
+  o << v;
+  return o.str();
+}
+
+// The core loop shared by both checks. `poison` < 0: no unwritten detection.
+OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
+                    std::span<const std::byte> ref, int poison, const char* what) {
+  OutputCheck c;
+  const size_t n = spec.numel(), es = dtype_size(spec.dtype);
+  c.total = n;
+  if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
+    c.kind = FailureKind::runner_error;
+    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " + std::to_string(spec.nbytes());
+    return c;
+  }
+  const bool is_float = dtype_is_float(spec.dtype);
+  std::vector<std::byte> pattern(es, static_cast<std::byte>(poison < 0 ? 0 : poison));
+  size_t first_unwritten = n, first_nonfinite = n, first_bad = n;
+  double worst_excess = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const std::byte* g = got.data() + i * es;
+    const double e = element_as_double(spec.dtype, ref.data(), i);
+    const double v = element_as_double(spec.dtype, got.data(), i);
+    if (poison >= 0 && std::memcmp(g, pattern.data(), es) == 0 && !(std::memcmp(ref.data() + i * es, pattern.data(), es) == 0)) {
+      ++c.unwritten;
+      if (first_unwritten == n) first_unwritten = i;
+      continue;
+    }
+    if (is_float && std::isfinite(e) && !std::isfinite(v)) {
+      ++c.non_finite;
+      if (first_nonfinite == n) first_nonfinite = i;
+      continue;
+    }
+    if (is_float && !std::isfinite(e)) {  // the reference itself is NaN/Inf: must match in kind
+      const bool same = (std::isnan(e) && std::isnan(v)) || (std::isinf(e) && v == e);
+      if (same) ++c.matched;
+      else if (first_bad == n) first_bad = i;
+      continue;
+    }
+    const double err = std::fabs(v - e);
+    const double bound = tol.atol + tol.rtol * std::fabs(e);
+    const double rel = e != 0 ? err / std::fabs(e) : (err > 0 ? INFINITY : 0);
+    if (err > c.max_abs_err) c.max_abs_err = err;
+    if (rel > c.max_rel_err && std::isfinite(rel)) c.max_rel_err = rel;
+    if (err <= bound) {
+      ++c.matched;
+    } else {
+      if (err - bound > worst_excess) {
+        worst_excess = err - bound;
+        c.worst_index = i;
+      }
+      if (first_bad == n) first_bad = i;
+    }
+  }
+  auto at = [&](size_t i) { return "'" + spec.name + "'" + index_string(spec, i); };
+  if (c.unwritten > 0) {
+    c.kind = FailureKind::unwritten_output;
+    c.reason = std::to_string(c.unwritten) + " of " + std::to_string(n) + " elements of " + at(first_unwritten) +
+               " onward were never written (still hold the poison written before the call)";
+    c.worst_index = first_unwritten;
+  } else if (c.non_finite > 0) {
+    c.kind = FailureKind::nan_or_inf;
+    c.reason = std::to_string(c.non_finite) + " elements are NaN or Inf where the reference is finite, first at " + at(first_nonfinite);
+    c.worst_index = first_nonfinite;
+  } else if (static_cast<double>(c.matched) < tol.min_match * static_cast<double>(n)) {
+    c.kind = FailureKind::wrong_output;
+    const size_t w = c.worst_index;
+    c.reason = std::to_string(n - c.matched) + " of " + std::to_string(n) + " elements " + what + "; worst at " + at(w) +
+               ": got " + num(element_as_double(spec.dtype, got.data(), w)) + ", expected " +
+               num(element_as_double(spec.dtype, ref.data(), w)) + " (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) +
+               ", need " + num(tol.min_match * 100) + "% within)";
+  }
+  return c;
+}
+}  // namespace
+
+OutputCheck check_output(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
+                         std::span<const std::byte> expected, std::byte poison) {
+  return compare(spec, tol, got, expected, static_cast<int>(poison), "differ from the reference");
+}
+
+OutputCheck check_agreement(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> first,
+                            std::span<const std::byte> second) {
+  OutputCheck c = compare(spec, tol, second, first, -1, "differ between two runs on the same inputs");
+  if (c.kind == FailureKind::wrong_output || c.kind == FailureKind::nan_or_inf) c.kind = FailureKind::nondeterministic;
+  return c;
+}
+
+}  // namespace mblast
