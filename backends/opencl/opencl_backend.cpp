@@ -1,0 +1,54 @@
+// The opencl backend: a candidate is one C++ file (host code plus OpenCL C kernels as strings)
+// built into a shared object linked against the ICD loader, so the same candidate runs on
+// PoCL, NVIDIA's OpenCL and an Adreno phone.
+#include "opencl_backend.h"
+
+#include <cstdlib>
+
+#include "mblast/process.h"
+#include "opencl_device.h"
+
+namespace mblast::runner::opencl {
+
+namespace {
+std::string compiler_for(const nlohmann::json& target) {
+  if (target.contains("build") && target["build"].contains("cxx")) return target["build"]["cxx"].get<std::string>();
+  if (const char* cxx = std::getenv("MBLAST_CXX")) return cxx;
+  return "c++";
+}
+}  // namespace
+
+std::string OpenclBackend::toolchain_id(const nlohmann::json& target) {
+  auto r = run_command({compiler_for(target), "--version"}, 20);
+  return "opencl|" + r.output.substr(0, r.output.find('\n'));
+}
+
+BuildOutcome OpenclBackend::build(const BuildRequest& req) {
+  BuildOutcome out;
+  const auto src = req.out_dir / "candidate.cpp";
+  {
+    std::FILE* f = std::fopen(src.c_str(), "wb");
+    if (!f) throw Error("cannot write " + src.string());
+    std::fwrite(req.source.data(), 1, req.source.size(), f);
+    std::fclose(f);
+  }
+  out.artifact = req.out_dir / "candidate.so";
+  std::vector<std::string> argv = {compiler_for(req.target), "-std=c++17", "-O2", "-fPIC", "-shared",
+                                   "-Wl,--no-undefined", "-DCL_TARGET_OPENCL_VERSION=120",
+                                   "-I" + req.include_dir.string(), src.string(), "-o", out.artifact.string(),
+                                   "-lOpenCL"};
+  if (req.target.contains("build") && req.target["build"].contains("cxxflags"))
+    for (const auto& f : req.target["build"]["cxxflags"]) argv.insert(argv.end() - 4, f.get<std::string>());
+  out.command = shell_quote(argv);
+  auto r = run_command(argv, req.timeout_s, req.out_dir);
+  out.log = r.output;
+  if (r.timed_out) out.log += "\n[mblast] the compiler did not finish within " + std::to_string(req.timeout_s) + " s";
+  out.ok = r.ok();
+  return out;
+}
+
+std::unique_ptr<Device> OpenclBackend::open(const nlohmann::json& target) {
+  return std::make_unique<OpenclDevice>(target);
+}
+
+}  // namespace mblast::runner::opencl

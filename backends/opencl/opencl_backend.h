@@ -1,0 +1,16 @@
+#pragma once
+
+#include "mblast/runner/backend.h"
+
+namespace mblast::runner::opencl {
+
+class OpenclBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "opencl"; }
+  mblast_backend_kind kind() const override { return MBLAST_BACKEND_OPENCL; }
+  std::string toolchain_id(const nlohmann::json& target) override;
+  BuildOutcome build(const BuildRequest& request) override;
+  std::unique_ptr<Device> open(const nlohmann::json& target) override;
+};
+
+}  // namespace mblast::runner::opencl

@@ -1,0 +1,326 @@
+// The OpenCL device as the worker sees it: one platform/device chosen by the target, one
+// in-order queue with profiling, guarded buffers, marker-event timing.
+#include "opencl_device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace mblast::runner::opencl {
+
+namespace {
+
+constexpr std::byte kCanary{0xA5};
+
+std::string info_string(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  if (clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::string s(n, '\0');
+  clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <typename T>
+T info_value(cl_device_id d, cl_device_info what) {
+  T v{};
+  clGetDeviceInfo(d, what, sizeof v, &v, nullptr);
+  return v;
+}
+
+bool contains_ci(std::string hay, std::string needle) {
+  std::transform(hay.begin(), hay.end(), hay.begin(), ::tolower);
+  std::transform(needle.begin(), needle.end(), needle.begin(), ::tolower);
+  return hay.find(needle) != std::string::npos;
+}
+
+struct Guarded {
+  cl_mem parent = nullptr;
+  size_t guard = 0;
+};
+
+const char* kPeakKernels = R"CLC(
+__kernel void mblast_copy(__global const float4* src, __global float4* dst) {
+  size_t i = get_global_id(0);
+  dst[i] = src[i];
+}
+__kernel void mblast_fma(__global float* out, float a, float b) {
+  float x0 = get_global_id(0) * 1e-7f, x1 = x0 + 1.f, x2 = x0 + 2.f, x3 = x0 + 3.f;
+  float x4 = x0 + 4.f, x5 = x0 + 5.f, x6 = x0 + 6.f, x7 = x0 + 7.f;
+  for (int i = 0; i < 1024; ++i) {
+    x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
+    x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+  }
+  out[get_global_id(0)] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+}
+)CLC";
+
+}  // namespace
+
+std::string cl_error_name(cl_int e) {
+  switch (e) {
+#define C(x) case x: return #x;
+    C(CL_SUCCESS) C(CL_DEVICE_NOT_FOUND) C(CL_DEVICE_NOT_AVAILABLE) C(CL_COMPILER_NOT_AVAILABLE)
+    C(CL_MEM_OBJECT_ALLOCATION_FAILURE) C(CL_OUT_OF_RESOURCES) C(CL_OUT_OF_HOST_MEMORY)
+    C(CL_PROFILING_INFO_NOT_AVAILABLE) C(CL_BUILD_PROGRAM_FAILURE) C(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    C(CL_INVALID_VALUE) C(CL_INVALID_DEVICE) C(CL_INVALID_CONTEXT) C(CL_INVALID_COMMAND_QUEUE)
+    C(CL_INVALID_MEM_OBJECT) C(CL_INVALID_PROGRAM) C(CL_INVALID_KERNEL) C(CL_INVALID_ARG_INDEX)
+    C(CL_INVALID_ARG_VALUE) C(CL_INVALID_ARG_SIZE) C(CL_INVALID_KERNEL_ARGS) C(CL_INVALID_WORK_DIMENSION)
+    C(CL_INVALID_WORK_GROUP_SIZE) C(CL_INVALID_GLOBAL_WORK_SIZE) C(CL_INVALID_EVENT) C(CL_INVALID_OPERATION)
+    C(CL_INVALID_BUFFER_SIZE)
+#undef C
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: return "cl_int " + std::to_string(e);
+  }
+}
+
+OpenclDevice::OpenclDevice(const nlohmann::json& target) {
+  const auto& sel = target.value("device", nlohmann::json::object());
+  const std::string want_platform = sel.value("platform_contains", "");
+  const std::string want_device = sel.value("device_contains", "");
+  const std::string want_type = sel.value("type", "any");
+
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(0, nullptr, &np);
+  if (e != CL_SUCCESS || np == 0)
+    throw BackendError("no OpenCL platform found (the ICD loader lists none" +
+                       std::string(e == CL_SUCCESS ? "" : ": " + cl_error_name(e)) + "; check /etc/OpenCL/vendors or OCL_ICD_VENDORS)");
+  std::vector<cl_platform_id> plats(np);
+  MBLAST_CL_CHECK(clGetPlatformIDs(np, plats.data(), nullptr));
+  std::string seen;
+  for (cl_platform_id p : plats) {
+    const std::string pname = platform_string(p, CL_PLATFORM_NAME);
+    seen += (seen.empty() ? "" : ", ") + pname;
+    if (!want_platform.empty() && !contains_ci(pname, want_platform)) continue;
+    cl_device_type type = CL_DEVICE_TYPE_ALL;
+    if (want_type == "cpu") type = CL_DEVICE_TYPE_CPU;
+    else if (want_type == "gpu") type = CL_DEVICE_TYPE_GPU;
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, type, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> devs(nd);
+    MBLAST_CL_CHECK(clGetDeviceIDs(p, type, nd, devs.data(), nullptr));
+    for (cl_device_id d : devs) {
+      if (!want_device.empty() && !contains_ci(info_string(d, CL_DEVICE_NAME), want_device)) continue;
+      platform_ = p;
+      device_ = d;
+      platform_name_ = pname;
+      break;
+    }
+    if (device_) break;
+  }
+  if (!device_)
+    throw BackendError("no OpenCL device matches platform '" + want_platform + "' type '" + want_type +
+                       "' (platforms found: " + (seen.empty() ? "none" : seen) + ")");
+  cl_int err = CL_SUCCESS;
+  ctx_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS) throw BackendError("clCreateContext failed: " + cl_error_name(err));
+  queue_ = clCreateCommandQueue(ctx_, device_, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (err != CL_SUCCESS) throw BackendError("clCreateCommandQueue failed: " + cl_error_name(err));
+  align_ = std::max<size_t>(info_value<cl_uint>(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4096);
+  cache_bytes_ = info_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
+}
+
+OpenclDevice::~OpenclDevice() {
+  for (cl_event ev : {start_, end_})
+    if (ev) clReleaseEvent(ev);
+  if (flush_buf_) clReleaseMemObject(flush_buf_);
+  if (queue_) clReleaseCommandQueue(queue_);
+  if (ctx_) clReleaseContext(ctx_);
+}
+
+mblast_context OpenclDevice::context() {
+  mblast_context c{};
+  c.abi_version = MBLAST_ABI_VERSION;
+  c.backend = MBLAST_BACKEND_OPENCL;
+  c.cl_context = ctx_;
+  c.cl_device = device_;
+  c.cl_queue = queue_;
+  return c;
+}
+
+nlohmann::json OpenclDevice::describe() {
+  return {{"platform", platform_name_},
+          {"platform_version", platform_string(platform_, CL_PLATFORM_VERSION)},
+          {"name", info_string(device_, CL_DEVICE_NAME)},
+          {"vendor", info_string(device_, CL_DEVICE_VENDOR)},
+          {"driver_version", info_string(device_, CL_DRIVER_VERSION)},
+          {"opencl_version", info_string(device_, CL_DEVICE_VERSION)},
+          {"compute_units", info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS)},
+          {"global_mem_bytes", info_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_SIZE)},
+          {"cache_bytes", cache_bytes_}};
+}
+
+Buffer OpenclDevice::allocate(size_t nbytes) {
+  const size_t n = std::max<size_t>(nbytes, 1);
+  auto* g = new Guarded;
+  g->guard = align_;
+  cl_int err = CL_SUCCESS;
+  g->parent = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, n + 2 * g->guard, nullptr, &err);
+  if (err != CL_SUCCESS) {
+    delete g;
+    throw BackendError("clCreateBuffer(" + std::to_string(n) + " bytes) failed: " + cl_error_name(err));
+  }
+  cl_buffer_region region{g->guard, n};
+  cl_mem sub = clCreateSubBuffer(g->parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+  if (err != CL_SUCCESS) {
+    clReleaseMemObject(g->parent);
+    delete g;
+    throw BackendError("clCreateSubBuffer failed: " + cl_error_name(err));
+  }
+  Buffer b{sub, nbytes, g};
+  const cl_uchar canary = static_cast<cl_uchar>(kCanary);
+  MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, g->parent, &canary, 1, 0, g->guard, 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, g->parent, &canary, 1, g->guard + n, g->guard, 0, nullptr, nullptr));
+  return b;
+}
+
+void OpenclDevice::release(Buffer& b) {
+  auto* g = static_cast<Guarded*>(b.impl);
+  if (b.handle) clReleaseMemObject(static_cast<cl_mem>(b.handle));
+  if (g) {
+    clReleaseMemObject(g->parent);
+    delete g;
+  }
+  b = Buffer{};
+}
+
+void OpenclDevice::upload(Buffer& b, std::span<const std::byte> host) {
+  if (host.empty()) return;
+  MBLAST_CL_CHECK(clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0, nullptr, nullptr));
+}
+
+void OpenclDevice::download(const Buffer& b, std::span<std::byte> host) {
+  if (host.empty()) return;
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0, nullptr, nullptr));
+}
+
+void OpenclDevice::fill(Buffer& b, std::byte value) {
+  if (b.nbytes == 0) return;
+  const cl_uchar v = static_cast<cl_uchar>(value);
+  MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, static_cast<cl_mem>(b.handle), &v, 1, 0, b.nbytes, 0, nullptr, nullptr));
+}
+
+bool OpenclDevice::guards_intact(const Buffer& b) {
+  auto* g = static_cast<Guarded*>(b.impl);
+  const size_t n = std::max<size_t>(b.nbytes, 1);
+  std::vector<std::byte> front(g->guard), back(g->guard);
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, g->parent, CL_TRUE, 0, g->guard, front.data(), 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, g->parent, CL_TRUE, g->guard + n, g->guard, back.data(), 0, nullptr, nullptr));
+  auto ok = [](const std::vector<std::byte>& v) {
+    return std::all_of(v.begin(), v.end(), [](std::byte x) { return x == kCanary; });
+  };
+  return ok(front) && ok(back);
+}
+
+void OpenclDevice::synchronize() { MBLAST_CL_CHECK(clFinish(queue_)); }
+
+std::string OpenclDevice::health() { return ""; }
+
+void OpenclDevice::flush_caches() {
+  // Overwrite twice the device's global-memory cache so no timed call starts warm.
+  const size_t bytes = std::max<size_t>(2 * cache_bytes_, 8u << 20);
+  cl_int err = CL_SUCCESS;
+  if (!flush_buf_) {
+    flush_buf_ = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    if (err != CL_SUCCESS) throw BackendError("cache-flush buffer: " + cl_error_name(err));
+  }
+  const cl_uchar v = static_cast<cl_uchar>(++flush_count_);
+  MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, flush_buf_, &v, 1, 0, bytes, 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clFinish(queue_));
+}
+
+void OpenclDevice::timer_begin() {
+  if (start_) clReleaseEvent(start_);
+  start_ = nullptr;
+  MBLAST_CL_CHECK(clFinish(queue_));
+  host_start_ = std::chrono::steady_clock::now();
+  MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &start_));
+}
+
+double OpenclDevice::timer_end() {
+  if (end_) clReleaseEvent(end_);
+  end_ = nullptr;
+  MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &end_));
+  MBLAST_CL_CHECK(clFinish(queue_));
+  const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+  cl_ulong t0 = 0, t1 = 0;
+  if (clGetEventProfilingInfo(start_, CL_PROFILING_COMMAND_END, sizeof t0, &t0, nullptr) != CL_SUCCESS ||
+      clGetEventProfilingInfo(end_, CL_PROFILING_COMMAND_END, sizeof t1, &t1, nullptr) != CL_SUCCESS || t1 <= t0) {
+    events_ok_ = false;
+    return host;
+  }
+  return static_cast<double>(t1 - t0) * 1e-9;
+}
+
+std::string OpenclDevice::timing_method() {
+  return events_ok_ ? "opencl marker-event profiling (start marker end -> end marker end, after clFinish)"
+                    : "host wall clock around the call and clFinish (marker profiling unavailable)";
+}
+
+double OpenclDevice::time_kernel(cl_kernel k, size_t global, int reps) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    cl_event ev = nullptr;
+    MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, k, 1, nullptr, &global, nullptr, 0, nullptr, &ev));
+    MBLAST_CL_CHECK(clFinish(queue_));
+    cl_ulong a = 0, b = 0;
+    MBLAST_CL_CHECK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr));
+    MBLAST_CL_CHECK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, nullptr));
+    clReleaseEvent(ev);
+    best = std::min(best, static_cast<double>(b - a) * 1e-9);
+  }
+  return best;
+}
+
+Peaks OpenclDevice::measure_peaks() {
+  cl_int err = CL_SUCCESS;
+  const char* src = kPeakKernels;
+  cl_program prog = clCreateProgramWithSource(ctx_, 1, &src, nullptr, &err);
+  MBLAST_CL_CHECK(err);
+  MBLAST_CL_CHECK(clBuildProgram(prog, 1, &device_, "", nullptr, nullptr));
+  cl_kernel copy = clCreateKernel(prog, "mblast_copy", &err);
+  MBLAST_CL_CHECK(err);
+  cl_kernel fma = clCreateKernel(prog, "mblast_fma", &err);
+  MBLAST_CL_CHECK(err);
+
+  const cl_ulong max_alloc = info_value<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  const size_t bytes = static_cast<size_t>(std::min<cl_ulong>(max_alloc / 2, std::max<cl_ulong>(8 * cache_bytes_, 256u << 20)));
+  cl_mem a = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  MBLAST_CL_CHECK(err);
+  cl_mem b = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  MBLAST_CL_CHECK(err);
+  const cl_uchar z = 1;
+  MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, a, &z, 1, 0, bytes, 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clSetKernelArg(copy, 0, sizeof(cl_mem), &a));
+  MBLAST_CL_CHECK(clSetKernelArg(copy, 1, sizeof(cl_mem), &b));
+  const double t_copy = time_kernel(copy, bytes / 16, 6);
+
+  const cl_uint cus = info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
+  const size_t items = std::max<size_t>(cus, 1) * 16384;
+  cl_mem out = clCreateBuffer(ctx_, CL_MEM_WRITE_ONLY, items * sizeof(float), nullptr, &err);
+  MBLAST_CL_CHECK(err);
+  float fa = 0.999f, fb = 0.001f;
+  MBLAST_CL_CHECK(clSetKernelArg(fma, 0, sizeof(cl_mem), &out));
+  MBLAST_CL_CHECK(clSetKernelArg(fma, 1, sizeof(float), &fa));
+  MBLAST_CL_CHECK(clSetKernelArg(fma, 2, sizeof(float), &fb));
+  const double t_fma = time_kernel(fma, items, 4);
+
+  clReleaseMemObject(a); clReleaseMemObject(b); clReleaseMemObject(out);
+  clReleaseKernel(copy); clReleaseKernel(fma); clReleaseProgram(prog);
+  Peaks p;
+  p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / t_copy;
+  p.fp32_flops_per_s = 2.0 * 8 * 1024 * static_cast<double>(items) / t_fma;
+  p.method = "opencl: float4 copy of " + std::to_string(bytes >> 20) + " MiB (read+write bytes), 8 independent fma chains x 1024; best of several";
+  return p;
+}
+
+}  // namespace mblast::runner::opencl

@@ -1,0 +1,65 @@
+// OpenCL device for the worker. Private to backends/opencl.
+#pragma once
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <chrono>
+#include <string>
+
+#include "mblast/runner/backend.h"
+
+namespace mblast::runner::opencl {
+
+std::string cl_error_name(cl_int e);
+
+// Checks a cl_int-returning call at the call site; throws BackendError naming the expression.
+#define MBLAST_CL_CHECK(expr)                                                                      \
+  do {                                                                                             \
+    cl_int mblast_cl_err_ = (expr);                                                                \
+    if (mblast_cl_err_ != CL_SUCCESS)                                                              \
+      throw ::mblast::runner::BackendError(::mblast::describe_call(                                \
+          ::mblast::runner::opencl::cl_error_name(mblast_cl_err_), #expr, __FILE__, __LINE__));   \
+  } while (0)
+
+class OpenclDevice final : public Device {
+ public:
+  // Picks the device that target["device"] describes (platform_contains, device_contains,
+  // type cpu|gpu|any). Throws BackendError naming the platforms found when none matches.
+  explicit OpenclDevice(const nlohmann::json& target);
+  ~OpenclDevice() override;
+
+  mblast_context context() override;
+  nlohmann::json describe() override;
+  Buffer allocate(size_t nbytes) override;
+  void release(Buffer& b) override;
+  void upload(Buffer& b, std::span<const std::byte> host) override;
+  void download(const Buffer& b, std::span<std::byte> host) override;
+  void fill(Buffer& b, std::byte value) override;
+  bool guards_intact(const Buffer& b) override;
+  void synchronize() override;
+  std::string health() override;
+  void flush_caches() override;
+  void timer_begin() override;
+  double timer_end() override;
+  std::string timing_method() override;
+  Peaks measure_peaks() override;
+
+ private:
+  double time_kernel(cl_kernel k, size_t global, int reps);
+
+  cl_platform_id platform_ = nullptr;
+  cl_device_id device_ = nullptr;
+  cl_context ctx_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  std::string platform_name_;
+  size_t align_ = 4096;
+  size_t cache_bytes_ = 0;
+  cl_mem flush_buf_ = nullptr;
+  unsigned flush_count_ = 0;
+  cl_event start_ = nullptr, end_ = nullptr;
+  bool events_ok_ = true;
+  std::chrono::steady_clock::time_point host_start_;
+};
+
+}  // namespace mblast::runner::opencl

@@ -1,0 +1,117 @@
+// The runner-side backend interface. One implementation per folder under backends/, registered
+// in backends/registry.cpp. The driver never sees this header: it talks to the runner only
+// through the protocol (protocol.h).
+//
+// A Backend lives in two processes:
+//   - in mblast-runner (trusted): build() lowers a candidate source into an artifact, and
+//     worker_command() says how to start the worker that will run it;
+//   - in the worker (untrusted code runs here): open() gives a Device on which the worker
+//     allocates, uploads, runs the candidate through the ABI, synchronises and times.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mblast/abi.h"
+#include "mblast/error.h"
+
+namespace mblast::runner {
+
+// A failure of the device or its API (vendor error codes are turned into this at the call
+// site, with expression, file and line). Reported as launch_failed or runner_error.
+class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Device memory for one tensor, with guard bytes on both sides that the Device checks.
+struct Buffer {
+  void* handle = nullptr;  // what goes into mblast_tensor::data
+  size_t nbytes = 0;
+  void* impl = nullptr;    // backend bookkeeping
+};
+
+struct Peaks {
+  double bandwidth_bytes_per_s = 0;  // achieved by a copy kernel (bytes read + written)
+  double fp32_flops_per_s = 0;       // achieved by an FMA-bound kernel
+  std::string method;                // how they were measured
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual mblast_context context() = 0;
+  virtual nlohmann::json describe() = 0;  // name, vendor, driver, memory, ...
+
+  // Memory. allocate() writes the guards; guards_intact() checks them after a run.
+  virtual Buffer allocate(size_t nbytes) = 0;
+  virtual void release(Buffer& b) = 0;
+  virtual void upload(Buffer& b, std::span<const std::byte> host) = 0;
+  virtual void download(const Buffer& b, std::span<std::byte> host) = 0;
+  virtual void fill(Buffer& b, std::byte value) = 0;
+  virtual bool guards_intact(const Buffer& b) = 0;
+
+  // Waits until all work on the device (not only the candidate's queue) has finished.
+  virtual void synchronize() = 0;
+  // Empty text when the device is healthy; else why (a sticky error, a lost context).
+  virtual std::string health() = 0;
+
+  // Timing: begin() before the candidate call; end() synchronises the device, then returns the
+  // elapsed seconds by the backend's clock (events). flush_caches() runs between timed calls.
+  virtual void flush_caches() = 0;
+  virtual void timer_begin() = 0;
+  virtual double timer_end() = 0;
+  virtual std::string timing_method() = 0;
+
+  virtual Peaks measure_peaks() = 0;
+};
+
+struct BuildRequest {
+  std::string source;
+  std::string filename;  // the candidate's file name, for messages (e.g. "naive.opencl.cpp")
+  nlohmann::json target;
+  std::filesystem::path out_dir;      // an empty folder for this build's files
+  std::filesystem::path include_dir;  // holds mblast/abi.h
+  double timeout_s = 120;
+};
+
+struct BuildOutcome {
+  bool ok = false;
+  std::filesystem::path artifact;
+  std::string command;  // the compiler command line, for the log
+  std::string log;      // compiler output
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual mblast_backend_kind kind() const = 0;
+  // Text that identifies the toolchain (compiler and version); part of the build cache key.
+  virtual std::string toolchain_id(const nlohmann::json& target) = 0;
+  virtual BuildOutcome build(const BuildRequest& request) = 0;
+  // The worker's command line: by default the runner itself with --worker; a backend whose
+  // candidates run as their own programs (rvv under QEMU) overrides it.
+  virtual std::vector<std::string> worker_command(const std::filesystem::path& self,
+                                                  const std::filesystem::path& artifact,
+                                                  const nlohmann::json& target);
+  // Whether the worker may use an address-space limit (some drivers reserve huge ranges).
+  virtual bool allows_address_space_limit() const { return true; }
+  // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
+  virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
+
+  // In the worker: opens the device the target names, or throws BackendError saying why not.
+  virtual std::unique_ptr<Device> open(const nlohmann::json& target) = 0;
+};
+
+// backends/registry.cpp: every backend compiled into this binary.
+std::vector<Backend*> all_backends();
+Backend* find_backend(std::string_view name);  // nullptr when not compiled in
+
+}  // namespace mblast::runner

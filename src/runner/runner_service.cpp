@@ -1,0 +1,378 @@
+// mblast-runner's service loop: answers hello / probe / peaks / eval over stdin/stdout.
+// It builds candidates (content-addressed cache), starts one sandboxed worker per request,
+// relays stage messages, and turns a worker that dies, hangs or overgrows into a result.
+#include "runner_service.h"
+
+#include <csignal>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include "mblast/process.h"
+#include "mblast/protocol.h"
+#include "mblast/runner/backend.h"
+#include "mblast/runner/sandbox.h"
+#include "mblast/tensor.h"
+#include "mblast/version.h"
+
+namespace mblast::runner {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using protocol::FailureKind;
+using protocol::Message;
+
+namespace {
+
+json failed(FailureKind kind, const std::string& reason, const std::string& stage) {
+  return {{"stage", "failed"}, {"failed_stage", stage}, {"failure_kind", protocol::failure_kind_name(kind)},
+          {"reason", reason}};
+}
+
+std::string read_tail(const fs::path& p, size_t max_bytes) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<size_t>(in.tellg());
+  const size_t start = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string s(size - start, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  if (start > 0) s = "[... " + std::to_string(start) + " bytes cut ...]\n" + s;
+  return s;
+}
+
+size_t rss_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  size_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV (invalid memory access)";
+    case SIGBUS: return "SIGBUS (bus error)";
+    case SIGILL: return "SIGILL (illegal instruction)";
+    case SIGFPE: return "SIGFPE (arithmetic exception)";
+    case SIGABRT: return "SIGABRT (aborted)";
+    case SIGKILL: return "SIGKILL";
+    case SIGXFSZ: return "SIGXFSZ (file size limit)";
+    case SIGXCPU: return "SIGXCPU (CPU time limit)";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+fs::path unique_dir(const fs::path& parent, const std::string& stem) {
+  std::random_device rd;
+  for (;;) {
+    fs::path p = parent / (stem + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    if (fs::create_directories(p)) return p;
+  }
+}
+
+}  // namespace
+
+// One worker process and the supervision around it.
+class WorkerRun {
+ public:
+  WorkerRun(RunnerService& svc, Backend& backend, const json& target, const fs::path& artifact,
+            const json& limits)
+      : svc_(svc) {
+    dir_ = unique_dir(svc.cache_dir() / "work", "w");
+    log_ = dir_ / "candidate.log";
+    memory_bytes_ = static_cast<size_t>(limits.value("memory_mb", 4096)) << 20;
+    SandboxPolicy pol;
+    pol.memory_bytes = memory_bytes_;
+    pol.limit_address_space = backend.allows_address_space_limit();
+    pol.read_paths = default_read_paths();
+    for (const auto& p : backend.sandbox_read_paths()) pol.read_paths.push_back(p);
+    pol.read_paths.push_back(svc.self().parent_path());
+    if (!artifact.empty()) pol.read_paths.push_back(artifact.parent_path());
+    pol.write_paths = {dir_, svc.cache_dir() / "driver-cache"};
+    fs::create_directories(svc.cache_dir() / "driver-cache");
+    sandbox_ = sandbox_description(pol);
+
+    SpawnOptions o;
+    o.argv = backend.worker_command(svc.self(), artifact, target);
+    o.protocol_pipes = true;
+    o.output_file = log_;
+    o.cwd = dir_;
+    o.set_env = {{"TMPDIR", dir_.string()},
+                 {"HOME", dir_.string()},
+                 {"POCL_CACHE_DIR", (svc.cache_dir() / "driver-cache" / "pocl").string()},
+                 {"CUDA_CACHE_PATH", (svc.cache_dir() / "driver-cache" / "nv").string()}};
+    o.before_exec = [pol] { return apply_sandbox(pol); };
+    child_ = spawn(o);
+    reader_ = std::make_unique<protocol::MessageReader>(child_.from_child_fd());
+  }
+  ~WorkerRun() {
+    child_.kill();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  void send(const json& header, std::span<const std::byte> payload = {}) {
+    try {
+      protocol::write_message(child_.to_child_fd(), header, payload);
+    } catch (const Error&) {
+      // The worker died; the next receive() says how.
+    }
+  }
+
+  // The worker's next message, or a "failed" message saying why there is none.
+  Message receive(double timeout_s, const std::string& stage) {
+    const auto deadline = protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    for (;;) {
+      const auto slice = std::min(deadline, protocol::Clock::now() + std::chrono::milliseconds(20));
+      try {
+        auto m = reader_->read(slice);
+        if (m) return decorate(std::move(*m));
+        return death(stage);  // EOF: the worker ended without answering
+      } catch (const protocol::Timeout&) {
+        if (memory_bytes_ && child_.running() && rss_bytes(child_.pid()) > memory_bytes_) {
+          child_.kill();
+          return decorate({failed(FailureKind::out_of_memory,
+                                  "resident memory passed the limit of " + std::to_string(memory_bytes_ >> 20) + " MiB", stage), {}});
+        }
+        if (protocol::Clock::now() >= deadline) {
+          child_.kill();
+          return decorate({failed(FailureKind::timeout,
+                                  "no answer within " + fmt_seconds(timeout_s) + " s during " + stage + " (killed)", stage), {}});
+        }
+      } catch (const Error& e) {
+        return death(stage);
+      }
+    }
+  }
+
+ private:
+  static std::string fmt_seconds(double s) {
+    std::ostringstream o;
+    o << s;
+    return o.str();
+  }
+  Message death(const std::string& stage) {
+    auto exit = child_.wait(protocol::Clock::now() + std::chrono::seconds(5));
+    if (!exit) exit = child_.kill();
+    std::string why;
+    FailureKind kind = FailureKind::crashed;
+    if (!exit->exited) {
+      why = "the process running the candidate was killed by " + signal_name(exit->signal);
+      if (exit->signal == SIGXCPU) kind = FailureKind::timeout;
+    } else {
+      why = "the process running the candidate exited with status " + std::to_string(exit->code) + " before answering";
+    }
+    const std::string log = read_tail(log_, 4096);
+    if (log.find("std::bad_alloc") != std::string::npos || log.find("Cannot allocate memory") != std::string::npos)
+      kind = FailureKind::out_of_memory;
+    return decorate({failed(kind, why + " during " + stage, stage), {}});
+  }
+  Message decorate(Message m) {
+    m.header["log"] = read_tail(log_, 16384);
+    m.header["sandbox"] = sandbox_;
+    return m;
+  }
+
+  RunnerService& svc_;
+  fs::path dir_, log_;
+  size_t memory_bytes_ = 0;
+  std::string sandbox_;
+  Child child_;
+  std::unique_ptr<protocol::MessageReader> reader_;
+};
+
+RunnerService::RunnerService(fs::path self, fs::path cache_dir, fs::path include_dir)
+    : self_(std::move(self)), cache_dir_(std::move(cache_dir)), include_dir_(std::move(include_dir)) {
+  fs::create_directories(cache_dir_ / "build");
+  fs::create_directories(cache_dir_ / "peaks");
+  fs::create_directories(cache_dir_ / "work");
+}
+
+int RunnerService::serve(int in_fd, int out_fd) {
+  ::signal(SIGPIPE, SIG_IGN);
+  protocol::MessageReader reader(in_fd);
+  for (;;) {
+    std::optional<Message> m;
+    try {
+      m = reader.read();
+    } catch (const Error& e) {
+      protocol::write_message(out_fd, failed(FailureKind::runner_error, e.what(), "request"));
+      return 1;
+    }
+    if (!m) return 0;
+    const std::string op = m->header.value("op", "");
+    if (op == "shutdown") return 0;
+    try {
+      if (op == "hello") {
+        json names = json::array();
+        for (Backend* b : all_backends()) names.push_back(b->name());
+        protocol::write_message(out_fd, {{"stage", "hello"}, {"protocol", protocol::kVersion},
+                                         {"version", kMblastVersion}, {"backends", names},
+                                         {"cache_dir", cache_dir_.string()}});
+      } else if (op == "probe" || op == "peaks") {
+        simple(op, m->header, out_fd);
+      } else if (op == "eval") {
+        eval(*m, reader, out_fd);
+      } else {
+        protocol::write_message(out_fd, failed(FailureKind::runner_error, "unknown op '" + op + "'", "request"));
+      }
+    } catch (const std::exception& e) {
+      protocol::write_message(out_fd, failed(FailureKind::runner_error, std::string("runner: ") + e.what(), op));
+    }
+  }
+}
+
+Backend* RunnerService::backend_for(const json& target, std::string* why) {
+  const std::string name = target.value("backend", "");
+  Backend* b = find_backend(name);
+  if (!b) *why = "backend '" + name + "' is not compiled into this runner";
+  return b;
+}
+
+void RunnerService::simple(const std::string& op, const json& req, int out_fd) {
+  const json& target = req.at("target");
+  std::string why;
+  Backend* b = backend_for(target, &why);
+  if (!b) {
+    protocol::write_message(out_fd, failed(FailureKind::unavailable, why, op));
+    return;
+  }
+  if (op == "peaks" && !req.value("refresh", false)) {
+    if (auto cached = cached_peaks(target.value("name", ""), req.value("device", json()))) {
+      protocol::write_message(out_fd, *cached);
+      return;
+    }
+  }
+  WorkerRun w(*this, *b, target, {}, req.value("limits", json::object()));
+  w.send({{"op", op}, {"target", target}});
+  Message m = w.receive(req.value("timeout_s", op == "peaks" ? 300.0 : 60.0), op);
+  if (op == "peaks" && m.header.value("stage", "") == "peaks") store_peaks(target.value("name", ""), m.header);
+  protocol::write_message(out_fd, m.header, m.payload);
+}
+
+fs::path RunnerService::peaks_path(const std::string& target, const json& device) const {
+  const std::string d = device.dump();
+  return cache_dir_ / "peaks" / (target + "-" + content_hash_hex(std::as_bytes(std::span(d))).substr(0, 16) + ".json");
+}
+
+std::optional<json> RunnerService::cached_peaks(const std::string& target, const json& device) const {
+  if (device.is_null()) return std::nullopt;
+  std::ifstream in(peaks_path(target, device));
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("bandwidth_bytes_per_s")) return std::nullopt;
+  j["cached"] = true;
+  return j;
+}
+
+void RunnerService::store_peaks(const std::string& target, const json& msg) {
+  if (!msg.contains("device")) return;
+  json j = {{"stage", "peaks"}, {"device", msg["device"]}, {"target", target},
+            {"bandwidth_bytes_per_s", msg["bandwidth_bytes_per_s"]}, {"fp32_flops_per_s", msg["fp32_flops_per_s"]},
+            {"method", msg["method"]}, {"measured_at", static_cast<long long>(::time(nullptr))}};
+  const fs::path p = peaks_path(target, msg["device"]);
+  const fs::path tmp = p.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+  }
+  fs::rename(tmp, p);
+}
+
+json RunnerService::build(Backend& b, const json& target, const json& cand, const json& limits, fs::path* artifact) {
+  const std::string source = cand.at("source").get<std::string>();
+  const std::string key_text = std::string(b.name()) + "\n" + b.toolchain_id(target) + "\n" +
+                               target.value("arch", json::object()).dump() + "\n" +
+                               target.value("build", json::object()).dump() + "\nabi " +
+                               std::to_string(MBLAST_ABI_VERSION) + "\n" + source;
+  const std::string key = content_hash_hex(std::as_bytes(std::span(key_text)));
+  const fs::path final_dir = cache_dir_ / "build" / key;
+  json info;
+  if (fs::exists(final_dir / "build.json")) {
+    std::ifstream in(final_dir / "build.json");
+    info = json::parse(in, nullptr, false);
+    if (!info.is_discarded() && fs::exists(info.value("artifact", ""))) {
+      info["cached"] = true;
+      info["seconds"] = 0.0;
+      *artifact = info["artifact"].get<std::string>();
+      return info;
+    }
+  }
+  const fs::path tmp = unique_dir(cache_dir_ / "build", "tmp-");
+  BuildRequest req{source, cand.value("filename", "candidate"), target, tmp, include_dir_, limits.value("build_s", 180.0)};
+  const auto t0 = protocol::Clock::now();
+  BuildOutcome out = b.build(req);
+  const double secs = std::chrono::duration<double>(protocol::Clock::now() - t0).count();
+  info = {{"key", key}, {"ok", out.ok}, {"command", out.command}, {"log", out.log}, {"seconds", secs}, {"cached", false}};
+  if (!out.ok) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return info;
+  }
+  info["artifact"] = (final_dir / out.artifact.filename()).string();
+  {
+    std::ofstream o(tmp / "build.json");
+    o << info.dump(2);
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_dir, ec);
+  if (ec) fs::remove_all(tmp, ec);  // another runner built the same key first: use theirs
+  *artifact = info["artifact"].get<std::string>();
+  return info;
+}
+
+void RunnerService::eval(const Message& req, protocol::MessageReader& driver, int out_fd) {
+  const json& h = req.header;
+  const json& target = h.at("target");
+  const json limits = h.value("limits", json::object());
+  std::string why;
+  Backend* b = backend_for(target, &why);
+  if (!b) {
+    protocol::write_message(out_fd, failed(FailureKind::unavailable, why, "build"));
+    return;
+  }
+  fs::path artifact;
+  json build_info = build(*b, target, h.at("candidate"), limits, &artifact);
+  if (!build_info.value("ok", false)) {
+    json f = failed(FailureKind::build_failed, "the candidate did not compile", "build");
+    f["build"] = build_info;
+    protocol::write_message(out_fd, f);
+    return;
+  }
+  WorkerRun w(*this, *b, target, artifact, limits);
+  json wreq = {{"op", "eval"}, {"target", target}, {"artifact", artifact.string()}};
+  for (const char* k : {"inputs", "parameters", "outputs", "seeds", "inits", "runs"})
+    if (h.contains(k)) wreq[k] = h[k];
+  w.send(wreq, req.payload);
+  Message v = w.receive(limits.value("run_s", 60.0), "verify");
+  v.header["build"] = build_info;
+  protocol::write_message(out_fd, v.header, v.payload);
+  if (v.header.value("stage", "") != "verify") return;
+
+  auto next = driver.read();
+  if (!next || next->header.value("op", "") != "time") {
+    w.send({{"op", "stop"}});
+    return;
+  }
+  json treq = next->header;
+  const json device = v.header.value("device", json());
+  auto cached = cached_peaks(target.value("name", ""), device);
+  treq["measure_peaks"] = !cached.has_value() && treq.value("want_peaks", true);
+  w.send(treq);
+  Message t = w.receive(limits.value("time_s", 300.0), "timing");
+  if (t.header.value("stage", "") == "timing") {
+    if (t.header.contains("peaks")) {
+      json pk = t.header["peaks"];
+      pk["device"] = device;
+      store_peaks(target.value("name", ""), pk);
+      t.header["peaks"]["cached"] = false;
+    } else if (cached) {
+      t.header["peaks"] = *cached;
+    }
+  }
+  protocol::write_message(out_fd, t.header, t.payload);
+}
+
+}  // namespace mblast::runner

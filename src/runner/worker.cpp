@@ -1,0 +1,342 @@
+// The worker's conversation: probe | peaks | eval (verify, then optionally time).
+// Portable C++ with no dependency beyond nlohmann/json and xxhash, so the rvv backend can build
+// it for riscv64 and link it with a candidate.
+#include "mblast/runner/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "mblast/protocol.h"
+#include "mblast/safetensors.h"
+
+namespace mblast::runner {
+
+namespace {
+
+using nlohmann::json;
+using protocol::FailureKind;
+using protocol::Message;
+
+class CandidateFailure : public Error {
+ public:
+  CandidateFailure(FailureKind k, const std::string& what) : Error(what), kind(k) {}
+  FailureKind kind;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<TensorSpec> specs_from(const json& j) {
+  std::vector<TensorSpec> out;
+  for (const auto& e : j) out.push_back(e.get<TensorSpec>());
+  return out;
+}
+
+// Tensors of one kind (inputs, parameters or outputs) on the device.
+struct BufferSet {
+  std::vector<TensorSpec> specs;
+  std::vector<Buffer> buffers;
+  std::vector<mblast_tensor> abi;
+
+  BufferSet(Device& dev, const std::vector<TensorSpec>& s) : specs(s) {
+    for (const auto& spec : specs) buffers.push_back(dev.allocate(spec.nbytes()));
+    for (size_t i = 0; i < specs.size(); ++i) {
+      mblast_tensor t{};
+      t.name = specs[i].name.c_str();
+      t.dtype = static_cast<mblast_dtype>(specs[i].dtype);
+      t.ndim = static_cast<int32_t>(specs[i].shape.size());
+      for (size_t d = 0; d < specs[i].shape.size(); ++d) t.shape[d] = specs[i].shape[d];
+      t.data = buffers[i].handle;
+      t.nbytes = buffers[i].nbytes;
+      abi.push_back(t);
+    }
+  }
+  void release(Device& dev) {
+    for (auto& b : buffers) dev.release(b);
+    buffers.clear();
+  }
+  // Uploads the tensors named "<prefix><name>" from the payload.
+  void upload(Device& dev, const TensorSet& payload, const std::string& prefix) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const HostTensor* t = payload.find(prefix + specs[i].name);
+      if (!t) throw Error("worker: payload lacks " + prefix + specs[i].name);
+      if (t->data.size() != specs[i].nbytes()) throw Error("worker: payload size mismatch for " + specs[i].name);
+      dev.upload(buffers[i], t->data);
+    }
+  }
+  void poison(Device& dev, std::byte value) {
+    for (auto& b : buffers) dev.fill(b, value);
+  }
+  void download_into(Device& dev, TensorSet& out, const std::string& prefix) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      HostTensor t;
+      t.spec = specs[i];
+      t.spec.name = prefix + specs[i].name;
+      t.data.resize(specs[i].nbytes());
+      dev.download(buffers[i], t.data);
+      out.add(std::move(t));
+    }
+  }
+  json hashes(Device& dev) {
+    json h = json::object();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      std::vector<std::byte> tmp(specs[i].nbytes());
+      dev.download(buffers[i], tmp);
+      h[specs[i].name] = content_hash_hex(tmp);
+    }
+    return h;
+  }
+  // Names the first tensor whose guard bytes changed, or "".
+  std::string broken_guard(Device& dev) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!dev.guards_intact(buffers[i])) return specs[i].name;
+    return "";
+  }
+};
+
+class Session {
+ public:
+  Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorSet& payload)
+      : dev_(dev), cand_(cand), payload_(payload), ctx_(dev.context()),
+        in_specs_(specs_from(req.at("inputs"))), par_specs_(specs_from(req.at("parameters"))),
+        out_specs_(specs_from(req.at("outputs"))) {
+    for (const auto& s : req.at("seeds")) seeds_.push_back(s.get<int>());
+    for (const auto& i : req.at("inits")) inits_.push_back(i.get<int>());
+    runs_ = req.value("runs", 2);
+  }
+
+  // Every seed x init x run; outputs go to the payload as out/<seed>/<init>/<run>/<name>.
+  json verify(TensorSet& outputs) {
+    json cases = json::array();
+    BufferSet in(dev_, in_specs_), par(dev_, par_specs_), out(dev_, out_specs_);
+    for (int init : inits_) {
+      par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
+      void* state = prepare(par);
+      for (int seed : seeds_) {
+        in.upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
+        for (int r = 0; r < runs_; ++r) {
+          const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
+          out.poison(dev_, poison);
+          double t0 = now_s();
+          call(state, in, par, out);
+          dev_.synchronize();
+          double t1 = now_s();
+          check_after_call(in, par, out);
+          const std::string key = "out/" + std::to_string(seed) + "/" + std::to_string(init) + "/" + std::to_string(r) + "/";
+          out.download_into(dev_, outputs, key);
+          cases.push_back({{"seed", seed}, {"init", init}, {"run", r}, {"seconds", t1 - t0},
+                           {"poison", static_cast<int>(poison)}, {"prefix", key}});
+        }
+        cases.back()["input_hashes_after"] = in.hashes(dev_);
+      }
+      cases.back()["param_hashes_after"] = par.hashes(dev_);
+      release(state);
+    }
+    in.release(dev_); par.release(dev_); out.release(dev_);
+    return cases;
+  }
+
+  json time(const json& req, TensorSet& outputs) {
+    const int init = req.value("init", inits_.at(0));
+    const int warmup = req.value("warmup", 3);
+    const int min_repeats = req.value("min_repeats", 10);
+    const int max_repeats = req.value("max_repeats", 200);
+    const double min_seconds = req.value("min_seconds", 0.2);
+    const int rotate = std::max(1, req.value("rotate", 4));
+    const double max_wall = req.value("max_wall_seconds", 10.0);  // flushes included
+
+    BufferSet par(dev_, par_specs_);
+    par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
+    double tp = now_s();
+    void* state = prepare(par);
+    dev_.synchronize();
+    double prepare_s = now_s() - tp;
+
+    // Rotating buffer sets: each holds the inputs of one seed in its own buffers.
+    std::vector<BufferSet> ins, outs;
+    json sets = json::array();
+    for (int k = 0; k < rotate; ++k) {
+      const int seed = seeds_[static_cast<size_t>(k) % seeds_.size()];
+      ins.emplace_back(dev_, in_specs_);
+      ins.back().upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
+      outs.emplace_back(dev_, out_specs_);
+      outs.back().poison(dev_, std::byte{0xFF});
+      sets.push_back({{"seed", seed}, {"prefix", "time/" + std::to_string(k) + "/"}});
+    }
+    dev_.synchronize();
+
+    size_t call_no = 0;
+    auto next = [&]() -> size_t { return call_no++ % static_cast<size_t>(rotate); };
+    for (int i = 0; i < std::max(warmup, rotate); ++i) {
+      size_t k = next();
+      dev_.flush_caches();
+      call(state, ins[k], par, outs[k]);
+      dev_.synchronize();
+    }
+    std::vector<double> samples, wall;
+    double total = 0;
+    const double loop_start = now_s();
+    while ((static_cast<int>(samples.size()) < min_repeats ||
+            (total < min_seconds && now_s() - loop_start < max_wall)) &&
+           static_cast<int>(samples.size()) < max_repeats) {
+      size_t k = next();
+      dev_.flush_caches();
+      double w0 = now_s();
+      dev_.timer_begin();
+      call(state, ins[k], par, outs[k]);
+      double t = dev_.timer_end();
+      wall.push_back(now_s() - w0);
+      samples.push_back(t);
+      total += t;
+    }
+    for (int k = 0; k < rotate; ++k) {
+      check_after_call(ins[static_cast<size_t>(k)], par, outs[static_cast<size_t>(k)]);
+      outs[static_cast<size_t>(k)].download_into(dev_, outputs, sets[static_cast<size_t>(k)]["prefix"].get<std::string>());
+    }
+    release(state);
+    for (auto& s : ins) s.release(dev_);
+    for (auto& s : outs) s.release(dev_);
+    par.release(dev_);
+    return {{"samples", samples}, {"wall_samples", wall}, {"sets", sets}, {"init", init},
+            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}};
+  }
+
+ private:
+  std::string last_error() {
+    if (!cand_.last_error) return "";
+    const char* e = cand_.last_error();
+    return e ? std::string(": ") + e : "";
+  }
+  void* prepare(BufferSet& par) {
+    void* state = nullptr;
+    if (!cand_.prepare) return state;
+    int rc = cand_.prepare(&ctx_, par.abi.data(), static_cast<int32_t>(par.abi.size()), &state);
+    if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_prepare returned " + std::to_string(rc) + last_error());
+    return state;
+  }
+  void release(void* state) {
+    if (cand_.release) cand_.release(&ctx_, state);
+  }
+  void call(void* state, BufferSet& in, BufferSet& par, BufferSet& out) {
+    int rc = cand_.run(&ctx_, state, in.abi.data(), static_cast<int32_t>(in.abi.size()), par.abi.data(),
+                       static_cast<int32_t>(par.abi.size()), out.abi.data(), static_cast<int32_t>(out.abi.size()));
+    if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_run returned " + std::to_string(rc) + last_error());
+  }
+  void check_after_call(BufferSet& in, BufferSet& par, BufferSet& out) {
+    std::string h = dev_.health();
+    if (!h.empty()) throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + h);
+    for (BufferSet* s : {&out, &in, &par}) {
+      std::string name = s->broken_guard(dev_);
+      if (!name.empty())
+        throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" + name + "' (guard bytes changed)");
+    }
+  }
+
+  Device& dev_;
+  const CandidateEntry& cand_;
+  const TensorSet& payload_;
+  mblast_context ctx_;
+  std::vector<TensorSpec> in_specs_, par_specs_, out_specs_;
+  std::vector<int> seeds_, inits_;
+  int runs_ = 2;
+};
+
+void send_failure(int fd, FailureKind kind, const std::string& reason, const std::string& stage) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  protocol::write_message(fd, {{"stage", "failed"}, {"failed_stage", stage},
+                               {"failure_kind", protocol::failure_kind_name(kind)}, {"reason", reason}});
+}
+
+}  // namespace
+
+int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked) {
+  protocol::MessageReader reader(in_fd);
+  std::optional<Message> req;
+  try {
+    req = reader.read();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mblast worker: %s\n", e.what());
+    return 3;
+  }
+  if (!req) return 3;
+  const json& h = req->header;
+  const std::string op = h.value("op", "");
+  std::string stage = "open";
+  try {
+    std::unique_ptr<Device> dev;
+    try {
+      dev = backend.open(h.at("target"));
+    } catch (const Error& e) {
+      send_failure(out_fd, FailureKind::unavailable, e.what(), stage);
+      return 0;
+    }
+    if (op == "probe") {
+      protocol::write_message(out_fd, {{"stage", "probe"}, {"available", true}, {"device", dev->describe()}});
+      return 0;
+    }
+    if (op == "peaks") {
+      stage = "peaks";
+      Peaks p = dev->measure_peaks();
+      protocol::write_message(out_fd, {{"stage", "peaks"}, {"device", dev->describe()},
+                                       {"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
+                                       {"fp32_flops_per_s", p.fp32_flops_per_s}, {"method", p.method}});
+      return 0;
+    }
+    if (op != "eval") {
+      send_failure(out_fd, FailureKind::runner_error, "worker: unknown op '" + op + "'", stage);
+      return 0;
+    }
+    stage = "load";
+    CandidateEntry cand;
+    if (linked) {
+      cand = *linked;
+    } else {
+      try {
+        cand = load_candidate_library(h.at("artifact").get<std::string>());
+      } catch (const Error& e) {
+        send_failure(out_fd, FailureKind::abi_error, e.what(), stage);
+        return 0;
+      }
+    }
+    if (!cand.run) {
+      send_failure(out_fd, FailureKind::abi_error, "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
+      return 0;
+    }
+    const TensorSet payload = parse_safetensors(req->payload);
+    Session session(*dev, cand, h, payload);
+    stage = "verify";
+    TensorSet outs;
+    json cases = session.verify(outs);
+    std::fflush(stdout);
+    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", cases}, {"device", dev->describe()}},
+                            serialize_safetensors(outs));
+    auto next = reader.read();
+    if (!next || next->header.value("op", "") != "time") return 0;
+    stage = "timing";
+    TensorSet touts;
+    json timing = session.time(next->header, touts);
+    if (next->header.value("measure_peaks", false)) {
+      stage = "peaks";
+      Peaks p = dev->measure_peaks();
+      timing["peaks"] = {{"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
+                         {"fp32_flops_per_s", p.fp32_flops_per_s}, {"method", p.method}};
+    }
+    timing["stage"] = "timing";
+    std::fflush(stdout);
+    protocol::write_message(out_fd, timing, serialize_safetensors(touts));
+    return 0;
+  } catch (const CandidateFailure& e) {
+    send_failure(out_fd, e.kind, e.what(), stage);
+  } catch (const BackendError& e) {
+    send_failure(out_fd, FailureKind::launch_failed, e.what(), stage);
+  } catch (const std::exception& e) {
+    send_failure(out_fd, FailureKind::runner_error, std::string("worker: ") + e.what(), stage);
+  }
+  return 0;
+}
+
+}  // namespace mblast::runner
