@@ -1,0 +1,44 @@
+// `mblast eval`: is this candidate correct on this target, and how fast is it?
+//
+// The driver sends inputs and parameters (never expected outputs) to the runner, gets back the
+// outputs of every verification run, checks them here against the reference by every rule in
+// DESIGN.md "Measurement", and only then asks for timing — whose outputs are checked too.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "mblast/problem.h"
+#include "mblast/target.h"
+
+namespace mblast {
+
+class RunnerClient;
+
+struct EvalOptions {
+  std::optional<RunnerAddress> runner;  // overrides the target's own runner address
+  int runs = 2;                         // calls per seed x init (the second must agree)
+  bool timing = true;
+  int warmup = 3;
+  int min_repeats = 20;
+  int max_repeats = 1000;
+  double min_seconds = 0.3;  // keep timing until this much timed work is collected
+  int rotate = 4;            // rotating input/output buffer sets
+  double max_wall_seconds = 3;  // stop adding samples past min_repeats after this long (flushes included)
+  double build_s = 180, run_s = 60, time_s = 300;
+  int memory_mb = 4096;
+  bool quiet = false;        // no progress lines on stderr
+};
+
+// Evaluates one candidate file. Candidate failures come back in the result
+// ("correct": false, "failure_kind", "reason"); infrastructure failures throw Error and bad
+// input throws UserError. `client` reuses a running runner (nullptr: start one).
+nlohmann::json evaluate(const Problem& problem, const Target& target, const std::filesystem::path& candidate,
+                        const EvalOptions& options, RunnerClient* client = nullptr);
+
+// The human-readable rendering of an evaluate() result.
+std::string format_eval_result(const nlohmann::json& r);
+
+}  // namespace mblast

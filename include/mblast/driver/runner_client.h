@@ -1,0 +1,39 @@
+// The driver's end of the runner protocol: starts mblast-runner locally or over ssh and
+// exchanges messages with it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mblast/process.h"
+#include "mblast/protocol.h"
+#include "mblast/target.h"
+
+namespace mblast {
+
+class RunnerClient {
+ public:
+  // Starts the runner for this address and checks the protocol version (hello).
+  // Throws Error with a one-line reason when it cannot be started or does not answer.
+  explicit RunnerClient(const RunnerAddress& addr, double connect_timeout_s = 60);
+  ~RunnerClient();
+
+  void send(const nlohmann::json& header, std::span<const std::byte> payload = {});
+  // Throws Error when the runner goes away or the deadline passes.
+  protocol::Message receive(double timeout_s);
+
+  const nlohmann::json& hello() const { return hello_; }
+  std::string describe() const { return describe_; }  // "local mblast-runner" or "ssh root@host:port"
+
+ private:
+  Child child_;
+  std::unique_ptr<protocol::MessageReader> reader_;
+  nlohmann::json hello_;
+  std::string describe_;
+};
+
+// The command line that starts the runner for an address (exposed for tests and messages).
+std::vector<std::string> runner_command(const RunnerAddress& addr);
+
+}  // namespace mblast

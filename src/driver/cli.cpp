@@ -1,0 +1,91 @@
+// The mblast command line. main() only calls cli_main(), so tests link the whole program.
+#include "mblast/driver/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/targets_command.h"
+#include "mblast/error.h"
+#include "mblast/paths.h"
+#include "mblast/version.h"
+
+namespace mblast {
+
+namespace {
+
+struct EvalArgs {
+  std::string problem, candidate, target = "pocl-cpu", runner;
+  bool json = false, no_timing = false;
+  EvalOptions opt;
+};
+
+void add_eval(CLI::App& app, EvalArgs& a) {
+  auto* c = app.add_subcommand("eval", "Verify a candidate on a target, then time it");
+  c->footer(
+      "Example:\n"
+      "  mblast eval problems/softmax problems/softmax/candidates/naive.opencl.cpp --target pocl-cpu\n"
+      "The candidate is checked on every seed and parameter init, twice, with poisoned outputs;\n"
+      "only a correct candidate is timed. Exit status: 0 correct, 1 rejected or infrastructure\n"
+      "error, 2 bad input.");
+  c->add_option("problem", a.problem, "Problem directory (holds problem.json)")->required();
+  c->add_option("candidate", a.candidate, "Candidate source file implementing include/mblast/abi.h")->required();
+  c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
+  c->add_option("--runner", a.runner, "Runner address overriding the target's: local or ssh://[user@]host[:port]/path/mblast-runner");
+  c->add_flag("--json", a.json, "Print the result as one JSON object");
+  c->add_flag("--no-timing", a.no_timing, "Verify only");
+  c->add_option("--repeats", a.opt.min_repeats, "Minimum timed runs")->capture_default_str();
+  c->add_option("--warmup", a.opt.warmup, "Warm-up runs")->capture_default_str();
+  c->add_option("--min-time", a.opt.min_seconds, "Keep timing until this many seconds of timed runs")->capture_default_str();
+  c->add_option("--rotate", a.opt.rotate, "Rotating input/output buffer sets")->capture_default_str();
+  c->add_option("--run-timeout", a.opt.run_s, "Seconds allowed for the verification runs")->capture_default_str();
+  c->add_option("--build-timeout", a.opt.build_s, "Seconds allowed for building the candidate")->capture_default_str();
+  c->add_option("--memory-mb", a.opt.memory_mb, "Memory limit of the process running the candidate")->capture_default_str();
+}
+
+int run_eval(const EvalArgs& a) {
+  EvalOptions o = a.opt;
+  o.timing = !a.no_timing;
+  o.quiet = a.json;
+  if (!a.runner.empty()) o.runner = parse_runner_url(a.runner);
+  Problem p = load_problem(a.problem);
+  Target t = find_target(a.target);
+  nlohmann::json r = evaluate(p, t, a.candidate, o);
+  if (a.json) std::cout << r.dump(2) << "\n";
+  else std::cout << format_eval_result(r);
+  return r.value("correct", false) ? 0 : 1;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"mblast — a learning-augmented optimizer for accelerator kernels (CUDA, OpenCL, RVV)"};
+  app.set_version_flag("--version", std::string("mblast ") + kMblastVersion);
+  app.require_subcommand(1);
+  app.footer("Run `mblast COMMAND --help` for a command's options and an example.");
+  EvalArgs eval_args;
+  add_eval(app, eval_args);
+  TargetsArgs targets_args;
+  add_targets(app, targets_args);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (app.got_subcommand("eval")) return run_eval(eval_args);
+    if (app.got_subcommand("targets")) return run_targets(targets_args);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "mblast: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mblast: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace mblast

@@ -1,0 +1,333 @@
+#include "mblast/driver/evaluate.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "mblast/driver/runner_client.h"
+#include "mblast/stats.h"
+#include "mblast/verify.h"
+
+namespace mblast {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using protocol::FailureKind;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+json spec_list(const std::vector<TensorSpec>& v) {
+  json a = json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+std::string read_source(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw UserError(p.string() + ": cannot read the candidate");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw UserError(p.string() + ": the candidate is empty");
+  return s;
+}
+
+// The reference data the driver holds: inputs and parameters it sends, expected outputs it keeps.
+struct ReferenceData {
+  const Problem& p;
+  TensorSet payload;
+  std::map<std::pair<int, int>, TensorSet> expected;
+  std::map<std::string, std::string> sent_hash;  // "in/<seed>/<name>" -> content hash
+
+  explicit ReferenceData(const Problem& prob) : p(prob) {
+    for (const auto& s : p.seeds) add(load_checked(p.inputs_file(s.seed), p.inputs), p.inputs, "in/" + std::to_string(s.seed) + "/");
+    for (int i : p.inits) add(load_checked(p.params_file(i), p.parameters), p.parameters, "par/" + std::to_string(i) + "/");
+  }
+  void add(const TensorSet& set, const std::vector<TensorSpec>& specs, const std::string& prefix) {
+    for (const auto& s : specs) {
+      HostTensor t = *set.find(s.name);
+      t.spec.name = prefix + s.name;
+      sent_hash[t.spec.name] = content_hash_hex(t.data);
+      payload.add(std::move(t));
+    }
+  }
+  const TensorSet& expected_for(int seed, int init) {
+    auto key = std::make_pair(seed, init);
+    auto it = expected.find(key);
+    if (it == expected.end()) it = expected.emplace(key, load_checked(p.expected_file(seed, init), p.outputs)).first;
+    return it->second;
+  }
+};
+
+struct Verdict {
+  FailureKind kind = FailureKind::none;
+  std::string reason;
+  json checks = json::array();
+  bool ok() const { return kind == FailureKind::none; }
+  void fail(FailureKind k, std::string r) {
+    if (ok()) { kind = k; reason = std::move(r); }
+  }
+};
+
+const HostTensor& output_in(const TensorSet& outs, const std::string& key) {
+  const HostTensor* t = outs.find(key);
+  if (!t) throw Error("runner answer lacks output " + key);
+  return *t;
+}
+
+// Every verification run: outputs against the reference, inputs/parameters unchanged, and the
+// runs on the same inputs agree with each other.
+Verdict verify_runs(const Problem& p, ReferenceData& ref, const json& cases, const TensorSet& outs) {
+  Verdict v;
+  std::map<std::pair<int, int>, std::string> first_prefix;
+  for (const auto& c : cases) {
+    const int seed = c.at("seed"), init = c.at("init"), run = c.at("run");
+    const std::string prefix = c.at("prefix");
+    const auto poison = static_cast<std::byte>(c.value("poison", 0xFF));
+    const std::string where = fmt::format("seed {} init {} run {}", seed, init, run);
+    const TensorSet& expected = ref.expected_for(seed, init);
+    for (const auto& spec : p.outputs) {
+      const HostTensor& got = output_in(outs, prefix + spec.name);
+      OutputCheck oc = check_output(spec, p.tolerance_for(spec.dtype), got.data, expected.find(spec.name)->data, poison);
+      v.checks.push_back({{"seed", seed}, {"init", init}, {"run", run}, {"output", spec.name}, {"ok", oc.ok()},
+                          {"matched", oc.matched}, {"total", oc.total}, {"max_abs_err", oc.max_abs_err},
+                          {"max_rel_err", oc.max_rel_err}});
+      if (!oc.ok()) v.fail(oc.kind, where + ": " + oc.reason);
+      auto key = std::make_pair(seed, init);
+      if (run == 0) {
+        first_prefix[key] = prefix;
+      } else if (oc.ok()) {
+        OutputCheck ag = check_agreement(spec, p.tolerance_for(spec.dtype), output_in(outs, first_prefix[key] + spec.name).data, got.data);
+        if (!ag.ok()) v.fail(FailureKind::nondeterministic, where + ": " + ag.reason);
+      }
+    }
+    auto unchanged = [&](const char* field, const std::vector<TensorSpec>& specs, const std::string& sent_prefix, const char* what) {
+      if (!c.contains(field)) return;
+      for (const auto& spec : specs) {
+        const std::string now = c[field].value(spec.name, "");
+        if (now != ref.sent_hash[sent_prefix + spec.name])
+          v.fail(FailureKind::input_modified, fmt::format("{}: {} '{}' was modified by the candidate", where, what, spec.name));
+      }
+    };
+    unchanged("input_hashes_after", p.inputs, "in/" + std::to_string(seed) + "/", "input");
+    unchanged("param_hashes_after", p.parameters, "par/" + std::to_string(init) + "/", "parameter");
+  }
+  return v;
+}
+
+// The outputs left in each rotating buffer set after timing must still be right.
+Verdict verify_timing_sets(const Problem& p, ReferenceData& ref, const json& timing, const TensorSet& outs) {
+  Verdict v;
+  const int init = timing.value("init", p.inits.front());
+  for (const auto& set : timing.at("sets")) {
+    const int seed = set.at("seed");
+    const std::string prefix = set.at("prefix");
+    for (const auto& spec : p.outputs) {
+      OutputCheck oc = check_output(spec, p.tolerance_for(spec.dtype), output_in(outs, prefix + spec.name).data,
+                                    ref.expected_for(seed, init).find(spec.name)->data, std::byte{0xFF});
+      if (!oc.ok()) v.fail(oc.kind, fmt::format("after the timed runs (buffer set {}, seed {}): {}", prefix, seed, oc.reason));
+    }
+  }
+  return v;
+}
+
+void set_failure(json& r, FailureKind k, const std::string& reason) {
+  r["correct"] = false;
+  r["failure_kind"] = protocol::failure_kind_name(k);
+  r["reason"] = reason;
+}
+
+void take_runner_failure(json& r, const json& h) {
+  r["correct"] = false;
+  r["failure_kind"] = h.value("failure_kind", "runner_error");
+  r["reason"] = h.value("reason", "no reason given");
+  r["failed_stage"] = h.value("failed_stage", "");
+}
+
+json peak_fractions(const Problem& p, const json& peaks, double median_s) {
+  json f;
+  const double bw = p.bytes / median_s, fl = p.flops / median_s;
+  f["achieved_bandwidth_bytes_per_s"] = bw;
+  f["achieved_flops_per_s"] = fl;
+  if (!peaks.is_object() || !peaks.contains("bandwidth_bytes_per_s")) {
+    f["fraction_of_peak"] = nullptr;
+    f["note"] = "no peaks measured for this target";
+    return f;
+  }
+  const double pbw = peaks["bandwidth_bytes_per_s"], pfl = peaks["fp32_flops_per_s"];
+  const double fbw = pbw > 0 ? bw / pbw : 0, ffl = pfl > 0 ? fl / pfl : 0;
+  f["peak_bandwidth_bytes_per_s"] = pbw;
+  f["peak_fp32_flops_per_s"] = pfl;
+  f["bandwidth_fraction"] = fbw;
+  f["compute_fraction"] = ffl;
+  f["fraction_of_peak"] = std::max(fbw, ffl);
+  f["bound"] = fbw >= ffl ? "memory" : "compute";
+  f["peaks_method"] = peaks.value("method", "");
+  f["peaks_cached"] = peaks.value("cached", false);
+  return f;
+}
+
+}  // namespace
+
+json evaluate(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o, RunnerClient* client) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const std::string source = read_source(candidate);
+  RunnerAddress addr = o.runner ? *o.runner : target.runner;
+  if (!o.runner) {
+    std::string why = target.unreachable_reason();
+    if (!why.empty()) throw UserError("target " + target.name + " is unavailable: " + why);
+  }
+  ensure_problem_data(p, o.quiet);
+  ReferenceData ref(p);
+  const double t_prepared = since(t_start);
+
+  std::unique_ptr<RunnerClient> own;
+  if (!client) {
+    own = std::make_unique<RunnerClient>(addr);
+    client = own.get();
+  }
+  const double t_connected = since(t_start);
+
+  json r;
+  r["problem"] = p.name;
+  r["target"] = target.name;
+  r["backend"] = target.backend;
+  r["candidate"] = fs::absolute(candidate).string();
+  r["runner"] = client->describe();
+  r["correct"] = false;
+  r["failure_kind"] = nullptr;
+  r["reason"] = nullptr;
+
+  json seeds = json::array(), inits = p.inits;
+  for (const auto& s : p.seeds) seeds.push_back(s.seed);
+  json req = {{"op", "eval"},
+              {"target", target.spec},
+              {"candidate", {{"source", source}, {"filename", candidate.filename().string()}}},
+              {"inputs", spec_list(p.inputs)},
+              {"parameters", spec_list(p.parameters)},
+              {"outputs", spec_list(p.outputs)},
+              {"seeds", seeds},
+              {"inits", inits},
+              {"runs", o.runs},
+              {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"time_s", o.time_s}, {"memory_mb", o.memory_mb}}}};
+  const auto payload = serialize_safetensors(ref.payload);
+  const auto t_sent = std::chrono::steady_clock::now();
+  client->send(req, payload);
+  auto v = client->receive(o.build_s + o.run_s + 60);
+  const double verify_wall = since(t_sent);
+
+  const json& build = v.header.value("build", json::object());
+  const double build_s = build.value("seconds", 0.0);
+  r["build"] = {{"cached", build.value("cached", false)}, {"seconds", build_s}, {"command", build.value("command", "")},
+                {"log", build.value("log", "")}};
+  r["sandbox"] = v.header.value("sandbox", "");
+  r["log"] = v.header.value("log", "");
+  if (v.header.contains("device")) r["device"] = v.header["device"];
+  json phases = {{"load_data_s", t_prepared}, {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},
+                 {"verify_s", verify_wall - build_s}, {"timing_s", 0.0}};
+
+  auto finish = [&]() {
+    phases["total_s"] = since(t_start);
+    double timed = 0;
+    if (r.contains("time") && r["time"].contains("samples_sum_s")) timed = r["time"]["samples_sum_s"];
+    phases["timed_runs_s"] = timed;
+    phases["overhead_s"] = phases["total_s"].get<double>() - build_s - timed;
+    r["phases"] = phases;
+    return r;
+  };
+
+  if (v.header.value("stage", "") != "verify") {
+    take_runner_failure(r, v.header);
+    return finish();
+  }
+  Verdict verdict = verify_runs(p, ref, v.header.at("cases"), parse_safetensors(v.payload));
+  r["checks"] = verdict.checks;
+  if (!verdict.ok()) {
+    set_failure(r, verdict.kind, verdict.reason);
+    client->send({{"op", "stop"}});
+    return finish();
+  }
+  if (!o.timing) {
+    client->send({{"op", "stop"}});
+    r["correct"] = true;
+    r["time"] = nullptr;
+    return finish();
+  }
+
+  const auto t_time = std::chrono::steady_clock::now();
+  client->send({{"op", "time"}, {"init", p.inits.front()}, {"warmup", o.warmup}, {"min_repeats", o.min_repeats},
+                {"max_repeats", o.max_repeats}, {"min_seconds", o.min_seconds}, {"rotate", o.rotate},
+                {"max_wall_seconds", o.max_wall_seconds}});
+  auto t = client->receive(o.time_s + 600);
+  phases["timing_s"] = since(t_time);
+  if (!t.header.value("log", "").empty()) r["log"] = t.header["log"];
+  if (t.header.value("stage", "") != "timing") {
+    take_runner_failure(r, t.header);
+    return finish();
+  }
+  Verdict after = verify_timing_sets(p, ref, t.header, parse_safetensors(t.payload));
+  if (!after.ok()) {
+    set_failure(r, after.kind, after.reason);
+    return finish();
+  }
+  std::vector<double> samples = t.header.at("samples").get<std::vector<double>>();
+  SampleSummary s = summarize(samples);
+  SampleSummary w = summarize(t.header.at("wall_samples").get<std::vector<double>>());
+  double sum = 0;
+  for (double x : samples) sum += x;
+  r["correct"] = true;
+  r["time"] = {{"median", s.median * 1e6}, {"unit", "us"}, {"min", s.min * 1e6}, {"max", s.max * 1e6},
+               {"p25", s.p25 * 1e6}, {"p75", s.p75 * 1e6}, {"mean", s.mean * 1e6}, {"stddev", s.stddev * 1e6},
+               {"spread_pct", s.spread_pct}, {"samples", s.count}, {"samples_sum_s", sum},
+               {"host_wall_median", w.median * 1e6}, {"method", t.header.value("method", "")},
+               {"rotating_sets", t.header.at("sets").size()}, {"warmup", o.warmup},
+               {"prepare_s", t.header.value("prepare_seconds", 0.0)}};
+  r["peak"] = peak_fractions(p, t.header.value("peaks", json()), s.median);
+  r["fraction_of_peak"] = r["peak"]["fraction_of_peak"];
+  return finish();
+}
+
+std::string format_eval_result(const json& r) {
+  std::ostringstream o;
+  o << fmt::format("problem   {}\ntarget    {} ({})\ncandidate {}\n", r.value("problem", ""), r.value("target", ""),
+                   r.value("backend", ""), r.value("candidate", ""));
+  if (r.contains("device") && r["device"].is_object())
+    o << fmt::format("device    {}\n", r["device"].value("name", "?"));
+  if (r.value("correct", false)) {
+    o << "result    CORRECT on every seed, init and run\n";
+  } else {
+    o << fmt::format("result    REJECTED: {}\n          {}\n", r.value("failure_kind", json("?")).get<std::string>(),
+                     r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "");
+    const std::string log = r.value("build", json::object()).value("log", "");
+    if (r.value("failure_kind", json("")) == "build_failed" && !log.empty()) o << "build log:\n" << log << "\n";
+  }
+  if (r.contains("time") && r["time"].is_object()) {
+    const json& t = r["time"];
+    o << fmt::format("time      median {:.3f} us  (p25 {:.3f}, p75 {:.3f}, spread {:.1f}%, {} samples)\n",
+                     t.value("median", 0.0), t.value("p25", 0.0), t.value("p75", 0.0), t.value("spread_pct", 0.0),
+                     t.value("samples", 0));
+    const json& pk = r.value("peak", json::object());
+    o << fmt::format("achieved  {:.2f} GB/s, {:.2f} GFLOP/s", pk.value("achieved_bandwidth_bytes_per_s", 0.0) / 1e9,
+                     pk.value("achieved_flops_per_s", 0.0) / 1e9);
+    if (pk.contains("fraction_of_peak") && pk["fraction_of_peak"].is_number())
+      o << fmt::format("  = {:.1f}% of peak ({}-bound; peaks {:.1f} GB/s, {:.1f} GFLOP/s)",
+                       100 * pk["fraction_of_peak"].get<double>(), pk.value("bound", "?"),
+                       pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9, pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
+    o << "\n";
+  }
+  if (r.contains("phases")) {
+    const json& ph = r["phases"];
+    o << fmt::format("phases    build {:.3f} s{}, verify {:.3f} s, timing {:.3f} s, total {:.3f} s\n",
+                     ph.value("build_s", 0.0), r.value("build", json::object()).value("cached", false) ? " (cached)" : "",
+                     ph.value("verify_s", 0.0), ph.value("timing_s", 0.0), ph.value("total_s", 0.0));
+  }
+  return o.str();
+}
+
+}  // namespace mblast

@@ -1,0 +1,87 @@
+#include "mblast/driver/targets_command.h"
+
+#include <iostream>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "mblast/driver/runner_client.h"
+#include "mblast/target.h"
+
+namespace mblast {
+
+using nlohmann::json;
+
+void add_targets(CLI::App& app, TargetsArgs& a) {
+  auto* c = app.add_subcommand("targets", "List targets and whether each is available here");
+  c->footer("Example:\n  mblast targets --json\nEach local target is probed through the runner (a device is opened); "
+            "a remote one is available when its runner host is configured.");
+  c->add_flag("--json", a.json, "Print a JSON array");
+  c->add_flag("--no-probe", a.no_probe, "Do not open devices; list descriptions only");
+}
+
+int run_targets(const TargetsArgs& a) {
+  auto targets = load_targets();
+  std::unique_ptr<RunnerClient> local;
+  std::string local_error;
+  std::set<std::string> local_backends;
+  json out = json::array();
+  for (const auto& t : targets) {
+    json e = {{"name", t.name}, {"backend", t.backend}, {"description", t.description},
+              {"transport", t.runner.transport}, {"available", false}, {"reason", nullptr}};
+    if (t.spec.contains("arch")) e["arch"] = t.spec["arch"];
+    std::string why = t.unreachable_reason();
+    if (!why.empty()) {
+      e["reason"] = why;
+    } else if (a.no_probe) {
+      e["available"] = nullptr;
+      e["reason"] = "not probed (--no-probe)";
+    } else if (t.remote()) {
+      e["available"] = true;  // reachable on paper; `mblast eval` connects
+      e["reason"] = nullptr;
+    } else {
+      if (!local && local_error.empty()) {
+        try {
+          local = std::make_unique<RunnerClient>(RunnerAddress{});
+          for (const auto& b : local->hello().value("backends", json::array())) local_backends.insert(b.get<std::string>());
+        } catch (const std::exception& ex) {
+          local_error = ex.what();
+        }
+      }
+      if (!local) {
+        e["reason"] = local_error;
+      } else if (!local_backends.count(t.backend)) {
+        e["reason"] = "backend '" + t.backend + "' is not compiled into this mblast-runner";
+      } else {
+        local->send({{"op", "probe"}, {"target", t.spec}});
+        auto m = local->receive(120);
+        if (m.header.value("stage", "") == "probe") {
+          e["available"] = true;
+          e["device"] = m.header.value("device", json::object());
+          if (auto w = m.header["device"].value("warning", ""); !w.empty()) e["warning"] = w;
+        } else {
+          e["reason"] = m.header.value("reason", "probe failed");
+        }
+      }
+    }
+    out.push_back(e);
+  }
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", "TARGET", "BACKEND", "AVAILABLE", "DEVICE / REASON");
+  for (const auto& e : out) {
+    std::string avail = e["available"].is_null() ? "?" : e["available"].get<bool>() ? "yes" : "no";
+    std::string detail = e["available"].is_boolean() && e["available"].get<bool>()
+                             ? (e.contains("device") ? e["device"].value("name", "") : std::string("remote runner configured"))
+                             : e["reason"].is_string() ? e["reason"].get<std::string>() : "";
+    if (e.contains("warning")) detail += "  [warning: " + e["warning"].get<std::string>() + "]";
+    std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", e["name"].get<std::string>(), e["backend"].get<std::string>(), avail, detail);
+  }
+  return 0;
+}
+
+}  // namespace mblast
