@@ -277,19 +277,28 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     return finish();
   }
   std::vector<double> samples = t.header.at("samples").get<std::vector<double>>();
+  const std::string unit = t.header.value("unit", "s");
+  const bool seconds = unit == "s";
+  const double scale = seconds ? 1e6 : 1.0;  // seconds are reported in microseconds
   SampleSummary s = summarize(samples);
   SampleSummary w = summarize(t.header.at("wall_samples").get<std::vector<double>>());
   double sum = 0;
   for (double x : samples) sum += x;
   r["correct"] = true;
-  r["time"] = {{"median", s.median * 1e6}, {"unit", "us"}, {"min", s.min * 1e6}, {"max", s.max * 1e6},
-               {"p25", s.p25 * 1e6}, {"p75", s.p75 * 1e6}, {"mean", s.mean * 1e6}, {"stddev", s.stddev * 1e6},
-               {"spread_pct", s.spread_pct}, {"samples", s.count}, {"samples_sum_s", sum},
-               {"host_wall_median", w.median * 1e6}, {"method", t.header.value("method", "")},
-               {"rotating_sets", t.header.at("sets").size()}, {"warmup", o.warmup},
-               {"prepare_s", t.header.value("prepare_seconds", 0.0)}};
-  r["peak"] = peak_fractions(p, t.header.value("peaks", json()), s.median);
-  r["fraction_of_peak"] = r["peak"]["fraction_of_peak"];
+  r["time"] = {{"median", s.median * scale}, {"unit", seconds ? "us" : unit}, {"min", s.min * scale},
+               {"max", s.max * scale}, {"p25", s.p25 * scale}, {"p75", s.p75 * scale}, {"mean", s.mean * scale},
+               {"stddev", s.stddev * scale}, {"spread_pct", s.spread_pct}, {"samples", s.count},
+               {"samples_sum_s", seconds ? sum : 0.0}, {"host_wall_median", w.median * 1e6},
+               {"method", t.header.value("method", "")}, {"rotating_sets", t.header.at("sets").size()},
+               {"warmup", o.warmup}, {"prepare_s", t.header.value("prepare_seconds", 0.0)}};
+  if (t.header.contains("cost")) r["time"]["cost"] = t.header["cost"];  // backend detail (e.g. vector instructions)
+  if (seconds) {
+    r["peak"] = peak_fractions(p, t.header.value("peaks", json()), s.median);
+    r["fraction_of_peak"] = r["peak"]["fraction_of_peak"];
+  } else {
+    r["peak"] = {{"fraction_of_peak", nullptr}, {"note", "the cost is a count of " + unit + ", not a time: no speed-of-light fraction"}};
+    r["fraction_of_peak"] = nullptr;
+  }
   return finish();
 }
 
@@ -309,8 +318,9 @@ std::string format_eval_result(const json& r) {
   }
   if (r.contains("time") && r["time"].is_object()) {
     const json& t = r["time"];
-    o << fmt::format("time      median {:.3f} us  (p25 {:.3f}, p75 {:.3f}, spread {:.1f}%, {} samples)\n",
-                     t.value("median", 0.0), t.value("p25", 0.0), t.value("p75", 0.0), t.value("spread_pct", 0.0),
+    const std::string unit = t.value("unit", "us");
+    o << fmt::format("time      median {:.3f} {}  (p25 {:.3f}, p75 {:.3f}, spread {:.1f}%, {} samples)\n",
+                     t.value("median", 0.0), unit, t.value("p25", 0.0), t.value("p75", 0.0), t.value("spread_pct", 0.0),
                      t.value("samples", 0));
     const json& pk = r.value("peak", json::object());
     o << fmt::format("achieved  {:.2f} GB/s, {:.2f} GFLOP/s", pk.value("achieved_bandwidth_bytes_per_s", 0.0) / 1e9,

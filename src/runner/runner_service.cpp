@@ -269,9 +269,13 @@ std::optional<json> RunnerService::cached_peaks(const std::string& target, const
 
 void RunnerService::store_peaks(const std::string& target, const json& msg) {
   if (!msg.contains("device")) return;
-  json j = {{"stage", "peaks"}, {"device", msg["device"]}, {"target", target},
-            {"bandwidth_bytes_per_s", msg["bandwidth_bytes_per_s"]}, {"fp32_flops_per_s", msg["fp32_flops_per_s"]},
-            {"method", msg["method"]}, {"measured_at", static_cast<long long>(::time(nullptr))}};
+  json j = msg;
+  j.erase("log");
+  j.erase("sandbox");
+  j.erase("payload_bytes");
+  j["stage"] = "peaks";
+  j["target"] = target;
+  j["measured_at"] = static_cast<long long>(::time(nullptr));
   const fs::path p = peaks_path(target, msg["device"]);
   const fs::path tmp = p.string() + ".tmp." + std::to_string(::getpid());
   {

@@ -201,7 +201,7 @@ class Session {
     for (auto& s : outs) s.release(dev_);
     par.release(dev_);
     return {{"samples", samples}, {"wall_samples", wall}, {"sets", sets}, {"init", init},
-            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}};
+            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}, {"unit", dev_.timing_unit()}};
   }
 
  private:
@@ -253,6 +253,14 @@ void send_failure(int fd, FailureKind kind, const std::string& reason, const std
 
 }  // namespace
 
+json to_json(const Peaks& p) {
+  json j = {{"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s}, {"fp32_flops_per_s", p.fp32_flops_per_s},
+            {"method", p.method}};
+  if (p.tf32_flops_per_s > 0) j["tf32_flops_per_s"] = p.tf32_flops_per_s;
+  if (p.bf16_flops_per_s > 0) j["bf16_flops_per_s"] = p.bf16_flops_per_s;
+  return j;
+}
+
 int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked) {
   protocol::MessageReader reader(in_fd);
   std::optional<Message> req;
@@ -280,10 +288,10 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     }
     if (op == "peaks") {
       stage = "peaks";
-      Peaks p = dev->measure_peaks();
-      protocol::write_message(out_fd, {{"stage", "peaks"}, {"device", dev->describe()},
-                                       {"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
-                                       {"fp32_flops_per_s", p.fp32_flops_per_s}, {"method", p.method}});
+      json msg = to_json(dev->measure_peaks());
+      msg["stage"] = "peaks";
+      msg["device"] = dev->describe();
+      protocol::write_message(out_fd, msg);
       return 0;
     }
     if (op != "eval") {
@@ -321,9 +329,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     json timing = session.time(next->header, touts);
     if (next->header.value("measure_peaks", false)) {
       stage = "peaks";
-      Peaks p = dev->measure_peaks();
-      timing["peaks"] = {{"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
-                         {"fp32_flops_per_s", p.fp32_flops_per_s}, {"method", p.method}};
+      timing["peaks"] = to_json(dev->measure_peaks());
     }
     timing["stage"] = "timing";
     std::fflush(stdout);

@@ -40,8 +40,11 @@ struct Buffer {
 struct Peaks {
   double bandwidth_bytes_per_s = 0;  // achieved by a copy kernel (bytes read + written)
   double fp32_flops_per_s = 0;       // achieved by an FMA-bound kernel
+  double tf32_flops_per_s = 0;       // matrix units, where the device has them (0: not measured)
+  double bf16_flops_per_s = 0;
   std::string method;                // how they were measured
 };
+nlohmann::json to_json(const Peaks& p);
 
 class Device {
  public:
@@ -68,6 +71,9 @@ class Device {
   virtual void timer_begin() = 0;
   virtual double timer_end() = 0;
   virtual std::string timing_method() = 0;
+  // The unit of timer_end()'s result: "s" (seconds), or "instructions" where the cost is a
+  // deterministic count (rvv under QEMU).
+  virtual std::string timing_unit() { return "s"; }
 
   virtual Peaks measure_peaks() = 0;
 };
