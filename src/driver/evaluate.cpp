@@ -81,10 +81,31 @@ const HostTensor& output_in(const TensorSet& outs, const std::string& key) {
   return *t;
 }
 
-// Every verification run: outputs against the reference, inputs/parameters unchanged, and the
-// runs on the same inputs agree with each other.
-Verdict verify_runs(const Problem& p, ReferenceData& ref, const json& cases, const TensorSet& outs) {
+// Inputs and parameters must come back unchanged. Checked before the outputs: a candidate
+// that overwrites its inputs usually breaks its later outputs too, and the cause is what counts.
+Verdict verify_inputs_unchanged(const Problem& p, ReferenceData& ref, const json& cases) {
   Verdict v;
+  for (const auto& c : cases) {
+    const int seed = c.at("seed"), init = c.at("init"), run = c.at("run");
+    auto unchanged = [&](const char* field, const std::vector<TensorSpec>& specs, const std::string& sent_prefix,
+                         const char* what) {
+      if (!c.contains(field)) return;
+      for (const auto& spec : specs)
+        if (c[field].value(spec.name, "") != ref.sent_hash[sent_prefix + spec.name])
+          v.fail(FailureKind::input_modified,
+                 fmt::format("seed {} init {} (after run {}): {} '{}' was modified by the candidate", seed, init, run,
+                             what, spec.name));
+    };
+    unchanged("input_hashes_after", p.inputs, "in/" + std::to_string(seed) + "/", "input");
+    unchanged("param_hashes_after", p.parameters, "par/" + std::to_string(init) + "/", "parameter");
+  }
+  return v;
+}
+
+// Every verification run: outputs against the reference, and the runs on the same inputs
+// agree with each other.
+Verdict verify_runs(const Problem& p, ReferenceData& ref, const json& cases, const TensorSet& outs) {
+  Verdict v = verify_inputs_unchanged(p, ref, cases);
   std::map<std::pair<int, int>, std::string> first_prefix;
   for (const auto& c : cases) {
     const int seed = c.at("seed"), init = c.at("init"), run = c.at("run");
@@ -107,16 +128,6 @@ Verdict verify_runs(const Problem& p, ReferenceData& ref, const json& cases, con
         if (!ag.ok()) v.fail(FailureKind::nondeterministic, where + ": " + ag.reason);
       }
     }
-    auto unchanged = [&](const char* field, const std::vector<TensorSpec>& specs, const std::string& sent_prefix, const char* what) {
-      if (!c.contains(field)) return;
-      for (const auto& spec : specs) {
-        const std::string now = c[field].value(spec.name, "");
-        if (now != ref.sent_hash[sent_prefix + spec.name])
-          v.fail(FailureKind::input_modified, fmt::format("{}: {} '{}' was modified by the candidate", where, what, spec.name));
-      }
-    };
-    unchanged("input_hashes_after", p.inputs, "in/" + std::to_string(seed) + "/", "input");
-    unchanged("param_hashes_after", p.parameters, "par/" + std::to_string(init) + "/", "parameter");
   }
   return v;
 }

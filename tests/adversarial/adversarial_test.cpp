@@ -1,0 +1,106 @@
+// The adversarial suite: candidates that cheat or break in the ways public kernel agents
+// have been fooled by. Each must be rejected with its stated failure kind on every backend
+// that has a variant of it (tests/adversarial/cases.json); a backend without a variant
+// reports NOT_SUPPORTED (a skip), never a pass.
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "test_env.h"
+
+namespace mblast {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Case {
+  std::string backend, name, problem, expect, what;
+};
+
+std::vector<Case> all_cases() {
+  std::ifstream in(testing::source_dir() / "tests" / "adversarial" / "cases.json");
+  json j = json::parse(in);
+  std::vector<Case> v;
+  for (const auto& b : testing::all_backend_names())
+    for (const auto& c : j["cases"]) v.push_back({b, c["name"], c["problem"], c["expect"], c["what"]});
+  return v;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+EvalOptions adversarial_options() {
+  EvalOptions o;
+  o.quiet = true;
+  o.run_s = 8;  // the hang case must be cut off quickly
+  o.time_s = 60;
+  o.memory_mb = 2048;
+  o.min_repeats = 5;
+  o.min_seconds = 0.02;
+  o.max_wall_seconds = 1;
+  o.warmup = 1;
+  o.rotate = 2;
+  return o;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.name; }
+
+class Adversarial : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Adversarial, IsSeenForWhatItIs) {
+  const Case& c = GetParam();
+  const fs::path src = testing::source_dir() / "tests" / "adversarial" / c.backend / (c.name + testing::candidate_extension(c.backend));
+  if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
+  std::string why;
+  auto targets = testing::available_targets(c.backend, &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  Problem p = load_problem(testing::source_dir() / "problems" / c.problem);
+  ensure_problem_data(p, true);
+
+  // Materialise the candidate: substitute the expected-output path for peek_expected.
+  std::string code = read_file(src);
+  code = std::regex_replace(code, std::regex("@EXPECTED_FILE@"), p.expected_file(p.seeds.at(1).seed, p.inits.at(0)).string());
+  const fs::path work = fs::temp_directory_path() / ("mblast-adv-" + c.backend + "-" + c.name);
+  fs::create_directories(work);
+  const fs::path cand = work / src.filename();
+  std::ofstream(cand) << code;
+
+  for (const auto& t : targets) {
+    SCOPED_TRACE("target " + t.name + ": " + c.what);
+    RunnerClient client(RunnerAddress{});
+    json r = evaluate(p, t, cand, adversarial_options(), &client);
+    if (c.expect == "counted_time") {
+      // Accepted, but its real work must be in the clock: at least half the naive candidate's time.
+      ASSERT_TRUE(r["correct"].get<bool>()) << r.dump(2);
+      const fs::path naive = p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
+      json base = evaluate(p, t, naive, adversarial_options(), &client);
+      ASSERT_TRUE(base["correct"].get<bool>());
+      EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * base["time"]["median"].get<double>())
+          << "work moved off the timed stream was not counted";
+    } else {
+      EXPECT_FALSE(r["correct"].get<bool>()) << "accepted a candidate that " << c.what;
+      EXPECT_EQ(r["failure_kind"], c.expect) << r.value("reason", json()).dump() << "\nlog: " << r.value("log", "");
+      EXPECT_TRUE(r["reason"].is_string() && !r["reason"].get<std::string>().empty());
+    }
+    // The runner survives every one of them: the next request on the same runner works.
+    const fs::path good = p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
+    if (fs::exists(good)) {
+      EvalOptions o = adversarial_options();
+      o.timing = false;
+      json after = evaluate(p, t, good, o, &client);
+      EXPECT_TRUE(after["correct"].get<bool>()) << "runner did not recover: " << after.dump(2);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Adversarial, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.backend + "_" + i.param.name; });
+
+}  // namespace
+}  // namespace mblast

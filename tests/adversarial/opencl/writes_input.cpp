@@ -1,0 +1,67 @@
+// writes_input — computes y = a + b correctly, then (same work-item, after its read) overwrites
+// input a in place, setting the lowest mantissa bit of every a[i]. That moves a by at most 1 ulp,
+// so every later run still computes a right answer (within tolerance); only the input hash after
+// the runs can show the write. mblast must report failure_kind "input_modified".
+// (Zeroing a instead makes run 1 compute y = b, which is reported first as "wrong_output".)
+#include <mblast/abi.h>
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <cstdio>
+
+static const char* kKernelName = "vec_add_clobber";
+static const char* kSource = R"CLC(
+__kernel void vec_add_clobber(__global float* a, __global const float* b, __global float* y,
+                              const long n) {
+  const long i = (long)get_global_id(0);
+  if (i >= n) return;
+  y[i] = a[i] + b[i];
+  a[i] = as_float(as_uint(a[i]) | 1u);  // THE BUG: the input is not ours to write
+}
+)CLC";
+
+static char g_err[256];
+#define CL_CHECK(expr)                                                                  \
+  do {                                                                                  \
+    cl_int e_ = (expr);                                                                 \
+    if (e_ != CL_SUCCESS) {                                                             \
+      std::snprintf(g_err, sizeof g_err, "%s failed with cl_int %d", #expr, (int)e_); \
+      return -1;                                                                        \
+    }                                                                                   \
+  } while (0)
+
+extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t,
+                              void** state) {
+  cl_int err = CL_SUCCESS;
+  cl_device_id dev = static_cast<cl_device_id>(ctx->cl_device);
+  cl_program p = clCreateProgramWithSource(static_cast<cl_context>(ctx->cl_context), 1,
+                                           &kSource, nullptr, &err);
+  CL_CHECK(err);
+  CL_CHECK(clBuildProgram(p, 1, &dev, "-cl-std=CL1.2", nullptr, nullptr));
+  cl_kernel k = clCreateKernel(p, kKernelName, &err);
+  clReleaseProgram(p);  // the kernel keeps the program alive
+  CL_CHECK(err);
+  *state = k;
+  return 0;
+}
+
+extern "C" void mblast_release(const mblast_context*, void* state) {
+  if (state) clReleaseKernel(static_cast<cl_kernel>(state));
+}
+
+extern "C" const char* mblast_last_error(void) { return g_err; }
+
+extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in,
+                          int32_t, const mblast_tensor*, int32_t, mblast_tensor* out, int32_t) {
+  cl_kernel k = static_cast<cl_kernel>(state);
+  const cl_long n = static_cast<cl_long>(out[0].nbytes / sizeof(float));
+  CL_CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &in[0].data));
+  CL_CHECK(clSetKernelArg(k, 1, sizeof(cl_mem), &in[1].data));
+  CL_CHECK(clSetKernelArg(k, 2, sizeof(cl_mem), &out[0].data));
+  CL_CHECK(clSetKernelArg(k, 3, sizeof(cl_long), &n));
+  const size_t global = static_cast<size_t>(n);
+  CL_CHECK(clEnqueueNDRangeKernel(static_cast<cl_command_queue>(ctx->cl_queue), k, 1, nullptr,
+                                  &global, nullptr, 0, nullptr, nullptr));
+  return 0;
+}

@@ -1,0 +1,84 @@
+// The conformance suite: written once against the backend interface (through the runner),
+// run for every backend that has a target available here. For each shipped problem the
+// backend's naive candidate must be correct on every seed, init and run, be timed with sane
+// statistics, and the same evaluation twice must hit the build cache and agree.
+#include <gtest/gtest.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "test_env.h"
+
+namespace mblast {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::available_targets;
+
+struct Case {
+  std::string backend, problem;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (const auto& b : testing::all_backend_names())
+    for (const auto& p : testing::problem_names()) v.push_back({b, p});
+  return v;
+}
+
+EvalOptions quick_timing() {
+  EvalOptions o;
+  o.quiet = true;
+  o.min_repeats = 5;
+  o.min_seconds = 0.02;
+  o.max_wall_seconds = 1;
+  o.warmup = 1;
+  o.rotate = 2;
+  return o;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.problem; }
+
+class Conformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
+  const Case& c = GetParam();
+  std::string why;
+  auto targets = available_targets(c.backend, &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const fs::path dir = testing::source_dir() / "problems" / c.problem;
+  const fs::path cand = dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
+  if (!fs::exists(cand)) GTEST_SKIP() << "NOT_SUPPORTED: no " << cand.filename() << " for " << c.problem;
+  Problem p = load_problem(dir);
+  for (const auto& t : targets) {
+    SCOPED_TRACE("target " + t.name);
+    RunnerClient client(RunnerAddress{});
+    auto r = evaluate(p, t, cand, quick_timing(), &client);
+    ASSERT_TRUE(r["correct"].get<bool>()) << r.value("failure_kind", nlohmann::json()).dump() << ": "
+                                          << r.value("reason", nlohmann::json()).dump() << "\n" << r.value("log", "");
+    EXPECT_TRUE(r["failure_kind"].is_null());
+    // Every seed x init x run x output was checked.
+    EXPECT_EQ(r["checks"].size(), p.seeds.size() * p.inits.size() * 2 * p.outputs.size());
+    const auto& time = r["time"];
+    EXPECT_GT(time["median"].get<double>(), 0);
+    EXPECT_GE(time["samples"].get<int>(), 5);
+    EXPECT_LE(time["min"].get<double>(), time["median"].get<double>());
+    EXPECT_LE(time["median"].get<double>(), time["max"].get<double>());
+    if (time["unit"] == "us") {
+      ASSERT_TRUE(r["fraction_of_peak"].is_number()) << r["peak"].dump();
+      EXPECT_GT(r["fraction_of_peak"].get<double>(), 0);
+      EXPECT_LT(r["fraction_of_peak"].get<double>(), 1.5) << "faster than the measured peak: " << r["peak"].dump();
+    }
+    // Again through the same runner: the build is cached and the verdict is the same.
+    auto again = evaluate(p, t, cand, quick_timing(), &client);
+    EXPECT_TRUE(again["correct"].get<bool>());
+    EXPECT_TRUE(again["build"]["cached"].get<bool>());
+    if (time["unit"] == "instructions")  // a count is deterministic: exactly the same
+      EXPECT_EQ(again["time"]["median"], time["median"]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.backend + "_" + i.param.problem; });
+
+}  // namespace
+}  // namespace mblast

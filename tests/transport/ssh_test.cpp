@@ -1,0 +1,133 @@
+// The ssh transport: the same eval through `ssh host mblast-runner` against an sshd this test
+// starts on 127.0.0.1 with throwaway keys. Skips, with the reason, without root or sshd.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "mblast/process.h"
+#include "test_env.h"
+
+namespace mblast {
+namespace {
+
+namespace fs = std::filesystem;
+
+int free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+bool port_open(int port) {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
+class SshTransport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a throwaway sshd that accepts root logins";
+    if (!fs::exists("/usr/sbin/sshd") || !find_program("ssh") || !find_program("ssh-keygen"))
+      GTEST_SKIP() << "openssh-server / openssh-client not installed";
+    dir_ = fs::temp_directory_path() / ("mblast-sshd-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all);
+    fs::create_directories("/run/sshd");  // sshd's privilege-separation directory
+    for (const char* k : {"host_key", "client_key"})
+      ASSERT_TRUE(run_command({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", (dir_ / k).string()}, 30).ok());
+    fs::copy_file(dir_ / "client_key.pub", dir_ / "authorized_keys");
+    port_ = free_port();
+    std::ofstream(dir_ / "sshd_config") << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey " << (dir_ / "host_key").string()
+                                        << "\nAuthorizedKeysFile " << (dir_ / "authorized_keys").string()
+                                        << "\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                                           "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                                        << "PidFile " << (dir_ / "sshd.pid").string() << "\n";
+    SpawnOptions o;
+    o.argv = {"/usr/sbin/sshd", "-D", "-e", "-f", (dir_ / "sshd_config").string()};
+    o.output_file = dir_ / "sshd.log";
+    sshd_ = spawn(o);
+    for (int i = 0; i < 100 && !port_open(port_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(port_open(port_)) << "sshd did not start; see " << (dir_ / "sshd.log");
+  }
+  void TearDown() override {
+    sshd_.kill();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  RunnerAddress address() const {
+    RunnerAddress a;
+    a.transport = "ssh";
+    a.host = "root@127.0.0.1";
+    a.port = port_;
+    a.runner_path = std::getenv("MBLAST_RUNNER");
+    a.ssh_options = {"-i", (dir_ / "client_key").string(), "-o", "StrictHostKeyChecking=no", "-o",
+                     "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"};
+    return a;
+  }
+  fs::path dir_;
+  int port_ = 0;
+  Child sshd_;
+};
+
+TEST_F(SshTransport, EvalOverSshGivesTheSameVerdictsAsLocally) {
+  std::string why;
+  auto targets = testing::available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const Target& t = targets.front();
+  EvalOptions o;
+  o.quiet = true;
+  o.min_repeats = 5;
+  o.min_seconds = 0.02;
+  o.max_wall_seconds = 1;
+  o.run_s = 8;
+  RunnerClient client(address());
+  EXPECT_EQ(client.describe().rfind("ssh ", 0), 0u) << client.describe();
+  const fs::path relu = testing::source_dir() / "problems" / "relu";
+  Problem p = load_problem(relu);
+  auto good = evaluate(p, t, relu / "candidates" / "naive.opencl.cpp", o, &client);
+  EXPECT_TRUE(good["correct"].get<bool>()) << good.dump(2);
+  EXPECT_GT(good["time"]["median"].get<double>(), 0);
+  EXPECT_EQ(good["runner"].get<std::string>().rfind("ssh ", 0), 0u);
+  // A crash on the far side is a result there too, and the connection stays usable.
+  const fs::path crash = testing::source_dir() / "tests" / "adversarial" / "opencl" / "crash.cpp";
+  if (fs::exists(crash)) {
+    auto bad = evaluate(load_problem(testing::source_dir() / "problems" / "vec_add"), t, crash, o, &client);
+    EXPECT_EQ(bad["failure_kind"], "crashed") << bad.dump(2);
+    auto again = evaluate(p, t, relu / "candidates" / "naive.opencl.cpp", o, &client);
+    EXPECT_TRUE(again["correct"].get<bool>());
+  }
+}
+
+TEST_F(SshTransport, UnreachableHostIsAOneLineError) {
+  RunnerAddress a = address();
+  a.port = free_port();  // nothing listens there
+  try {
+    RunnerClient client(a, 20);
+    ADD_FAILURE() << "connected to a closed port";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("did not start"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace mblast

@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mblast/error.h"
+#include "mblast/process.h"
+#include "mblast/runner/sandbox.h"
+
+namespace mblast {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Process, CapturesOutputAndExitStatus) {
+  auto r = run_command({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, 10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(r.exit.exited);
+  EXPECT_EQ(r.exit.code, 3);
+  EXPECT_NE(r.output.find("out"), std::string::npos);
+  EXPECT_NE(r.output.find("err"), std::string::npos);
+}
+
+TEST(Process, TimeoutKillsTheWholeGroup) {
+  auto r = run_command({"/bin/sh", "-c", "sleep 30 & sleep 30"}, 0.3);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.seconds, 5);
+}
+
+TEST(Process, MissingProgramIsAnError) {
+  SpawnOptions o;
+  o.argv = {"/nonexistent/program"};
+  EXPECT_THROW(spawn(o), Error);
+}
+
+TEST(Sandbox, CandidateProcessCannotReadFilesOutsideTheAllowedPaths) {
+  if (runner::landlock_abi_version() == 0) GTEST_SKIP() << "landlock unavailable on this kernel";
+  const fs::path secret = fs::temp_directory_path() / ("mblast-secret-" + std::to_string(::getpid()));
+  std::ofstream(secret) << "expected outputs";
+  runner::SandboxPolicy pol;
+  pol.read_paths = runner::default_read_paths();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!runner::apply_sandbox(pol).empty()) ::_exit(10);
+    FILE* f = std::fopen(secret.c_str(), "rb");
+    FILE* lib = std::fopen("/etc/hostname", "rb");  // an allowed path still reads
+    ::_exit(f ? 11 : (lib || errno == ENOENT) ? 0 : 12);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  fs::remove(secret);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: sandbox failed, 11: secret readable, 12: allowed path unreadable";
+}
+
+TEST(Sandbox, MemoryLimitStopsLargeAllocations) {
+  runner::SandboxPolicy pol;
+  pol.memory_bytes = 256u << 20;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    runner::apply_sandbox(pol);
+    void* p = std::malloc(size_t{1} << 30);
+    ::_exit(p ? 1 : 0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a 1 GiB malloc succeeded under a 256 MiB limit";
+}
+
+}  // namespace
+}  // namespace mblast

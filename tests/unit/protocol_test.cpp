@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <thread>
+#include <unistd.h>
+
+#include "mblast/protocol.h"
+
+namespace mblast::protocol {
+namespace {
+
+struct Pipe {
+  int r = -1, w = -1;
+  Pipe() {
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    r = p[0];
+    w = p[1];
+  }
+  ~Pipe() {
+    if (r >= 0) ::close(r);
+    if (w >= 0) ::close(w);
+  }
+  void close_write() {
+    ::close(w);
+    w = -1;
+  }
+};
+
+TEST(Protocol, MessageWithPayloadArrivesWhole) {
+  Pipe p;
+  std::vector<std::byte> payload(100000);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
+  std::thread writer([&] { write_message(p.w, {{"op", "x"}, {"n", 3}}, payload); });
+  MessageReader reader(p.r);
+  auto m = reader.read(Clock::now() + std::chrono::seconds(10));
+  writer.join();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->header["op"], "x");
+  EXPECT_EQ(m->payload, payload);
+}
+
+TEST(Protocol, TimeoutInsideAPayloadLosesNothing) {
+  // The runner reads with short deadlines while it watches the worker; a deadline that passes
+  // in the middle of a payload must leave the message intact for the next read.
+  Pipe p;
+  std::vector<std::byte> payload(1 << 20, std::byte{0x5a});
+  std::string header = nlohmann::json{{"op", "big"}, {"payload_bytes", payload.size()}}.dump() + "\n";
+  ASSERT_EQ(::write(p.w, header.data(), header.size()), static_cast<ssize_t>(header.size()));
+  ASSERT_EQ(::write(p.w, payload.data(), 1000), 1000);
+  MessageReader reader(p.r);
+  EXPECT_THROW(reader.read(Clock::now() + std::chrono::milliseconds(30)), Timeout);
+  std::thread rest([&] {
+    size_t off = 1000;
+    while (off < payload.size()) off += static_cast<size_t>(::write(p.w, payload.data() + off, payload.size() - off));
+  });
+  auto m = reader.read(Clock::now() + std::chrono::seconds(10));
+  rest.join();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->header["op"], "big");
+  EXPECT_EQ(m->payload.size(), payload.size());
+  EXPECT_EQ(m->payload, payload);
+}
+
+TEST(Protocol, EndOfStreamAndGarbage) {
+  {
+    Pipe p;
+    p.close_write();
+    MessageReader reader(p.r);
+    EXPECT_FALSE(reader.read().has_value());
+  }
+  {
+    Pipe p;
+    std::string junk = "this is not json\n";
+    ASSERT_EQ(::write(p.w, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    MessageReader reader(p.r);
+    EXPECT_THROW(reader.read(), Error);
+  }
+  {
+    Pipe p;
+    std::string cut = R"({"payload_bytes": 50})" "\nabc";
+    ASSERT_EQ(::write(p.w, cut.data(), cut.size()), static_cast<ssize_t>(cut.size()));
+    p.close_write();
+    MessageReader reader(p.r);
+    EXPECT_THROW(reader.read(), Error);
+  }
+}
+
+TEST(Protocol, FailureKindNamesRoundTrip) {
+  for (int k = 0; k <= static_cast<int>(FailureKind::runner_error); ++k) {
+    auto kind = static_cast<FailureKind>(k);
+    EXPECT_EQ(parse_failure_kind(failure_kind_name(kind)), kind);
+  }
+  EXPECT_FALSE(parse_failure_kind("passed").has_value());
+}
+
+}  // namespace
+}  // namespace mblast::protocol

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sets up mblast on a Debian 12 machine: system packages, the Python helper's environment,
+# and a build in ./build. Safe to run again. Needs root (or sudo) for apt-get.
+#   tools/setup.sh            install, build
+#   tools/setup.sh --no-apt   build only (packages already installed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  # build
+  cmake ninja-build g++ pkg-config
+  # C++ libraries of the design
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev libgtest-dev libgmock-dev
+  # OpenCL: ICD loader, headers, PoCL's CPU device
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  # RISC-V vector: clang for riscv64, its sysroot, qemu-user
+  clang-19 lld-19 llvm-19 libc6-dev-riscv64-cross libgcc-12-dev-riscv64-cross libstdc++-12-dev-riscv64-cross qemu-user
+  # the Python helper (reference data); ssh for the remote-runner transport and its test
+  python3 python3-numpy python3-venv python3-pip openssh-client openssh-server
+)
+
+if [[ "${1:-}" != "--no-apt" ]]; then
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# The Python helper: Debian's numpy plus safetensors from PyPI, in a venv that mblast finds
+# by itself (<repo>/.venv); MBLAST_PYTHON overrides it.
+if [[ ! -x .venv/bin/python3 ]] || ! .venv/bin/python3 -c "import numpy, safetensors" 2>/dev/null; then
+  echo "setup: creating .venv (numpy from Debian, safetensors from PyPI)"
+  /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --disable-pip-version-check safetensors
+fi
+
+echo "setup: building in ./build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build
+echo "setup: done. Try: build/bin/mblast targets"
