@@ -51,11 +51,13 @@ class MessageReader {
   std::optional<Message> read(Deadline deadline = std::nullopt);
 
  private:
-  bool fill(Deadline deadline);  // false on EOF
+  bool wait_readable(Deadline deadline);  // throws Timeout
+  size_t read_some(void* dst, size_t n, Deadline deadline);  // 0 on EOF
   int fd_;
-  std::vector<char> buf_;
+  std::vector<char> buf_;  // header bytes read ahead
   size_t pos_ = 0;
-  std::optional<nlohmann::json> pending_;  // header parsed, payload still arriving
+  std::optional<Message> pending_;  // header parsed, payload still arriving
+  size_t have_ = 0;                 // payload bytes of pending_ received so far
 };
 
 // Why a candidate was not accepted. Candidate failures are results, never exceptions.

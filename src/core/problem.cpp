@@ -127,6 +127,15 @@ std::string python_for_tools() {
 void ensure_problem_data(const Problem& p, bool quiet) {
   const bool has_reference = fs::exists(p.dir / "reference.py");
   if (p.data_present() && !has_reference) return;
+  // Fresh when the generator's manifest is newer than what the data is made from; the
+  // generator itself checks content hashes when anything is newer.
+  if (p.data_present() && has_reference) {
+    const fs::path manifest = p.data_dir() / "MANIFEST.json";
+    std::error_code ec;
+    const auto made = fs::last_write_time(manifest, ec);
+    if (!ec && made >= fs::last_write_time(p.dir / "problem.json") && made >= fs::last_write_time(p.dir / "reference.py"))
+      return;
+  }
   if (!has_reference)
     throw UserError(p.dir.string() + ": reference data is missing (no data/ and no reference.py to make it)");
   const fs::path tool = data_dir() / "tools" / "mblast_data.py";

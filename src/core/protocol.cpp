@@ -46,7 +46,7 @@ void write_message(int fd, nlohmann::json header, std::span<const std::byte> pay
   if (!payload.empty()) write_all(fd, payload.data(), payload.size());
 }
 
-bool MessageReader::fill(Deadline deadline) {
+bool MessageReader::wait_readable(Deadline deadline) {
   for (;;) {
     int wait_ms = -1;
     if (deadline) {
@@ -60,56 +60,67 @@ bool MessageReader::fill(Deadline deadline) {
       if (errno == EINTR) continue;
       throw Error(std::string("protocol: poll failed: ") + std::strerror(errno));
     }
-    if (r == 0) continue;  // re-check the deadline
-    static thread_local char tmp[1 << 20];
-    ssize_t n = ::read(fd_, tmp, sizeof tmp);
-    if (n < 0) {
+    if (r > 0) return true;
+  }
+}
+
+size_t MessageReader::read_some(void* dst, size_t n, Deadline deadline) {
+  for (;;) {
+    wait_readable(deadline);
+    ssize_t got = ::read(fd_, dst, n);
+    if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       throw Error(std::string("protocol: read failed: ") + std::strerror(errno));
     }
-    if (n == 0) return false;
-    if (pos_ > 0 && !pending_) {  // drop consumed bytes before growing
-      buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(pos_));
-      pos_ = 0;
-    }
-    buf_.insert(buf_.end(), tmp, tmp + n);
-    return true;
+    return static_cast<size_t>(got);
   }
 }
 
 std::optional<Message> MessageReader::read(Deadline deadline) {
-  // Nothing is consumed until a whole message is buffered, so a Timeout can be retried.
+  // State survives a Timeout: a partly received message is completed by the next call.
   for (;;) {
+    if (pending_) {
+      auto& payload = pending_->payload;
+      while (have_ < payload.size()) {
+        size_t n = read_some(payload.data() + have_, payload.size() - have_, deadline);
+        if (n == 0) throw Error("protocol: stream ended inside a payload");
+        have_ += n;
+      }
+      Message m = std::move(*pending_);
+      pending_.reset();
+      return m;
+    }
     auto begin = buf_.begin() + static_cast<ptrdiff_t>(pos_);
     auto it = std::find(begin, buf_.end(), '\n');
     if (it != buf_.end()) {
-      const size_t nl = static_cast<size_t>(it - buf_.begin());
-      if (!pending_) {
-        nlohmann::json h = nlohmann::json::parse(begin, it, nullptr, false);
-        if (h.is_discarded() || !h.is_object()) throw Error("protocol: message header is not a JSON object");
-        pending_ = std::move(h);
+      Message m;
+      m.header = nlohmann::json::parse(begin, it, nullptr, false);
+      if (m.header.is_discarded() || !m.header.is_object()) throw Error("protocol: message header is not a JSON object");
+      pos_ = static_cast<size_t>(it - buf_.begin()) + 1;
+      // Payload bytes already read ahead, then the rest straight into the payload.
+      m.payload.resize(m.header.value("payload_bytes", size_t{0}));
+      have_ = std::min(m.payload.size(), buf_.size() - pos_);
+      std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
+      pos_ += have_;
+      if (pos_ == buf_.size()) {
+        buf_.clear();
+        pos_ = 0;
       }
-      const size_t want = pending_->value("payload_bytes", size_t{0});
-      if (buf_.size() - (nl + 1) >= want) {
-        Message m;
-        m.header = std::move(*pending_);
-        pending_.reset();
-        const auto* src = reinterpret_cast<const std::byte*>(buf_.data() + nl + 1);
-        m.payload.assign(src, src + want);
-        pos_ = nl + 1 + want;
-        if (pos_ == buf_.size()) {
-          buf_.clear();
-          pos_ = 0;
-        }
-        return m;
-      }
-    } else if (buf_.size() - pos_ > kMaxHeaderBytes) {
-      throw Error("protocol: message header too long");
+      pending_ = std::move(m);
+      continue;
     }
-    if (!fill(deadline)) {
-      if (buf_.size() == pos_) return std::nullopt;
-      throw Error("protocol: stream ended inside a message");
+    if (buf_.size() - pos_ > kMaxHeaderBytes) throw Error("protocol: message header too long");
+    if (pos_ > 0) {
+      buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(pos_));
+      pos_ = 0;
     }
+    char tmp[1 << 16];
+    size_t n = read_some(tmp, sizeof tmp, deadline);
+    if (n == 0) {
+      if (buf_.empty()) return std::nullopt;
+      throw Error("protocol: stream ended inside a message header");
+    }
+    buf_.insert(buf_.end(), tmp, tmp + n);
   }
 }
 

@@ -69,9 +69,11 @@ TensorSet parse_safetensors(std::span<const std::byte> blob) {
 }
 
 TensorSet load_safetensors(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw UserError("cannot open " + path.string());
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> raw(static_cast<size_t>(in.tellg()));
+  in.seekg(0);
+  if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size()))) throw UserError("cannot read " + path.string());
   try {
     return parse_safetensors(std::as_bytes(std::span(raw)));
   } catch (const UserError& e) {

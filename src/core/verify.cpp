@@ -28,11 +28,13 @@ std::string num(double v) {
   return o.str();
 }
 
-// The core loop shared by both checks. `poison` < 0: no unwritten detection.
-OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
-                    std::span<const std::byte> ref, int poison, const char* what) {
+// The core loop shared by both checks, instantiated per element size and loader so the
+// per-element work is a load and a compare. `poison` < 0: no unwritten detection.
+template <size_t ES, typename Load>
+OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
+                       std::span<const std::byte> ref, int poison, const char* what, Load load) {
   OutputCheck c;
-  const size_t n = spec.numel(), es = dtype_size(spec.dtype);
+  const size_t n = spec.numel(), es = ES;
   c.total = n;
   if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
     c.kind = FailureKind::runner_error;
@@ -40,14 +42,15 @@ OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<cons
     return c;
   }
   const bool is_float = dtype_is_float(spec.dtype);
-  std::vector<std::byte> pattern(es, static_cast<std::byte>(poison < 0 ? 0 : poison));
+  std::byte pattern[ES];
+  std::memset(pattern, poison < 0 ? 0 : poison, ES);
   size_t first_unwritten = n, first_nonfinite = n, first_bad = n;
   double worst_excess = -1;
   for (size_t i = 0; i < n; ++i) {
     const std::byte* g = got.data() + i * es;
-    const double e = element_as_double(spec.dtype, ref.data(), i);
-    const double v = element_as_double(spec.dtype, got.data(), i);
-    if (poison >= 0 && std::memcmp(g, pattern.data(), es) == 0 && !(std::memcmp(ref.data() + i * es, pattern.data(), es) == 0)) {
+    const double e = load(ref.data(), i);
+    const double v = load(got.data(), i);
+    if (poison >= 0 && std::memcmp(g, pattern, ES) == 0 && std::memcmp(ref.data() + i * es, pattern, ES) != 0) {
       ++c.unwritten;
       if (first_unwritten == n) first_unwritten = i;
       continue;
@@ -63,11 +66,10 @@ OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<cons
       else if (first_bad == n) first_bad = i;
       continue;
     }
-    const double err = std::fabs(v - e);
-    const double bound = tol.atol + tol.rtol * std::fabs(e);
-    const double rel = e != 0 ? err / std::fabs(e) : (err > 0 ? INFINITY : 0);
+    const double err = std::fabs(v - e), mag = std::fabs(e);
+    const double bound = tol.atol + tol.rtol * mag;
     if (err > c.max_abs_err) c.max_abs_err = err;
-    if (rel > c.max_rel_err && std::isfinite(rel)) c.max_rel_err = rel;
+    if (err > c.max_rel_err * mag && mag > 0) c.max_rel_err = err / mag;  // divides only on a new maximum
     if (err <= bound) {
       ++c.matched;
     } else {
@@ -97,6 +99,30 @@ OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<cons
                ", need " + num(tol.min_match * 100) + "% within)";
   }
   return c;
+}
+
+template <typename T>
+double load_plain(const std::byte* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return static_cast<double>(v);
+}
+
+OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
+                    std::span<const std::byte> ref, int poison, const char* what) {
+  auto any = [&](auto es_tag) {
+    constexpr size_t ES = decltype(es_tag)::value;
+    return compare_as<ES>(spec, tol, got, ref, poison, what,
+                          [t = spec.dtype](const std::byte* p, size_t i) { return element_as_double(t, p, i); });
+  };
+  switch (spec.dtype) {
+    case DType::f32: return compare_as<4>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<float>(p, i); });
+    case DType::f64: return compare_as<8>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<double>(p, i); });
+    case DType::i32: return compare_as<4>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<int32_t>(p, i); });
+    case DType::f16: case DType::bf16: return any(std::integral_constant<size_t, 2>{});
+    case DType::i64: return any(std::integral_constant<size_t, 8>{});
+    default: return any(std::integral_constant<size_t, 1>{});
+  }
 }
 }  // namespace
 

@@ -242,6 +242,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   if (v.header.contains("device")) r["device"] = v.header["device"];
   json phases = {{"load_data_s", t_prepared}, {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},
                  {"verify_s", verify_wall - build_s}, {"timing_s", 0.0}};
+  if (v.header.contains("worker_phases")) phases["worker"] = v.header["worker_phases"];
 
   auto finish = [&]() {
     phases["total_s"] = since(t_start);
@@ -257,7 +258,9 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     take_runner_failure(r, v.header);
     return finish();
   }
+  const auto t_check = std::chrono::steady_clock::now();
   Verdict verdict = verify_runs(p, ref, v.header.at("cases"), parse_safetensors(v.payload));
+  phases["check_outputs_s"] = since(t_check);
   r["checks"] = verdict.checks;
   if (!verdict.ok()) {
     set_failure(r, verdict.kind, verdict.reason);

@@ -113,6 +113,15 @@ class WorkerRun {
     fs::remove_all(dir_, ec);
   }
 
+  const fs::path& dir() const { return dir_; }
+
+  // Waits for the worker to exit on its own (it does right after its last message); kills it
+  // after timeout_s.
+  void wait_exit(double timeout_s) {
+    if (!child_.wait(protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000))))
+      child_.kill();
+  }
+
   void send(const json& header, std::span<const std::byte> payload = {}) {
     try {
       protocol::write_message(child_.to_child_fd(), header, payload);
@@ -227,8 +236,12 @@ int RunnerService::serve(int in_fd, int out_fd) {
 Backend* RunnerService::backend_for(const json& target, std::string* why) {
   const std::string name = target.value("backend", "");
   Backend* b = find_backend(name);
-  if (!b) *why = "backend '" + name + "' is not compiled into this runner";
-  return b;
+  if (!b) {
+    *why = "backend '" + name + "' is not compiled into this runner";
+    return nullptr;
+  }
+  *why = b->unavailable_reason(target);
+  return why->empty() ? b : nullptr;
 }
 
 void RunnerService::simple(const std::string& op, const json& req, int out_fd) {
@@ -287,7 +300,10 @@ void RunnerService::store_peaks(const std::string& target, const json& msg) {
 
 json RunnerService::build(Backend& b, const json& target, const json& cand, const json& limits, fs::path* artifact) {
   const std::string source = cand.at("source").get<std::string>();
-  const std::string key_text = std::string(b.name()) + "\n" + b.toolchain_id(target) + "\n" +
+  const std::string toolchain_key = std::string(b.name()) + target.value("build", json::object()).dump();
+  auto tc = toolchain_ids_.find(toolchain_key);
+  if (tc == toolchain_ids_.end()) tc = toolchain_ids_.emplace(toolchain_key, b.toolchain_id(target)).first;
+  const std::string key_text = std::string(b.name()) + "\n" + tc->second + "\n" +
                                target.value("arch", json::object()).dump() + "\n" +
                                target.value("build", json::object()).dump() + "\nabi " +
                                std::to_string(MBLAST_ABI_VERSION) + "\n" + source;
@@ -366,6 +382,10 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   treq["measure_peaks"] = !cached.has_value() && treq.value("want_peaks", true);
   w.send(treq);
   Message t = w.receive(limits.value("time_s", 300.0), "timing");
+  if (t.header.value("stage", "") == "timing") {
+    w.wait_exit(10.0);
+    b->finish_timing(t.header, w.dir(), target);
+  }
   if (t.header.value("stage", "") == "timing") {
     if (t.header.contains("peaks")) {
       json pk = t.header["peaks"];

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,7 @@ class RunnerService {
   void store_peaks(const std::string& target, const nlohmann::json& msg);
 
   std::filesystem::path self_, cache_dir_, include_dir_;
+  std::map<std::string, std::string> toolchain_ids_;  // asked once per runner session
 };
 
 }  // namespace mblast::runner

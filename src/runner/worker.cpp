@@ -274,6 +274,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
   const json& h = req->header;
   const std::string op = h.value("op", "");
   std::string stage = "open";
+  const double t_open = now_s();
   try {
     std::unique_ptr<Device> dev;
     try {
@@ -298,6 +299,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       send_failure(out_fd, FailureKind::runner_error, "worker: unknown op '" + op + "'", stage);
       return 0;
     }
+    const double open_s = now_s() - t_open;
     stage = "load";
     CandidateEntry cand;
     if (linked) {
@@ -318,9 +320,12 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     Session session(*dev, cand, h, payload);
     stage = "verify";
     TensorSet outs;
+    const double t_verify = now_s();
     json cases = session.verify(outs);
+    const double verify_s = now_s() - t_verify;
     std::fflush(stdout);
-    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", cases}, {"device", dev->describe()}},
+    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", cases}, {"device", dev->describe()},
+                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s}}}},
                             serialize_safetensors(outs));
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;

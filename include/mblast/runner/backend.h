@@ -111,6 +111,15 @@ class Backend {
   virtual bool allows_address_space_limit() const { return true; }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
+  // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or
+  // "" when it may. Checked before building or starting a worker; reported as unavailable.
+  virtual std::string unavailable_reason(const nlohmann::json& target) { return ""; }
+  // (optional) Called in the runner once the worker has sent its timing message and exited,
+  // while its working folder still exists: a backend whose costs are known only after the
+  // worker ends (rvv under QEMU: counts the plugin writes at exit) fills in or replaces the
+  // samples and "cost" here, or turns the message into a failure.
+  virtual void finish_timing(nlohmann::json& timing, const std::filesystem::path& worker_dir,
+                             const nlohmann::json& target) {}
 
   // In the worker: opens the device the target names, or throws BackendError saying why not.
   virtual std::unique_ptr<Device> open(const nlohmann::json& target) = 0;
