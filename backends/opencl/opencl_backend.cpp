@@ -4,6 +4,7 @@
 #include "opencl_backend.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include "mblast/process.h"
 #include "opencl_device.h"
@@ -45,6 +46,35 @@ BuildOutcome OpenclBackend::build(const BuildRequest& req) {
   if (r.timed_out) out.log += "\n[mblast] the compiler did not finish within " + std::to_string(req.timeout_s) + " s";
   out.ok = r.ok();
   return out;
+}
+
+nlohmann::json OpenclBackend::environment() {
+  nlohmann::json env;
+  auto cxx = run_command({compiler_for(nlohmann::json::object()), "--version"}, 20);
+  env["host_compiler"] = cxx.output.substr(0, cxx.output.find('\n'));
+  const char* vendors = std::getenv("OCL_ICD_VENDORS");
+  env["icd_vendors"] = vendors ? vendors : "/etc/OpenCL/vendors";
+  // Listing platforms loads the ICDs but creates no context: cheap and safe in the runner.
+  nlohmann::json plats = nlohmann::json::array();
+  cl_uint n = 0;
+  if (clGetPlatformIDs(0, nullptr, &n) == CL_SUCCESS && n > 0) {
+    std::vector<cl_platform_id> ids(n);
+    clGetPlatformIDs(n, ids.data(), nullptr);
+    for (cl_platform_id p : ids) {
+      auto str = [&](cl_platform_info what) {
+        size_t len = 0;
+        clGetPlatformInfo(p, what, 0, nullptr, &len);
+        std::string v(len, '\0');
+        clGetPlatformInfo(p, what, len, v.data(), nullptr);
+        while (!v.empty() && v.back() == '\0') v.pop_back();
+        return v;
+      };
+      plats.push_back({{"name", str(CL_PLATFORM_NAME)}, {"version", str(CL_PLATFORM_VERSION)}, {"vendor", str(CL_PLATFORM_VENDOR)}});
+    }
+  }
+  env["platforms"] = plats;
+  if (plats.empty()) env["missing"] = "no OpenCL platform: install an ICD (pocl-opencl-icd, or the GPU vendor's driver)";
+  return env;
 }
 
 std::unique_ptr<Device> OpenclBackend::open(const nlohmann::json& target) {

@@ -10,6 +10,7 @@ class OpenclBackend final : public Backend {
   mblast_backend_kind kind() const override { return MBLAST_BACKEND_OPENCL; }
   std::string toolchain_id(const nlohmann::json& target) override;
   BuildOutcome build(const BuildRequest& request) override;
+  nlohmann::json environment() override;
   std::unique_ptr<Device> open(const nlohmann::json& target) override;
 };
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "mblast/driver/doctor_command.h"
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
@@ -70,6 +71,8 @@ int cli_main(int argc, char** argv) {
   add_eval(app, eval_args);
   TargetsArgs targets_args;
   add_targets(app, targets_args);
+  DoctorArgs doctor_args;
+  add_doctor(app, doctor_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -78,6 +81,7 @@ int cli_main(int argc, char** argv) {
   try {
     if (app.got_subcommand("eval")) return run_eval(eval_args);
     if (app.got_subcommand("targets")) return run_targets(targets_args);
+    if (app.got_subcommand("doctor")) return run_doctor(doctor_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;

@@ -220,6 +220,12 @@ int RunnerService::serve(int in_fd, int out_fd) {
         protocol::write_message(out_fd, {{"stage", "hello"}, {"protocol", protocol::kVersion},
                                          {"version", kMblastVersion}, {"backends", names},
                                          {"cache_dir", cache_dir_.string()}});
+      } else if (op == "doctor") {
+        json backends = json::object();
+        for (Backend* b : all_backends()) backends[std::string(b->name())] = b->environment();
+        protocol::write_message(out_fd, {{"stage", "doctor"}, {"version", kMblastVersion}, {"backends", backends},
+                                         {"landlock_abi", landlock_abi_version()}, {"cache_dir", cache_dir_.string()},
+                                         {"include_dir", include_dir_.string()}});
       } else if (op == "probe" || op == "peaks") {
         simple(op, m->header, out_fd);
       } else if (op == "eval") {

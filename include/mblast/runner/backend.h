@@ -121,6 +121,10 @@ class Backend {
   virtual void finish_timing(nlohmann::json& timing, const std::filesystem::path& worker_dir,
                              const nlohmann::json& target) {}
 
+  // In the runner, for `mblast doctor`: versions of the drivers, toolchains and libraries this
+  // backend would use, and what is missing. Must not open a device (that is the worker's job).
+  virtual nlohmann::json environment() { return nlohmann::json::object(); }
+
   // In the worker: opens the device the target names, or throws BackendError saying why not.
   virtual std::unique_ptr<Device> open(const nlohmann::json& target) = 0;
 };
