@@ -1,0 +1,34 @@
+"""2D convolution, 3x3 kernel, stride 1, padding 1, with bias (NCHW).
+
+Op class: convolution (implicit GEMM, compute-bound at full size).
+"""
+import os
+
+import torch
+import torch.nn as nn
+
+SIZE = os.environ.get("MBLAST_BENCH_SIZE", "small")
+if SIZE == "full":
+    BATCH, C_IN, C_OUT, H, W = 32, 256, 256, 56, 56
+elif SIZE == "small":
+    BATCH, C_IN, C_OUT, H, W = 2, 16, 32, 32, 32
+else:
+    raise ValueError(f"MBLAST_BENCH_SIZE must be 'small' or 'full', got {SIZE!r}")
+KERNEL = 3
+
+
+class Model(nn.Module):
+    def __init__(self, c_in, c_out, kernel):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, kernel, stride=1, padding=kernel // 2, bias=True)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, C_IN, H, W)]
+
+
+def get_init_inputs():
+    return [C_IN, C_OUT, KERNEL]
