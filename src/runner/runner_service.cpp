@@ -85,13 +85,14 @@ class WorkerRun {
     memory_bytes_ = static_cast<size_t>(limits.value("memory_mb", 4096)) << 20;
     SandboxPolicy pol;
     pol.memory_bytes = memory_bytes_;
-    pol.limit_address_space = backend.allows_address_space_limit();
+    pol.memory_rlimits = backend.allows_memory_rlimits();
     pol.read_paths = default_read_paths();
     for (const auto& p : backend.sandbox_read_paths()) pol.read_paths.push_back(p);
     pol.read_paths.push_back(svc.self().parent_path());
     if (!artifact.empty()) pol.read_paths.push_back(artifact.parent_path());
     pol.write_paths = {dir_, svc.cache_dir() / "driver-cache"};
     fs::create_directories(svc.cache_dir() / "driver-cache");
+    apply_sandbox_setting(pol);
     sandbox_ = sandbox_description(pol);
 
     SpawnOptions o;

@@ -1,6 +1,9 @@
 #include "mblast/runner/sandbox.h"
 
+#include "mblast/error.h"
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <linux/landlock.h>
@@ -45,13 +48,23 @@ int landlock_abi_version() {
 }
 
 std::string sandbox_description(const SandboxPolicy& p) {
-  std::string s = "rlimits (data";
-  if (p.limit_address_space) s += ", address space";
-  s += " " + std::to_string(p.memory_bytes >> 20) + " MiB, file size, no core)";
-  const int ll = landlock_abi_version();
+  std::string s = "memory " + std::to_string(p.memory_bytes >> 20) + " MiB (resident-set watchdog" +
+                  (p.memory_rlimits ? std::string(", RLIMIT_DATA and RLIMIT_AS") : std::string(" only: the driver maps large ranges")) +
+                  "); rlimits: file size, no core";
+  const int ll = p.landlock ? landlock_abi_version() : 0;
+  if (!p.landlock) return s + "; landlock OFF (MBLAST_SANDBOX=no-landlock): filesystem not restricted";
   s += ll ? "; landlock abi " + std::to_string(ll) + ": filesystem limited to system and driver paths"
           : "; landlock unavailable on this kernel: filesystem not restricted";
   return s;
+}
+
+void apply_sandbox_setting(SandboxPolicy& p) {
+  const char* v = std::getenv("MBLAST_SANDBOX");
+  const std::string mode = v && *v ? v : "full";
+  if (mode == "full") return;
+  if (mode == "no-landlock") p.landlock = false;
+  else if (mode == "no-memory-rlimits") p.memory_rlimits = false;
+  else throw Error("MBLAST_SANDBOX=" + mode + ": expected full, no-landlock or no-memory-rlimits");
 }
 
 std::vector<std::filesystem::path> default_read_paths() {
@@ -67,11 +80,11 @@ std::string apply_sandbox(const SandboxPolicy& p) {
   };
   set(RLIMIT_CORE, 0);
   if (p.max_file_bytes) set(RLIMIT_FSIZE, p.max_file_bytes);
-  if (p.memory_bytes) {
+  if (p.memory_bytes && p.memory_rlimits) {
     set(RLIMIT_DATA, p.memory_bytes);
-    if (p.limit_address_space) set(RLIMIT_AS, p.memory_bytes + (2ull << 30));
+    set(RLIMIT_AS, p.memory_bytes + (2ull << 30));
   }
-  const int abi = landlock_abi_version();
+  const int abi = p.landlock ? landlock_abi_version() : 0;
   if (abi == 0) return "";
   __u64 handled = kV1All;
   if (abi >= 2) handled |= LANDLOCK_ACCESS_FS_REFER;

@@ -107,8 +107,10 @@ class Backend {
   virtual std::vector<std::string> worker_command(const std::filesystem::path& self,
                                                   const std::filesystem::path& artifact,
                                                   const nlohmann::json& target);
-  // Whether the worker may use an address-space limit (some drivers reserve huge ranges).
-  virtual bool allows_address_space_limit() const { return true; }
+  // Whether the worker's memory may be limited by rlimits (RLIMIT_DATA, RLIMIT_AS). GPU drivers
+  // map large private ranges at initialisation (cuInit fails under a few GiB of RLIMIT_DATA), so
+  // such backends rely on the runner's resident-memory watchdog alone.
+  virtual bool allows_memory_rlimits() const { return true; }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
   // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or

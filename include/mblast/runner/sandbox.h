@@ -8,12 +8,18 @@
 namespace mblast::runner {
 
 struct SandboxPolicy {
-  size_t memory_bytes = 0;           // RLIMIT_DATA (and RLIMIT_AS when allowed); 0: none
-  bool limit_address_space = true;
+  size_t memory_bytes = 0;    // the limit; also enforced by the runner's resident-memory watchdog
+  bool memory_rlimits = true;  // also as RLIMIT_DATA and RLIMIT_AS (off for GPU drivers)
   size_t max_file_bytes = 256u << 20;
   std::vector<std::filesystem::path> read_paths;   // readable and executable
   std::vector<std::filesystem::path> write_paths;  // readable, writable, may create files
+  bool landlock = true;  // off only by MBLAST_SANDBOX=no-landlock, for diagnosing a driver
 };
+
+// Applies the MBLAST_SANDBOX setting of the runner's environment: "full" (default),
+// "no-landlock" (rlimits and the memory watchdog only), "no-memory-rlimits". Throws Error on
+// any other value. The result's "sandbox" text always says what was in force.
+void apply_sandbox_setting(SandboxPolicy& p);
 
 // The Landlock ABI version of this kernel, or 0 when Landlock is unavailable.
 int landlock_abi_version();
