@@ -1,19 +1,38 @@
 /*
  * insn_count.c - mblast QEMU TCG plugin: deterministic dynamic instruction
- * counts (total and RVV 1.0 vector) for riscv64 programs under qemu-user.
+ * counts (total and RVV 1.0 vector) for riscv64 programs under qemu-user,
+ * for the whole process and for each marked region.
  *
  * At translation time every instruction of a translation block (TB) is
- * decoded and classified; the per-TB totals are then added to global
- * counters with inline TCG ops each time the TB executes.  No callbacks run
- * during execution, so the counts depend only on the executed path.
+ * decoded and classified.  Counting (mode=tb, the default): the per-TB
+ * totals are added to global counters by inline TCG ops each time the TB
+ * starts.  Counting (mode=insn): every instruction adds its own counts
+ * inline; slower, used to cross-check mode=tb.  No callbacks run during
+ * execution except at the two region markers (region_markers.h).
+ *
+ * Regions: the instructions strictly between a begin marker and the next
+ * end marker.  A marker's callback runs before the marker executes; in
+ * mode=tb the counters then already include the whole TB, so the callback
+ * subtracts what the TB has at and after the marker (computed at
+ * translation).  Both modes give the same, exact counts for programs whose
+ * TBs run to completion (no fault inside a region).
+ *
+ * Markers are honoured at one address each: the ones given as
+ * begin_pc=ADDR,end_pc=ADDR (mblast-runner reads them from the program's
+ * symbol table), else the first begin and the first end marker executed.
+ * Markers elsewhere are counted as "foreign_markers" and otherwise ignored,
+ * so code under test cannot forge regions with marker instructions of its
+ * own; marker calls out of order are counted as "unmatched_markers".
  *
  * Usage:
  *   qemu-riscv64 -cpu rv64,v=true,vlen=256,vext_spec=v1.0 \
  *       -plugin ./libmblast_insn_count.so,out=/tmp/c.json ./a.out
  *
- * Output (one line, written at exit to out=PATH, or to stderr):
- *   {"insns": N, "vector_insns": N, "vector_loads": N,
- *    "vector_stores": N, "vsetvl": N}
+ * Output (one line of JSON, written at exit to out=PATH, or to stderr):
+ *   {"insns": N, "vector_insns": N, "vector_loads": N, "vector_stores": N,
+ *    "vsetvl": N, "mode": "tb", "region_fields": [...], "regions": [[...]],
+ *    "foreign_markers": N, "unmatched_markers": N, "regions_dropped": N,
+ *    "marker_pcs": {"begin": "0x...", "end": "0x..."}}
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,6 +46,7 @@
 #include <unistd.h>
 
 #include "qemu_plugin_api.h"
+#include "region_markers.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
@@ -51,6 +71,7 @@ static struct {
 
 static char *out_path;  /* NULL -> stderr */
 static pid_t owner_pid; /* only the process that loaded us reports */
+static int per_insn;    /* mode=insn: inline counts per instruction */
 
 /* RISC-V major opcodes (bits [6:0]) relevant to RVV 1.0. */
 #define OPC_LOAD_FP  0x07u
@@ -101,54 +122,203 @@ static void classify(const uint8_t *bytes, size_t size,
     }
 }
 
-static void add_inline(struct qemu_plugin_tb *tb, int which, uint64_t n)
+/* 0 = not a marker, 1 = begin, 2 = end. */
+static int marker_kind(const uint8_t *bytes, size_t size)
 {
-    if (n != 0) {
-        qemu_plugin_register_vcpu_tb_exec_inline(
-            tb, QEMU_PLUGIN_INLINE_ADD_U64, &counters[which].v, n);
+    if (size != 4) {
+        return 0;
     }
+    uint32_t w = (uint32_t)bytes[0] | ((uint32_t)bytes[1] << 8) |
+                 ((uint32_t)bytes[2] << 16) | ((uint32_t)bytes[3] << 24);
+    if (w == MBLAST_REGION_BEGIN_INSN) {
+        return 1;
+    }
+    if (w == MBLAST_REGION_END_INSN) {
+        return 2;
+    }
+    return 0;
+}
+
+/*
+ * One translated marker.  `ahead` holds what the counters already include
+ * but has not run yet when the marker's callback fires: in mode=tb the
+ * marker and the rest of its TB; in mode=insn nothing (the marker's own
+ * count is then added by the callback).  Allocated at translation and kept
+ * for the life of the process (one per translation of a marker).
+ */
+struct marker_site {
+    int kind;
+    uint64_t pc;
+    uint64_t ahead[CNT_N];
+};
+
+/* Regions, grown by doubling; beyond MAX_REGIONS they are only counted. */
+#define MAX_REGIONS (1u << 20)
+static uint64_t (*regions)[CNT_N];
+static size_t n_regions, cap_regions;
+static uint64_t regions_dropped;
+
+static int region_open;
+static uint64_t region_start[CNT_N];
+static uint64_t begin_pc, end_pc; /* 0 until the first marker of each kind */
+static uint64_t foreign_markers, unmatched_markers;
+
+static void on_marker(unsigned int vcpu_index, void *userdata)
+{
+    (void)vcpu_index;
+    const struct marker_site *site = userdata;
+    uint64_t *pc = site->kind == 1 ? &begin_pc : &end_pc;
+
+    if (*pc == 0) {
+        *pc = site->pc;
+    }
+    /* Instructions executed before this marker. */
+    uint64_t before[CNT_N];
+    for (int k = 0; k < CNT_N; k++) {
+        before[k] = counters[k].v - site->ahead[k];
+    }
+    if (per_insn) {
+        counters[CNT_INSNS].v += 1; /* the marker itself */
+    }
+    if (*pc != site->pc) {
+        foreign_markers++;
+        return;
+    }
+    if (site->kind == 1) {
+        if (region_open) {
+            unmatched_markers++; /* begin, begin: the first one is dropped */
+        }
+        region_open = 1;
+        for (int k = 0; k < CNT_N; k++) {
+            region_start[k] = before[k];
+        }
+        region_start[CNT_INSNS] += 1; /* the begin marker is not inside */
+        return;
+    }
+    if (!region_open) {
+        unmatched_markers++; /* end without begin */
+        return;
+    }
+    region_open = 0;
+    if (n_regions == cap_regions) {
+        size_t cap = cap_regions ? 2 * cap_regions : 256;
+        void *p = cap <= MAX_REGIONS ? realloc(regions, cap * sizeof *regions)
+                                     : NULL;
+        if (p == NULL) {
+            regions_dropped++;
+            return;
+        }
+        regions = p;
+        cap_regions = cap;
+    }
+    for (int k = 0; k < CNT_N; k++) {
+        regions[n_regions][k] = before[k] - region_start[k];
+    }
+    n_regions++;
 }
 
 static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
-    uint64_t n[CNT_N] = {0};
     size_t count = qemu_plugin_tb_n_insns(tb);
+    uint64_t tb_total[CNT_N] = {0};
+    struct {
+        struct qemu_plugin_insn *insn;
+        uint64_t n[CNT_N];
+        int marker;
+    } info[count > 0 ? count : 1];
 
     for (size_t i = 0; i < count; i++) {
-        const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         size_t size = qemu_plugin_insn_size(insn);
         const uint8_t *data = (const uint8_t *)qemu_plugin_insn_data(insn);
         int vec = 0, vld = 0, vst = 0, vcfg = 0;
 
+        info[i].insn = insn;
+        info[i].marker = 0;
         if (data != NULL) {
             classify(data, size, &vec, &vld, &vst, &vcfg);
+            info[i].marker = marker_kind(data, size);
         }
-        n[CNT_INSNS] += 1;
-        n[CNT_VECTOR] += (uint64_t)vec;
-        n[CNT_VLOAD] += (uint64_t)vld;
-        n[CNT_VSTORE] += (uint64_t)vst;
-        n[CNT_VSETVL] += (uint64_t)vcfg;
+        info[i].n[CNT_INSNS] = 1;
+        info[i].n[CNT_VECTOR] = (uint64_t)vec;
+        info[i].n[CNT_VLOAD] = (uint64_t)vld;
+        info[i].n[CNT_VSTORE] = (uint64_t)vst;
+        info[i].n[CNT_VSETVL] = (uint64_t)vcfg;
+        for (int k = 0; k < CNT_N; k++) {
+            tb_total[k] += info[i].n[k];
+        }
     }
-    for (int k = 0; k < CNT_N; k++) {
-        add_inline(tb, k, n[k]);
+
+    if (!per_insn) {
+        for (int k = 0; k < CNT_N; k++) {
+            if (tb_total[k] != 0) {
+                qemu_plugin_register_vcpu_tb_exec_inline(
+                    tb, QEMU_PLUGIN_INLINE_ADD_U64, &counters[k].v,
+                    tb_total[k]);
+            }
+        }
+    }
+
+    /* Walk backwards so `suffix` is what this TB has from insn i on. */
+    uint64_t suffix[CNT_N] = {0};
+    for (size_t j = count; j-- > 0;) {
+        for (int k = 0; k < CNT_N; k++) {
+            suffix[k] += info[j].n[k];
+        }
+        if (info[j].marker != 0) {
+            struct marker_site *site = calloc(1, sizeof *site);
+            if (site == NULL) {
+                continue; /* the region is then reported as unmatched */
+            }
+            site->kind = info[j].marker;
+            site->pc = qemu_plugin_insn_vaddr(info[j].insn);
+            if (!per_insn) {
+                memcpy(site->ahead, suffix, sizeof suffix);
+            }
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                info[j].insn, on_marker, QEMU_PLUGIN_CB_NO_REGS, site);
+        } else if (per_insn) {
+            for (int k = 0; k < CNT_N; k++) {
+                if (info[j].n[k] != 0) {
+                    qemu_plugin_register_vcpu_insn_exec_inline(
+                        info[j].insn, QEMU_PLUGIN_INLINE_ADD_U64,
+                        &counters[k].v, info[j].n[k]);
+                }
+            }
+        }
     }
 }
 
-static int write_all(int fd, const char *buf, size_t len)
+/* Writes the JSON report to f. Returns 0 when every write succeeded. */
+static int write_report(FILE *f)
 {
-    while (len > 0) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -1;
-        }
-        buf += w;
-        len -= (size_t)w;
+    fprintf(f,
+            "{\"insns\": %" PRIu64 ", \"vector_insns\": %" PRIu64
+            ", \"vector_loads\": %" PRIu64 ", \"vector_stores\": %" PRIu64
+            ", \"vsetvl\": %" PRIu64 ", \"mode\": \"%s\"",
+            counters[CNT_INSNS].v, counters[CNT_VECTOR].v,
+            counters[CNT_VLOAD].v, counters[CNT_VSTORE].v,
+            counters[CNT_VSETVL].v, per_insn ? "insn" : "tb");
+    fprintf(f, ", \"marker_pcs\": {\"begin\": \"0x%" PRIx64
+               "\", \"end\": \"0x%" PRIx64 "\"}",
+            begin_pc, end_pc);
+    fprintf(f, ", \"foreign_markers\": %" PRIu64
+               ", \"unmatched_markers\": %" PRIu64
+               ", \"regions_dropped\": %" PRIu64,
+            foreign_markers, unmatched_markers + (uint64_t)region_open,
+            regions_dropped);
+    fputs(", \"region_fields\": [\"insns\", \"vector_insns\", "
+          "\"vector_loads\", \"vector_stores\", \"vsetvl\"], \"regions\": [",
+          f);
+    for (size_t i = 0; i < n_regions; i++) {
+        fprintf(f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
+                   ", %" PRIu64 "]",
+                i ? ", " : "", regions[i][0], regions[i][1], regions[i][2],
+                regions[i][3], regions[i][4]);
     }
-    return 0;
+    fputs("]}\n", f);
+    return ferror(f) ? -1 : 0;
 }
 
 static void plugin_exit(qemu_plugin_id_t id, void *userdata)
@@ -169,22 +339,9 @@ static void plugin_exit(qemu_plugin_id_t id, void *userdata)
                         "no counts written\n");
         return;
     }
-
-    char line[256];
-    int len = snprintf(line, sizeof line,
-                       "{\"insns\": %" PRIu64 ", \"vector_insns\": %" PRIu64
-                       ", \"vector_loads\": %" PRIu64
-                       ", \"vector_stores\": %" PRIu64
-                       ", \"vsetvl\": %" PRIu64 "}\n",
-                       counters[CNT_INSNS].v, counters[CNT_VECTOR].v,
-                       counters[CNT_VLOAD].v, counters[CNT_VSTORE].v,
-                       counters[CNT_VSETVL].v);
-    if (len < 0 || (size_t)len >= sizeof line) {
-        return;
-    }
-
     if (out_path == NULL) {
-        (void)write_all(STDERR_FILENO, line, (size_t)len);
+        (void)write_report(stderr);
+        fflush(stderr);
         return;
     }
 
@@ -196,26 +353,23 @@ static void plugin_exit(qemu_plugin_id_t id, void *userdata)
     }
     snprintf(tmp, tmp_len, "%s.tmp.%ld", out_path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        int ok = write_all(fd, line, (size_t)len) == 0;
-        ok = (close(fd) == 0) && ok;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f != NULL) {
+        int ok = write_report(f) == 0;
+        ok = (fclose(f) == 0) && ok;
         if (ok && rename(tmp, out_path) == 0) {
             free(tmp);
             return;
         }
         unlink(tmp);
+    } else if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
     }
     free(tmp);
-    /* Fallback: write the target directly. */
-    fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        (void)write_all(fd, line, (size_t)len);
-        close(fd);
-    } else {
-        fprintf(stderr, "mblast_insn_count: cannot write %s: %s\n", out_path,
-                strerror(errno));
-        (void)write_all(STDERR_FILENO, line, (size_t)len);
-    }
+    fprintf(stderr, "mblast_insn_count: cannot write %s: %s\n", out_path,
+            strerror(errno));
+    (void)write_report(stderr);
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
@@ -236,10 +390,27 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
             if (out_path == NULL) {
                 return -1;
             }
+        } else if (strncmp(a, "begin_pc=", 9) == 0 ||
+                   strncmp(a, "end_pc=", 7) == 0) {
+            int is_begin = a[0] == 'b';
+            const char *v = a + (is_begin ? 9 : 7);
+            char *endp = NULL;
+            errno = 0;
+            unsigned long long pc = strtoull(v, &endp, 0);
+            if (errno != 0 || endp == v || *endp != '\0' || pc == 0) {
+                fprintf(stderr, "mblast_insn_count: bad address in '%s'\n", a);
+                return -1;
+            }
+            *(is_begin ? &begin_pc : &end_pc) = (uint64_t)pc;
+        } else if (strcmp(a, "mode=tb") == 0) {
+            per_insn = 0;
+        } else if (strcmp(a, "mode=insn") == 0) {
+            per_insn = 1;
         } else {
             fprintf(stderr,
                     "mblast_insn_count: unknown argument '%s' "
-                    "(expected out=PATH)\n", a);
+                    "(expected out=PATH, mode=tb|insn, begin_pc=ADDR, "
+                    "end_pc=ADDR)\n", a);
             return -1;
         }
     }

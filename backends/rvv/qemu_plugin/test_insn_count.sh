@@ -7,7 +7,10 @@
 #   - counts are identical across two runs (determinism),
 #   - the scalar program executes no vector instructions,
 #   - the RVV program does, including vector loads, stores and vsetvl*,
-#   - the RVV program executes fewer instructions at vlen=512 than at 128.
+#   - the RVV program executes fewer instructions at vlen=512 than at 128;
+#   - regions (region_markers.h): exact counts for a hand-written assembly
+#     loop, identical in mode=tb and mode=insn, markers at foreign addresses
+#     ignored, an unmatched begin reported.
 # Exit status: 0 pass, 1 fail, 77 skipped (tools missing).
 
 set -u
@@ -86,6 +89,44 @@ int main(void)
 }
 EOF
 
+# counted(n, skip_end): the begin marker after two instructions (so it sits
+# inside a TB), a 3-instruction loop run n times (one vsetvli), one branch,
+# then the end marker unless skip_end.  Region = 3n + 1 instructions, n vector.
+cat > regions.c <<'EOF'
+void counted(long n, long skip_end);
+void forged(void);
+__asm__(
+    ".text\n"
+    ".globl counted\n"
+    "counted:\n"
+    "  addi t1, x0, 1\n"
+    "  addi t1, t1, 1\n"
+    "  slti x0, x0, 1745\n"
+    "1:\n"
+    "  vsetvli t0, a0, e32, m1, ta, ma\n"
+    "  addi a0, a0, -1\n"
+    "  bnez a0, 1b\n"
+    "  bnez a1, 2f\n"
+    "  slti x0, x0, 1746\n"
+    "2:\n"
+    "  addi t1, t1, 1\n"
+    "  ret\n"
+    ".globl forged\n"
+    "forged:\n"
+    "  slti x0, x0, 1746\n"
+    "  slti x0, x0, 1745\n"
+    "  ret\n");
+int main(void)
+{
+    counted(1, 0);    /* region 4 */
+    counted(1000, 0); /* region 3001 */
+    forged();         /* 2 foreign markers, ignored */
+    counted(5, 1);    /* begin without end ... */
+    counted(7, 0);    /* ... begin again: 1 unmatched, region 22 */
+    return 0;
+}
+EOF
+
 CFLAGS="--target=riscv64-linux-gnu -O2 -fuse-ld=lld-19 --gcc-toolchain=/usr -static"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -march=rv64gc scalar.c -o scalar 2>build.log ||
@@ -93,13 +134,16 @@ CFLAGS="--target=riscv64-linux-gnu -O2 -fuse-ld=lld-19 --gcc-toolchain=/usr -sta
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -march=rv64gcv rvv.c -o rvv 2>>build.log ||
     { cat build.log; fail "building rvv.c"; }
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -march=rv64gcv regions.c -o regions 2>>build.log ||
+    { cat build.log; fail "building regions.c"; }
 
-# run PROG VLEN -> prints the JSON line; empty env and fixed paths so the
-# libc start-up path is identical between runs.
+# run PROG VLEN [MODE] -> prints the JSON line; empty env and fixed paths so
+# the libc start-up path is identical between runs.
 run() {
     rm -f out.json
     env -i "$QEMU" -cpu "rv64,v=true,vlen=$2,vext_spec=v1.0" \
-        -plugin "$PLUGIN,out=$TMP/out.json" "./$1" \
+        -plugin "$PLUGIN,out=$TMP/out.json,mode=${3:-tb}" "./$1" \
         </dev/null >/dev/null 2>qemu.err
     rc=$?
     if [ $rc -ne 0 ]; then
@@ -142,6 +186,20 @@ sum=$(( $(field "$R1" vector_loads) + $(field "$R1" vector_stores) + $(field "$R
 i128=$(field "$R1" insns)
 i512=$(field "$R512" insns)
 [ "$i512" -lt "$i128" ] || fail "rvv: insns at vlen=512 ($i512) not below vlen=128 ($i128)"
+
+G1=$(run regions 128 tb) || exit 1
+G2=$(run regions 128 insn) || exit 1
+echo "regions (tb):   $G1"
+[ "$G1" = "$(printf '%s\n' "$G2" | sed 's/"mode": "insn"/"mode": "tb"/')" ] ||
+    fail "regions: mode=tb and mode=insn disagree: $G1 vs $G2"
+case "$G1" in
+    *'"regions": [[4, 1, 0, 0, 1], [3001, 1000, 0, 0, 1000], [22, 7, 0, 0, 7]]'*) ;;
+    *) fail "regions: expected [[4,1,0,0,1],[3001,1000,0,0,1000],[22,7,0,0,7]] in $G1" ;;
+esac
+[ "$(field "$G1" foreign_markers)" -eq 2 ] || fail "regions: foreign_markers != 2"
+[ "$(field "$G1" unmatched_markers)" -eq 1 ] || fail "regions: unmatched_markers != 1"
+R3=$(run rvv 128 insn) || exit 1
+[ "$(field "$R3" insns)" -eq "$i128" ] || fail "rvv: mode=insn total differs from mode=tb"
 
 echo "PASS"
 exit 0
