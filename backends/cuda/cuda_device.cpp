@@ -1,0 +1,575 @@
+// The CUDA device as the worker sees it: device 0 of those visible, its primary context (shared
+// with the CUDA runtime that candidates use), one ordinary stream, guarded buffers, event timing
+// after a device-wide synchronisation, and built-in peak kernels compiled with NVRTC.
+#include "cuda_device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+namespace mblast::runner::cuda {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kGuard = 4096;  // bytes on each side; keeps the 256-byte alignment of the base
+constexpr unsigned char kCanary = 0xA5;
+
+struct Guarded {
+  CUdeviceptr base = 0;
+};
+
+// Runs a clean-up when the scope ends, also by an exception.
+class Defer {
+ public:
+  explicit Defer(std::function<void()> f) : f_(std::move(f)) {}
+  ~Defer() {
+    if (f_) f_();
+  }
+  Defer(const Defer&) = delete;
+  Defer& operator=(const Defer&) = delete;
+
+ private:
+  std::function<void()> f_;
+};
+
+bool contains_ci(std::string hay, std::string needle) {
+  auto lower = [](std::string& s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  };
+  lower(hay);
+  lower(needle);
+  return hay.find(needle) != std::string::npos;
+}
+
+// "an H100", "a B200": the article as the name is spoken letter by letter.
+std::string with_article(const std::string& name) {
+  if (name.empty()) return name;
+  const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  const bool vowel_sound = std::strchr("AEFHILMNORSX8", c) != nullptr;
+  return (vowel_sound ? "an " : "a ") + name;
+}
+
+std::string target_gencode(const json& target) {
+  const json arch = target.value("arch", json::object());
+  if (arch.contains("gencode") && arch["gencode"].is_string()) return arch["gencode"].get<std::string>();
+  if (arch.contains("sm") && arch["sm"].is_string()) return "sm_" + arch["sm"].get<std::string>();
+  return "";
+}
+
+// The kernels behind measure_peaks(); compiled with NVRTC for the device's architecture.
+const char* kPeakSource = R"CUDA(
+extern "C" __global__ void mblast_copy(const float4* __restrict__ src, float4* __restrict__ dst,
+                                       unsigned long long n) {
+  const unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+
+#define MBLAST_FMA_ITERS 2048
+extern "C" __global__ void mblast_fma(float* out, float a, float b) {
+  const unsigned long long id = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  float x0 = (float)(id & 1023) * 1e-4f, x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+  float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+#pragma unroll 32
+  for (int i = 0; i < MBLAST_FMA_ITERS; ++i) {
+    x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
+    x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
+  }
+  out[id] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+}
+
+__device__ __forceinline__ unsigned mblast_scramble(unsigned x) {
+  x ^= x >> 17; x *= 0xed5ad4bbu; x ^= x >> 11; x *= 0xac4c1b51u;
+  x ^= x >> 15; x *= 0x31848babu; x ^= x >> 14;
+  return x;
+}
+__device__ __forceinline__ float mblast_uniform(unsigned long long i, unsigned seed) {
+  const unsigned h = mblast_scramble((unsigned)i ^ mblast_scramble(seed + 0x9e3779b9u * (unsigned)(i >> 32)));
+  return (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
+}
+extern "C" __global__ void mblast_fill_f32(float* p, unsigned long long n, unsigned seed) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    p[i] = mblast_uniform(i, seed);
+}
+extern "C" __global__ void mblast_fill_bf16(unsigned short* p, unsigned long long n, unsigned seed) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    p[i] = (unsigned short)(__float_as_uint(mblast_uniform(i, seed)) >> 16);
+}
+)CUDA";
+constexpr int kFmaIters = 2048;
+constexpr int kFmaChains = 8;
+
+std::string program_log(const Nvrtc& n, nvrtc_program prog) {
+  size_t size = 0;
+  if (n.GetProgramLogSize(prog, &size) != 0 || size < 2) return "";
+  std::string log(size, '\0');
+  if (n.GetProgramLog(prog, log.data()) != 0) return "";
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+// Compiles kPeakSource: a cubin for sm_XY, or PTX for compute_XY (JIT by the driver) when this
+// NVRTC does not know the device's architecture. Returns the image for cuModuleLoadData.
+std::vector<char> compile_peak_kernels(const Nvrtc& n, int major, int minor, std::string* how) {
+  const std::string arch = std::to_string(major * 10 + minor);
+  std::string first_log;
+  for (const bool cubin : {true, false}) {
+    nvrtc_program prog = nullptr;
+    MBLAST_NVRTC_CHECK(n, n.CreateProgram(&prog, kPeakSource, "mblast_peaks.cu", 0, nullptr, nullptr));
+    Defer destroy([&] { n.DestroyProgram(&prog); });
+    const std::string opt = "--gpu-architecture=" + std::string(cubin ? "sm_" : "compute_") + arch;
+    const char* opts[] = {opt.c_str()};
+    const nvrtc_result r = n.CompileProgram(prog, 1, opts);
+    if (r != 0) {
+      const std::string log = n.error_text(r) + (program_log(n, prog).empty() ? "" : ": " + program_log(n, prog));
+      if (cubin) {
+        first_log = opt + ": " + log;
+        continue;
+      }
+      throw BackendError("NVRTC (" + n.library + ") could not compile the peak kernels; " + first_log + "; " + opt +
+                         ": " + log);
+    }
+    size_t size = 0;
+    std::vector<char> image;
+    if (cubin) {
+      MBLAST_NVRTC_CHECK(n, n.GetCUBINSize(prog, &size));
+      image.resize(size);
+      MBLAST_NVRTC_CHECK(n, n.GetCUBIN(prog, image.data()));
+    } else {
+      MBLAST_NVRTC_CHECK(n, n.GetPTXSize(prog, &size));
+      image.resize(size);
+      MBLAST_NVRTC_CHECK(n, n.GetPTX(prog, image.data()));
+    }
+    *how = cubin ? "NVRTC cubin for sm_" + arch : "NVRTC PTX for compute_" + arch + " (driver JIT)";
+    return image;
+  }
+  return {};  // not reached
+}
+
+}  // namespace
+
+bool gencode_runs_on(const std::string& gencode, int major, int minor, std::string* why) {
+  std::string g = gencode;
+  for (const char* prefix : {"sm_", "compute_"})
+    if (g.rfind(prefix, 0) == 0) g = g.substr(std::strlen(prefix));
+  size_t digits = 0;
+  while (digits < g.size() && std::isdigit(static_cast<unsigned char>(g[digits]))) ++digits;
+  if (digits < 2) return true;  // not a form we know; let the compiler or the loader say
+  const int num = std::stoi(g.substr(0, digits));
+  const int want_major = num / 10, want_minor = num % 10;
+  const std::string suffix = g.substr(digits);
+  const std::string need = std::to_string(want_major) + "." + std::to_string(want_minor);
+  const std::string have = std::to_string(major) + "." + std::to_string(minor);
+  if (suffix == "a") {
+    if (major == want_major && minor == want_minor) return true;
+    if (why) *why = gencode + " code runs only on compute capability " + need + " exactly, the device has " + have;
+    return false;
+  }
+  // Plain (and family-specific "f") machine code runs on the same major version, same or later minor.
+  if (major == want_major && minor >= want_minor) return true;
+  if (why) *why = gencode + " machine code runs on compute capability " + std::to_string(want_major) + ".x (x >= " +
+                  std::to_string(want_minor) + ") only, the device has " + have;
+  return false;
+}
+
+CudaDevice::CudaDevice(const json& target) : d_(driver()) {
+  try {
+    const CUresult init = d_.Init(0);
+    if (init != CUDA_SUCCESS) {
+      const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw BackendError("the NVIDIA driver found no usable GPU: cuInit failed with " + d_.error_text(init) +
+                         (vis ? " (CUDA_VISIBLE_DEVICES=" + std::string(vis) + ")" : ""));
+    }
+    int count = 0;
+    MBLAST_CU_CHECK(d_, d_.DeviceGetCount(&count));
+    if (count < 1) {
+      const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw BackendError(std::string("the NVIDIA driver lists no GPU") +
+                         (vis ? " (CUDA_VISIBLE_DEVICES=" + std::string(vis) + ")" : ""));
+    }
+    ordinal_ = 0;
+    MBLAST_CU_CHECK(d_, d_.DeviceGet(&dev_, ordinal_));
+    char name[256] = {};
+    MBLAST_CU_CHECK(d_, d_.DeviceGetName(name, static_cast<int>(sizeof name) - 1, dev_));
+    name_ = name;
+    MBLAST_CU_CHECK(d_, d_.DeviceGetAttribute(&cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev_));
+    MBLAST_CU_CHECK(d_, d_.DeviceGetAttribute(&cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev_));
+    MBLAST_CU_CHECK(d_, d_.DeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
+    int l2 = 0;
+    MBLAST_CU_CHECK(d_, d_.DeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev_));
+    l2_bytes_ = static_cast<size_t>(std::max(l2, 0));
+    MBLAST_CU_CHECK(d_, d_.DeviceTotalMem(&memory_bytes_, dev_));
+    MBLAST_CU_CHECK(d_, d_.DriverGetVersion(&driver_version_));
+
+    // The target's code must be able to run here; a different model of the same architecture
+    // only earns a warning (the measurements then describe this device, not the target's).
+    const std::string tname = target.value("name", std::string("?"));
+    const std::string cc = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
+    const std::string gencode = target_gencode(target);
+    std::string why;
+    if (!gencode.empty() && !gencode_runs_on(gencode, cc_major_, cc_minor_, &why))
+      throw BackendError("target " + tname + " builds for " + gencode + ", which cannot run on the " + name_ +
+                         " here (" + why + ")");
+    const json want = target.value("device", json::object());
+    const std::string want_name = want.value("name_contains", std::string());
+    const std::string want_cc = want.value("compute_capability", std::string());
+    if ((!want_name.empty() && !contains_ci(name_, want_name)) || (!want_cc.empty() && want_cc != cc)) {
+      warning_ = "target " + tname + " describes " + (want_name.empty() ? std::string("a device") : with_article(want_name)) +
+                 (want_cc.empty() ? "" : " (cc " + want_cc + ")") + " but the device is " + name_ + " (cc " + cc + ")";
+    }
+
+    // The primary context is the one the CUDA runtime binds to, so candidates share it.
+    MBLAST_CU_CHECK(d_, d_.DevicePrimaryCtxRetain(&ctx_, dev_));
+    ctx_retained_ = true;
+    MBLAST_CU_CHECK(d_, d_.CtxSetCurrent(ctx_));
+    if (attribute(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE) > 0) {
+      MBLAST_CU_CHECK(d_, d_.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0));
+      MBLAST_CU_CHECK(d_, d_.CtxResetPersistingL2Cache());
+    }
+    // An ordinary (blocking) stream: work a candidate puts on the legacy default stream is
+    // ordered with it.
+    MBLAST_CU_CHECK(d_, d_.StreamCreate(&stream_, CU_STREAM_DEFAULT));
+    MBLAST_CU_CHECK(d_, d_.EventCreate(&start_, CU_EVENT_DEFAULT));
+    MBLAST_CU_CHECK(d_, d_.EventCreate(&end_, CU_EVENT_DEFAULT));
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+}
+
+CudaDevice::~CudaDevice() { cleanup(); }
+
+void CudaDevice::cleanup() noexcept {
+  // Errors are ignored here: after a sticky error every call fails, and the process ends anyway.
+  if (ctx_retained_) {
+    d_.CtxSetCurrent(ctx_);
+    d_.CtxSynchronize();
+  }
+  if (start_) d_.EventDestroy(start_);
+  if (end_) d_.EventDestroy(end_);
+  if (stream_) d_.StreamDestroy(stream_);
+  if (flush_buf_) d_.MemFree(flush_buf_);
+  start_ = end_ = nullptr;
+  stream_ = nullptr;
+  flush_buf_ = 0;
+  if (ctx_retained_) d_.DevicePrimaryCtxRelease(dev_);
+  ctx_retained_ = false;
+  ctx_ = nullptr;
+}
+
+void CudaDevice::make_current() { MBLAST_CU_CHECK(d_, d_.CtxSetCurrent(ctx_)); }
+
+int CudaDevice::attribute(CUdevice_attribute a) const {
+  int v = 0;
+  return d_.DeviceGetAttribute(&v, a, dev_) == CUDA_SUCCESS ? v : -1;
+}
+
+mblast_context CudaDevice::context() {
+  mblast_context c{};
+  c.abi_version = MBLAST_ABI_VERSION;
+  c.backend = MBLAST_BACKEND_CUDA;
+  c.cuda_stream = static_cast<void*>(stream_);
+  c.cuda_device = ordinal_;
+  return c;
+}
+
+json CudaDevice::describe() {
+  json j = {{"name", name_},
+            {"vendor", "NVIDIA"},
+            {"compute_capability", std::to_string(cc_major_) + "." + std::to_string(cc_minor_)},
+            {"sm_count", sm_count_},
+            {"l2_bytes", l2_bytes_},
+            {"memory_bytes", memory_bytes_},
+            {"driver_version", std::to_string(driver_version_ / 1000) + "." + std::to_string((driver_version_ % 1000) / 10)},
+            {"ordinal", ordinal_}};
+  if (const int v = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE); v > 0) j["sm_clock_khz"] = v;
+  if (const int v = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE); v > 0) j["memory_clock_khz"] = v;
+  if (const int v = attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH); v > 0) j["memory_bus_bits"] = v;
+  if (const char* vis = std::getenv("CUDA_VISIBLE_DEVICES")) j["cuda_visible_devices"] = vis;
+  if (!warning_.empty()) j["warning"] = warning_;
+  return j;
+}
+
+Buffer CudaDevice::allocate(size_t nbytes) {
+  make_current();
+  CUdeviceptr base = 0;
+  const CUresult r = d_.MemAlloc(&base, nbytes + 2 * kGuard);
+  if (r != CUDA_SUCCESS)
+    throw BackendError(describe_call(d_.error_text(r) + " (allocating " + std::to_string(nbytes) + " bytes)",
+                                     "cuMemAlloc", __FILE__, __LINE__));
+  auto* g = new Guarded{base};
+  try {
+    MBLAST_CU_CHECK(d_, d_.MemsetD8Async(base, kCanary, kGuard, stream_));
+    MBLAST_CU_CHECK(d_, d_.MemsetD8Async(base + kGuard + nbytes, kCanary, kGuard, stream_));
+    MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+  } catch (...) {
+    d_.MemFree(base);
+    delete g;
+    throw;
+  }
+  return Buffer{reinterpret_cast<void*>(static_cast<uintptr_t>(base + kGuard)), nbytes, g};
+}
+
+void CudaDevice::release(Buffer& b) {
+  auto* g = static_cast<Guarded*>(b.impl);
+  b = Buffer{};
+  if (!g) return;
+  const CUdeviceptr base = g->base;
+  delete g;
+  make_current();
+  MBLAST_CU_CHECK(d_, d_.MemFree(base));
+}
+
+void CudaDevice::upload(Buffer& b, std::span<const std::byte> host) {
+  if (host.empty()) return;
+  if (host.size() > b.nbytes) throw Error("cuda upload: " + std::to_string(host.size()) + " bytes into a buffer of " + std::to_string(b.nbytes));
+  make_current();
+  const auto dst = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+  MBLAST_CU_CHECK(d_, d_.MemcpyHtoDAsync(dst, host.data(), host.size(), stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));  // complete on return, not only staged
+}
+
+void CudaDevice::download(const Buffer& b, std::span<std::byte> host) {
+  if (host.empty()) return;
+  if (host.size() > b.nbytes) throw Error("cuda download: " + std::to_string(host.size()) + " bytes from a buffer of " + std::to_string(b.nbytes));
+  make_current();
+  const auto src = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(host.data(), src, host.size(), stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+}
+
+void CudaDevice::fill(Buffer& b, std::byte value) {
+  if (b.nbytes == 0) return;
+  make_current();
+  const auto dst = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(dst, static_cast<unsigned char>(value), b.nbytes, stream_));
+  // Finished before the call: a candidate working on a non-blocking stream of its own must not
+  // race the poison.
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+}
+
+bool CudaDevice::guards_intact(const Buffer& b) {
+  auto* g = static_cast<Guarded*>(b.impl);
+  if (!g) return true;
+  make_current();
+  std::vector<unsigned char> front(kGuard), back(kGuard);
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(front.data(), g->base, kGuard, stream_));
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(back.data(), g->base + kGuard + b.nbytes, kGuard, stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+  auto ok = [](const std::vector<unsigned char>& v) {
+    return std::all_of(v.begin(), v.end(), [](unsigned char x) { return x == kCanary; });
+  };
+  return ok(front) && ok(back);
+}
+
+void CudaDevice::synchronize() {
+  make_current();
+  MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+}
+
+std::string CudaDevice::health() {
+  CUresult r = d_.CtxSetCurrent(ctx_);
+  if (r == CUDA_SUCCESS) r = d_.CtxSynchronize();  // sticky errors (illegal address, ...) land here
+  return r == CUDA_SUCCESS ? "" : d_.error_text(r);
+}
+
+void CudaDevice::flush_caches() {
+  make_current();
+  if (!flush_buf_) {
+    const size_t bytes = std::max<size_t>(2 * l2_bytes_, size_t{16} << 20);
+    MBLAST_CU_CHECK(d_, d_.MemAlloc(&flush_buf_, bytes));
+    flush_bytes_ = bytes;
+  }
+  // A different byte each time, so no write can be skipped as unchanged.
+  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(flush_buf_, static_cast<unsigned char>(++flush_count_), flush_bytes_, stream_));
+  MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+}
+
+void CudaDevice::timer_begin() {
+  make_current();
+  MBLAST_CU_CHECK(d_, d_.EventRecord(start_, stream_));
+}
+
+double CudaDevice::timer_end() {
+  make_current();
+  // Device-wide first: work the candidate put on streams of its own (or another thread's) counts.
+  MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+  MBLAST_CU_CHECK(d_, d_.EventRecord(end_, stream_));
+  MBLAST_CU_CHECK(d_, d_.EventSynchronize(end_));
+  float ms = 0;
+  MBLAST_CU_CHECK(d_, d_.EventElapsedTime(&ms, start_, end_));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+std::string CudaDevice::timing_method() {
+  return "cuda events on the runner's stream: start event before the call; after it cuCtxSynchronize "
+         "(device-wide, so work on any stream counts), then the end event and cuEventSynchronize; "
+         "L2 flushed before each timed call by a memset of " + std::to_string(std::max<size_t>(2 * l2_bytes_, size_t{16} << 20) >> 20) +
+         " MiB (2x L2); persisting-L2 limit 0";
+}
+
+double CudaDevice::time_launch(CUfunction f, unsigned grid, unsigned block, void** args, int reps) {
+  double best = 1e30;
+  for (int r = -1; r < reps; ++r) {  // r == -1: warm-up (module load, clocks)
+    MBLAST_CU_CHECK(d_, d_.EventRecord(start_, stream_));
+    MBLAST_CU_CHECK(d_, d_.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream_, args, nullptr));
+    MBLAST_CU_CHECK(d_, d_.EventRecord(end_, stream_));
+    MBLAST_CU_CHECK(d_, d_.EventSynchronize(end_));
+    float ms = 0;
+    MBLAST_CU_CHECK(d_, d_.EventElapsedTime(&ms, start_, end_));
+    if (r >= 0) best = std::min(best, static_cast<double>(ms) * 1e-3);
+  }
+  return best;
+}
+
+Peaks CudaDevice::measure_peaks() {
+  make_current();
+  MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+  const Nvrtc& n = nvrtc();
+  std::string how;
+  const std::vector<char> image = compile_peak_kernels(n, cc_major_, cc_minor_, &how);
+  CUmodule mod = nullptr;
+  MBLAST_CU_CHECK(d_, d_.ModuleLoadData(&mod, image.data()));
+  std::vector<CUdeviceptr> allocations;
+  Defer cleanup([&] {
+    d_.CtxSynchronize();
+    for (CUdeviceptr p : allocations) d_.MemFree(p);
+    d_.ModuleUnload(mod);
+  });
+  auto alloc = [&](size_t bytes) {
+    CUdeviceptr p = 0;
+    MBLAST_CU_CHECK(d_, d_.MemAlloc(&p, bytes));
+    allocations.push_back(p);
+    return p;
+  };
+  CUfunction copy = nullptr, fma = nullptr, fill_f32 = nullptr, fill_bf16 = nullptr;
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&copy, mod, "mblast_copy"));
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&fma, mod, "mblast_fma"));
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&fill_f32, mod, "mblast_fill_f32"));
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&fill_bf16, mod, "mblast_fill_bf16"));
+  const unsigned fill_grid = static_cast<unsigned>(std::max(sm_count_, 1) * 32);
+  auto fill_random = [&](CUfunction f, CUdeviceptr p, unsigned long long count, unsigned seed) {
+    void* args[] = {&p, &count, &seed};
+    MBLAST_CU_CHECK(d_, d_.LaunchKernel(f, fill_grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  };
+
+  // Bandwidth: a float4 copy between two buffers of up to 1 GiB (a quarter of free memory at most).
+  size_t free_b = 0, total_b = 0;
+  MBLAST_CU_CHECK(d_, d_.MemGetInfo(&free_b, &total_b));
+  size_t bytes = std::min<size_t>(size_t{1} << 30, free_b / 4);
+  bytes -= bytes % (16 * 256);
+  if (bytes < (size_t{16} << 20)) throw BackendError("too little free device memory to measure peaks (" + std::to_string(free_b >> 20) + " MiB)");
+  CUdeviceptr src = alloc(bytes), dst = alloc(bytes);
+  fill_random(fill_f32, src, bytes / 4, 1u);
+  unsigned long long n4 = bytes / 16;
+  void* copy_args[] = {&src, &dst, &n4};
+  const double t_copy = time_launch(copy, static_cast<unsigned>(n4 / 256), 256, copy_args, 10);
+
+  // fp32: kFmaChains independent fma chains of kFmaIters per thread, 64 blocks of 256 per SM.
+  const unsigned fma_grid = static_cast<unsigned>(std::max(sm_count_, 1) * 64), fma_block = 256;
+  CUdeviceptr out = alloc(size_t{fma_grid} * fma_block * sizeof(float));
+  float fa = 0.9999f, fb = 0.0001f;
+  void* fma_args[] = {&out, &fa, &fb};
+  const double t_fma = time_launch(fma, fma_grid, fma_block, fma_args, 5);
+
+  Peaks p;
+  p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / t_copy;
+  p.fp32_flops_per_s = 2.0 * kFmaChains * kFmaIters * static_cast<double>(fma_grid) * fma_block / t_fma;
+  // Give the copy buffers back before the GEMMs take theirs.
+  MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+  for (CUdeviceptr a : allocations) MBLAST_CU_CHECK(d_, d_.MemFree(a));
+  allocations.clear();
+
+  std::string gemm_note;
+  measure_gemm_peaks(p, gemm_note, fill_f32, fill_bf16);
+  p.method = "cuda (" + how + ", cuda events): bandwidth = float4 copy of " + std::to_string(bytes >> 20) +
+             " MiB, bytes read + written, best of 10; fp32 = " + std::to_string(kFmaChains) + " independent fmaf chains x " +
+             std::to_string(kFmaIters) + " per thread, " + std::to_string(fma_grid) + " blocks x " +
+             std::to_string(fma_block) + ", best of 5; " + gemm_note;
+  return p;
+}
+
+void CudaDevice::measure_gemm_peaks(Peaks& p, std::string& note, CUfunction fill_f32, CUfunction fill_bf16) {
+  std::string why;
+  const Cublas* cb = cublas(&why);
+  if (!cb) {
+    note = "tf32/bf16 not measured: " + why;
+    return;
+  }
+  const int n = 8192;
+  const size_t elems = size_t{n} * n;
+  size_t free_b = 0, total_b = 0;
+  MBLAST_CU_CHECK(d_, d_.MemGetInfo(&free_b, &total_b));
+  if (free_b < 3 * elems * sizeof(float) + (size_t{512} << 20)) {
+    note = "tf32/bf16 not measured: " + std::to_string(free_b >> 20) + " MiB free is too little for 8192^3 GEMMs";
+    return;
+  }
+  std::vector<CUdeviceptr> allocations;
+  cublas_handle h = nullptr;
+  Defer cleanup([&] {
+    d_.CtxSynchronize();
+    if (h) cb->Destroy(h);
+    for (CUdeviceptr a : allocations) d_.MemFree(a);
+  });
+  for (int i = 0; i < 3; ++i) {
+    CUdeviceptr a = 0;
+    MBLAST_CU_CHECK(d_, d_.MemAlloc(&a, elems * sizeof(float)));
+    allocations.push_back(a);
+  }
+  CUdeviceptr A = allocations[0], B = allocations[1], C = allocations[2];
+
+  // Random operands in [-1, 1) (zeros would flatter the tensor cores' power draw).
+  const unsigned fill_grid = static_cast<unsigned>(std::max(sm_count_, 1) * 32);
+  auto fill = [&](CUfunction f, CUdeviceptr ptr, unsigned seed) {
+    unsigned long long count = elems;
+    void* args[] = {&ptr, &count, &seed};
+    MBLAST_CU_CHECK(d_, d_.LaunchKernel(f, fill_grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  };
+
+  const cublas_status cs = cb->Create(&h);
+  if (cs != 0) {
+    h = nullptr;
+    note = "tf32/bf16 not measured: cublasCreate failed: " + cb->error_text(cs);
+    return;
+  }
+  MBLAST_CUBLAS_CHECK(*cb, cb->SetStream(h, stream_));
+  const float alpha = 1.0f, beta = 0.0f;
+  // Best of 5 after 2 warm-ups; flops = 2 n^3 / t. Returns 0 and notes why on a cuBLAS error.
+  auto best_gemm = [&](int data_type, int compute_type, const char* label) -> double {
+    double best = 1e30;
+    for (int r = -2; r < 5; ++r) {
+      MBLAST_CU_CHECK(d_, d_.EventRecord(start_, stream_));
+      const cublas_status s = cb->GemmEx(h, kCublasOpN, kCublasOpN, n, n, n, &alpha, reinterpret_cast<const void*>(A),
+                                         data_type, n, reinterpret_cast<const void*>(B), data_type, n, &beta,
+                                         reinterpret_cast<void*>(C), data_type, n, compute_type, kCublasGemmDefault);
+      if (s != 0) {
+        note += std::string(label) + " GEMM failed: " + cb->error_text(s) + "; ";
+        return 0;
+      }
+      MBLAST_CU_CHECK(d_, d_.EventRecord(end_, stream_));
+      MBLAST_CU_CHECK(d_, d_.EventSynchronize(end_));
+      float ms = 0;
+      MBLAST_CU_CHECK(d_, d_.EventElapsedTime(&ms, start_, end_));
+      if (r >= 0) best = std::min(best, static_cast<double>(ms) * 1e-3);
+    }
+    return 2.0 * static_cast<double>(n) * n * n / best;
+  };
+  fill(fill_f32, A, 11u);
+  fill(fill_f32, B, 12u);
+  p.tf32_flops_per_s = best_gemm(kCudaR32F, kCublasCompute32FFastTF32, "tf32");
+  fill(fill_bf16, A, 13u);
+  fill(fill_bf16, B, 14u);
+  p.bf16_flops_per_s = best_gemm(kCudaR16BF, kCublasCompute32F, "bf16");
+  note += "tf32 = cublasGemmEx 8192^3, fp32 data with CUBLAS_COMPUTE_32F_FAST_TF32; bf16 = cublasGemmEx 8192^3, bf16 "
+          "data with CUBLAS_COMPUTE_32F; random operands in [-1, 1), best of 5 after 2 warm-ups, 2*M*N*K / t (" +
+          cb->library + ")";
+}
+
+}  // namespace mblast::runner::cuda

@@ -1,0 +1,22 @@
+// Adversarial (cuda): computes y = a + b on the first call only; every later call returns 0 at
+// once, trusting the output buffer to still hold the first result.
+#include <mblast/abi.h>
+
+#include <cuda_runtime.h>
+
+__global__ void vec_add(const float* a, const float* b, float* y, long long n) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = a[i] + b[i];
+}
+
+static bool g_done = false;
+
+extern "C" int mblast_run(const mblast_context* ctx, void*, const mblast_tensor* in, int32_t, const mblast_tensor*,
+                          int32_t, mblast_tensor* out, int32_t) {
+  if (g_done) return 0;  // THE BUG: "already computed"
+  g_done = true;
+  const long long n = out[0].shape[0];
+  vec_add<<<static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<cudaStream_t>(ctx->cuda_stream)>>>(
+      static_cast<const float*>(in[0].data), static_cast<const float*>(in[1].data), static_cast<float*>(out[0].data), n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}

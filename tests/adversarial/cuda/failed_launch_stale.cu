@@ -1,0 +1,19 @@
+// Adversarial (cuda): launches with an invalid configuration (4096 threads per block, above the
+// 1024 limit), never checks cudaGetLastError, and returns 0: y keeps whatever it held.
+#include <mblast/abi.h>
+
+#include <cuda_runtime.h>
+
+__global__ void vec_add(const float* a, const float* b, float* y, long long n) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = a[i] + b[i];
+}
+
+extern "C" int mblast_run(const mblast_context* ctx, void*, const mblast_tensor* in, int32_t, const mblast_tensor*,
+                          int32_t, mblast_tensor* out, int32_t) {
+  const long long n = out[0].shape[0];
+  const int block = 4096;  // THE BUG: the launch is refused ...
+  vec_add<<<static_cast<unsigned>((n + block - 1) / block), block, 0, static_cast<cudaStream_t>(ctx->cuda_stream)>>>(
+      static_cast<const float*>(in[0].data), static_cast<const float*>(in[1].data), static_cast<float*>(out[0].data), n);
+  return 0;  // ... and nobody asks
+}
