@@ -17,6 +17,7 @@ namespace mblast {
 struct SpawnOptions {
   std::vector<std::string> argv;
   std::map<std::string, std::string> set_env;  // added to (or replacing in) the inherited environment
+  std::vector<std::string> drop_env_prefixes;  // inherited variables starting with these are removed
   std::optional<std::filesystem::path> cwd;
   // The child's fds 0 and 1 are pipes to the parent when these are true.
   bool pipe_stdin = false;

@@ -88,6 +88,9 @@ Child spawn(const SpawnOptions& opts) {
     std::string s = *e;
     auto eq = s.find('=');
     if (eq != std::string::npos && opts.set_env.count(s.substr(0, eq))) continue;
+    bool drop = false;
+    for (const auto& pre : opts.drop_env_prefixes) drop = drop || s.rfind(pre, 0) == 0;
+    if (drop) continue;
     env_strings.push_back(std::move(s));
   }
   for (const auto& [k, v] : opts.set_env) env_strings.push_back(k + "=" + v);

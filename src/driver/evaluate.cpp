@@ -337,13 +337,18 @@ std::string format_eval_result(const json& r) {
                      t.value("median", 0.0), unit, t.value("p25", 0.0), t.value("p75", 0.0), t.value("spread_pct", 0.0),
                      t.value("samples", 0));
     const json& pk = r.value("peak", json::object());
-    o << fmt::format("achieved  {:.2f} GB/s, {:.2f} GFLOP/s", pk.value("achieved_bandwidth_bytes_per_s", 0.0) / 1e9,
-                     pk.value("achieved_flops_per_s", 0.0) / 1e9);
-    if (pk.contains("fraction_of_peak") && pk["fraction_of_peak"].is_number())
-      o << fmt::format("  = {:.1f}% of peak ({}-bound; peaks {:.1f} GB/s, {:.1f} GFLOP/s)",
-                       100 * pk["fraction_of_peak"].get<double>(), pk.value("bound", "?"),
-                       pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9, pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
-    o << "\n";
+    if (unit == "us") {
+      o << fmt::format("achieved  {:.2f} GB/s, {:.2f} GFLOP/s", pk.value("achieved_bandwidth_bytes_per_s", 0.0) / 1e9,
+                       pk.value("achieved_flops_per_s", 0.0) / 1e9);
+      if (pk.contains("fraction_of_peak") && pk["fraction_of_peak"].is_number())
+        o << fmt::format("  = {:.1f}% of peak ({}-bound; peaks {:.1f} GB/s, {:.1f} GFLOP/s)",
+                         100 * pk["fraction_of_peak"].get<double>(), pk.value("bound", "?"),
+                         pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9, pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
+      o << "\n";
+    } else if (t.contains("cost") && t["cost"].is_object()) {
+      o << fmt::format("cost      {} vector of {} instructions per call (deterministic)\n",
+                       t["cost"].value("vector_insns_median", json()).dump(), t["cost"].value("total_insns_median", json()).dump());
+    }
   }
   if (r.contains("phases")) {
     const json& ph = r["phases"];

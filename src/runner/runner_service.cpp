@@ -104,6 +104,7 @@ class WorkerRun {
                  {"HOME", dir_.string()},
                  {"POCL_CACHE_DIR", (svc.cache_dir() / "driver-cache" / "pocl").string()},
                  {"CUDA_CACHE_PATH", (svc.cache_dir() / "driver-cache" / "nv").string()}};
+    o.drop_env_prefixes = {"QEMU_", "LD_PRELOAD", "MBLAST_"};  // nothing from the runner's environment steers the worker
     o.before_exec = [pol] { return apply_sandbox(pol); };
     child_ = spawn(o);
     reader_ = std::make_unique<protocol::MessageReader>(child_.from_child_fd());

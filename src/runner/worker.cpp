@@ -141,9 +141,13 @@ class Session {
 
   json time(const json& req, TensorSet& outputs) {
     const int init = req.value("init", inits_.at(0));
-    const int warmup = req.value("warmup", 3);
-    const int min_repeats = req.value("min_repeats", 10);
-    const int max_repeats = req.value("max_repeats", 200);
+    // A deterministic cost (an instruction count) needs no warm-up and no repetition beyond
+    // one call per rotating buffer set; a time needs both.
+    const bool deterministic = dev_.timing_unit() != "s";
+    const int rotate_req = std::max(1, req.value("rotate", 4));
+    const int warmup = deterministic ? 0 : req.value("warmup", 3);
+    const int min_repeats = deterministic ? rotate_req : req.value("min_repeats", 10);
+    const int max_repeats = deterministic ? rotate_req : req.value("max_repeats", 200);
     const double min_seconds = req.value("min_seconds", 0.2);
     const int rotate = std::max(1, req.value("rotate", 4));
     const double max_wall = req.value("max_wall_seconds", 10.0);  // flushes included
@@ -170,7 +174,7 @@ class Session {
 
     size_t call_no = 0;
     auto next = [&]() -> size_t { return call_no++ % static_cast<size_t>(rotate); };
-    for (int i = 0; i < std::max(warmup, rotate); ++i) {
+    for (int i = 0; i < (deterministic ? 0 : std::max(warmup, rotate)); ++i) {
       size_t k = next();
       dev_.flush_caches();
       call(state, ins[k], par, outs[k]);
