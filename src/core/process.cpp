@@ -76,6 +76,9 @@ Child spawn(const SpawnOptions& opts) {
   int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, to_p[2] = {-1, -1}, from_p[2] = {-1, -1}, err_p[2];
   auto mk = [](int p[2]) {
     if (::pipe2(p, O_CLOEXEC) != 0) throw Error(std::string("spawn: pipe failed: ") + std::strerror(errno));
+    // Payloads are tens of MB: a 1 MiB pipe (the default ceiling of pipe-max-size) instead of
+    // 64 KiB cuts the wake-ups between writer and reader sixteen-fold. Best effort.
+    ::fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
   };
   if (opts.pipe_stdin) mk(in_p);
   if (opts.pipe_stdout) mk(out_p);
