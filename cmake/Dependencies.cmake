@@ -4,6 +4,7 @@ find_package(nlohmann_json 3.11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(Threads REQUIRED)
+find_package(SQLite3 REQUIRED)  # the knowledge base (src/kb/), through the C API
 
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)  # used header-only (XXH_INLINE_ALL)
 add_library(mblast_xxhash INTERFACE)

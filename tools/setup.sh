@@ -11,6 +11,8 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   # C++ libraries of the design
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev libgtest-dev libgmock-dev
+  # the knowledge base
+  libsqlite3-dev
   # OpenCL: ICD loader, headers, PoCL's CPU device
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   # RISC-V vector: clang for riscv64, its sysroot, qemu-user

@@ -9,6 +9,7 @@
 
 #include "mblast/driver/doctor_command.h"
 #include "mblast/driver/evaluate.h"
+#include "mblast/driver/kb_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/paths.h"
@@ -73,6 +74,8 @@ int cli_main(int argc, char** argv) {
   add_targets(app, targets_args);
   DoctorArgs doctor_args;
   add_doctor(app, doctor_args);
+  KbArgs kb_args;
+  add_kb(app, kb_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +85,7 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("eval")) return run_eval(eval_args);
     if (app.got_subcommand("targets")) return run_targets(targets_args);
     if (app.got_subcommand("doctor")) return run_doctor(doctor_args);
+    if (app.got_subcommand("kb")) return run_kb(kb_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;
