@@ -18,7 +18,7 @@ PACKAGES=(
   # RISC-V vector: clang for riscv64, its sysroot, qemu-user
   clang-19 lld-19 llvm-19 libc6-dev-riscv64-cross libgcc-12-dev-riscv64-cross libstdc++-12-dev-riscv64-cross qemu-user
   # the Python helper (reference data); ssh for the remote-runner transport and its test
-  python3 python3-numpy python3-venv python3-pip openssh-client openssh-server
+  python3 python3-numpy python3-venv python3-pip python3-torch libtorch-dev pybind11-dev openssh-client openssh-server
 )
 
 if [[ "${1:-}" != "--no-apt" ]]; then

@@ -7,9 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "mblast/driver/baseline_command.h"
 #include "mblast/driver/doctor_command.h"
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/kb_command.h"
+#include "mblast/driver/export_command.h"
+#include "mblast/driver/import_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/paths.h"
@@ -76,6 +79,12 @@ int cli_main(int argc, char** argv) {
   add_doctor(app, doctor_args);
   KbArgs kb_args;
   add_kb(app, kb_args);
+  ImportArgs import_args;
+  add_import(app, import_args);
+  BaselineArgs baseline_args;
+  add_baseline(app, baseline_args);
+  ExportArgs export_args;
+  add_export(app, export_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -86,6 +95,9 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("targets")) return run_targets(targets_args);
     if (app.got_subcommand("doctor")) return run_doctor(doctor_args);
     if (app.got_subcommand("kb")) return run_kb(kb_args);
+    if (app.got_subcommand("import")) return run_import(import_args);
+    if (app.got_subcommand("baseline")) return run_baseline(baseline_args);
+    if (app.got_subcommand("export")) return run_export(export_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;

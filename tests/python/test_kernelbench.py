@@ -1,0 +1,443 @@
+"""Tests of tools/mblast_kernelbench.py and of `mblast import kernelbench`, `mblast baseline`
+and `mblast export` (docs/kernelbench.md).
+
+Run from the repository root:  .venv/bin/python3 -m unittest -v tests/python/test_kernelbench.py
+Needs torch and safetensors for this interpreter (the module is skipped without them). The
+parts that call build/bin/mblast ($MBLAST_BIN) skip when it is not built; the `mblast eval`
+parts skip when the pocl-cpu target is not available here.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "tools", "mblast_kernelbench.py")
+FIXTURES = os.path.join(ROOT, "tests", "python", "fixtures")
+MBLAST = os.environ.get("MBLAST_BIN") or os.path.join(ROOT, "build", "bin", "mblast")
+
+SKIP = None
+try:
+    import torch
+    import torch.nn.functional as F
+    from safetensors.torch import load_file
+except Exception as e:  # ImportError, or a broken install
+    SKIP = f"torch and safetensors are needed for {sys.executable}: {type(e).__name__}: {e}"
+
+
+def helper(*args, env=None):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
+                          env=env, timeout=900)
+
+
+def mblast(*args):
+    env = dict(os.environ, MBLAST_PYTHON=sys.executable, MBLAST_HOME=ROOT)
+    return subprocess.run([MBLAST, *args], capture_output=True, text=True, env=env, timeout=900)
+
+
+def have_mblast():
+    return os.access(MBLAST, os.X_OK)
+
+
+_POCL = None
+
+
+def pocl_available():
+    global _POCL
+    if _POCL is None:
+        _POCL = False
+        if have_mblast():
+            r = mblast("targets", "--json")
+            if r.returncode == 0:
+                for t in json.loads(r.stdout):
+                    if t["name"] == "pocl-cpu" and t.get("available"):
+                        _POCL = True
+    return _POCL
+
+
+def opencl_device_here():
+    if pocl_available():
+        return True
+    if not shutil.which("clinfo"):
+        return False
+    r = subprocess.run(["clinfo", "-l"], capture_output=True, text=True, timeout=60)
+    return "Device" in r.stdout
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def copy_fixtures(dest, names):
+    os.makedirs(dest, exist_ok=True)
+    for n in names:
+        shutil.copy(os.path.join(FIXTURES, n), os.path.join(dest, n))
+    return dest
+
+
+@unittest.skipIf(SKIP is not None, SKIP or "")
+class ImportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mblast_kb_test_")
+        src = copy_fixtures(os.path.join(cls.tmp, "src"), ["relu.py", "linear_gelu.py", "tuple_out.py"])
+        cls.out = os.path.join(cls.tmp, "problems")
+        r = helper("import", src, "--out", cls.out)
+        if r.returncode != 0:
+            raise AssertionError(f"import failed ({r.returncode}): {r.stdout}{r.stderr}")
+        cls.import_output = r.stdout
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def problem(self, name):
+        return read_json(os.path.join(self.out, name, "problem.json"))
+
+    def data(self, name, file):
+        return load_file(os.path.join(self.out, name, "data", file))
+
+    def test_summary_line(self):
+        self.assertIn("imported 3, failed 0", self.import_output)
+
+    def test_relu_problem_directory(self):
+        d = os.path.join(self.out, "relu")
+        for f in ("problem.json", "model.py", "graph.json", "data/MANIFEST.json"):
+            self.assertTrue(os.path.isfile(os.path.join(d, f)), f)
+        p = self.problem("relu")
+        self.assertEqual(p["format"], 1)
+        self.assertEqual(p["name"], "relu")
+        self.assertEqual(p["op_class"], "activation")
+        self.assertEqual(p["inputs"], [{"name": "in0", "dtype": "f32", "shape": [16, 1024]}])
+        self.assertEqual(p["parameters"], [])
+        self.assertEqual(p["outputs"], [{"name": "out0", "dtype": "f32", "shape": [16, 1024]}])
+        self.assertEqual([s["distribution"] for s in p["seeds"]], ["file", "file", "signed-variant"])
+        self.assertEqual(p["inits"], [0, 1])
+        self.assertEqual(p["graph"], "graph.json")
+        self.assertEqual(p["bytes"], 2 * 16 * 1024 * 4)
+        self.assertIn(p["flops_method"], ("torch.flop_counter", "analytic-fx"))
+        self.assertEqual(p["tolerance"]["f32"]["min_match"], 1.0)
+        self.assertLessEqual(p["tolerance"]["f32"]["atol"], 1e-2)
+        prov = p["provenance"]
+        self.assertEqual(prov["kind"], "kernelbench")
+        self.assertEqual(prov["source"], os.path.join(self.tmp, "src", "relu.py"))
+        self.assertEqual(prov["torch"], torch.__version__)
+        with open(os.path.join(d, "model.py"), "rb") as f, \
+                open(os.path.join(FIXTURES, "relu.py"), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+        import hashlib
+        man = read_json(os.path.join(d, "data", "MANIFEST.json"))
+        self.assertEqual(len(man["files"]), 3 + 2 + 6)
+        for name, digest in man["files"].items():
+            with open(os.path.join(d, "data", name), "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest, name)
+
+    def test_relu_data_and_signed_seed(self):
+        inputs = {s: self.data("relu", f"inputs.seed{s}.safetensors")["in0"] for s in range(3)}
+        self.assertGreaterEqual(float(inputs[0].min()), 0.0)  # the file's own [0, 1)
+        self.assertGreaterEqual(float(inputs[1].min()), 0.0)
+        self.assertFalse(torch.equal(inputs[0], inputs[1]))
+        self.assertLess(float(inputs[2].min()), 0.0)  # signed variant
+        torch.manual_seed(0)
+        self.assertTrue(torch.equal(inputs[0], torch.rand(16, 1024)))  # seed 0 = get_inputs()
+        for s in range(3):
+            for i in range(2):
+                exp = self.data("relu", f"expected.seed{s}.init{i}.safetensors")["out0"]
+                self.assertTrue(torch.equal(exp, torch.relu(inputs[s])))
+        self.assertEqual(self.data("relu", "params.init0.safetensors"), {})
+
+    def test_linear_gelu_parameters_in_documented_order(self):
+        p = self.problem("linear_gelu")
+        self.assertEqual([t["name"] for t in p["parameters"]], ["linear.weight", "linear.bias"])
+        self.assertEqual(p["parameters"][0]["shape"], [32, 64])
+        self.assertEqual(p["op_class"], "matmul")
+        self.assertEqual(p["flops"], 2 * 8 * 64 * 32)
+        # randn inputs are signed already: the last seed keeps the file's distribution, says why
+        self.assertEqual(p["seeds"][2]["distribution"], "file")
+        self.assertIn("negative", p["seeds"][2]["note"])
+        w = [self.data("linear_gelu", f"params.init{i}.safetensors") for i in range(2)]
+        self.assertFalse(torch.equal(w[0]["linear.weight"], w[1]["linear.weight"]))
+        for s in range(3):
+            x = self.data("linear_gelu", f"inputs.seed{s}.safetensors")["in0"]
+            for i in range(2):
+                exp = self.data("linear_gelu", f"expected.seed{s}.init{i}.safetensors")["out0"]
+                ref = F.gelu(F.linear(x, w[i]["linear.weight"], w[i]["linear.bias"]))
+                self.assertTrue(torch.allclose(exp, ref, atol=1e-6, rtol=1e-6))
+        g = read_json(os.path.join(self.out, "linear_gelu", "graph.json"))
+        lin = [n for n in g["nodes"] if n["op"] == "call_module"]
+        self.assertEqual(len(lin), 1)
+        self.assertEqual(lin[0]["attributes"]["in_features"], 64)
+        self.assertEqual(lin[0]["shape"], [8, 32])
+
+    def test_tuple_outputs_and_constants(self):
+        p = self.problem("tuple_out")
+        self.assertEqual([t["name"] for t in p["inputs"]], ["in0", "in1"])
+        self.assertEqual(p["constants"], [{"name": "in2", "position": 2, "value": 0.5}])
+        self.assertEqual(p["arguments"], ["in0", "in1", "in2"])
+        self.assertEqual(p["returns"], "tuple")
+        self.assertEqual([(t["name"], t["shape"]) for t in p["outputs"]], [("out0", [4, 32]), ("out1", [4])])
+        inp = self.data("tuple_out", "inputs.seed2.safetensors")
+        self.assertEqual(sorted(inp), ["in0", "in1"])  # the constant is not a tensor
+        exp = self.data("tuple_out", "expected.seed2.init1.safetensors")
+        self.assertTrue(torch.allclose(exp["out0"], inp["in0"] + 0.5 * inp["in1"]))
+        self.assertTrue(torch.allclose(exp["out1"], (inp["in0"] * inp["in1"]).sum(dim=1)))
+
+    def test_reimport_keeps_candidates_and_refuses_foreign_directories(self):
+        out = os.path.join(self.tmp, "again")
+        src = os.path.join(FIXTURES, "relu.py")
+        self.assertEqual(helper("import", src, "--out", out).returncode, 0)
+        cand = os.path.join(out, "relu", "candidates", "mine.opencl.cpp")
+        os.makedirs(os.path.dirname(cand))
+        with open(cand, "w") as f:
+            f.write("// kept\n")
+        r = helper("import", src, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isfile(cand))
+        foreign = os.path.join(self.tmp, "foreign")
+        os.makedirs(os.path.join(foreign, "relu"))
+        with open(os.path.join(foreign, "relu", "problem.json"), "w") as f:
+            json.dump({"format": 1, "name": "relu", "provenance": {"kind": "hand-made"}}, f)
+        r = helper("import", src, "--out", foreign)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("is not a KernelBench import", r.stderr)
+
+    def test_directory_with_bad_files_continues(self):
+        src = copy_fixtures(os.path.join(self.tmp, "mixed"),
+                            ["relu.py", "syntax_error.py", "forward_raises.py"])
+        out = os.path.join(self.tmp, "mixed_out")
+        r = helper("import", src, "--out", out)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("imported 1, failed 2", r.stdout)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        self.assertEqual(len(lines), 2, r.stderr)
+        self.assertTrue(any(ln.startswith(f"mblast_kernelbench: {src}/syntax_error.py: ") and
+                            "SyntaxError" in ln for ln in lines), r.stderr)
+        self.assertTrue(any(ln.startswith(f"mblast_kernelbench: {src}/forward_raises.py: ") and
+                            "this model always fails" in ln for ln in lines), r.stderr)
+        self.assertEqual(sorted(os.listdir(out)), ["relu"])
+
+    def test_missing_pieces_get_one_line_reasons(self):
+        src = os.path.join(self.tmp, "odd")
+        os.makedirs(src)
+        with open(os.path.join(src, "no_model.py"), "w") as f:
+            f.write("def get_inputs():\n    return []\n")
+        with open(os.path.join(src, "dropout.py"), "w") as f:
+            f.write(textwrap.dedent("""\
+                import torch
+                class Model(torch.nn.Module):
+                    def forward(self, x):
+                        return torch.nn.functional.dropout(x, 0.5, training=True)
+                def get_inputs():
+                    return [torch.rand(64)]
+                def get_init_inputs():
+                    return []
+                """))
+        r = helper("import", src, "--out", os.path.join(self.tmp, "odd_out"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("defines no Model", r.stderr)
+        self.assertIn("not deterministic", r.stderr)
+        self.assertIn("imported 0, failed 2", r.stdout)
+
+    @unittest.skipUnless(have_mblast(), f"{MBLAST} is not built")
+    def test_cli_import(self):
+        out = os.path.join(self.tmp, "cli_out")
+        r = mblast("import", "kernelbench", os.path.join(FIXTURES, "tuple_out.py"), "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(out, "tuple_out", "problem.json")))
+        r = mblast("import", "kernelbench", os.path.join(FIXTURES, "syntax_error.py"), "--out", out)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("syntax_error.py: loading failed: SyntaxError", r.stderr)
+        r = mblast("import", "kernelbench", os.path.join(FIXTURES, "nonexistent.py"), "--out", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        r = mblast("import", "kernelbench", FIXTURES, "--out", out, "--json")
+        self.assertEqual(r.returncode, 1)  # the fixtures include the two bad files
+        summary = json.loads(r.stdout)
+        self.assertEqual((summary["imported"], summary["failed"]), (3, 2))
+        bad = {os.path.basename(f["file"]): f["reason"] for f in summary["files"] if not f["ok"]}
+        self.assertEqual(sorted(bad), ["forward_raises.py", "syntax_error.py"])
+        r = mblast("import", "kernelbench", "--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("Example:", r.stdout)
+
+    @unittest.skipUnless(pocl_available(), "mblast or the pocl-cpu target is not available here")
+    def test_eval_relu_candidates(self):
+        pdir = os.path.join(self.out, "relu")
+        r = mblast("eval", pdir, os.path.join(FIXTURES, "relu.opencl.cpp"), "--target", "pocl-cpu",
+                   "--json", "--no-timing")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertTrue(json.loads(r.stdout)["correct"])
+        r = mblast("eval", pdir, os.path.join(FIXTURES, "identity.opencl.cpp"), "--target", "pocl-cpu",
+                   "--json", "--no-timing")
+        self.assertEqual(r.returncode, 1)
+        res = json.loads(r.stdout)
+        self.assertFalse(res["correct"])
+        self.assertEqual(res["failure_kind"], "wrong_output")
+        self.assertIn("seed 2", res["reason"])  # right on [0, 1), wrong on the signed seed
+
+    @unittest.skipUnless(pocl_available(), "mblast or the pocl-cpu target is not available here")
+    def test_eval_linear_gelu_candidate(self):
+        r = mblast("eval", os.path.join(self.out, "linear_gelu"),
+                   os.path.join(FIXTURES, "linear_gelu.opencl.cpp"), "--target", "pocl-cpu", "--json",
+                   "--no-timing")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+@unittest.skipIf(SKIP is not None, SKIP or "")
+class BaselineTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mblast_kb_base_")
+        r = helper("import", os.path.join(FIXTURES, "linear_gelu.py"), "--out", cls.tmp)
+        if r.returncode != 0:
+            raise AssertionError(r.stderr)
+        cls.pdir = os.path.join(cls.tmp, "linear_gelu")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_helper_baseline_cpu(self):
+        r = helper("baseline", self.pdir, "--device", "cpu", "--compile", "--warmup", "2",
+                   "--repeats", "20", "--min-seconds", "0.05")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        res = json.loads(r.stdout)
+        e = res["eager"]
+        self.assertGreater(e["median_us"], 0)
+        self.assertLessEqual(e["p25_us"], e["median_us"])
+        self.assertLessEqual(e["median_us"], e["p75_us"])
+        self.assertGreaterEqual(e["samples"], 20)
+        self.assertIn("Python dispatch", e["includes"])
+        self.assertTrue(e["check"]["within_tolerance"])
+        self.assertEqual(res["device"]["type"], "cpu")
+        self.assertEqual(res["torch"], torch.__version__)
+        self.assertGreaterEqual(res["timing"]["rotating_sets"], 3)
+        if not hasattr(torch, "compile"):
+            self.assertIn("has no torch.compile", res["compile"]["unavailable"])
+            self.assertIn("1.13", res["compile"]["unavailable"])
+        else:
+            self.assertTrue("median_us" in res["compile"] or "unavailable" in res["compile"])
+
+    @unittest.skipUnless(have_mblast(), f"{MBLAST} is not built")
+    def test_cli_baseline_stores_per_target(self):
+        path = os.path.join(self.pdir, "baselines.json")
+        with open(path, "w") as f:
+            json.dump({"format": 1, "baselines": {"h200": {"eager": {"median_us": 1.0}}}}, f)
+        r = mblast("baseline", self.pdir, "--target", "pocl-cpu", "--json", "--repeats", "10",
+                   "--min-time", "0.02", "--warmup", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        entry = json.loads(r.stdout)
+        self.assertEqual(entry["target"], "pocl-cpu")
+        self.assertEqual(entry["torch_device"], "cpu")
+        self.assertGreater(entry["eager"]["median_us"], 0)
+        self.assertIn("measured_at", entry)
+        stored = read_json(path)["baselines"]
+        self.assertEqual(sorted(stored), ["h200", "pocl-cpu"])  # the other target's entry is kept
+        self.assertEqual(stored["h200"], {"eager": {"median_us": 1.0}})
+        self.assertEqual(stored["pocl-cpu"]["eager"], entry["eager"])
+        r = mblast("baseline", self.pdir, "--target", "rvv-qemu-256")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        self.assertIn("RISC-V", r.stderr)
+        r = mblast("baseline", os.path.join(ROOT, "problems", "relu"), "--target", "pocl-cpu")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no model.py", r.stderr)
+
+
+CHECK_EXPORT = os.path.join(ROOT, "tests", "python", "check_export.py")
+
+
+@unittest.skipIf(SKIP is not None, SKIP or "")
+class ExportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mblast_kb_export_")
+        r = helper("import", os.path.join(FIXTURES, "linear_gelu.py"), "--out", cls.tmp)
+        if r.returncode != 0:
+            raise AssertionError(r.stderr)
+        cls.pdir = os.path.join(cls.tmp, "linear_gelu")
+        # torch caches extension builds by name; the name carries a digest of the sources
+        build = os.path.join(ROOT, "build")
+        cls.ext_dir = os.path.join(build if os.path.isdir(build) else cls.tmp, "torch_extensions_test")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def export(self, candidate, out, backend="opencl"):
+        if have_mblast():
+            return mblast("export", candidate, "--problem", self.pdir, "--format", "kernelbench",
+                          "--out", out)
+        return helper("export", "--problem", self.pdir, "--candidate", candidate, "--backend", backend,
+                      "--out", out)
+
+    def test_exported_opencl_file_matches_model_on_cpu(self):
+        if not os.path.exists("/usr/include/CL/cl.h"):
+            self.skipTest("no OpenCL headers here")
+        if not os.path.isdir(os.path.join(os.path.dirname(torch.__file__), "include", "torch")):
+            self.skipTest("torch's C++ headers are not installed (Debian: libtorch-dev)")
+        if not opencl_device_here():
+            self.skipTest("no OpenCL device here (clinfo -l lists none)")
+        out = os.path.join(self.tmp, "linear_gelu_new.py")
+        r = self.export(os.path.join(FIXTURES, "linear_gelu.opencl.cpp"), out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(out) as f:
+            text = f.read()
+        self.assertIn("class ModelNew(Model):", text)
+        self.assertIn("def get_inputs():", text)
+        self.assertIn("MBLAST_ABI_VERSION", text)  # the ABI header is inlined
+        self.assertNotIn("#include <mblast/abi.h>", text)
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=self.ext_dir)
+        r = subprocess.run([sys.executable, CHECK_EXPORT, out, self.pdir, "cpu"], capture_output=True,
+                           text=True, env=env, timeout=900, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertTrue(res["ok"])
+        self.assertEqual(res["sets"], 4)
+
+    def test_export_refusals(self):
+        out = os.path.join(self.tmp, "x.py")
+        rvv = os.path.join(self.tmp, "naive.rvv.c")
+        with open(rvv, "w") as f:
+            f.write("int mblast_run(void) { return 0; }\n")
+        if have_mblast():
+            r = self.export(rvv, out)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("rvv candidate cannot be exported", r.stderr)
+            r = mblast("export", os.path.join(FIXTURES, "relu.opencl.cpp"), "--problem",
+                       os.path.join(ROOT, "problems", "relu"), "--format", "kernelbench", "--out", out)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("no model.py", r.stderr)
+        not_abi = os.path.join(self.tmp, "empty.opencl.cpp")
+        with open(not_abi, "w") as f:
+            f.write("int main() { return 0; }\n")
+        r = helper("export", "--problem", self.pdir, "--candidate", not_abi, "--backend", "opencl",
+                   "--out", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("does not define mblast_run", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_cuda_export_is_well_formed(self):
+        out = os.path.join(self.tmp, "cuda_new.py")
+        cand = os.path.join(self.tmp, "naive.cuda.cu")
+        with open(cand, "w") as f:
+            f.write('#include <mblast/abi.h>\nextern "C" int mblast_run(const mblast_context*, void*, '
+                    'const mblast_tensor*, int32_t, const mblast_tensor*, int32_t, mblast_tensor*, '
+                    'int32_t) { return 0; }\n')
+        r = self.export(cand, out, backend="cuda")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(out) as f:
+            text = f.read()
+        compile(text, out, "exec")
+        self.assertIn('"backend": "cuda"', text)
+        self.assertIn("getCurrentCUDAStream", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

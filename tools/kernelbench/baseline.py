@@ -1,0 +1,290 @@
+"""`baseline`: PyTorch eager and torch.compile timed by the runner's rules
+(docs/kernelbench.md "Baselines")."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import torch
+
+from .common import (FLOAT_DTYPES, Failure, die, nbytes, one_line, read_problem,
+                     write_bytes_atomic)
+from .tensors import (Reference, as_arg_list, call_user, flatten_outputs,
+                      load_kernelbench_module, seed_all, to_storable, torch_version)
+
+
+def _quantile(sorted_v, q):
+    pos = q * (len(sorted_v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_v) - 1)
+    return sorted_v[lo] + (pos - lo) * (sorted_v[hi] - sorted_v[lo])
+
+
+def _summary(samples_us, includes: str) -> dict:
+    v = sorted(samples_us)
+    med = _quantile(v, 0.5)
+    p25, p75 = _quantile(v, 0.25), _quantile(v, 0.75)
+    return {"median_us": med, "p25_us": p25, "p75_us": p75, "min_us": v[0], "max_us": v[-1],
+            "spread_pct": 100.0 * (p75 - p25) / med if med > 0 else 0.0,
+            "samples": len(v), "includes": includes}
+
+
+def _cpu_cache_bytes() -> int:
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in os.listdir(base):
+            try:
+                with open(os.path.join(base, d, "size")) as f:
+                    s = f.read().strip()
+                mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
+                best = max(best, int(s.rstrip("KMG")) * mult)
+            except (OSError, ValueError):
+                pass
+    except OSError:
+        pass
+    return best or (32 << 20)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class _Timer:
+    def __init__(self, device: str):
+        self.device = device
+        if device == "cuda":
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+            self.flush_bytes = max(2 * l2, 16 << 20)
+            self.info = {"type": "cuda", "name": props.name,
+                         "capability": f"{props.major}.{props.minor}",
+                         "l2_bytes": l2, "memory_bytes": int(props.total_memory),
+                         "allow_tf32": {"matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+                                        "cudnn": bool(torch.backends.cudnn.allow_tf32)}}
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+        else:
+            cache = _cpu_cache_bytes()
+            self.flush_bytes = max(2 * cache, 8 << 20)
+            self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
+                         "torch_threads": torch.get_num_threads()}
+        self.flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+        self.flushes = 0
+        self.method = (
+            "CUDA events on the current stream: start event before the call; after it "
+            "torch.cuda.synchronize() (device-wide), then the end event; L2 flushed before "
+            f"each timed call by writing {self.flush_bytes >> 20} MiB (2x L2)"
+            if device == "cuda" else
+            "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
+            f"before each timed call by writing {self.flush_bytes >> 20} MiB (2x the largest "
+            "CPU cache)")
+
+    def flush(self):
+        self.flushes += 1
+        self.flush_buf.fill_(self.flushes & 0xFF)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def time_call(self, fn, args) -> float:
+        """Microseconds of one call."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            self.start.record()
+            fn(*args)
+            torch.cuda.synchronize()
+            self.end.record()
+            self.end.synchronize()
+            return self.start.elapsed_time(self.end) * 1e3
+        t0 = time.perf_counter()
+        fn(*args)
+        return (time.perf_counter() - t0) * 1e6
+
+
+def _measure(timer, fn, sets, warmup, repeats, min_seconds):
+    n = len(sets)
+    for k in range(warmup):
+        fn(*sets[k % n])
+    if timer.device == "cuda":
+        torch.cuda.synchronize()
+    samples, k = [], 0
+    wall0 = time.perf_counter()
+    max_wall = max(30.0, 10 * min_seconds)
+    while True:
+        timer.flush()
+        samples.append(timer.time_call(fn, sets[k % n]))
+        k += 1
+        if len(samples) >= repeats and sum(samples) * 1e-6 >= min_seconds:
+            break
+        if len(samples) >= 100000 or (len(samples) >= max(repeats, 3)
+                                       and time.perf_counter() - wall0 > max_wall):
+            break
+    return samples
+
+
+def _check_against_expected(out, pdir, problem, seed, init) -> dict:
+    from safetensors.torch import load_file
+    exp = load_file(os.path.join(pdir, "data", f"expected.seed{seed}.init{init}.safetensors"))
+    outs, _ = flatten_outputs(out, "forward")
+    worst, ok = 0.0, True
+    for k, o in enumerate(outs):
+        d = problem["outputs"][k]
+        e = exp[d["name"]]
+        got = to_storable(o)
+        if list(got.shape) != list(e.shape):
+            return {"within_tolerance": False, "reason": f"{d['name']} has shape {list(got.shape)}"}
+        if d["dtype"] in FLOAT_DTYPES:
+            t = problem.get("tolerance", {}).get(d["dtype"], {"atol": 0, "rtol": 0})
+            diff = (got.double() - e.double()).abs()
+            worst = max(worst, float(diff.max()))
+            ok = ok and bool((diff <= t["atol"] + t["rtol"] * e.double().abs()).all())
+        else:
+            ok = ok and bool(torch.equal(got, e))
+    return {"within_tolerance": ok, "max_abs_error": worst, "seed": seed, "init": init}
+
+
+def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats: int,
+                 min_seconds: float) -> dict:
+    from safetensors.torch import load_file
+    problem = read_problem(pdir)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Failure("--device cuda, but torch.cuda.is_available() is False here")
+    model_path = os.path.join(pdir, problem.get("model") or "model.py")
+    with open(model_path, "rb") as f:
+        text = f.read()
+    mod = load_kernelbench_module(model_path, text)
+    seed_all(0)
+    init_args = as_arg_list(call_user("get_init_inputs()", mod.get_init_inputs),
+                             "get_init_inputs()")
+    init = problem["inits"][0]
+    ref = Reference(mod, init_args, init, device)
+    params = load_file(os.path.join(pdir, "data", f"params.init{init}.safetensors"))
+    by_name = dict(ref.named)
+    with torch.no_grad():
+        for d in problem["parameters"]:
+            if d["name"] not in by_name or d["name"] not in params:
+                raise Failure(f"parameter '{d['name']}' is missing from model.py's Model or "
+                              "from the data")
+            t = by_name[d["name"]]
+            src = params[d["name"]]
+            if d.get("torch_dtype") == "bool":
+                src = src.bool()
+            t.copy_(src.reshape(t.shape).to(t.dtype))
+    ref.snapshot = [t.detach().clone() for _, t in ref.named]
+    model = ref.model
+
+    # Rotating argument sets: every seed's inputs, cloned up to 4 distinct sets (the
+    # runner's default), within a memory budget.
+    seed_sets = []
+    for s in problem["seeds"]:
+        data = load_file(os.path.join(pdir, "data", f"inputs.seed{s['seed']}.safetensors"))
+        seed_sets.append(data)
+    consts = {c["name"]: c["value"] for c in problem.get("constants", [])}
+    decl = {d["name"]: d for d in problem["inputs"]}
+
+    def make_args(data):
+        args = []
+        for name in problem["arguments"]:
+            if name in consts:
+                args.append(consts[name])
+            else:
+                d = decl[name]
+                t = data[name]
+                if d.get("torch_dtype") == "bool":
+                    t = t.bool()
+                if "torch_shape" in d:
+                    t = t.reshape(d["torch_shape"])
+                args.append(t.to(device).clone())
+        return args
+
+    set_bytes = sum(nbytes(d) for d in problem["inputs"])
+    budget = (4 << 30) if device == "cuda" else (1 << 30)
+    n_sets = max(len(seed_sets), min(4, budget // max(set_bytes, 1)))
+    sets = [make_args(seed_sets[k % len(seed_sets)]) for k in range(n_sets)]
+
+    timer = _Timer(device)
+    result = {"problem": problem["name"], "torch": torch.__version__,
+              "python": platform.python_version(), "device": timer.info,
+              "timing": {"method": timer.method, "warmup": warmup, "min_repeats": repeats,
+                         "min_seconds": min_seconds, "rotating_sets": n_sets,
+                         "parameters": f"data/params.init{init}.safetensors",
+                         "module_mode": "train" if model.training else "eval"}}
+
+    def eager(*args):
+        with torch.no_grad():
+            return model(*args)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            check = _check_against_expected(eager(*make_args(seed_sets[0])), pdir, problem,
+                                            problem["seeds"][0]["seed"], init)
+            samples = _measure(timer, eager, sets, warmup, repeats, min_seconds)
+        except Exception as e:
+            raise Failure(f"eager forward raised {one_line(e)}")
+    result["eager"] = _summary(samples, (
+        "Python dispatch of every op + one kernel launch per op (per-op CPU kernels on the "
+        "CPU) + the kernels; excludes copies to the device; the device is synchronised "
+        "before the clock stops"))
+    result["eager"]["check"] = check
+
+    if not do_compile:
+        result["compile"] = {"unavailable": "not requested (pass --compile)"}
+    elif not hasattr(torch, "compile"):
+        result["compile"] = {"unavailable": f"torch {'.'.join(map(str, torch_version()))} "
+                                            "has no torch.compile"}
+    else:
+        try:
+            compiled = torch.compile(model)
+
+            def comp(*args):
+                with torch.no_grad():
+                    return compiled(*args)
+
+            with contextlib.redirect_stdout(sys.stderr):
+                t0 = time.perf_counter()
+                out = comp(*make_args(seed_sets[0]))
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                compile_s = time.perf_counter() - t0
+                check = _check_against_expected(out, pdir, problem, problem["seeds"][0]["seed"], init)
+                samples = _measure(timer, comp, sets, warmup, repeats, min_seconds)
+            result["compile"] = _summary(samples, (
+                "the torch.compile'd module (default mode): Python/guard overhead of the "
+                "compiled graph + its generated kernels' launches + the kernels; compilation "
+                "itself excluded (first call, reported as compile_seconds); excludes copies to "
+                "the device; the device is synchronised before the clock stops"))
+            result["compile"]["compile_seconds"] = compile_s
+            result["compile"]["check"] = check
+        except Exception as e:
+            result["compile"] = {"unavailable": f"torch.compile failed: {one_line(e)}"}
+    return result
+
+
+def cmd_baseline(a) -> int:
+    if a.warmup < 0 or a.repeats < 1 or a.min_seconds < 0:
+        die("--warmup >= 0, --repeats >= 1, --min-seconds >= 0")
+    try:
+        r = run_baseline(a.problem, a.device, a.compile, a.warmup, a.repeats, a.min_seconds)
+    except Failure as e:
+        die(f"{a.problem}: {e}")
+    text = json.dumps(r, indent=2)
+    if a.json_out:
+        try:
+            write_bytes_atomic(a.json_out, (text + "\n").encode("utf-8"))
+        except OSError as e:
+            die(f"cannot write {a.json_out}: {e.strerror}")
+    print(text)
+    return 0

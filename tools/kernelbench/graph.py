@@ -1,0 +1,350 @@
+"""The traced graph of a module (torch.fx, else torch.export), its op class, and its FLOPs."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import math
+import os
+import sys
+
+import torch
+
+from .common import Failure, one_line
+from .tensors import Reference, dtype_tables, json_constant, torch_version
+
+
+def _qualified(target) -> str:
+    if isinstance(target, str):
+        return target
+    try:
+        from torch.fx.node import _get_qualified_name
+        return _get_qualified_name(target)
+    except Exception:
+        mod = getattr(target, "__module__", None) or ""
+        name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+        return f"{mod}.{name}" if mod else name
+
+
+def _meta_json(m):
+    """TensorMetadata / FakeTensor / nested tuple -> {"shape", "dtype"} or a list of them."""
+    if m is None:
+        return None
+    shape = getattr(m, "shape", None)
+    dtype = getattr(m, "dtype", None)
+    if shape is None or dtype is None:  # TensorMetadata is a namedtuple: test it first
+        if isinstance(m, (tuple, list)):
+            return [_meta_json(x) for x in m]
+        return None
+    try:
+        shape = [int(d) for d in shape]
+    except Exception:
+        shape = [str(d) for d in shape]
+    to_mb, _ = dtype_tables()
+    return {"shape": shape, "dtype": to_mb.get(dtype, str(dtype).replace("torch.", ""))}
+
+
+def _arg_json(a):
+    fx = torch.fx
+    if isinstance(a, fx.Node):
+        return {"node": a.name}
+    if isinstance(a, (list, tuple)):
+        return [_arg_json(x) for x in a]
+    if isinstance(a, dict):
+        return {str(k): _arg_json(v) for k, v in a.items()}
+    if isinstance(a, slice):
+        return {"slice": [_arg_json(a.start), _arg_json(a.stop), _arg_json(a.step)]}
+    if a is Ellipsis:
+        return "..."
+    if a is None or isinstance(a, (bool, int, str)):
+        return a
+    if isinstance(a, float):
+        return a if math.isfinite(a) else str(a)
+    if isinstance(a, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+        return str(a)
+    if isinstance(a, torch.Size):
+        return list(a)
+    return repr(a)
+
+
+def _module_attributes(m) -> dict:
+    out = {}
+    for k, v in vars(m).items():
+        if k.startswith("_") or k == "training":
+            continue
+        if isinstance(v, (bool, int, float, str)) or (
+                isinstance(v, tuple) and all(isinstance(x, (bool, int, float, str)) for x in v)):
+            out[k] = list(v) if isinstance(v, tuple) else v
+    for k in ("weight", "bias"):
+        if hasattr(m, k) and isinstance(getattr(m, k, None), (torch.Tensor, type(None))):
+            out.setdefault(f"has_{k}", getattr(m, k) is not None)
+    return out
+
+
+def trace_graph(model, args, tensor_names, param_names):
+    """Returns (graph dict | None, note | None). `args` are the forward arguments as the
+    file gives them (tensors on the device, constants as values). torch.fx comes first (a
+    module-level graph with nn.Module attributes); torch.export (torch >= 2.1) when fx fails.
+    MBLAST_KB_TRACER=fx|export restricts to one of them (for tests)."""
+    only = os.environ.get("MBLAST_KB_TRACER", "")
+    notes = []
+    if only in ("", "fx"):
+        try:
+            return _trace_fx(model, args, tensor_names, param_names), None
+        except Exception as e:
+            notes.append(f"torch.fx.symbolic_trace: {one_line(e)}")
+    if only in ("", "export"):
+        if torch_version() >= (2, 1) and hasattr(torch, "export"):
+            try:
+                return _trace_export(model, args, tensor_names), None
+            except Exception as e:
+                notes.append(f"torch.export: {one_line(e)}")
+        else:
+            notes.append(f"torch.export is not available in torch {torch.__version__}")
+    return None, "; ".join(notes)
+
+
+def _trace_fx(model, args, tensor_names, param_names):
+    import torch.fx as fx
+    from torch.fx.passes.shape_prop import ShapeProp
+    model = copy.deepcopy(model)
+    concrete = {}
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            if i >= len(positional):
+                raise Failure("forward takes its constants through *args; cannot specialise them")
+            concrete[positional[i].name] = a
+    gm = fx.symbolic_trace(model, concrete_args=concrete or None)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    feed = list(args) if len(placeholders) == len(args) else [a for a in args if isinstance(a, torch.Tensor)]
+    with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+        ShapeProp(gm).propagate(*feed)
+    modules = dict(gm.named_modules())
+    nodes = []
+    ph_index = 0
+    for n in gm.graph.nodes:
+        e = {"name": n.name, "op": n.op, "target": _qualified(n.target)}
+        if n.op == "placeholder":
+            if ph_index < len(args):
+                e["argument"] = f"in{ph_index}"
+                if not isinstance(args[ph_index], torch.Tensor):
+                    e["constant"] = json_constant(args[ph_index], "a constant")
+                elif f"in{ph_index}" in tensor_names:
+                    e["tensor"] = f"in{ph_index}"
+            ph_index += 1
+        elif n.op == "get_attr":
+            if n.target in param_names:
+                e["tensor"] = n.target
+        elif n.op == "call_module":
+            m = modules.get(n.target)
+            if m is not None:
+                e["module"] = type(m).__module__ + "." + type(m).__qualname__
+                e["attributes"] = _module_attributes(m)
+        e["args"] = _arg_json(n.args)
+        e["kwargs"] = _arg_json(dict(n.kwargs))
+        meta = _meta_json(n.meta.get("tensor_meta"))
+        if isinstance(meta, dict):
+            e.update(meta)
+        elif isinstance(meta, list):
+            e["outputs"] = meta
+        nodes.append(e)
+    return {"format": 1, "method": "torch.fx.symbolic_trace + ShapeProp",
+            "torch": torch.__version__, "nodes": nodes}
+
+
+def _trace_export(model, args, tensor_names):
+    ep = torch.export.export(copy.deepcopy(model), tuple(args))
+    sig = ep.graph_signature
+    p_map = dict(getattr(sig, "inputs_to_parameters", {}) or {})
+    p_map.update(dict(getattr(sig, "inputs_to_buffers", {}) or {}))
+    user_inputs = list(getattr(sig, "user_inputs", []) or [])
+    nodes = []
+    for n in ep.graph_module.graph.nodes:
+        e = {"name": n.name, "op": n.op, "target": _qualified(n.target) if n.op != "call_function"
+             else str(n.target)}
+        if n.op == "placeholder":
+            if n.name in p_map:
+                e["tensor"] = p_map[n.name]
+            elif n.name in user_inputs:
+                i = user_inputs.index(n.name)
+                tensor_positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+                if i < len(tensor_positions):
+                    e["tensor"] = f"in{tensor_positions[i]}"
+        e["args"] = _arg_json(n.args)
+        e["kwargs"] = _arg_json(dict(n.kwargs))
+        meta = _meta_json(n.meta.get("val", n.meta.get("tensor_meta")))
+        if isinstance(meta, dict):
+            e.update(meta)
+        elif isinstance(meta, list):
+            e["outputs"] = meta
+        nodes.append(e)
+    return {"format": 1, "method": "torch.export (aten level)", "torch": torch.__version__,
+            "nodes": nodes}
+
+
+# op classes, by the name of what a node calls (fx functions, methods, module types, aten
+# ops), lower-cased without leading/trailing underscores: (class, exact names, substrings)
+_SHAPE_OPS = {"view", "reshape", "permute", "transpose", "t", "flatten", "unflatten", "squeeze",
+              "unsqueeze", "contiguous", "getitem", "size", "expand", "expand_as", "getattr",
+              "to", "type", "float", "half", "double", "clone", "detach", "chunk", "split",
+              "cat", "stack", "narrow", "select", "slice", "assert", "eq", "dim", "numel",
+              "identity", "dropout", "alias", "to_copy", "empty_like", "zeros_like",
+              "ones_like", "repeat", "tile", "flip", "roll", "pad", "movedim", "view_as",
+              "reshape_as", "sym_size", "lift_fresh_copy", "copy", "cpu", "cuda", "unbind",
+              "split_with_sizes", "unsafe_view", "clone", "empty", "zeros", "ones", "arange",
+              "full", "scalar_tensor", "item", "len"}
+_CLASS_RULES = [
+    ("attention", (), ("scaled_dot_product_attention", "multiheadattention",
+                       "efficient_attention", "flash_attention")),
+    ("conv", (), ("conv",)),
+    ("matmul", ("mm", "bmm", "dot", "mv", "outer", "einsum", "addmm", "baddbmm", "addbmm",
+                "addmv", "tensordot"),
+     ("linear", "matmul", "bilinear", "lstm", "gru", "rnn")),
+    ("norm", (), ("batch_norm", "batchnorm", "layer_norm", "layernorm", "group_norm",
+                  "groupnorm", "instance_norm", "instancenorm", "rms_norm", "rmsnorm",
+                  "normalize", "local_response_norm", "localresponsenorm")),
+    ("softmax", ("softmin",), ("softmax",)),
+    ("pooling", (), ("pool",)),
+    ("reduction", ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod",
+                   "cumsum", "cumprod", "var", "std", "norm", "logsumexp", "all", "any",
+                   "var_mean", "std_mean", "cummax", "cummin", "nll", "kl_div",
+                   "cross_entropy", "cosine_similarity", "pairwise_distance", "dist"),
+     ("loss",)),
+    ("activation", ("relu", "gelu", "sigmoid", "tanh", "silu", "elu", "selu", "leaky_relu",
+                    "leakyrelu", "hardtanh", "softplus", "softsign", "hardsigmoid",
+                    "hardswish", "mish", "relu6", "threshold", "prelu", "celu", "glu",
+                    "logsigmoid", "tanhshrink", "softshrink", "hardshrink", "swish",
+                    "rrelu", "relu_", "sigmoid_", "tanh_"), ()),
+]
+_HEAVY = ("attention", "conv", "matmul")
+
+
+def _node_key(n: dict) -> str | None:
+    if n["op"] == "call_module":
+        key = n.get("module", n["target"]).rsplit(".", 1)[-1]
+    elif n["op"] in ("call_function", "call_method"):
+        t = n["target"]
+        key = t.split(".")[1] if t.startswith("aten.") else t.rsplit(".", 1)[-1]
+    else:
+        return None
+    return key.lower().strip("_")
+
+
+def _classify(key: str) -> str | None:
+    if key in _SHAPE_OPS:
+        return None
+    for cls, exact, substrings in _CLASS_RULES:
+        if key in exact or any(w in key for w in substrings):
+            return cls
+    return "elementwise"
+
+
+def guess_op_class(graph) -> str:
+    if graph is None:
+        return "model"
+    classes = []
+    for n in graph["nodes"]:
+        key = _node_key(n)
+        if key is None:
+            continue
+        c = _classify(key)
+        if c:
+            classes.append(c)
+    if not classes:
+        return "elementwise"
+    heavy = [c for c in classes if c in _HEAVY]
+    if len(heavy) >= 3:
+        return "model"
+    for c in ("attention", "conv", "matmul", "norm", "softmax", "pooling", "reduction"):
+        if c in classes:
+            return c
+    if all(c == "activation" for c in classes):
+        return "activation"
+    return "elementwise"
+
+
+def analytic_flops(graph, model) -> int | None:
+    """2*M*N*K for matmul/linear/bmm/addmm/baddbmm and 2*N*K*C*R*S*P*Q for convolutions, read
+    from the traced fx graph's shapes (what torch's flop counter counts). None without shapes."""
+    if graph is None or not graph["method"].startswith("torch.fx"):
+        return None
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    modules = dict(model.named_modules())
+    params = dict(model.named_parameters())
+    params.update(dict(model.named_buffers()))
+
+    def shape_of(a):
+        if isinstance(a, dict) and "node" in a:
+            n = by_name.get(a["node"])
+            if n is not None and "shape" in n:
+                return n["shape"]
+            if n is not None and n["op"] == "get_attr" and n["target"] in params:
+                return list(params[n["target"]].shape)
+        return None
+
+    def conv_flops(x_shape, w_shape, out_shape, transposed):
+        spatial = x_shape[2:] if transposed else out_shape[2:]
+        return 2 * out_shape[0] * math.prod(w_shape) * math.prod(spatial)
+
+    total = 0
+    for n in graph["nodes"]:
+        out = n.get("shape")
+        if out is None or not all(isinstance(d, int) for d in out):
+            continue
+        numel = math.prod(out)
+        args = n.get("args", [])
+        key = _node_key(n) or ""
+        if n["op"] == "call_module":
+            m = modules.get(n["target"])
+            if isinstance(m, torch.nn.Linear):
+                total += 2 * numel * m.in_features
+            elif isinstance(m, torch.nn.modules.conv._ConvNd) and args:
+                xs = shape_of(args[0])
+                if xs:
+                    total += conv_flops(xs, list(m.weight.shape), out, bool(m.transposed))
+            elif isinstance(m, torch.nn.Bilinear):
+                total += 2 * numel * m.in1_features * m.in2_features
+        elif n["op"] in ("call_function", "call_method"):
+            if key in ("matmul", "mm", "bmm") and len(args) >= 2:
+                a = shape_of(args[0])
+                if a:
+                    total += 2 * numel * a[-1]
+            elif key in ("addmm", "baddbmm", "addbmm") and len(args) >= 3:
+                a = shape_of(args[1])
+                if a:
+                    total += 2 * numel * a[-1]
+            elif key == "linear" and len(args) >= 2:
+                w = shape_of(args[1])
+                if w:
+                    total += 2 * numel * w[-1]
+            elif key in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                         "conv_transpose3d") and len(args) >= 2:
+                xs, ws = shape_of(args[0]), shape_of(args[1])
+                if xs and ws:
+                    total += conv_flops(xs, ws, out, "transpose" in key)
+    return int(total)
+
+
+def count_flops(model_ref: Reference, args, graph):
+    """(flops, method)."""
+    if torch_version() >= (2, 1):
+        try:
+            from torch.utils.flop_counter import FlopCounterMode
+            model_ref.restore()
+            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+                with FlopCounterMode(display=False) as fc:
+                    model_ref.model(*args)
+            model_ref.restore()
+            return int(fc.get_total_flops()), "torch.flop_counter"
+        except Exception:
+            model_ref.restore()
+    f = analytic_flops(graph, model_ref.model)
+    if f is not None:
+        return f, "analytic-fx"
+    return 0, "unknown"

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""mblast_kernelbench -- KernelBench-format PyTorch files as mblast problems, PyTorch
+baselines, and candidates exported back as KernelBench ModelNew files.
+
+Usage:
+    mblast_kernelbench.py import SRC --out DIR [--seeds 3] [--inits 2] [--device cpu|cuda]
+                          [--json-out FILE]
+    mblast_kernelbench.py baseline PROBLEM_DIR --device cpu|cuda [--compile] [--warmup 5]
+                          [--repeats 50] [--min-seconds 0.5] [--json-out FILE]
+    mblast_kernelbench.py export --problem PROBLEM_DIR --candidate FILE --backend cuda|opencl
+                          --out FILE.py [--abi-header PATH]
+
+import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inputs(),
+          get_init_inputs(), module-level constants) or a directory of them; each file becomes
+          DIR/<stem>/ holding problem.json, model.py (a copy of the file), graph.json (when
+          torch.fx or torch.export can trace the module) and data/ (safetensors, MANIFEST.json).
+          A file that cannot be imported gets "mblast_kernelbench: FILE: <reason>" on stderr;
+          a directory import goes on with the rest and ends with "imported N, failed M".
+baseline  times PyTorch eager (and torch.compile with --compile) on the problem's own
+          model.py, parameters and inputs, by the runner's rules; prints one JSON object on
+          stdout (and writes it to --json-out when given).
+export    writes a KernelBench submission: model.py, then ModelNew(Model) whose forward calls
+          the candidate through torch.utils.cpp_extension.load_inline.
+
+Exit status: 0 success; 1 some file failed to import (the rest were imported); 2 bad usage,
+a missing package, or a problem/candidate that cannot be processed (one line on stderr).
+
+The work is done by the package next to this file: kernelbench/importer.py, graph.py,
+baseline.py, export.py (+ templates/), on top of common.py and tensors.py.
+docs/kernelbench.md describes the mapping; docs/problem-format.md the directory layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+sys.dont_write_bytecode = True  # never leave __pycache__ in tools/ or next to model.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kernelbench.common import die, one_line  # noqa: E402
+
+
+def _need_torch() -> None:
+    """torch and safetensors for import and baseline, or one line saying what is missing."""
+    try:
+        import torch  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install
+        die(f"torch is not importable for {sys.executable} ({one_line(e)}); install "
+            "python3-torch (Debian) or pip install torch, or point --python / MBLAST_PYTHON "
+            "at an interpreter that has it")
+    try:
+        import safetensors.torch  # noqa: F401
+    except Exception as e:
+        die(f"the 'safetensors' package is not importable for {sys.executable} "
+            f"({one_line(e)}); pip install safetensors")
+    warnings.filterwarnings("ignore")  # model files and old torch versions are chatty
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="mblast_kernelbench.py",
+                                 description="KernelBench-format files as mblast problems, "
+                                             "PyTorch baselines, KernelBench export.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("import", help="import a KernelBench file or a directory of them")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--inits", type=int, default=2)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
+    p = sub.add_parser("baseline", help="time PyTorch eager and torch.compile on a problem")
+    p.add_argument("problem", metavar="PROBLEM_DIR")
+    p.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    p.add_argument("--compile", action="store_true", help="also time torch.compile")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--min-seconds", type=float, default=0.5)
+    p.add_argument("--json-out", metavar="FILE", help="also write the JSON here (atomically)")
+    p = sub.add_parser("export", help="write a KernelBench ModelNew file for a candidate")
+    p.add_argument("--problem", required=True, metavar="PROBLEM_DIR")
+    p.add_argument("--candidate", required=True, metavar="FILE")
+    p.add_argument("--backend", choices=("cuda", "opencl"), required=True)
+    p.add_argument("--out", required=True, metavar="FILE.py")
+    p.add_argument("--abi-header", metavar="PATH", help="include/mblast/abi.h (default: next "
+                                                       "to this script's ../include)")
+    a = ap.parse_args(argv)
+    if a.cmd == "export":  # needs no torch
+        from kernelbench.export import cmd_export
+        return cmd_export(a)
+    _need_torch()
+    if a.cmd == "import":
+        from kernelbench.importer import cmd_import
+        return cmd_import(a)
+    from kernelbench.baseline import cmd_baseline
+    return cmd_baseline(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
