@@ -117,6 +117,28 @@ TEST_F(SshTransport, EvalOverSshGivesTheSameVerdictsAsLocally) {
   }
 }
 
+TEST_F(SshTransport, RvvCandidateOverSshCostsTheSameAsLocally) {
+  // The board path in miniature: the runner at the far end of ssh builds the riscv64 program
+  // and runs it (here under qemu-user); the count must equal a local evaluation's.
+  std::string why;
+  auto targets = testing::available_targets("rvv", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const Target& t = targets.front();
+  EvalOptions o;
+  o.quiet = true;
+  o.rotate = 2;
+  o.run_s = 60;
+  const fs::path dir = testing::source_dir() / "problems" / "vec_add";
+  Problem p = load_problem(dir);
+  RunnerClient remote(address());
+  auto far = evaluate(p, t, dir / "candidates" / "naive.rvv.c", o, &remote);
+  ASSERT_TRUE(far["correct"].get<bool>()) << far.dump(2);
+  EXPECT_EQ(far["time"]["unit"], "instructions");
+  auto near = evaluate(p, t, dir / "candidates" / "naive.rvv.c", o);
+  ASSERT_TRUE(near["correct"].get<bool>());
+  EXPECT_EQ(far["time"]["median"], near["time"]["median"]);
+}
+
 TEST_F(SshTransport, UnreachableHostIsAOneLineError) {
   RunnerAddress a = address();
   a.port = free_port();  // nothing listens there
