@@ -100,6 +100,10 @@ std::string apply_sandbox(const SandboxPolicy& p) {
   // Device nodes (GPU drivers) must be writable; creating files under /dev is not needed.
   add_rule(rs, "/dev", kReadAccess | LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0));
   add_rule(rs, "/dev/shm", handled);
+  // The process's own /proc entry stays writable: GPU drivers name their threads by writing
+  // /proc/self/task/<tid>/comm (cuInit fails with CUDA_ERROR_OPERATING_SYSTEM otherwise).
+  // /proc/self resolves here, in the child, to /proc/<pid> of the process that will exec.
+  add_rule(rs, "/proc/self", kReadAccess | LANDLOCK_ACCESS_FS_WRITE_FILE);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "sandbox: PR_SET_NO_NEW_PRIVS failed";
   if (::syscall(SYS_landlock_restrict_self, rs, 0) != 0)
     return std::string("sandbox: landlock_restrict_self failed: ") + std::strerror(errno);

@@ -56,7 +56,7 @@ def run_export(pdir: str, candidate: str, backend: str, out: str, abi_header: st
             cand = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise Failure(f"cannot read the candidate {candidate}: {one_line(e)}")
-    if not re.search(r"\bmblast_run\b", cand):
+    if not re.search(r"\bmblast_run\b|\bMBLAST_OPENCL_CANDIDATE\b", cand):
         raise Failure(f"{candidate} does not define mblast_run (include/mblast/abi.h)")
     if abi_header is None:
         abi_header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -66,6 +66,16 @@ def run_export(pdir: str, candidate: str, backend: str, out: str, abi_header: st
             abi = f.read()
     except OSError as e:
         raise Failure(f"cannot read the ABI header {abi_header}: {e.strerror}")
+    # The optional candidate helper header is ours too: inline it where it is included.
+    helper_re = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]mblast/opencl_candidate\.h[>"][^\n]*$', re.M)
+    if helper_re.search(cand):
+        helper_path = os.path.join(os.path.dirname(os.path.abspath(abi_header)), "opencl_candidate.h")
+        try:
+            with open(helper_path, encoding="utf-8") as f:
+                helper = _ABI_INCLUDE.sub("/* mblast/abi.h: inlined above */", f.read())
+        except OSError as e:
+            raise Failure(f"cannot read {helper_path}: {e.strerror}")
+        cand = helper_re.sub(lambda _m: "// ---- include/mblast/opencl_candidate.h (inlined) ----\n" + helper, cand, count=1)
     cand = _ABI_INCLUDE.sub("/* mblast/abi.h: inlined above */", cand)
     abi_block = ("// ---- include/mblast/abi.h (inlined) ----\n" + abi +
                  "\n// ---- end of abi.h ----\n" + _UNDEF_LOGGING)

@@ -1,14 +1,7 @@
 // matmul — naive OpenCL candidate: one work-item per output element, plain dot
 //   product over K: c[i, j] = sum_k a[i, k] * w[k, j].
 // The starting point the optimizer improves: simple, correct, nothing clever.
-#include <mblast/abi.h>
-
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <mblast/opencl_candidate.h>
 
 static const char* kSource = R"CLC(
 __kernel void matmul(__global const float* restrict a,   // [M, K]
@@ -26,174 +19,17 @@ __kernel void matmul(__global const float* restrict a,   // [M, K]
 }
 )CLC";
 
-static const char* kKernelName = "matmul";
-
-static char g_err[8192];
-
-static void set_error(const char* what, cl_int err, int line) {
-  std::snprintf(g_err, sizeof g_err, "%s failed with cl_int %d (naive.opencl.cpp:%d)", what,
-                static_cast<int>(err), line);
-}
-
-#define CL_CHECK(expr)                           \
-  do {                                           \
-    cl_int cl_check_err_ = (expr);               \
-    if (cl_check_err_ != CL_SUCCESS) {           \
-      set_error(#expr, cl_check_err_, __LINE__); \
-      return -1;                                 \
-    }                                            \
-  } while (0)
-
-#define FAIL(...)                                   \
-  do {                                              \
-    std::snprintf(g_err, sizeof g_err, __VA_ARGS__); \
-    return -1;                                      \
-  } while (0)
-
-struct State {
-  cl_program program = nullptr;
-  cl_kernel kernel = nullptr;
-};
-
-static void destroy(State* s) {
-  if (!s) return;
-  if (s->kernel) clReleaseKernel(s->kernel);
-  if (s->program) clReleaseProgram(s->program);
-  delete s;
-}
-
-static void append_build_log(cl_program program, cl_device_id device) {
-  size_t size = 0;
-  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) !=
-          CL_SUCCESS ||
-      size < 2)
-    return;
-  char* log = static_cast<char*>(std::malloc(size));
-  if (!log) return;
-  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log, nullptr) ==
-      CL_SUCCESS) {
-    size_t used = std::strlen(g_err);
-    std::snprintf(g_err + used, sizeof g_err - used, "; build log: %s", log);
-  }
-  std::free(log);
-}
-
-static int build(const mblast_context* ctx, State** out) {
-  *out = nullptr;
-  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device ||
-      !ctx->cl_queue)
-    FAIL("mblast_context has no OpenCL context, device or queue");
-  cl_context context = static_cast<cl_context>(ctx->cl_context);
-  cl_device_id device = static_cast<cl_device_id>(ctx->cl_device);
-  State* s = new State();
-  cl_int err = CL_SUCCESS;
-  s->program = clCreateProgramWithSource(context, 1, &kSource, nullptr, &err);
-  if (err != CL_SUCCESS) {
-    set_error("clCreateProgramWithSource", err, __LINE__);
-    destroy(s);
+static int enqueue(const mblast_context* ctx, cl_kernel k, const mblast_tensor* in, int32_t n_in,
+                   const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  if (!mblast_cl::expect_counts(n_in, 1, n_par, 1, n_out, 1)) return -1;
+  if (!mblast_cl::expect_f32(in[0], "a", 2) || !mblast_cl::expect_f32(par[0], "w", 2) || !mblast_cl::expect_f32(out[0], "c", 2))
     return -1;
-  }
-  err = clBuildProgram(s->program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr);
-  if (err != CL_SUCCESS) {
-    set_error("clBuildProgram", err, __LINE__);
-    append_build_log(s->program, device);
-    destroy(s);
-    return -1;
-  }
-  s->kernel = clCreateKernel(s->program, kKernelName, &err);
-  if (err != CL_SUCCESS) {
-    set_error("clCreateKernel", err, __LINE__);
-    destroy(s);
-    return -1;
-  }
-  *out = s;
-  return 0;
-}
-
-// Checks one tensor's dtype, rank and byte size; returns false with g_err set on mismatch.
-static bool check_tensor(const mblast_tensor& t, const char* what, int ndim) {
-  if (t.dtype != MBLAST_F32) {
-    std::snprintf(g_err, sizeof g_err, "%s: expected dtype f32", what);
-    return false;
-  }
-  if (t.ndim != ndim) {
-    std::snprintf(g_err, sizeof g_err, "%s: expected %d dims, got %d", what, ndim,
-                  static_cast<int>(t.ndim));
-    return false;
-  }
-  size_t n = 1;
-  for (int d = 0; d < ndim; ++d) {
-    if (t.shape[d] <= 0) {
-      std::snprintf(g_err, sizeof g_err, "%s: dim %d is not positive", what, d);
-      return false;
-    }
-    n *= static_cast<size_t>(t.shape[d]);
-  }
-  if (t.nbytes != n * sizeof(float) || t.data == nullptr) {
-    std::snprintf(g_err, sizeof g_err, "%s: buffer holds %zu bytes, shape needs %zu", what,
-                  t.nbytes, n * sizeof(float));
-    return false;
-  }
-  return true;
-}
-
-static int enqueue(const mblast_context* ctx, State* s, const mblast_tensor* inputs,
-                   int32_t n_inputs, const mblast_tensor* params, int32_t n_params,
-                   mblast_tensor* outputs, int32_t n_outputs) {
-  if (n_inputs != 1 || n_params != 1 || n_outputs != 1)
-    FAIL("expected 1 input, 1 parameter, 1 output; got %d, %d, %d", (int)n_inputs,
-         (int)n_params, (int)n_outputs);
-  if (!check_tensor(inputs[0], "a", 2) || !check_tensor(params[0], "w", 2) ||
-      !check_tensor(outputs[0], "c", 2))
-    return -1;
-  const cl_long M = inputs[0].shape[0];
-  const cl_long K = inputs[0].shape[1];
-  const cl_long N = params[0].shape[1];
-  if (params[0].shape[0] != K) FAIL("a is [%lld, %lld] but w has %lld rows", (long long)M,
-                                    (long long)K, (long long)params[0].shape[0]);
-  if (outputs[0].shape[0] != M || outputs[0].shape[1] != N)
-    FAIL("c must be [%lld, %lld]", (long long)M, (long long)N);
-  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);
-  CL_CHECK(clSetKernelArg(s->kernel, 0, sizeof(cl_mem), &inputs[0].data));
-  CL_CHECK(clSetKernelArg(s->kernel, 1, sizeof(cl_mem), &params[0].data));
-  CL_CHECK(clSetKernelArg(s->kernel, 2, sizeof(cl_mem), &outputs[0].data));
-  CL_CHECK(clSetKernelArg(s->kernel, 3, sizeof(cl_long), &M));
-  CL_CHECK(clSetKernelArg(s->kernel, 4, sizeof(cl_long), &N));
-  CL_CHECK(clSetKernelArg(s->kernel, 5, sizeof(cl_long), &K));
+  const cl_long M = in[0].shape[0], K = in[0].shape[1], N = par[0].shape[1];
+  if (par[0].shape[0] != K) return mblast_cl::fail("a is [%lld, %lld] but w has %lld rows", (long long)M, (long long)K, (long long)par[0].shape[0]);
+  if (out[0].shape[0] != M || out[0].shape[1] != N) return mblast_cl::fail("c must be [%lld, %lld]", (long long)M, (long long)N);
   const size_t global[2] = {static_cast<size_t>(N), static_cast<size_t>(M)};
-  CL_CHECK(clEnqueueNDRangeKernel(queue, s->kernel, 2, nullptr, global, nullptr, 0, nullptr,
-                                  nullptr));
-  return 0;
+  return mblast_cl::launch(ctx, k, 2, global, static_cast<cl_mem>(in[0].data), static_cast<cl_mem>(par[0].data),
+                           static_cast<cl_mem>(out[0].data), M, N, K);
 }
 
-extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* params,
-                              int32_t n_params, void** state) {
-  (void)params;
-  (void)n_params;
-  State* s = nullptr;
-  if (build(ctx, &s) != 0) return -1;
-  *state = s;
-  return 0;
-}
-
-extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs,
-                          int32_t n_inputs, const mblast_tensor* params, int32_t n_params,
-                          mblast_tensor* outputs, int32_t n_outputs) {
-  if (state)
-    return enqueue(ctx, static_cast<State*>(state), inputs, n_inputs, params, n_params,
-                   outputs, n_outputs);
-  // Called without mblast_prepare: build a transient program. Releasing the kernel after the
-  // enqueue is fine; OpenCL keeps what the queued command needs alive.
-  State* s = nullptr;
-  if (build(ctx, &s) != 0) return -1;
-  int rc = enqueue(ctx, s, inputs, n_inputs, params, n_params, outputs, n_outputs);
-  destroy(s);
-  return rc;
-}
-
-extern "C" void mblast_release(const mblast_context* ctx, void* state) {
-  (void)ctx;
-  destroy(static_cast<State*>(state));
-}
-
-extern "C" const char* mblast_last_error(void) { return g_err; }
+MBLAST_OPENCL_CANDIDATE(kSource, "matmul", enqueue)
