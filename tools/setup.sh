@@ -13,8 +13,12 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev libgtest-dev libgmock-dev
   # the knowledge base
   libsqlite3-dev
+  # the LLM client
+  libcurl4-openssl-dev
   # OpenCL: ICD loader, headers, PoCL's CPU device
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  # CLBlast: the vendor GEMM the builtin policy lowers OpenCL matmuls to where it wins
+  libclblast-dev
   # RISC-V vector: clang for riscv64, its sysroot, qemu-user
   clang-19 lld-19 llvm-19 libc6-dev-riscv64-cross libgcc-12-dev-riscv64-cross libstdc++-12-dev-riscv64-cross qemu-user
   # the Python helper (reference data); ssh for the remote-runner transport and its test

@@ -1,0 +1,122 @@
+// What the builtin policy knows how to generate: a problem's computation recognised, from its
+// graph (graph.json, docs/kernelbench.md "Graph"), as one of a few kernel shapes, with the
+// elementwise work around it kept as an expression tree.
+//
+// Every kind is described in terms of the problem's tensors, so a generator needs nothing else:
+// inputs are the problem's inputs in order, params its parameters in order, and the single
+// output is outputs[0] (dense, row-major).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mblast/problem.h"
+
+namespace mblast::policy {
+
+// Where an expression leaf reads from, for output element `i` (its linear index):
+// element ((i / div) % mod) of the tensor. Same shape as the output: div 1, mod numel;
+// a per-column vector [cols] of a [rows, cols] output: div 1, mod cols; a per-channel
+// vector [C] (or [C,1,1]) of an [N,C,H,W] output: div H*W, mod C; a scalar tensor: mod 1.
+struct IndexMap {
+  int64_t div = 1;
+  int64_t mod = 1;
+  bool identity(int64_t numel) const { return div == 1 && mod == numel; }
+};
+
+struct ExprNode {
+  enum class Kind { Input, Param, Const, Acc, Unary, Binary };
+  Kind kind = Kind::Const;
+  // Unary: neg relu relu6 sigmoid tanh exp log sqrt rsqrt abs gelu (erf form) gelu_tanh silu
+  //        leaky_relu (alpha = value) clamp (lo = value, hi = value2) hardtanh softplus
+  // Binary: add sub mul div max min
+  std::string op;
+  int tensor = -1;      // Input / Param: index into problem.inputs / problem.parameters
+  IndexMap index;       // Input / Param
+  double value = 0;     // Const; leaky_relu alpha; clamp lo
+  double value2 = 0;    // clamp hi
+  std::vector<int> args;  // Unary: 1, Binary: 2 (indices into Expr::nodes)
+};
+
+// An expression DAG; nodes are topologically ordered (arguments before users), root is last
+// unless `root` says otherwise. Kind::Acc is the value a producer (matmul, reduction) computed
+// for this element, in epilogues.
+struct Expr {
+  std::vector<ExprNode> nodes;
+  int root = -1;
+  bool empty() const { return root < 0; }
+  // True when the expression is just Acc (no epilogue work).
+  bool is_identity_epilogue() const;
+  // Inputs / params the expression reads (indices), each once, in first-use order.
+  std::vector<int> inputs_used() const;
+  std::vector<int> params_used() const;
+};
+
+// One scalar expression rendered as C-like source, for generators of C-like languages.
+struct Dialect {
+  std::string name;       // "opencl" | "cuda" | "c"
+  std::string float_suffix;  // "f" for literals (1.0f)
+  // Math function spelling: opencl uses exp/tanh/erf/sqrt/fmax; cuda and c use expf/tanhf/...
+  bool suffix_f_functions = false;
+};
+inline const Dialect kOpenCL{"opencl", "f", false};
+inline const Dialect kCuda{"cuda", "f", true};
+inline const Dialect kC{"c", "f", true};
+
+// Renders node `root` of `e` (default: e.root) as an expression in `d`; `leaf` gives the source
+// text of an Input / Param / Acc node (e.g. "x[i]", "scale[i % 1024]", "acc").
+std::string render_expr(const Expr& e, const Dialect& d,
+                        const std::function<std::string(const ExprNode&)>& leaf, int root = -1);
+
+// Reduction-shaped kinds see their tensor as [outer, reduce, inner] (row-major): reducing
+// axis `dim` of a tensor gives outer = prod(shape[:dim]), reduce = shape[dim],
+// inner = prod(shape[dim+1:]). inner == 1 is the contiguous (last-dim) case.
+struct ReduceShape {
+  int64_t outer = 1, reduce = 1, inner = 1;
+};
+
+struct KernelPlan {
+  // elementwise  output = expr over inputs/params (no producer)
+  // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
+  // softmax      output = softmax(x) along the reduce axis; log_softmax likewise
+  // matmul       output[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
+  // unsupported  nothing the generators know (reason says why)
+  std::string kind = "unsupported";
+  std::string reason;
+
+  std::vector<int64_t> out_shape;  // outputs[0]'s shape
+  int64_t out_numel = 0;
+
+  // elementwise: the whole computation; reduce/softmax/matmul: applied to each output
+  // element, with Kind::Acc standing for the producer's value (identity when there is none).
+  Expr expr;
+
+  // reduce / softmax / log_softmax
+  int source = -1;  // input index of x
+  ReduceShape rshape;
+  std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax
+
+  // matmul: A and B are problem tensors (`a_is_param` / `b_is_param` say which list)
+  int a = -1, b = -1;
+  bool a_is_param = false, b_is_param = false;
+  bool a_transposed = false;  // A stored as [b, k, m]
+  bool b_transposed = false;  // B stored as [b, n, k] (nn.Linear's weight)
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool a_batched = true, b_batched = true;  // false: one matrix shared by every batch
+
+  nlohmann::json to_json() const;
+  // One line for logs and reports: "matmul 1024x1024x1024 + epilogue(add, relu)".
+  std::string summary() const;
+};
+
+// Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
+// it does not understand: kind "unsupported" with the reason (a missing graph included).
+KernelPlan plan_kernel(const Problem& problem);
+// The same from an already-parsed graph (tests).
+KernelPlan plan_kernel(const Problem& problem, const nlohmann::json& graph);
+
+}  // namespace mblast::policy

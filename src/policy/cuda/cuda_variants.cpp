@@ -1,0 +1,8 @@
+// Generators of cuda candidates for the builtin policy (include/mblast/policy/variants.h).
+#include "mblast/policy/variants.h"
+
+namespace mblast::policy {
+
+std::vector<Variant> cuda_variants(const KernelPlan&, const Problem&, const Target&) { return {}; }
+
+}  // namespace mblast::policy

@@ -1,0 +1,148 @@
+// plan_kernel: what the builtin policy recognises in a problem's graph, and render_expr.
+#include <gtest/gtest.h>
+
+#include "mblast/policy/kernel_plan.h"
+#include "test_env.h"
+
+namespace mblast::policy {
+namespace {
+
+Problem hand_made(const std::string& name) { return load_problem(testing::source_dir() / "problems" / name); }
+
+TEST(KernelPlan, HandMadeProblems) {
+  KernelPlan add = plan_kernel(hand_made("vec_add"));
+  ASSERT_EQ(add.kind, "elementwise") << add.reason;
+  EXPECT_EQ(add.out_numel, 1048576);
+  EXPECT_EQ(add.expr.inputs_used(), (std::vector<int>{0, 1}));
+
+  KernelPlan act = plan_kernel(hand_made("act_chain"));
+  ASSERT_EQ(act.kind, "elementwise") << act.reason;
+  EXPECT_EQ(act.expr.params_used(), (std::vector<int>{0}));
+  bool per_column = false;
+  for (const auto& n : act.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) per_column = n.index.div == 1 && n.index.mod == 1024;
+  EXPECT_TRUE(per_column) << act.to_json().dump();
+
+  KernelPlan sum = plan_kernel(hand_made("row_sum"));
+  ASSERT_EQ(sum.kind, "reduce") << sum.reason;
+  EXPECT_EQ(sum.reduce_op, "sum");
+  EXPECT_EQ(sum.rshape.outer, 2048);
+  EXPECT_EQ(sum.rshape.reduce, 1024);
+  EXPECT_EQ(sum.rshape.inner, 1);
+  EXPECT_TRUE(sum.expr.is_identity_epilogue());
+
+  KernelPlan sm = plan_kernel(hand_made("softmax"));
+  ASSERT_EQ(sm.kind, "softmax") << sm.reason;
+  EXPECT_EQ(sm.rshape.reduce, 1024);
+
+  KernelPlan mm = plan_kernel(hand_made("matmul"));
+  ASSERT_EQ(mm.kind, "matmul") << mm.reason;
+  EXPECT_EQ(mm.m, 256);
+  EXPECT_EQ(mm.n, 384);
+  EXPECT_EQ(mm.k, 512);
+  EXPECT_FALSE(mm.a_is_param);
+  EXPECT_TRUE(mm.b_is_param);
+  EXPECT_FALSE(mm.b_transposed);
+
+  KernelPlan conv = plan_kernel(hand_made("conv2d"));
+  EXPECT_EQ(conv.kind, "unsupported");
+  EXPECT_NE(conv.reason.find("conv2d"), std::string::npos) << conv.reason;
+}
+
+// A Problem with the given tensors, for synthetic graphs.
+Problem synthetic(std::vector<TensorSpec> inputs, std::vector<TensorSpec> params, std::vector<int64_t> out) {
+  Problem p;
+  p.name = "synthetic";
+  p.inputs = std::move(inputs);
+  p.parameters = std::move(params);
+  p.outputs = {TensorSpec{"out0", DType::f32, out}};
+  return p;
+}
+
+nlohmann::json node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,
+                    nlohmann::json kwargs = nlohmann::json::object()) {
+  return {{"name", name}, {"op", op}, {"target", target}, {"args", args}, {"kwargs", kwargs}};
+}
+
+nlohmann::json ref(const std::string& n) { return {{"node", n}}; }
+
+TEST(KernelPlan, LinearModuleWithBiasAndGelu) {
+  Problem p = synthetic({{"in0", DType::f32, {64, 128}}},
+                        {{"fc.weight", DType::f32, {32, 128}}, {"fc.bias", DType::f32, {32}}}, {64, 32});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json fc = node("fc", "call_module", "fc", {ref("x")});
+  fc["module"] = "torch.nn.modules.linear.Linear";
+  fc["attributes"] = {{"in_features", 128}, {"out_features", 32}};
+  nlohmann::json g = {{"nodes",
+                       {x, fc, node("gelu", "call_function", "torch.nn.functional.gelu", {ref("fc")}),
+                        node("output", "output", "output", {ref("gelu")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "matmul") << plan.reason;
+  EXPECT_TRUE(plan.b_transposed);  // nn.Linear's weight is [out, in]
+  EXPECT_TRUE(plan.b_is_param);
+  EXPECT_EQ(plan.m, 64);
+  EXPECT_EQ(plan.n, 32);
+  EXPECT_EQ(plan.k, 128);
+  EXPECT_FALSE(plan.expr.is_identity_epilogue());
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{1}));  // the bias
+  EXPECT_NE(plan.summary().find("gelu"), std::string::npos) << plan.summary();
+}
+
+TEST(KernelPlan, PerChannelBroadcastAndTorchExportNames) {
+  Problem p = synthetic({{"in0", DType::f32, {2, 8, 4, 4}}}, {{"bias", DType::f32, {8, 1, 1}}}, {2, 8, 4, 4});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json b = node("b", "placeholder", "p_bias", nlohmann::json::array());
+  b["tensor"] = "bias";
+  nlohmann::json g = {{"nodes",
+                       {x, b, node("add", "call_function", "aten.add.Tensor", {ref("x"), ref("b")}),
+                        node("relu", "call_function", "aten.relu.default", {ref("add")}),
+                        node("output", "output", "output", {{ref("relu")}})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "elementwise") << plan.reason;
+  const ExprNode* leaf = nullptr;
+  for (const auto& n : plan.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) leaf = &n;
+  ASSERT_NE(leaf, nullptr);
+  EXPECT_EQ(leaf->index.div, 16);  // H*W
+  EXPECT_EQ(leaf->index.mod, 8);   // C
+}
+
+TEST(KernelPlan, SaysWhyItCannot) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  // relu before the reduction: a prologue the generators do not fuse
+  nlohmann::json g = {{"nodes",
+                       {x, node("r", "call_function", "torch.relu", {ref("x")}),
+                        node("s", "call_function", "torch.sum", {ref("r")}, {{"dim", 1}}),
+                        node("output", "output", "output", {ref("s")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("not fused"), std::string::npos) << plan.reason;
+
+  EXPECT_EQ(plan_kernel(p, nlohmann::json::object()).kind, "unsupported");
+  nlohmann::json two = {{"nodes",
+                         {x, node("a", "call_function", "torch.softmax", {ref("x")}, {{"dim", -1}}),
+                          node("b", "call_function", "torch.sum", {ref("a")}, {{"dim", -1}}),
+                          node("output", "output", "output", {ref("b")})}}};
+  EXPECT_EQ(plan_kernel(p, two).kind, "unsupported");
+}
+
+TEST(KernelPlan, RendersExpressions) {
+  KernelPlan act = plan_kernel(hand_made("act_chain"));
+  ASSERT_EQ(act.kind, "elementwise");
+  std::string c = render_expr(act.expr, kCuda, [](const ExprNode& n) {
+    return n.kind == ExprNode::Kind::Input ? std::string("x[i]") : std::string("scale[i % 1024]");
+  });
+  EXPECT_NE(c.find("tanhf("), std::string::npos) << c;
+  EXPECT_NE(c.find("scale[i % 1024]"), std::string::npos) << c;
+  std::string cl = render_expr(act.expr, kOpenCL, [](const ExprNode&) { return std::string("v"); });
+  EXPECT_NE(cl.find("tanh("), std::string::npos) << cl;
+  EXPECT_EQ(cl.find("tanhf("), std::string::npos) << cl;
+  EXPECT_NE(cl.find("(0.1f)"), std::string::npos) << cl;  // the leaky_relu slope
+}
+
+}  // namespace
+}  // namespace mblast::policy
