@@ -6,11 +6,14 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/doctor_command.h"
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/kb_command.h"
+#include "mblast/driver/optimize_command.h"
 #include "mblast/driver/export_command.h"
 #include "mblast/driver/import_command.h"
 #include "mblast/driver/targets_command.h"
@@ -67,6 +70,8 @@ int run_eval(const EvalArgs& a) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  // Log lines go to stderr: stdout carries results (--json).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mblast"));
   CLI::App app{"mblast — a learning-augmented optimizer for accelerator kernels (CUDA, OpenCL, RVV)"};
   app.set_version_flag("--version", std::string("mblast ") + kMblastVersion);
   app.require_subcommand(1);
@@ -85,6 +90,10 @@ int cli_main(int argc, char** argv) {
   add_baseline(app, baseline_args);
   ExportArgs export_args;
   add_export(app, export_args);
+  OptimizeArgs optimize_args;
+  add_optimize(app, optimize_args);
+  RunsArgs runs_args;
+  add_runs(app, runs_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +107,8 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("import")) return run_import(import_args);
     if (app.got_subcommand("baseline")) return run_baseline(baseline_args);
     if (app.got_subcommand("export")) return run_export(export_args);
+    if (app.got_subcommand("optimize")) return run_optimize(optimize_args);
+    if (app.got_subcommand("runs")) return run_runs(app, runs_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;

@@ -1,0 +1,33 @@
+// `mblast optimize` (the AC-TGD loop from the command line) and `mblast runs list|show`.
+#pragma once
+
+#include <string>
+
+#include "mblast/loop/optimizer.h"
+
+namespace CLI { class App; }
+
+namespace mblast {
+
+struct OptimizeArgs {
+  std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume;
+  bool json = false, replay = false, no_cache = false, no_confirm = false;
+  double llm_timeout = 0;
+  int max_llm_calls = 0;
+  long long max_tokens = 0;
+  double max_usd = 0;
+  loop::OptimizeOptions options;
+};
+
+void add_optimize(CLI::App& app, OptimizeArgs& a);
+int run_optimize(const OptimizeArgs& a);
+
+struct RunsArgs {
+  std::string run;
+  bool json = false;
+};
+
+void add_runs(CLI::App& app, RunsArgs& a);
+int run_runs(CLI::App& app, const RunsArgs& a);
+
+}  // namespace mblast

@@ -1,0 +1,283 @@
+// `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
+#include "mblast/driver/optimize_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <span>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mblast/driver/import_command.h"
+#include "mblast/error.h"
+#include "mblast/kb/knowledge_base.h"
+#include "mblast/llm/client.h"
+#include "mblast/loop/builtin_actor.h"
+#include "mblast/loop/llm_actor.h"
+#include "mblast/loop/optimizer.h"
+#include "mblast/loop/report.h"
+#include "mblast/loop/run_store.h"
+#include "mblast/paths.h"
+#include "mblast/tensor.h"
+
+namespace fs = std::filesystem;
+
+namespace mblast {
+
+namespace {
+
+std::string extension_for(const std::string& backend) {
+  if (backend == "cuda") return ".cuda.cu";
+  if (backend == "rvv") return ".rvv.c";
+  return ".opencl.cpp";
+}
+
+std::string read_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A KernelBench file becomes a problem directory under the runs root, keyed by its content,
+// so optimizing the same file twice imports it once.
+fs::path import_on_the_fly(const fs::path& file, bool quiet) {
+  std::string text = read_text(file);
+  if (text.empty()) throw UserError("cannot read " + file.string());
+  std::string key = content_hash_hex(std::as_bytes(std::span(text.data(), text.size()))).substr(0, 16);
+  fs::path out = loop::runs_root() / "imports" / key;
+  fs::path dir = out / file.stem();
+  if (fs::exists(dir / "problem.json")) return dir;
+  if (!quiet) std::fprintf(stderr, "mblast: importing %s (KernelBench format)\n", file.string().c_str());
+  ImportArgs a;
+  a.source = file.string();
+  a.out = out.string();
+  a.json = false;
+  if (run_import(a) != 0 || !fs::exists(dir / "problem.json"))
+    throw UserError(fmt::format("{} could not be imported as a KernelBench problem (see the line above)", file.string()));
+  return dir;
+}
+
+// The starting candidate: --start, else the problem's naive candidate, else a suite candidate
+// next to a KernelBench file (benchmarks/suite/candidates/<level>/<stem><ext>).
+std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, const Target& t, const fs::path& kernelbench_file) {
+  if (!a.start.empty()) {
+    if (!fs::exists(a.start)) throw UserError("--start: no such file " + a.start);
+    return fs::path(a.start);
+  }
+  std::string ext = extension_for(t.backend);
+  if (fs::exists(p.dir / "candidates" / ("naive" + ext))) return p.dir / "candidates" / ("naive" + ext);
+  if (!kernelbench_file.empty()) {
+    fs::path level = kernelbench_file.parent_path();
+    fs::path c = level.parent_path() / "candidates" / level.filename() / (kernelbench_file.stem().string() + ext);
+    if (fs::exists(c)) return c;
+  }
+  return std::nullopt;
+}
+
+int print_result(const nlohmann::json& r, bool json) {
+  if (json) {
+    std::cout << r.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} on {}: {}\n", r.value("problem", ""), r.value("target", ""),
+                             r.value("improved", false) ? fmt::format("{:.2f}x faster than the start", r.value("speedup", 1.0))
+                                                        : r.value("note", std::string("the start is kept")));
+    std::cout << "candidate: " << r.value("candidate", "") << "\n";
+    std::cout << "report:    " << r["report"].value("markdown", "") << "\n";
+    std::cout << "run:       " << r.value("run", "") << " (" << r.value("evaluations", 0) << " evaluations, "
+              << r.value("stop_reason", "") << ")\n";
+  }
+  return r.value("correct", false) ? 0 : 1;
+}
+
+}  // namespace
+
+void add_optimize(CLI::App& app, OptimizeArgs& a) {
+  auto* c = app.add_subcommand("optimize", "Make a kernel faster: propose, verify, time, learn (the AC-TGD loop)");
+  c->footer(
+      "Examples:\n"
+      "  mblast optimize problems/softmax --target pocl-cpu\n"
+      "  mblast optimize benchmarks/suite/level1/15_softmax.py --target h200 --llm anthropic:claude-sonnet-4-5\n"
+      "  mblast optimize --resume 20261202-131500-3fa2c1\n"
+      "INPUT is a problem directory, or a KernelBench-format .py file (imported on the fly).\n"
+      "The start is --start, else the problem's candidates/naive.<backend> file, else the suite's\n"
+      "candidate for a KernelBench file, else the builtin policy's first generated kernel.\n"
+      "With no --llm and no LLM in $MBLAST_LLM or the config file, the builtin policy proposes.\n"
+      "Every candidate is verified and timed by the runner; a wrong or slower one is never the\n"
+      "result. Knowledge goes to the KB (--kb, else $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite).");
+  c->add_option("input", a.input, "Problem directory or KernelBench .py file");
+  c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
+  c->add_option("--start", a.start, "Starting candidate file (default: the problem's naive candidate)");
+  c->add_option("--policy", a.policy, "auto (an LLM when one is configured, else builtin) | builtin | llm")
+      ->check(CLI::IsMember({"auto", "builtin", "llm"}))
+      ->capture_default_str();
+  c->add_option("--llm", a.llm, "openai:MODEL | anthropic:MODEL | http://HOST:PORT/v1:MODEL (docs/llm.md)");
+  c->add_option("--kb", a.kb, "Knowledge base file");
+  c->add_option("--out", a.out, "Folder for the best candidate and the reports (default: the run's folder)");
+  c->add_option("--max-evals", a.options.budget.max_evals, "Candidate evaluations at most")->capture_default_str();
+  c->add_option("--max-steps", a.options.budget.max_steps, "Steps at most")->capture_default_str();
+  c->add_option("--max-time", a.options.budget.max_wall_s, "Wall-time budget in seconds")->capture_default_str();
+  c->add_option("--patience", a.options.budget.patience, "Stop after this many steps without a gain")->capture_default_str();
+  c->add_option("--sol", a.options.budget.sol_fraction, "Stop at this fraction of peak (timed targets)")->capture_default_str();
+  c->add_option("-k,--samples", a.options.samples, "Proposals per step")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--beam", a.options.beam, "Best candidates kept to continue from")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--seed", a.options.seed, "Seed of the policy's tie-breaking and the LLM sampling")->capture_default_str();
+  c->add_option("--max-llm-calls", a.max_llm_calls, "LLM budget: calls (0: no limit)")->capture_default_str();
+  c->add_option("--max-tokens", a.max_tokens, "LLM budget: input + output tokens (0: no limit)")->capture_default_str();
+  c->add_option("--max-usd", a.max_usd, "LLM budget: US dollars (0: no limit)")->capture_default_str();
+  c->add_flag("--replay", a.replay, "Answer every LLM request from the response cache; a miss is an error");
+  c->add_flag("--no-cache", a.no_cache, "Neither read nor write the LLM response cache");
+  c->add_option("--llm-timeout", a.llm_timeout, "Seconds per LLM request attempt (default: the config's, else 120)");
+  c->add_flag("--no-confirm", a.no_confirm, "Do not re-time the start and the best back to back at the end");
+  c->add_option("--resume", a.resume, "Continue the run with this id (see `mblast runs list`)");
+  c->add_flag("--json", a.json, "Print the final result as one JSON object");
+  c->add_option("--repeats", a.options.eval.min_repeats, "Minimum timed runs per evaluation")->capture_default_str();
+  c->add_option("--min-time", a.options.eval.min_seconds, "Seconds of timed runs per evaluation")->capture_default_str();
+}
+
+int run_optimize(const OptimizeArgs& args) {
+  OptimizeArgs a = args;
+  loop::OptimizeOptions o = a.options;
+  o.kb_path = a.kb;
+  o.out_dir = a.out;
+  o.quiet = false;
+  o.confirm = !a.no_confirm;
+  o.resume = a.resume;
+  fs::path kernelbench_file;
+  std::string input = a.input, target_name = a.target, start = a.start;
+  if (!a.resume.empty()) {
+    loop::RunStore run = loop::RunStore::open(loop::runs_root(), a.resume);
+    input = run.meta().value("problem_dir", "");
+    target_name = run.meta().value("target", "");
+    start = run.meta().value("start", "");
+    if (a.policy == "auto" && run.meta().value("actor", "") == "builtin") a.policy = "builtin";
+  }
+  if (input.empty()) throw UserError("give a problem directory or KernelBench file (or --resume RUN)");
+  fs::path in = input;
+  if (!fs::exists(in)) throw UserError("no such problem directory or file: " + input);
+  if (fs::is_regular_file(in) && in.extension() == ".py") {
+    kernelbench_file = in;
+    in = import_on_the_fly(in, a.json);
+  } else if (fs::is_regular_file(in)) {
+    throw UserError(input + " is not a problem directory or a KernelBench .py file (a kernel of your own needs a "
+                    "problem directory around it: see docs/problem-format.md)");
+  }
+  loop::OptimizeInput oi{load_problem(in), find_target(target_name), {}, input};
+  a.start = start;
+
+  // The actor: an LLM when one is configured (or asked for), else the builtin policy.
+  std::unique_ptr<loop::Actor> actor;
+  std::unique_ptr<loop::Critic> critic = std::make_unique<loop::RuleCritic>();
+  policy::KernelPlan plan = policy::plan_kernel(oi.problem);
+  auto start_file = find_start(a, oi.problem, oi.target, kernelbench_file);
+  std::string ext = start_file ? extension_for(oi.target.backend) : extension_for(oi.target.backend);
+  std::string start_source = start_file ? read_text(*start_file) : "";
+  std::optional<llm::LlmConfig> llm_config;
+  if (a.policy != "builtin") llm_config = llm::resolve_llm_config(a.llm, !a.replay);
+  if (a.policy == "llm" && !llm_config)
+    throw UserError("--policy llm: no LLM is configured (give --llm SPEC, set MBLAST_LLM or the config file; docs/llm.md)");
+  std::unique_ptr<llm::Client> client;
+  std::string note;
+  std::vector<policy::Variant> variants;
+  if (llm_config) {
+    llm::ClientOptions co;
+    co.cache_mode = a.replay ? llm::CacheMode::replay : a.no_cache ? llm::CacheMode::off : llm::CacheMode::normal;
+    if (a.max_llm_calls > 0) co.budget.max_calls = a.max_llm_calls;
+    if (a.max_tokens > 0) co.budget.max_tokens = a.max_tokens;
+    if (a.max_usd > 0) co.budget.max_usd = a.max_usd;
+    if (a.llm_timeout > 0) co.timeout_s = a.llm_timeout;
+    client = std::make_unique<llm::Client>(*llm_config, co);
+    std::fprintf(stderr, "mblast: actor and critic: %s (from %s)\n", llm_config->spec.c_str(), llm_config->source.c_str());
+  } else {
+    std::fprintf(stderr, "mblast: no LLM configured (--llm, $MBLAST_LLM or the config file): using the builtin policy\n");
+  }
+  if (!client || !start_file) {
+    variants = loop::builtin_variants(oi.problem, oi.target, plan, start_source, ext, &note);
+    std::fprintf(stderr, "mblast: %s\n", note.c_str());
+  }
+  if (!start_file) {
+    if (variants.empty())
+      throw UserError(fmt::format("no starting candidate for {} on {}: give --start FILE (a correct {} candidate)",
+                                  oi.problem.name, oi.target.name, oi.target.backend));
+    // The builtin policy's first kernel is the start: speedups are counted from it.
+    fs::path f = loop::runs_root() / "starts" / (oi.problem.name + "." + variants.front().family + ext);
+    loop::write_file_atomically(f, variants.front().source);
+    start_file = f;
+    std::fprintf(stderr, "mblast: no naive candidate: the start is the builtin policy's %s kernel\n",
+                 variants.front().family.c_str());
+    variants.erase(variants.begin());
+  }
+  oi.start = *start_file;
+  if (client) {
+    actor = std::make_unique<loop::LlmActor>(*client);
+    critic = std::make_unique<loop::LlmCritic>(*client);
+  } else {
+    actor = std::make_unique<loop::BuiltinActor>(std::move(variants), o.seed);
+  }
+  nlohmann::json r = loop::optimize(oi, *actor, *critic, o);
+  if (client) {
+    // What the run taught, as new versions of the actions' texts (never an overwrite).
+    kb::KnowledgeBase kb(o.kb_path.empty() ? kb::default_kb_path() : o.kb_path);
+    std::string update;
+    int written = loop::llm_knowledge_update(*client, kb, oi.problem, oi.target,
+                                             loop::RunStore::open(o.runs_dir.empty() ? loop::runs_root() : o.runs_dir,
+                                                                  r["run"].get<std::string>())
+                                                 .events(),
+                                             &update);
+    r["knowledge"]["text_versions_written"] = written;
+    r["spend"] = actor->spend();
+    if (!a.json) std::fprintf(stderr, "mblast: %s\n", update.c_str());
+  }
+  return print_result(r, a.json);
+}
+
+void add_runs(CLI::App& app, RunsArgs& a) {
+  auto* c = app.add_subcommand("runs", "List optimization runs, or show one's report");
+  c->require_subcommand(1);
+  auto* list = c->add_subcommand("list", "Every run, newest first");
+  list->add_flag("--json", a.json, "As JSON");
+  auto* show = c->add_subcommand("show", "A run's report (or its progress while it runs)");
+  show->add_option("run", a.run, "Run id")->required();
+  show->add_flag("--json", a.json, "As JSON (the report's JSON)");
+  c->footer("Runs live in $MBLAST_RUNS_DIR, else $XDG_DATA_HOME/mblast/runs, else ~/.local/share/mblast/runs.");
+}
+
+int run_runs(CLI::App& app, const RunsArgs& a) {
+  auto* runs = app.get_subcommand("runs");
+  fs::path root = loop::runs_root();
+  if (runs->got_subcommand("list")) {
+    auto all = loop::list_runs(root);
+    if (a.json) {
+      std::cout << nlohmann::json(all).dump(2) << "\n";
+      return 0;
+    }
+    if (all.empty()) std::cout << "no runs under " << root.string() << "\n";
+    for (const auto& r : all) {
+      const auto& res = r.value("result", nlohmann::json::object());
+      std::string outcome = r.value("status", "") != "finished"
+                                ? r.value("status", "")
+                                : fmt::format("{:.2f}x, {} evals", res.value("speedup", 1.0), res.value("evaluations", 0));
+      std::cout << fmt::format("{}  {:<24} {:<14} {:<10} {}\n", r.value("id", ""), r.value("problem", ""),
+                               r.value("target", ""), r.value("actor", ""), outcome);
+    }
+    return 0;
+  }
+  loop::RunStore run = loop::RunStore::open(root, a.run);
+  fs::path report = run.dir() / (a.json ? "report.json" : "report.md");
+  if (fs::exists(report)) {
+    std::cout << read_text(report);
+    return 0;
+  }
+  // Not finished (running, or killed): the report so far, from its events.
+  nlohmann::json partial = {{"run", run.id()}, {"problem", run.meta().value("problem", "")},
+                            {"target", run.meta().value("target", "")}, {"policy", run.meta().value("actor", "")},
+                            {"stop_reason", "not finished (" + run.meta().value("status", std::string("?")) + ")"}};
+  auto events = run.events();
+  if (a.json) std::cout << nlohmann::json({{"result", partial}, {"events", events}}).dump(2) << "\n";
+  else std::cout << loop::report_markdown(partial, events);
+  return 0;
+}
+
+}  // namespace mblast

@@ -1,0 +1,571 @@
+// The AC-TGD loop (include/mblast/loop/optimizer.h).
+#include "mblast/loop/optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <span>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "mblast/driver/runner_client.h"
+#include "mblast/error.h"
+#include "mblast/kb/knowledge_base.h"
+#include "mblast/loop/report.h"
+#include "mblast/loop/run_store.h"
+#include "mblast/tensor.h"
+#include "mblast/version.h"
+
+namespace fs = std::filesystem;
+
+namespace mblast::loop {
+
+namespace {
+
+std::string hash_of(const std::string& s) { return content_hash_hex(std::as_bytes(std::span(s.data(), s.size()))); }
+
+std::string read_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  if (!in) throw UserError("cannot read " + f.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string extension_of(const fs::path& f) {
+  std::string name = f.filename().string();
+  for (const char* e : {".opencl.cpp", ".cuda.cu", ".rvv.c"})
+    if (name.ends_with(e)) return e;
+  return f.extension().string();
+}
+
+nlohmann::json measured_summary(const Measured& m) {
+  nlohmann::json j = {{"correct", m.correct}, {"cost", m.cost}, {"unit", m.unit}, {"spread_pct", m.spread_pct},
+                      {"p25", m.p25}, {"p75", m.p75}, {"deterministic", m.deterministic}};
+  if (!m.failure_kind.empty()) j["failure_kind"] = m.failure_kind;
+  if (!m.reason.empty()) j["reason"] = m.reason;
+  if (m.bandwidth_fraction) j["bandwidth_fraction"] = *m.bandwidth_fraction;
+  if (m.compute_fraction) j["compute_fraction"] = *m.compute_fraction;
+  if (m.vector_fraction) j["vector_fraction"] = *m.vector_fraction;
+  if (m.eval.contains("phases")) j["phases"] = m.eval["phases"];
+  return j;
+}
+
+Measured measured_from_summary(const nlohmann::json& j) {
+  Measured m;
+  m.correct = j.value("correct", false);
+  m.cost = j.value("cost", 0.0);
+  m.unit = j.value("unit", "");
+  m.spread_pct = j.value("spread_pct", 0.0);
+  m.p25 = j.value("p25", m.cost);
+  m.p75 = j.value("p75", m.cost);
+  m.deterministic = j.value("deterministic", false);
+  m.failure_kind = j.value("failure_kind", "");
+  m.reason = j.value("reason", "");
+  if (j.contains("bandwidth_fraction")) m.bandwidth_fraction = j["bandwidth_fraction"].get<double>();
+  if (j.contains("compute_fraction")) m.compute_fraction = j["compute_fraction"].get<double>();
+  if (j.contains("vector_fraction")) m.vector_fraction = j["vector_fraction"].get<double>();
+  return m;
+}
+
+double sol_of(const Measured& m) {
+  return std::max(m.bandwidth_fraction.value_or(0), m.compute_fraction.value_or(0));
+}
+
+// Everything the loop keeps while it runs.
+class Loop {
+ public:
+  Loop(const OptimizeInput& in, Actor& actor, Critic& critic, const OptimizeOptions& o)
+      : in_(in), actor_(actor), critic_(critic), o_(o),
+        kb_(o.kb_path.empty() ? kb::default_kb_path() : o.kb_path),
+        store_(o.resume.empty() ? RunStore::create(o.runs_dir.empty() ? runs_root() : o.runs_dir, initial_meta())
+                                : RunStore::open(o.runs_dir.empty() ? runs_root() : o.runs_dir, o.resume)),
+        t0_(std::chrono::steady_clock::now()) {
+    plan_ = policy::plan_kernel(in_.problem);
+    provenance_ = kb::Provenance{"learned", std::string("mblast ") + kMblastVersion + " loop, run " + store_.id()};
+  }
+
+  nlohmann::json run() {
+    EvalOptions eo = o_.eval;
+    eo.quiet = true;
+    eval_options_ = eo;
+    client_ = std::make_unique<RunnerClient>(eo.runner ? *eo.runner : in_.target.runner);
+    kb_.add_target(kb::target_record(in_.target));
+    problem_id_ = kb_.add_problem(problem_record());
+    progress(fmt::format("run {} · {} on {} · actor {} · kb {}", store_.id(), in_.problem.name, in_.target.name,
+                         actor_.name(), kb_.file().string()));
+    if (!o_.resume.empty()) restore();
+    else start();
+    if (!o_.resume.empty()) progress(fmt::format("resumed at step {} with {} evaluations done", step_, evals_));
+    std::string stop = search();
+    return finish(stop);
+  }
+
+ private:
+  const OptimizeInput& in_;
+  Actor& actor_;
+  Critic& critic_;
+  const OptimizeOptions& o_;
+  kb::KnowledgeBase kb_;
+  RunStore store_;
+  std::chrono::steady_clock::time_point t0_;
+  policy::KernelPlan plan_;
+  kb::Provenance provenance_;
+  EvalOptions eval_options_;
+  std::unique_ptr<RunnerClient> client_;
+  std::string problem_id_;
+  std::vector<Known> history_;  // every evaluated candidate, the start first
+  std::set<std::string> tried_;
+  std::vector<std::string> feedback_;
+  std::vector<std::string> learned_;  // experience ids written by this run
+  std::vector<std::string> constraints_;
+  nlohmann::json knowledge_used_ = nlohmann::json::array();
+  int step_ = 0, evals_ = 0, steps_without_gain_ = 0;
+
+  nlohmann::json initial_meta() const {
+    return {{"problem", in_.problem.name},
+            {"problem_dir", fs::absolute(in_.problem.dir).string()},
+            {"problem_source", in_.problem_source},
+            {"target", in_.target.name},
+            {"backend", in_.target.backend},
+            {"actor", actor_.name()},
+            {"start", fs::absolute(in_.start).string()},
+            {"kb", (o_.kb_path.empty() ? kb::default_kb_path() : o_.kb_path).string()},
+            {"options",
+             {{"max_evals", o_.budget.max_evals}, {"max_steps", o_.budget.max_steps}, {"max_wall_s", o_.budget.max_wall_s},
+              {"patience", o_.budget.patience}, {"sol_fraction", o_.budget.sol_fraction}, {"samples", o_.samples},
+              {"beam", o_.beam}, {"seed", o_.seed}}},
+            {"status", "running"},
+            {"created_at", kb::utc_now_iso()},
+            {"mblast", kMblastVersion}};
+  }
+
+  kb::ProblemRecord problem_record() const {
+    kb::ProblemRecord p;
+    p.name = in_.problem.name;
+    p.op_class = in_.problem.op_class;
+    std::ifstream f(in_.problem.dir / "problem.json");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    p.spec = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (p.spec.is_discarded()) p.spec = {{"name", p.name}};
+    p.provenance = provenance_;
+    return p;
+  }
+
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+
+  void progress(const std::string& line) const {
+    if (!o_.quiet) std::fprintf(stderr, "mblast: %s\n", line.c_str());
+  }
+
+  const Known& start_known() const { return history_.front(); }
+
+  // Correct candidates, best first (the beam is the first o_.beam of them).
+  std::vector<const Known*> ranking() const {
+    std::vector<const Known*> r;
+    for (const auto& k : history_)
+      if (k.measured.correct) r.push_back(&k);
+    std::stable_sort(r.begin(), r.end(), [](const Known* a, const Known* b) { return a->measured.cost < b->measured.cost; });
+    return r;
+  }
+
+  Measured evaluate_file(const fs::path& file) {
+    try {
+      return measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
+    } catch (const UserError&) {
+      throw;
+    } catch (const Error& e) {
+      // The runner went away: start a fresh one; the candidate gets the failure.
+      progress(fmt::format("the runner failed ({}); starting a new one", e.what()));
+      client_ = std::make_unique<RunnerClient>(eval_options_.runner ? *eval_options_.runner : in_.target.runner);
+      Measured m;
+      m.failure_kind = "runner_error";
+      m.reason = e.what();
+      return m;
+    }
+  }
+
+  // KB rows for one measured candidate: candidate, run and (correct) state.
+  void record_candidate(Known& k, const std::string& model) {
+    kb::CandidateRecord c;
+    c.backend = in_.target.backend;
+    c.problem_id = problem_id_;
+    c.source = k.source;
+    c.provenance = provenance_;
+    if (!model.empty()) c.provenance.source += ", " + model;
+    k.id = kb_.add_candidate(c);
+    kb::RunRecord r;
+    r.candidate_id = k.id;
+    r.problem_id = problem_id_;
+    r.target = in_.target.name;
+    r.correct = k.measured.correct;
+    r.failure_kind = k.measured.failure_kind;
+    if (k.measured.correct && k.measured.unit == "us") r.median_s = k.measured.cost * 1e-6;
+    if (k.measured.correct) r.spread_pct = k.measured.spread_pct;
+    r.bandwidth_fraction = k.measured.bandwidth_fraction;
+    r.compute_fraction = k.measured.compute_fraction;
+    if (k.measured.eval.contains("build") && k.measured.eval["build"].is_object())
+      r.build_log = k.measured.eval["build"].value("log", "");
+    r.result = k.measured.eval.is_object() ? k.measured.eval : nlohmann::json::object();
+    r.provenance = provenance_;
+    k.measured.eval["kb_run"] = kb_.add_run(r);
+    if (k.measured.correct) {
+      kb::StateRecord s;
+      s.signature = signature_of(in_.problem, in_.target, k.measured);
+      s.problem_id = problem_id_;
+      s.candidate_id = k.id;
+      s.run_id = k.measured.eval["kb_run"];
+      s.text = describe_state(in_.problem, in_.target, k.measured, s.signature);
+      s.provenance = provenance_;
+      k.state_id = kb_.add_state(s);
+      k.state_text = s.text;
+    }
+  }
+
+  nlohmann::json known_event(const Known& k, const std::string& type) const {
+    return {{"type", type}, {"step", step_}, {"id", k.id}, {"file", store_.candidate_path(k.id, k.extension).string()},
+            {"extension", k.extension}, {"family", k.family}, {"params", k.params}, {"description", k.description},
+            {"measured", measured_summary(k.measured)}, {"state_id", k.state_id}, {"state_text", k.state_text}};
+  }
+
+  void start() {
+    Known s;
+    s.source = read_text(in_.start);
+    s.extension = extension_of(in_.start);
+    s.family = "start";
+    s.description = "the starting candidate (" + in_.start.filename().string() + ")";
+    progress("measuring the starting candidate " + in_.start.string());
+    s.measured = evaluate_file(in_.start);
+    if (!s.measured.correct)
+      throw UserError(fmt::format("the starting candidate {} is not correct on {} ({}): {}", in_.start.string(),
+                                  in_.target.name, s.measured.failure_kind, s.measured.reason));
+    record_candidate(s, "");
+    store_.save_candidate(s.id, s.extension, s.source);
+    tried_.insert(s.id);
+    history_.push_back(s);
+    store_.append_event(known_event(history_.back(), "start"));
+    progress(fmt::format("start: {}", history_.back().state_text));
+  }
+
+  void restore() {
+    for (const auto& e : store_.events()) {
+      std::string type = e.value("type", "");
+      if (type == "start" || type == "candidate") {
+        Known k;
+        k.id = e.value("id", "");
+        k.extension = e.value("extension", "");
+        k.family = e.value("family", "");
+        k.params = e.value("params", nlohmann::json::object());
+        k.description = e.value("description", "");
+        k.state_id = e.value("state_id", "");
+        k.state_text = e.value("state_text", "");
+        k.measured = measured_from_summary(e.value("measured", nlohmann::json::object()));
+        std::error_code ec;
+        fs::path f = e.value("file", "");
+        k.source = fs::exists(f, ec) ? read_text(f) : "";
+        tried_.insert(k.id);
+        if (type == "candidate") {
+          ++evals_;
+          if (e.contains("experience_id")) learned_.push_back(e["experience_id"]);
+          if (e.contains("critic")) feedback_.push_back(e["critic"]);
+        }
+        history_.push_back(std::move(k));
+      } else if (type == "step") {
+        step_ = e.value("step", step_);
+        steps_without_gain_ = e.value("steps_without_gain", 0);
+      } else if (type == "stop") {
+        // A finished run continues: the budgets are counted from where it stopped.
+      }
+    }
+    if (history_.empty() || history_.front().family != "start")
+      throw UserError("run " + store_.id() + " has no measured start to resume from");
+    store_.meta()["status"] = "running";
+    store_.save_meta();
+  }
+
+  // The action ids the KB knows, creating a learned action for an id it does not (an LLM's).
+  std::string known_action(const Proposal& p) {
+    std::string id = p.actions.empty() ? in_.target.backend + ".unnamed-rewrite" : p.actions[0];
+    if (kb_.action(id)) return id;
+    kb::ActionRecord a;
+    a.id = id;
+    a.title = p.description.empty() ? id : p.description;
+    a.summary = "Learned at run time: " + (p.description.empty() ? id : p.description);
+    a.backends = {in_.target.backend};
+    a.source = provenance_.source;
+    a.provenance = provenance_;
+    return kb_.add_action(a);
+  }
+
+  // Evaluates one proposal and writes what it taught: KB rows, the event, the feedback.
+  void try_proposal(Proposal p, const Known& parent) {
+    Known k;
+    k.source = p.source;
+    k.extension = p.extension.empty() ? parent.extension : p.extension;
+    k.family = p.family;
+    k.params = p.params;
+    k.description = p.description;
+    std::string id = hash_of(p.source);
+    tried_.insert(id);
+    fs::path file = store_.save_candidate(id, k.extension, k.source);
+    if (!p.abi_problem.empty()) {
+      k.measured.failure_kind = "abi_error";
+      k.measured.reason = p.abi_problem;
+    } else {
+      k.measured = evaluate_file(file);
+    }
+    ++evals_;
+    record_candidate(k, p.model);
+    CriticInput ci;
+    ci.problem = &in_.problem;
+    ci.target = &in_.target;
+    ci.parent = &parent;
+    ci.proposal = &p;
+    ci.after = &k.measured;
+    ci.before = signature_of(in_.problem, in_.target, parent.measured);
+    if (k.measured.correct) ci.after_signature = signature_of(in_.problem, in_.target, k.measured);
+    Critique c = critic_.critique(ci);
+    kb::ExperienceRecord x;
+    x.state_id = parent.state_id;
+    x.action_id = known_action(p);
+    x.problem_id = problem_id_;
+    x.target = in_.target.name;
+    x.parent_candidate_id = parent.id;
+    x.candidate_id = k.id;
+    x.run_id = k.measured.eval.value("kb_run", "");
+    x.after_state_id = k.state_id;
+    x.correct = k.measured.correct;
+    x.failure_kind = k.measured.failure_kind;
+    if (k.measured.correct) x.speedup = parent.measured.cost / k.measured.cost;
+    x.critic_text = c.text;
+    x.model = p.model + (c.model.empty() ? "" : "; critic " + c.model);
+    x.prompt_hash = p.prompt_hash;
+    x.provenance = provenance_;
+    std::string exp_id = kb_.add_experience(x);
+    learned_.push_back(exp_id);
+    for (auto cons : c.constraints) {
+      cons.provenance = provenance_;
+      if (cons.action_id.empty()) cons.action_id = x.action_id;
+      if (cons.backend.empty()) cons.backend = in_.target.backend;
+      constraints_.push_back(kb_.add_constraint(cons, exp_id));
+    }
+    feedback_.push_back(c.text);
+    nlohmann::json e = known_event(k, "candidate");
+    e["actions"] = p.actions;
+    e["model"] = p.model;
+    e["prompt_hash"] = p.prompt_hash;
+    e["parent"] = parent.id;
+    e["critic"] = c.text;
+    e["critic_model"] = c.model;
+    e["experience_id"] = exp_id;
+    if (k.measured.correct) {
+      e["speedup_vs_parent"] = parent.measured.cost / k.measured.cost;
+      e["speedup_vs_start"] = start_known().measured.cost / k.measured.cost;
+    }
+    store_.append_event(e);
+    std::string outcome = k.measured.correct
+                              ? fmt::format("{:.2f}x vs start ({})", start_known().measured.cost / k.measured.cost,
+                                            format_cost(k.measured.cost, k.measured.unit))
+                              : fmt::format("{}: {}", k.measured.failure_kind, first_error_line(k.measured.reason));
+    progress(fmt::format("  [{}] {} -> {}", evals_, p.description.empty() ? p.family : p.description, outcome));
+    history_.push_back(std::move(k));
+  }
+
+  std::string search() {
+    const Budget& b = o_.budget;
+    while (true) {
+      if (evals_ >= b.max_evals) return fmt::format("evaluation budget spent ({} evaluations)", evals_);
+      if (step_ >= b.max_steps) return fmt::format("step budget spent ({} steps)", step_);
+      if (elapsed() >= b.max_wall_s) return fmt::format("wall-time budget spent ({:.0f} s)", elapsed());
+      if (steps_without_gain_ >= b.patience) return fmt::format("no gain in {} steps", steps_without_gain_);
+      auto rank = ranking();
+      const Known& best = *rank.front();
+      double sol = sol_of(best.measured);
+      if (!best.measured.deterministic && sol >= b.sol_fraction)
+        return fmt::format("reached {:.0f}% of peak", 100 * sol);
+
+      ActorContext ctx;
+      ctx.problem = &in_.problem;
+      ctx.target = &in_.target;
+      ctx.plan = &plan_;
+      ctx.start = &start_known();
+      for (size_t i = 0; i < rank.size() && static_cast<int>(i) < std::max(1, o_.beam); ++i) ctx.beam.push_back(rank[i]);
+      kb::StateSignature sig = signature_of(in_.problem, in_.target, best.measured);
+      kb::RetrievalOptions ro;
+      ro.limit = 0;
+      ctx.ranked = kb_.ranked_actions(sig, ro);
+      ctx.nearest = kb_.nearest_states(sig, 5);
+      ctx.tried = tried_;
+      size_t keep = std::min<size_t>(feedback_.size(), 6);
+      ctx.recent_feedback.assign(feedback_.end() - static_cast<long>(keep), feedback_.end());
+      ctx.history = &history_;
+      ctx.k = std::min(o_.samples, b.max_evals - evals_);
+      ctx.step = step_ + 1;
+
+      std::vector<Proposal> proposals;
+      try {
+        proposals = actor_.propose(ctx);
+      } catch (const BudgetExhausted& e) {
+        return std::string("actor budget spent: ") + e.what();
+      } catch (const ActorUnavailable& e) {
+        return std::string("the actor failed: ") + e.what();
+      }
+      if (proposals.empty()) return "the actor has nothing more to propose";
+      ++step_;
+      note_knowledge(ctx, proposals);
+      const double best_cost_before = best.measured.cost;
+      const Known best_before = best;  // history_ grows below; keep a copy
+      progress(fmt::format("step {} · {} proposals · best {:.2f}x ({})", step_, proposals.size(),
+                           start_known().measured.cost / best_cost_before, best_before.description));
+      for (auto& p : proposals) {
+        if (evals_ >= b.max_evals || elapsed() >= b.max_wall_s) break;
+        const Known* parent = &best_before;
+        for (const auto& h : history_)
+          if (!p.parent_id.empty() && h.id == p.parent_id && h.measured.correct) parent = &h;
+        Known parent_copy = *parent;
+        if (tried_.count(hash_of(p.source))) continue;
+        try_proposal(p, parent_copy);
+        const Known& last = history_.back();
+        if (!last.measured.correct && (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
+          std::optional<Proposal> fixed;
+          try {
+            fixed = actor_.repair(ctx, p, last.measured.eval.contains("build") ? last.measured.eval["build"].value("log", "")
+                                                                              : last.measured.reason);
+          } catch (const BudgetExhausted& e) {
+            return std::string("actor budget spent: ") + e.what();
+          } catch (const ActorUnavailable& e) {
+            progress(std::string("no repair: ") + e.what());
+          }
+          if (fixed && evals_ < b.max_evals && !tried_.count(hash_of(fixed->source))) try_proposal(*fixed, parent_copy);
+        }
+      }
+      const Known& new_best = *ranking().front();
+      bool gain = new_best.measured.cost < best_cost_before &&
+                  (new_best.measured.deterministic || clearly_faster(new_best.measured, best_before.measured));
+      steps_without_gain_ = gain ? 0 : steps_without_gain_ + 1;
+      store_.append_event({{"type", "step"}, {"step", step_}, {"best", new_best.id},
+                           {"best_speedup", start_known().measured.cost / new_best.measured.cost},
+                           {"steps_without_gain", steps_without_gain_}, {"evaluations", evals_},
+                           {"spend", actor_.spend()}, {"elapsed_s", elapsed()}});
+      progress(fmt::format("step {} done · best {:.2f}x · {} evaluations · {}{}", step_,
+                           start_known().measured.cost / new_best.measured.cost, evals_, spend_text(),
+                           gain ? "" : " · no gain"));
+    }
+  }
+
+  std::string spend_text() const {
+    nlohmann::json s = actor_.spend();
+    if (!s.is_object() || s.empty()) return "spend $0 (no LLM)";
+    return fmt::format("spend ${:.4f}, {} LLM calls ({} cached)", s.value("usd", 0.0), s.value("calls", 0), s.value("cached", 0));
+  }
+
+  void note_knowledge(const ActorContext& ctx, const std::vector<Proposal>& proposals) {
+    for (const auto& p : proposals) {
+      if (p.actions.empty()) continue;
+      for (const auto& r : ctx.ranked)
+        if (r.id == p.actions[0]) {
+          knowledge_used_.push_back({{"step", step_}, {"action", r.id}, {"provenance", r.provenance},
+                                     {"expected_speedup", r.expected_speedup()}, {"tries", r.tries},
+                                     {"same_target_tries", r.same_target_tries}, {"transferred_tries", r.transferred_tries}});
+          break;
+        }
+    }
+  }
+
+  // Re-times the start and the best back to back, so drift between them cannot make a speedup.
+  std::pair<Measured, Measured> confirm(const Known& best) {
+    fs::path sf = store_.candidate_path(start_known().id, start_known().extension);
+    fs::path bf = store_.candidate_path(best.id, best.extension);
+    progress("confirming: the start and the best, timed again back to back");
+    Measured s = evaluate_file(sf);
+    Measured b = evaluate_file(bf);
+    return {s, b};
+  }
+
+  nlohmann::json finish(const std::string& stop) {
+    store_.append_event({{"type", "stop"}, {"reason", stop}, {"step", step_}, {"evaluations", evals_}});
+    progress("stopped: " + stop);
+    const Known& start = start_known();
+    const Known* best = ranking().front();
+    Measured start_m = start.measured, best_m = best->measured;
+    std::string verdict;
+    bool improved = best != &start && clearly_faster(best_m, start_m);
+    if (improved && o_.confirm && !best_m.deterministic) {
+      auto [s2, b2] = confirm(*best);
+      if (!s2.correct || !b2.correct) throw Error("re-measuring the start or the best failed: " + s2.reason + b2.reason);
+      start_m = s2, best_m = b2;
+      improved = clearly_faster(best_m, start_m);
+      if (!improved) verdict = "the best candidate was not faster beyond noise when re-timed next to the start; the start is returned";
+    } else if (!improved) {
+      verdict = best == &start ? "no candidate was faster than the start; the start is returned"
+                               : "the fastest candidate is not faster than the start beyond noise; the start is returned";
+    }
+    const Known& result = improved ? *best : start;
+    const double speedup = improved ? start_m.cost / best_m.cost : 1.0;
+    fs::path result_file = store_.candidate_path(result.id, result.extension);
+    nlohmann::json r = {
+        {"run", store_.id()},
+        {"run_dir", store_.dir().string()},
+        {"problem", in_.problem.name},
+        {"target", in_.target.name},
+        {"policy", actor_.name()},
+        {"correct", result.measured.correct},
+        {"improved", improved},
+        {"speedup", speedup},
+        {"candidate", result_file.string()},
+        {"unit", start_m.unit},
+        {"start", measured_summary(start_m)},
+        {"best", measured_summary(improved ? best_m : start_m)},
+        {"best_description", result.description},
+        {"evaluations", evals_},
+        {"steps", step_},
+        {"stop_reason", stop},
+        {"spend", actor_.spend()},
+        {"elapsed_s", elapsed()},
+        {"kernel_plan", plan_.kind == "unsupported" ? nlohmann::json{{"kind", "unsupported"}, {"reason", plan_.reason}}
+                                                    : nlohmann::json{{"kind", plan_.kind}, {"summary", plan_.summary()}}},
+        {"knowledge", {{"used", knowledge_used_}, {"experiences_written", learned_.size()},
+                       {"constraints_written", constraints_.size()}, {"kb", kb_.file().string()}}}};
+    if (!verdict.empty()) r["note"] = verdict;
+    if (!o_.out_dir.empty()) {
+      fs::create_directories(o_.out_dir);
+      fs::path dest = o_.out_dir / ("best" + result.extension);
+      write_file_atomically(dest, result.source);
+      r["candidate"] = dest.string();
+    }
+    std::vector<nlohmann::json> events = store_.events();
+    ReportPaths paths = write_reports(r, events, store_.dir(), o_.out_dir);
+    r["report"] = {{"markdown", paths.markdown.string()}, {"json", paths.json.string()}};
+    store_.meta()["status"] = "finished";
+    store_.meta()["result"] = {{"improved", improved}, {"speedup", speedup}, {"stop_reason", stop},
+                               {"evaluations", evals_}, {"candidate", r["candidate"]}};
+    store_.meta()["finished_at"] = kb::utc_now_iso();
+    store_.save_meta();
+    progress(improved ? fmt::format("result: {:.2f}x faster than the start ({} -> {}) · {}", speedup,
+                                    format_cost(start_m.cost, start_m.unit), format_cost(best_m.cost, best_m.unit),
+                                    r["candidate"].get<std::string>())
+                      : "result: " + verdict);
+    return r;
+  }
+};
+
+}  // namespace
+
+fs::path runs_root() {
+  if (const char* d = std::getenv("MBLAST_RUNS_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return fs::path(x) / "mblast" / "runs";
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : ".") / ".local" / "share" / "mblast" / "runs";
+}
+
+nlohmann::json optimize(const OptimizeInput& in, Actor& actor, Critic& critic, const OptimizeOptions& o) {
+  Loop loop(in, actor, critic, o);
+  return loop.run();
+}
+
+}  // namespace mblast::loop

@@ -1,0 +1,220 @@
+// The loop's guarantees on a real target (rvv under QEMU: deterministic costs), with a scripted
+// actor so every case is under the test's control: a wrong-but-fast candidate and one that
+// does not build are recorded and never returned; a faster one is; the KB holds the
+// experiences, statistics and the constraint from the failed build; a run resumes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "mblast/kb/knowledge_base.h"
+#include "mblast/loop/builtin_actor.h"
+#include "mblast/loop/optimizer.h"
+#include "mblast/loop/run_store.h"
+#include "test_env.h"
+
+namespace fs = std::filesystem;
+
+namespace mblast::loop {
+namespace {
+
+// relu kept scalar: the start the scripted actor improves on.
+const char* kScalarRelu = R"(#include <mblast/abi.h>
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+               const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  (void)ctx, (void)state, (void)par, (void)n_par;
+  if (n_in != 1 || n_out != 1) return 1;
+  const float* x = (const float*)in[0].data;
+  float* y = (float*)out[0].data;
+  size_t n = out[0].nbytes / sizeof(float);
+#pragma clang loop vectorize(disable) interleave(disable)
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  return 0;
+}
+)";
+
+// Vectorised and right.
+const char* kVectorRelu = R"(#include <mblast/abi.h>
+#include <riscv_vector.h>
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+               const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  (void)ctx, (void)state, (void)par, (void)n_par;
+  if (n_in != 1 || n_out != 1) return 1;
+  const float* x = (const float*)in[0].data;
+  float* y = (float*)out[0].data;
+  for (size_t n = out[0].nbytes / sizeof(float), vl; n > 0; n -= vl, x += vl, y += vl) {
+    vl = __riscv_vsetvl_e32m8(n);
+    __riscv_vse32_v_f32m8(y, __riscv_vfmax_vf_f32m8(__riscv_vle32_v_f32m8(x, vl), 0.0f, vl), vl);
+  }
+  return 0;
+}
+)";
+
+// Vectorised, fast, and wrong (clamps at 1 instead of 0).
+const char* kWrongRelu = R"(#include <mblast/abi.h>
+#include <riscv_vector.h>
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+               const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  (void)ctx, (void)state, (void)par, (void)n_par, (void)n_in, (void)n_out;
+  const float* x = (const float*)in[0].data;
+  float* y = (float*)out[0].data;
+  for (size_t n = out[0].nbytes / sizeof(float), vl; n > 0; n -= vl, x += vl, y += vl) {
+    vl = __riscv_vsetvl_e32m8(n);
+    __riscv_vse32_v_f32m8(y, __riscv_vfmax_vf_f32m8(__riscv_vle32_v_f32m8(x, vl), 1.0f, vl), vl);
+  }
+  return 0;
+}
+)";
+
+const char* kBroken = "#include <mblast/abi.h>\nint mblast_run(const mblast_context* ctx { return 0; }\n";
+
+class ScriptedActor : public Actor {
+ public:
+  std::vector<std::vector<Proposal>> steps;
+  int calls = 0;
+  std::string name() const override { return "scripted"; }
+  std::vector<Proposal> propose(const ActorContext& ctx) override {
+    if (calls == 0) seen_tried = ctx.tried.size();
+    saw_ranked = !ctx.ranked.empty();
+    if (calls >= static_cast<int>(steps.size())) return {};
+    return steps[calls++];
+  }
+  size_t seen_tried = 0;
+  bool saw_ranked = false;
+};
+
+Proposal proposal(const char* source, const std::string& action, const std::string& what) {
+  Proposal p;
+  p.source = source;
+  p.extension = ".rvv.c";
+  p.actions = {action};
+  p.family = "scripted";
+  p.description = what;
+  p.model = "scripted";
+  return p;
+}
+
+class LoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto targets = testing::available_targets("rvv", &why);
+    if (targets.empty()) GTEST_SKIP() << "no rvv target here: " << why;
+    target_ = targets.front();
+    for (const auto& t : targets)
+      if (t.name == "rvv-qemu-128") target_ = t;
+    dir_ = fs::temp_directory_path() / ("mblast-loop-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "start.rvv.c") << kScalarRelu;
+    options_.kb_path = dir_ / "kb.sqlite";
+    options_.runs_dir = dir_ / "runs";
+    options_.quiet = true;
+    options_.eval.min_repeats = 3;
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+  OptimizeInput input() {
+    return {load_problem(testing::source_dir() / "problems" / "relu"), target_, dir_ / "start.rvv.c", "problems/relu"};
+  }
+  Target target_;
+  fs::path dir_;
+  OptimizeOptions options_;
+};
+
+TEST_F(LoopTest, WrongAndBrokenAreRecordedNeverReturnedAndTheKbLearns) {
+  ScriptedActor actor;
+  actor.steps = {{proposal(kWrongRelu, "rvv.lmul-large-for-streaming", "wrong clamp"),
+                  proposal(kBroken, "rvv.strip-mining-vsetvl", "does not compile"),
+                  proposal(kVectorRelu, "rvv.lmul-large-for-streaming", "vectorised at m8")}};
+  RuleCritic critic;
+  nlohmann::json r = optimize(input(), actor, critic, options_);
+  EXPECT_TRUE(r["correct"].get<bool>());
+  EXPECT_TRUE(r["improved"].get<bool>()) << r.dump(2);
+  EXPECT_GT(r["speedup"].get<double>(), 2.0) << r.dump(2);
+  std::ifstream f(r["candidate"].get<std::string>());
+  std::string returned((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(returned, kVectorRelu);
+  EXPECT_EQ(r["evaluations"].get<int>(), 3);
+  EXPECT_EQ(r["stop_reason"].get<std::string>(), "the actor has nothing more to propose");
+  EXPECT_TRUE(actor.saw_ranked);
+
+  kb::KnowledgeBase kb(options_.kb_path);
+  auto& db = kb.db();
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences"), 3);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE correct = 1 AND speedup > 2"), 1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE failure_kind = 'wrong_output'"), 1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE failure_kind = 'build_failed' "
+                         "AND action_id = 'rvv.strip-mining-vsetvl'"),
+            1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE critic_text LIKE '%wrong answer%'"), 1);
+  // the failed build became a learned constraint on that action for this target
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.strip-mining-vsetvl'"), 1);
+  // statistics follow the experiences
+  EXPECT_GE(db.query_int("SELECT sum(tries) FROM policy_stats WHERE action_id = 'rvv.lmul-large-for-streaming'"), 2);
+  // start + the vectorised one are states; the wrong one is not
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM states"), 2);
+
+  // the run folder: the events and the reports
+  RunStore run = RunStore::open(options_.runs_dir, r["run"]);
+  EXPECT_EQ(run.events().size(), 1u + 3u + 1u + 1u);  // start, 3 candidates, 1 step, stop
+  EXPECT_TRUE(fs::exists(run.dir() / "report.md"));
+  EXPECT_EQ(run.meta()["status"], "finished");
+}
+
+TEST_F(LoopTest, NothingFasterReturnsTheStartAndSaysSo) {
+  ScriptedActor actor;
+  actor.steps = {{proposal(kWrongRelu, "rvv.lmul-large-for-streaming", "wrong clamp")}};
+  RuleCritic critic;
+  nlohmann::json r = optimize(input(), actor, critic, options_);
+  EXPECT_TRUE(r["correct"].get<bool>());
+  EXPECT_FALSE(r["improved"].get<bool>());
+  EXPECT_EQ(r["speedup"].get<double>(), 1.0);
+  EXPECT_NE(r["note"].get<std::string>().find("start is returned"), std::string::npos);
+  std::ifstream f(r["candidate"].get<std::string>());
+  std::string returned((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(returned, kScalarRelu);
+}
+
+TEST_F(LoopTest, ResumeContinuesWhereTheRunStopped) {
+  ScriptedActor first;
+  first.steps = {{proposal(kWrongRelu, "rvv.lmul-large-for-streaming", "wrong clamp")}};
+  RuleCritic critic;
+  options_.budget.max_evals = 1;
+  nlohmann::json r1 = optimize(input(), first, critic, options_);
+  EXPECT_EQ(r1["evaluations"].get<int>(), 1);
+
+  ScriptedActor second;
+  second.steps = {{proposal(kWrongRelu, "rvv.lmul-large-for-streaming", "the same wrong clamp again"),
+                   proposal(kVectorRelu, "rvv.lmul-large-for-streaming", "vectorised at m8")}};
+  options_.budget.max_evals = 4;
+  options_.resume = r1["run"];
+  nlohmann::json r2 = optimize(input(), second, critic, options_);
+  EXPECT_EQ(r2["run"], r1["run"]);
+  EXPECT_EQ(second.seen_tried, 2u);  // the start and the wrong one, from the first session
+  EXPECT_EQ(r2["evaluations"].get<int>(), 2);  // the repeat is skipped, not evaluated again
+  EXPECT_TRUE(r2["improved"].get<bool>());
+  kb::KnowledgeBase kb(options_.kb_path);
+  EXPECT_EQ(kb.db().query_int("SELECT count(*) FROM experiences"), 2);
+}
+
+TEST_F(LoopTest, BuiltinPolicyMakesReluFasterThanScalar) {
+  Problem p = load_problem(testing::source_dir() / "problems" / "relu");
+  policy::KernelPlan plan = policy::plan_kernel(p);
+  std::string note;
+  auto variants = builtin_variants(p, target_, plan, kScalarRelu, ".rvv.c", &note);
+  if (variants.empty()) GTEST_SKIP() << "the rvv generators make nothing for relu: " << note;
+  BuiltinActor actor(std::move(variants));
+  RuleCritic critic;
+  options_.budget.max_evals = 3;
+  nlohmann::json r = optimize(input(), actor, critic, options_);
+  EXPECT_TRUE(r["correct"].get<bool>());
+  EXPECT_TRUE(r["improved"].get<bool>()) << r.dump(2);
+  EXPECT_GT(r["speedup"].get<double>(), 1.5);
+  EXPECT_EQ(r["policy"], "builtin");
+}
+
+}  // namespace
+}  // namespace mblast::loop
