@@ -44,6 +44,14 @@ if [[ -f .deps/usr/include/sqlite3.h && ! -f /usr/include/sqlite3.h ]]; then
   cmake_args+=("-DSQLite3_INCLUDE_DIR=$ROOT/.deps/usr/include" "-DSQLite3_LIBRARY=$ROOT/.deps/usr/lib/x86_64-linux-gnu/libsqlite3.a")
 fi
 
+if [[ ! -f /usr/include/curl/curl.h && ! -f /usr/include/x86_64-linux-gnu/curl/curl.h && -f .deps/usr/include/x86_64-linux-gnu/curl/curl.h ]]; then
+  curl_so=$(ls /usr/lib/x86_64-linux-gnu/libcurl.so.4 2>/dev/null || true)
+  if [[ -n "$curl_so" ]]; then
+    echo "== using curl headers from .deps with the system's $curl_so"
+    cmake_args+=("-DCURL_INCLUDE_DIR=$ROOT/.deps/usr/include/x86_64-linux-gnu" "-DCURL_LIBRARY=$curl_so")
+  fi
+fi
+
 echo "== configure: cmake ${cmake_args[*]}"
 cmake "${cmake_args[@]}" 2>&1 | tee "$OUT_DIR/configure.log"
 

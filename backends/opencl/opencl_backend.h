@@ -6,6 +6,11 @@ namespace mblast::runner::opencl {
 
 class OpenclBackend final : public Backend {
  public:
+  // NVIDIA's OpenCL sits on the same driver as CUDA, which writes under /proc.
+  bool driver_writes_proc(const nlohmann::json& target) const override {
+    auto d = target.value("device", nlohmann::json::object());
+    return d.value("platform_contains", std::string()).find("NVIDIA") != std::string::npos;
+  }
   std::string_view name() const override { return "opencl"; }
   mblast_backend_kind kind() const override { return MBLAST_BACKEND_OPENCL; }
   std::string toolchain_id(const nlohmann::json& target) override;

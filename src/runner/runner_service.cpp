@@ -3,6 +3,7 @@
 // relays stage messages, and turns a worker that dies, hangs or overgrows into a result.
 #include "runner_service.h"
 
+#include <sys/prctl.h>
 #include <csignal>
 #include <fstream>
 #include <random>
@@ -86,6 +87,9 @@ class WorkerRun {
     SandboxPolicy pol;
     pol.memory_bytes = memory_bytes_;
     pol.memory_rlimits = backend.allows_memory_rlimits();
+    pol.proc_write = backend.driver_writes_proc(target);
+    // With /proc writable by the worker, nothing of the runner may be reachable through it.
+    if (pol.proc_write) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     pol.read_paths = default_read_paths();
     for (const auto& p : backend.sandbox_read_paths()) pol.read_paths.push_back(p);
     pol.read_paths.push_back(svc.self().parent_path());

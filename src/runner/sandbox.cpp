@@ -53,7 +53,7 @@ std::string sandbox_description(const SandboxPolicy& p) {
                   "); rlimits: file size, no core";
   const int ll = p.landlock ? landlock_abi_version() : 0;
   if (!p.landlock) return s + "; landlock OFF (MBLAST_SANDBOX=no-landlock): filesystem not restricted";
-  s += ll ? "; landlock abi " + std::to_string(ll) + ": filesystem limited to system and driver paths"
+  s += ll ? "; landlock abi " + std::to_string(ll) + ": filesystem limited to system and driver paths" + std::string(p.proc_write ? " (/proc writable for the GPU driver)" : "")
           : "; landlock unavailable on this kernel: filesystem not restricted";
   return s;
 }
@@ -103,7 +103,7 @@ std::string apply_sandbox(const SandboxPolicy& p) {
   // The process's own /proc entry stays writable: GPU drivers name their threads by writing
   // /proc/self/task/<tid>/comm (cuInit fails with CUDA_ERROR_OPERATING_SYSTEM otherwise).
   // /proc/self resolves here, in the child, to /proc/<pid> of the process that will exec.
-  add_rule(rs, "/proc/self", kReadAccess | LANDLOCK_ACCESS_FS_WRITE_FILE);
+  add_rule(rs, p.proc_write ? "/proc" : "/proc/self", kReadAccess | LANDLOCK_ACCESS_FS_WRITE_FILE);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "sandbox: PR_SET_NO_NEW_PRIVS failed";
   if (::syscall(SYS_landlock_restrict_self, rs, 0) != 0)
     return std::string("sandbox: landlock_restrict_self failed: ") + std::strerror(errno);

@@ -111,6 +111,10 @@ class Backend {
   // map large private ranges at initialisation (cuInit fails under a few GiB of RLIMIT_DATA), so
   // such backends rely on the runner's resident-memory watchdog alone.
   virtual bool allows_memory_rlimits() const { return true; }
+  // Whether the target's driver must write under /proc (NVIDIA's: cuInit fails with
+  // CUDA_ERROR_OPERATING_SYSTEM when only /proc/self is writable; tests/gpu/cuda_sandbox_probe.cpp
+  // shows it). The runner then also makes itself non-dumpable so the worker cannot write its memory.
+  virtual bool driver_writes_proc(const nlohmann::json& /*target*/) const { return false; }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
   // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or

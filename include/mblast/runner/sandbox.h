@@ -13,6 +13,7 @@ struct SandboxPolicy {
   size_t max_file_bytes = 256u << 20;
   std::vector<std::filesystem::path> read_paths;   // readable and executable
   std::vector<std::filesystem::path> write_paths;  // readable, writable, may create files
+  bool proc_write = false;  // all of /proc writable (a GPU driver that needs it), not only /proc/self
   bool landlock = true;  // off only by MBLAST_SANDBOX=no-landlock, for diagnosing a driver
 };
 
