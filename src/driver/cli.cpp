@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mblast/driver/baseline_command.h"
+#include "mblast/driver/bench_command.h"
 #include "mblast/driver/doctor_command.h"
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/kb_command.h"
@@ -94,6 +95,8 @@ int cli_main(int argc, char** argv) {
   add_optimize(app, optimize_args);
   RunsArgs runs_args;
   add_runs(app, runs_args);
+  BenchArgs bench_args;
+  add_bench(app, bench_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -109,6 +112,7 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("export")) return run_export(export_args);
     if (app.got_subcommand("optimize")) return run_optimize(optimize_args);
     if (app.got_subcommand("runs")) return run_runs(app, runs_args);
+    if (app.got_subcommand("bench")) return run_bench(bench_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;

@@ -1,0 +1,166 @@
+// `mblast bench`: the command line around bench() (bench_run.cpp) and the reports
+// (bench_report.cpp): options, the results file, --compare and --junit.
+#include "mblast/driver/bench_command.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "mblast/driver/bench_report.h"
+#include "mblast/error.h"
+#include "mblast/paths.h"
+
+namespace mblast {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Writes beside `path` under a temporary name, then renames: a reader (or a CI job collecting
+// artifacts after an interrupt) sees the old file or the whole new one.
+void write_file_atomic(const fs::path& path, const std::string& text) {
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  bool ok = true;
+  while (ok && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    else done += static_cast<size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot write " + path.string());
+  }
+}
+
+json read_results(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot read the previous results");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "mblast-bench")
+    throw UserError(path + ": not an `mblast bench` results file");
+  return j;
+}
+
+std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+}  // namespace
+
+void add_bench(CLI::App& app, BenchArgs& a) {
+  auto* c = app.add_subcommand("bench", "Benchmark a suite of KernelBench problems on a target: correctness, speedups, fast_p");
+  c->footer(
+      "Examples:\n"
+      "  mblast bench benchmarks/suite --target pocl-cpu --size small --out results.json\n"
+      "  mblast bench benchmarks/suite/level1 --target h200 --size full --compare main.json --junit bench.xml\n"
+      "Every .py file (folders searched recursively; the folder holding a file names its level) is\n"
+      "imported once into the work folder (cached by content and size), PyTorch eager and\n"
+      "torch.compile are timed on the target's device in this run, and the problem's candidate,\n"
+      "<candidates>/<level>/<stem>.<backend ext> (default: the suite's candidates/ folder), is\n"
+      "verified and timed like `mblast eval`. A problem that fails (import, baseline, build) is a\n"
+      "row with its reason; the run goes on. Summary: geomean speedup over correct problems, fast_p\n"
+      "(share of ALL problems correct and faster than p x the baseline). See docs/bench.md.\n"
+      "Exit status: 0 done (with --compare: nothing regressed); 1 a regression or an\n"
+      "infrastructure error; 2 bad input.");
+  c->add_option("suite", a.suites, "Folders of KernelBench .py files, or single files")->required();
+  c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->required();
+  c->add_option("--size", a.size, "MBLAST_BENCH_SIZE for the suite files: small or full (default: $MBLAST_BENCH_SIZE, else small)")
+      ->check(CLI::IsMember({"small", "full"}));
+  c->add_option("--candidates", a.candidates, "Folder of candidates: <level>/<stem><ext> or <stem><ext>, ext .cuda.cu | .opencl.cpp | .rvv.c");
+  c->add_option("--work", a.work, "Work folder holding the import cache (default: <cache>/bench, e.g. ~/.cache/mblast/bench)");
+  c->add_option("-o,--out", a.out, "Results JSON (default: <work>/results.json); written atomically");
+  c->add_flag("--table", a.table, "Print the table (the default; with --json it goes to stderr)");
+  c->add_flag("--json", a.json, "Print the results JSON on stdout instead of the table");
+  c->add_option("--compare", a.compare, "Previous results JSON: flag problems that became incorrect or slower; exit 1 if any");
+  c->add_option("--threshold", a.threshold_pct, "With --compare: a slowdown of at most this many percent is never a regression")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--noise-k", a.noise_k, "With --compare: nor one within K x the combined spread of the two medians")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--junit", a.junit, "Also write JUnit XML here (one testsuite per level, one testcase per problem)");
+  c->add_option("--filter", a.filter, "Only problems whose <level>/<stem> contains this text");
+  c->add_flag("--no-baseline", a.no_baseline, "Reuse the PyTorch timings stored by an earlier run instead of measuring");
+  c->add_flag("--no-compile", a.no_compile, "Do not time torch.compile");
+  c->add_option("--min-time", a.min_seconds, "Seconds of timed runs to collect per measurement (candidate and PyTorch alike)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
+}
+
+int run_bench(const BenchArgs& a) {
+  BenchOptions o;
+  for (const auto& s : a.suites) o.suites.emplace_back(s);
+  o.target = a.target;
+  o.size = a.size;
+  if (o.size.empty()) {
+    const char* env = std::getenv("MBLAST_BENCH_SIZE");
+    o.size = env && *env ? env : "small";
+    if (o.size != "small" && o.size != "full")
+      throw UserError("MBLAST_BENCH_SIZE is '" + o.size + "'; it must be small or full (or pass --size)");
+  }
+  if (!a.candidates.empty() && !fs::is_directory(a.candidates))
+    throw UserError(a.candidates + ": --candidates must be a folder");
+  o.work = a.work.empty() ? cache_dir() / "bench" : fs::path(a.work);
+  const fs::path out = a.out.empty() ? o.work / "results.json" : fs::path(a.out);
+  o.python = a.python;
+  o.filter = a.filter;
+  o.measure_baselines = !a.no_baseline;
+  o.compile = !a.no_compile;
+  o.baseline_min_seconds = a.min_seconds;
+  o.eval.min_seconds = a.min_seconds;
+  o.eval.quiet = true;
+  o.candidates_note = a.candidates.empty() ? "the suite's candidates/ folders"
+                                           : "--candidates " + fs::absolute(a.candidates).string();
+
+  // Read the previous results first: a bad file should not cost a whole suite run.
+  json previous;
+  if (!a.compare.empty()) {
+    previous = read_results(a.compare);
+    const std::string pt = previous.value("meta", json::object()).value("target", "");
+    const std::string ps = previous.value("meta", json::object()).value("size", "");
+    if (pt != o.target) throw UserError(a.compare + " was measured on target " + pt + ", this run is on " + o.target);
+    if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
+  }
+
+  json results = bench(o, file_candidate_provider(a.candidates));
+  json comparison;
+  if (!a.compare.empty()) {
+    comparison = compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k}, a.filter);
+    comparison["previous"]["file"] = fs::absolute(a.compare).string();
+    results["comparison"] = comparison;
+  }
+  write_file_atomic(out, dump(results));
+  if (!a.junit.empty()) write_file_atomic(a.junit, bench_junit_xml(results, comparison.is_null() ? nullptr : &comparison));
+
+  std::string report = format_bench_table(results);
+  if (!comparison.is_null()) report += format_bench_comparison(comparison);
+  report += "results: " + fs::absolute(out).string() + "\n";
+  if (!a.junit.empty()) report += "junit: " + fs::absolute(a.junit).string() + "\n";
+  if (a.json) {
+    std::cout << dump(results);
+    if (a.table) std::cerr << report;
+  } else {
+    std::cout << report;
+  }
+  return !comparison.is_null() && comparison.value("regressions", 0) > 0 ? 1 : 0;
+}
+
+}  // namespace mblast

@@ -1,0 +1,532 @@
+#include "mblast/driver/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mblast/error.h"
+
+namespace mblast {
+
+using nlohmann::json;
+
+namespace {
+
+const char* const kStatuses[] = {"correct", "incorrect", "no_candidate", "import_failed", "candidate_error", "error"};
+
+std::string str(const json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return fallback;
+  return j[key].get<std::string>();
+}
+
+std::optional<double> num(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+json geomean(const std::vector<double>& v) {
+  if (v.empty()) return nullptr;
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return std::exp(s / static_cast<double>(v.size()));
+}
+
+json median(std::vector<double> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string p_key(double p) { return fmt::format("fast_{}", p); }  // fast_0, fast_1, fast_1.5
+
+// The speedup figures against one baseline: geomean over correct problems that have it, and
+// fast_p over all `total` problems (a problem without this baseline cannot count as fast).
+// `unavailable` (the first reason seen) is reported instead when no problem has the baseline.
+json against(const std::vector<double>& speedups, size_t total, size_t correct, size_t with_baseline,
+             const std::string& unavailable) {
+  json j;
+  if (with_baseline == 0) {
+    j["unavailable"] = unavailable;
+    j["geomean_speedup"] = nullptr;
+    j["n"] = 0;
+    for (double p : kFastP) j[p_key(p)] = nullptr;
+    return j;
+  }
+  j["geomean_speedup"] = geomean(speedups);
+  j["n"] = speedups.size();
+  j["problems_with_baseline"] = with_baseline;
+  j["correct_without_speedup"] = correct - speedups.size();
+  for (double p : kFastP) {
+    const auto fast = std::count_if(speedups.begin(), speedups.end(), [p](double s) { return s > p; });
+    j[p_key(p)] = total ? static_cast<double>(fast) / static_cast<double>(total) : 0.0;
+  }
+  return j;
+}
+
+json summarize_group(const std::vector<const json*>& rows) {
+  json counts = json::object();
+  for (const char* s : kStatuses) counts[s] = 0;
+  std::vector<double> vs_eager, vs_compile, compile_vs_eager, fractions;
+  std::string eager_why, compile_why;
+  size_t correct = 0, with_eager = 0, with_compile = 0;
+  auto why_not = [](const json& b) { return str(b, "unavailable", str(b, "failed")); };
+  for (const json* r : rows) {
+    const std::string status = str(*r, "status", "error");
+    counts[status] = counts.value(status, 0) + 1;
+    if (auto c = num(*r, "compile_speedup_vs_eager")) compile_vs_eager.push_back(*c);
+    const json eager = r->value("eager", json()), compile = r->value("compile", json());
+    with_eager += num(eager, "median_us") ? 1 : 0;
+    with_compile += num(compile, "median_us") ? 1 : 0;
+    if (str(*r, "status") != "import_failed") {  // "not imported" says nothing about the baseline
+      if (eager_why.empty()) eager_why = why_not(eager);
+      if (compile_why.empty()) compile_why = why_not(compile);
+    }
+    if (!r->value("correct", false)) continue;
+    ++correct;
+    if (auto s = num(*r, "speedup_vs_eager")) vs_eager.push_back(*s);
+    if (auto s = num(*r, "speedup_vs_compile")) vs_compile.push_back(*s);
+    if (auto f = num(*r, "fraction_of_peak")) fractions.push_back(*f);
+  }
+  json g;
+  g["problems"] = rows.size();
+  g["counts"] = counts;
+  g["correct"] = correct;
+  g["correct_fraction"] = rows.empty() ? 0.0 : static_cast<double>(correct) / static_cast<double>(rows.size());
+  g["vs_eager"] = against(vs_eager, rows.size(), correct, with_eager, eager_why.empty() ? "no eager baseline" : eager_why);
+  g["vs_compile"] = against(vs_compile, rows.size(), correct, with_compile,
+                            compile_why.empty() ? "no torch.compile baseline" : compile_why);
+  g["compile_speedup_vs_eager"] = {{"geomean", geomean(compile_vs_eager)}, {"n", compile_vs_eager.size()}};
+  g["median_fraction_of_peak"] = median(fractions);
+  g["n_fraction_of_peak"] = fractions.size();
+  return g;
+}
+
+// ---- table ----
+
+std::string fixed(const json& row_or_null, const char* key, int decimals) {
+  auto v = num(row_or_null, key);
+  return v ? fmt::format("{:.{}f}", *v, decimals) : "-";
+}
+
+std::string times(const json& v) { return v.is_number() ? fmt::format("{:.2f}x", v.get<double>()) : "-"; }
+
+std::string percent(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; }
+
+std::string fraction(const json& v) { return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "-"; }
+
+std::string one_line(std::string s, size_t max) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+
+// One summary row; the torch.compile columns only when some problem has that baseline.
+void summary_line(std::ostringstream& o, const std::string& name, const json& g, size_t width, bool compile) {
+  auto with_n = [](const json& against) {
+    return against["geomean_speedup"].is_number()
+               ? fmt::format("{} ({})", times(against["geomean_speedup"]), against["n"].get<size_t>())
+               : std::string("-");
+  };
+  auto block = [&](const json& against) {
+    return fmt::format("  {:>13} {:>6} {:>6} {:>8}", with_n(against), fraction(against["fast_0"]), fraction(against["fast_1"]),
+                       fraction(against["fast_1.5"]));
+  };
+  o << fmt::format("{:<{}} {:>8} {:>7}", name, width, g["problems"].get<size_t>(), g["correct"].get<size_t>())
+    << block(g["vs_eager"]);
+  if (compile) o << block(g["vs_compile"]) << fmt::format("  {:>13}", times(g["compile_speedup_vs_eager"]["geomean"]));
+  o << fmt::format("  {:>11}\n", percent(g["median_fraction_of_peak"]));
+}
+
+// ---- JUnit ----
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+bool xml_char_allowed(uint32_t cp) {
+  return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
+         (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+std::string attr(const std::string& name, const std::string& value) { return " " + name + "=\"" + xml_escape(value) + "\""; }
+
+struct Case {
+  std::string name, classname, outcome, kind, message, detail;  // outcome: pass | failure | skipped
+  double seconds = 0;
+};
+
+std::string row_summary(const json& r) {
+  std::string s = "status " + str(r, "status", "?");
+  if (r.value("time", json()).is_object())
+    s += fmt::format(", median {:.4g} {} (spread {:.1f}%)", r["time"].value("median", 0.0), r["time"].value("unit", ""),
+                     r["time"].value("spread_pct", 0.0));
+  if (r.value("speedup_vs_eager", json()).is_number()) s += ", " + times(r["speedup_vs_eager"]) + " vs eager";
+  if (r.value("speedup_vs_compile", json()).is_number()) s += ", " + times(r["speedup_vs_compile"]) + " vs torch.compile";
+  if (r.value("reason", json()).is_string()) s += "\nreason: " + r["reason"].get<std::string>();
+  return s;
+}
+
+}  // namespace
+
+json summarize_bench(const json& rows) {
+  std::map<std::string, std::vector<const json*>> by_level;
+  std::vector<const json*> all;
+  for (const json& r : rows) {
+    by_level[str(r, "level")].push_back(&r);
+    all.push_back(&r);
+  }
+  json levels = json::object();
+  for (const auto& [level, rs] : by_level) levels[level] = summarize_group(rs);
+  return {{"levels", levels}, {"overall", summarize_group(all)}};
+}
+
+std::string format_bench_table(const json& results) {
+  std::ostringstream o;
+  const json& meta = results.value("meta", json::object());
+  const json& rows = results.value("problems", json::array());
+  o << fmt::format("mblast bench: {} problem{} on {} ({}), size {}, torch {}, baselines {}\n", rows.size(),
+                   rows.size() == 1 ? "" : "s", str(meta, "target", "?"),
+                   str(meta, "backend", "?"), str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
+  size_t width = 8;
+  for (const json& r : rows) width = std::max(width, str(r, "key").size());
+  o << fmt::format("\n{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", "PROBLEM", width,
+                   "STATUS", "TIME us", "±%", "EAGER us", "±%", "COMPILE us", "±%", "vs EAGER", "vs COMPILE", "PEAK");
+  for (const json& r : rows) {
+    const json& t = r.value("time", json());
+    const std::string time = t.is_object() ? fmt::format("{:.2f}{}", t.value("median", 0.0), t.value("unit", "") == "us" ? "" : " " + str(t, "unit"))
+                                           : "-";
+    o << fmt::format("{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", str(r, "key"), width,
+                     str(r, "status"), time, fixed(t, "spread_pct", 1), fixed(r.value("eager", json()), "median_us", 2),
+                     fixed(r.value("eager", json()), "spread_pct", 1), fixed(r.value("compile", json()), "median_us", 2),
+                     fixed(r.value("compile", json()), "spread_pct", 1), times(r.value("speedup_vs_eager", json())),
+                     times(r.value("speedup_vs_compile", json())), percent(r.value("fraction_of_peak", json())));
+    if (str(r, "status") != "correct" && str(r, "status") != "no_candidate" && r.value("reason", json()).is_string())
+      o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
+    for (const char* which : {"eager", "compile"}) {
+      const json& b = r.value(which, json());
+      if (b.is_object() && b.contains("failed") && str(r, "status") != "import_failed")
+        o << fmt::format("    {} baseline failed: {}\n", which, one_line(str(b, "failed"), 150));
+      if (b.is_object() && !b.value("within_tolerance", true))
+        o << fmt::format("    {} output is outside the problem's tolerance (its time is still shown)\n", which);
+    }
+  }
+  const json& sum = results.value("summary", json::object());
+  const json overall = sum.value("overall", json::object());
+  const bool compile = overall.contains("vs_compile") && !overall["vs_compile"].contains("unavailable");
+  auto heads = [](const char* vs) { return fmt::format("  {:>13} {:>6} {:>6} {:>8}", vs, "fast_0", "fast_1", "fast_1.5"); };
+  o << fmt::format("\n{:<{}} {:>8} {:>7}", "SUMMARY", width, "PROBLEMS", "CORRECT") << heads("GEOMEAN/EAGER");
+  if (compile) o << heads("GEOMEAN/COMPILE") << fmt::format("  {:>13}", "COMPILE/EAGER");
+  o << fmt::format("  {:>11}\n", "MEDIAN PEAK");
+  const json levels = sum.value("levels", json::object());
+  for (const auto& [level, g] : levels.items()) summary_line(o, level, g, width, compile);
+  if (!overall.empty()) summary_line(o, "all", overall, width, compile);
+  o << "\nGEOMEAN: speedup over correct problems with that baseline (how many in brackets). fast_p: share of ALL\n"
+       "problems that are correct and more than p times faster than the baseline (KernelBench's definition).\n";
+  if (compile) o << "COMPILE/EAGER: torch.compile's own speedup over eager (problems with both).\n";
+  if (sum.contains("overall")) {
+    const json& c = sum["overall"]["vs_compile"];
+    if (c.contains("unavailable")) o << "torch.compile: " << str(c, "unavailable") << "\n";
+    const json& counts = sum["overall"]["counts"];
+    std::string line;
+    for (const auto& [k, v] : counts.items())
+      if (v.get<int>() > 0) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
+    o << "problems: " << line << "\n";
+  }
+  return o.str();
+}
+
+json compare_bench(const json& current, const json& previous, const CompareRule& rule, const std::string& filter) {
+  if (!previous.is_object() || previous.value("kind", "") != "mblast-bench" || !previous.contains("problems") ||
+      !previous["problems"].is_array())
+    throw UserError("the previous results are not an `mblast bench` results file");
+  const json& pm = previous.value("meta", json::object());
+  const json& cm = current.value("meta", json::object());
+  if (str(pm, "target") != str(cm, "target"))
+    throw UserError("the previous results were measured on target " + str(pm, "target", "?") + ", this run on " +
+                    str(cm, "target", "?") + ": compare runs on one target");
+  if (str(pm, "size") != str(cm, "size"))
+    throw UserError("the previous results are of size " + str(pm, "size", "?") + ", this run of size " + str(cm, "size", "?"));
+
+  std::map<std::string, const json*> prev;
+  for (const json& r : previous["problems"])
+    if (filter.empty() || str(r, "key").find(filter) != std::string::npos) prev[str(r, "key")] = &r;
+
+  json problems = json::array(), fresh = json::array(), missing = json::array();
+  std::map<std::string, int> counts;
+  std::map<std::string, bool> seen;
+  for (const json& r : current.value("problems", json::array())) {
+    const std::string key = str(r, "key");
+    seen[key] = true;
+    json c = {{"key", key}, {"level", str(r, "level")}, {"name", str(r, "name")}, {"status", str(r, "status")}};
+    auto it = prev.find(key);
+    const bool now_ok = r.value("correct", false);
+    if (it == prev.end()) {
+      c["verdict"] = "new";
+      c["message"] = "new problem (not in the previous results), " + str(r, "status");
+      fresh.push_back(key);
+    } else {
+      const json& p = *it->second;
+      const bool was_ok = p.value("correct", false);
+      c["previous_status"] = str(p, "status");
+      if (p.contains("candidate") && r.contains("candidate") && p["candidate"].is_object() && r["candidate"].is_object())
+        c["candidate_changed"] = str(p["candidate"], "hash") != str(r["candidate"], "hash");
+      if (was_ok && !now_ok) {
+        c["verdict"] = "became_incorrect";
+        c["message"] = "was correct, now " + str(r, "status") +
+                       (r.value("reason", json()).is_string() ? ": " + r["reason"].get<std::string>() : "");
+      } else if (!was_ok && now_ok) {
+        c["verdict"] = "became_correct";
+        c["message"] = "was " + str(p, "status") + ", now correct";
+      } else if (!was_ok && !now_ok) {
+        c["verdict"] = "still_incorrect";
+        c["message"] = "not correct in either run (now " + str(r, "status") +
+                       (r.value("reason", json()).is_string() ? ": " + r["reason"].get<std::string>() : "") + ")";
+      } else {
+        const json& pt = p.value("time", json());
+        const json& nt = r.value("time", json());
+        const auto pmed = num(pt, "median"), nmed = num(nt, "median");
+        if (!pmed || !nmed || *pmed <= 0 || *nmed <= 0 || str(pt, "unit") != str(nt, "unit")) {
+          c["verdict"] = "not_comparable";
+          c["message"] = "the two times cannot be compared (missing, or in other units)";
+        } else {
+          const double sp = num(pt, "spread_pct").value_or(0), sn = num(nt, "spread_pct").value_or(0);
+          const double combined = std::sqrt(sp * sp + sn * sn);
+          const double allowed = std::max(rule.threshold_pct, rule.noise_k * combined);
+          const double slower = (*nmed / *pmed - 1) * 100, faster = (*pmed / *nmed - 1) * 100;
+          c["previous_median"] = *pmed;
+          c["median"] = *nmed;
+          c["unit"] = str(nt, "unit");
+          c["slower_pct"] = slower;
+          c["combined_spread_pct"] = combined;
+          c["allowed_pct"] = allowed;
+          const std::string change = fmt::format("{:.4g} -> {:.4g} {}", *pmed, *nmed, str(nt, "unit"));
+          const std::string limit = fmt::format("allowed {:.1f}% = max(threshold {:.1f}%, {:g} x combined spread {:.1f}%)",
+                                                allowed, rule.threshold_pct, rule.noise_k, combined);
+          if (slower > allowed) {
+            c["verdict"] = "slower";
+            c["message"] = fmt::format("slower by {:.1f}% ({}); {}", slower, change, limit);
+          } else if (faster > allowed) {
+            c["verdict"] = "faster";
+            c["message"] = fmt::format("faster by {:.1f}% ({}); {}", faster, change, limit);
+          } else {
+            c["verdict"] = "unchanged";
+            c["message"] = fmt::format("within noise: {:+.1f}% ({}); {}", slower, change, limit);
+          }
+        }
+      }
+    }
+    const std::string v = c["verdict"];
+    c["regressed"] = v == "became_incorrect" || v == "slower";
+    ++counts[v];
+    problems.push_back(std::move(c));
+  }
+  for (const auto& [key, p] : prev)
+    if (!seen.count(key)) missing.push_back({{"key", key}, {"level", str(*p, "level")}, {"name", str(*p, "name")}});
+
+  int regressions = 0;
+  for (const char* v : {"became_incorrect", "slower"})
+    if (auto it = counts.find(v); it != counts.end()) regressions += it->second;
+  return {{"rule",
+           {{"threshold_pct", rule.threshold_pct},
+            {"noise_k", rule.noise_k},
+            {"text", "regressed: correct before and not now, or both correct and the candidate's median slower by more than "
+                     "max(threshold_pct, noise_k * sqrt(spread_prev^2 + spread_now^2)) percent"}}},
+          {"previous", {{"date", str(pm, "date")}, {"target", str(pm, "target")}, {"size", str(pm, "size")},
+                        {"mblast_version", str(pm, "mblast_version")}}},
+          {"problems", problems},
+          {"new", fresh},
+          {"missing", missing},
+          {"counts", counts},
+          {"regressions", regressions}};
+}
+
+std::string format_bench_comparison(const json& cmp) {
+  std::ostringstream o;
+  const json& rule = cmp["rule"];
+  o << fmt::format("\ncompared with the run of {} ({}, size {}): threshold {:g}%, noise k {:g}\n",
+                   str(cmp["previous"], "date", "?"), str(cmp["previous"], "target", "?"), str(cmp["previous"], "size", "?"),
+                   rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
+  static const std::map<std::string, std::string> label = {
+      {"became_incorrect", "REGRESSED"}, {"slower", "REGRESSED"}, {"became_correct", "improved"},
+      {"faster", "improved"},            {"new", "new"},          {"not_comparable", "not comparable"}};
+  for (const json& c : cmp["problems"]) {
+    auto it = label.find(str(c, "verdict"));
+    if (it != label.end()) o << fmt::format("  {:<10} {}: {}\n", it->second, str(c, "key"), str(c, "message"));
+  }
+  for (const json& m : cmp["missing"]) o << fmt::format("  {:<10} {}: in the previous results, not in this run\n", "missing", str(m, "key"));
+  std::string line;
+  for (const auto& [k, v] : cmp["counts"].items()) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
+  o << fmt::format("{} regression(s); {}{}\n", cmp.value("regressions", 0), line,
+                   cmp["missing"].empty() ? "" : fmt::format(", {} missing", cmp["missing"].size()));
+  return o.str();
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    uint32_t cp = b[i];
+    size_t len = 1;
+    if (cp >= 0x80) {
+      // Decode one UTF-8 sequence; anything malformed (overlong, surrogate, truncated) is U+FFFD.
+      len = cp >= 0xF0 && cp <= 0xF4 ? 4 : cp >= 0xE0 && cp <= 0xEF ? 3 : cp >= 0xC2 && cp <= 0xDF ? 2 : 0;
+      bool ok = len > 0 && i + len <= n;
+      uint32_t v = len == 4 ? cp & 0x07 : len == 3 ? cp & 0x0F : cp & 0x1F;
+      for (size_t k = 1; ok && k < len; ++k) {
+        if ((b[i + k] & 0xC0) != 0x80) ok = false;
+        v = (v << 6) | (b[i + k] & 0x3F);
+      }
+      if (ok && ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF)))
+        ok = false;
+      if (!ok) {
+        out += "\xEF\xBF\xBD";
+        ++i;
+        continue;
+      }
+      cp = v;
+    }
+    i += len;
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (!xml_char_allowed(cp)) out += "\xEF\xBF\xBD";
+        else if (cp == '\r' || cp == '\n' || cp == '\t') out += fmt::format("&#{};", cp);  // kept in attributes too
+        else append_utf8(out, cp);
+    }
+  }
+  return out;
+}
+
+std::string bench_junit_xml(const json& results, const json* comparison) {
+  std::map<std::string, const json*> verdicts;
+  if (comparison)
+    for (const json& c : (*comparison)["problems"]) verdicts[str(c, "key")] = &c;
+
+  std::vector<std::string> level_order;
+  std::map<std::string, std::vector<Case>> cases;
+  auto level_of = [&](const std::string& level) -> std::vector<Case>& {
+    if (!cases.count(level)) level_order.push_back(level);
+    return cases[level];
+  };
+  for (const json& r : results.value("problems", json::array())) {
+    Case k;
+    k.name = str(r, "name");
+    k.classname = "mblast.bench." + str(r, "level");
+    k.seconds = r.value("seconds", 0.0);
+    k.detail = row_summary(r);
+    const std::string status = str(r, "status");
+    const std::string reason = r.value("reason", json()).is_string() ? r["reason"].get<std::string>() : status;
+    if (!comparison) {
+      if (status == "correct") {
+        k.outcome = "pass";
+      } else if (status == "no_candidate") {
+        k.outcome = "skipped";
+        k.message = "no candidate";
+      } else {
+        k.outcome = "failure";
+        k.kind = str(r, "failure_kind", status);
+        k.message = reason;
+      }
+    } else {
+      auto it = verdicts.find(str(r, "key"));
+      const json* c = it == verdicts.end() ? nullptr : it->second;
+      const std::string verdict = c ? str(*c, "verdict") : "new";
+      const std::string message = c ? str(*c, "message") : "not compared";
+      if (verdict == "became_incorrect" || verdict == "slower") {
+        k.outcome = "failure";
+        k.kind = verdict;
+        k.message = message;
+      } else if (status == "correct") {
+        k.outcome = "pass";
+        k.detail = message + "\n" + k.detail;
+      } else {
+        k.outcome = "skipped";
+        k.message = message;
+      }
+    }
+    level_of(str(r, "level")).push_back(std::move(k));
+  }
+  if (comparison)
+    for (const json& m : (*comparison)["missing"]) {
+      Case k;
+      k.name = str(m, "name");
+      k.classname = "mblast.bench." + str(m, "level");
+      k.outcome = "skipped";
+      k.message = "in the previous results, missing from this run";
+      level_of(str(m, "level")).push_back(std::move(k));
+    }
+
+  auto count = [](const std::vector<Case>& v, const char* outcome) {
+    return std::count_if(v.begin(), v.end(), [&](const Case& k) { return k.outcome == outcome; });
+  };
+  size_t tests = 0, failures = 0, skipped = 0;
+  double seconds = 0;
+  for (const auto& [level, v] : cases) {
+    tests += v.size();
+    failures += count(v, "failure");
+    skipped += count(v, "skipped");
+    for (const Case& k : v) seconds += k.seconds;
+  }
+  const json& meta = results.value("meta", json::object());
+  std::string timestamp = str(meta, "date");  // JUnit's schema wants no time zone designator
+  if (!timestamp.empty() && timestamp.back() == 'Z') timestamp.pop_back();
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  o << "<testsuites" << attr("name", "mblast bench " + str(meta, "target") + " " + str(meta, "size"))
+    << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n", tests, failures, skipped, seconds);
+  for (const std::string& level : level_order) {
+    const auto& v = cases[level];
+    double t = 0;
+    for (const Case& k : v) t += k.seconds;
+    o << "  <testsuite" << attr("name", level)
+      << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"", v.size(), count(v, "failure"),
+                     count(v, "skipped"), t)
+      << attr("timestamp", timestamp) << attr("hostname", str(meta.value("machine", json::object()), "hostname"))
+      << ">\n";
+    for (const Case& k : v) {
+      o << "    <testcase" << attr("classname", k.classname) << attr("name", k.name) << fmt::format(" time=\"{:.3f}\"", k.seconds);
+      if (k.outcome == "pass" && k.detail.empty()) {
+        o << "/>\n";
+        continue;
+      }
+      o << ">\n";
+      if (k.outcome == "failure")
+        o << "      <failure" << attr("type", k.kind) << attr("message", k.message) << ">" << xml_escape(k.detail)
+          << "</failure>\n";
+      else if (k.outcome == "skipped")
+        o << "      <skipped" << attr("message", k.message) << "/>\n";
+      if (k.outcome != "failure" && !k.detail.empty()) o << "      <system-out>" << xml_escape(k.detail) << "</system-out>\n";
+      o << "    </testcase>\n";
+    }
+    o << "  </testsuite>\n";
+  }
+  o << "</testsuites>\n";
+  return o.str();
+}
+
+}  // namespace mblast

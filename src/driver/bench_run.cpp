@@ -1,0 +1,589 @@
+// bench(): the suite run itself — find the files, import each (cached), measure PyTorch, evaluate
+// the candidate — one row per problem (docs/bench.md).
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "mblast/driver/baseline_command.h"
+#include "mblast/driver/bench_command.h"
+#include "mblast/driver/bench_report.h"
+#include "mblast/driver/kernelbench_tool.h"
+#include "mblast/driver/runner_client.h"
+#include "mblast/error.h"
+#include "mblast/tensor.h"
+#include "mblast/version.h"
+
+namespace mblast {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw UserError(p.string() + ": cannot read");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string hash_of(const std::string& bytes) {
+  return content_hash_hex(std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  json j = in ? json::parse(in, nullptr, false) : json();
+  if (!in || j.is_discarded()) throw UserError(p.string() + ": not readable JSON");
+  return j;
+}
+
+std::string last_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// An exclusive advisory lock on a file, released when it goes out of scope: two bench runs
+// sharing a work folder do not import the same file into the same place at once.
+class ImportLock {
+ public:
+  explicit ImportLock(const fs::path& p) {
+    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("cannot open the lock " + p.string() + ": " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
+  }
+  ~ImportLock() { ::close(fd_); }
+  ImportLock(const ImportLock&) = delete;
+  ImportLock& operator=(const ImportLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Sets an environment variable for the lifetime of this object, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+struct SuiteFile {
+  fs::path file;
+  std::string level, stem, key;  // key: "<level>/<stem>"
+};
+
+bool hidden(const std::string& name) { return name.empty() || name[0] == '.' || name[0] == '_'; }
+
+// Every KernelBench file of the suites, in the order given (each folder sorted by path).
+std::vector<SuiteFile> discover(const std::vector<fs::path>& suites, const std::string& filter) {
+  std::vector<SuiteFile> out;
+  std::set<fs::path> seen;
+  std::map<std::string, fs::path> by_key;
+  auto add = [&](const fs::path& f) {
+    const fs::path file = fs::weakly_canonical(fs::absolute(f));
+    if (!seen.insert(file).second) return;
+    SuiteFile s{file, file.parent_path().filename().string(), file.stem().string(), ""};
+    s.key = s.level + "/" + s.stem;
+    if (!filter.empty() && s.key.find(filter) == std::string::npos) return;
+    if (auto it = by_key.find(s.key); it != by_key.end())
+      throw UserError("two files give the problem " + s.key + ": " + it->second.string() + " and " + file.string());
+    by_key[s.key] = file;
+    out.push_back(std::move(s));
+  };
+  for (const fs::path& suite : suites) {
+    std::error_code ec;
+    const auto st = fs::status(suite, ec);
+    if (ec || !fs::exists(st)) throw UserError(suite.string() + ": no such file or directory");
+    if (fs::is_regular_file(st)) {
+      if (suite.extension() != ".py") throw UserError(suite.string() + ": not a KernelBench .py file");
+      add(suite);
+      continue;
+    }
+    if (!fs::is_directory(st)) throw UserError(suite.string() + ": neither a file nor a folder");
+    std::vector<fs::path> files;
+    for (auto it = fs::recursive_directory_iterator(suite, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (it->is_directory()) {
+        // candidates/ holds sources, not problems; __pycache__ and dot folders are not the suite
+        if (hidden(name) || name == "candidates") it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file() && it->path().extension() == ".py" && !hidden(name)) files.push_back(it->path());
+    }
+    if (ec) throw UserError(suite.string() + ": cannot list: " + ec.message());
+    if (files.empty()) throw UserError(suite.string() + ": no KernelBench .py files in it");
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) add(f);
+  }
+  if (out.empty()) throw UserError("no problem matches --filter '" + filter + "'");
+  return out;
+}
+
+// Everything one run shares.
+struct Run {
+  const BenchOptions& o;
+  fs::path work;  // o.work, absolute
+  Target target;
+  std::string python, torch_version;
+  std::string importer_hash;  // of the helper's sources: a changed importer imports again
+  std::string torch_device;   // "cpu" / "cuda", or "" when PyTorch cannot run on this target
+  std::string no_torch_why;   // why not, then
+  std::string import_device;  // where the reference data is computed
+  std::unique_ptr<RunnerClient> client;
+  json runner_device;         // what the runner reported, from the first evaluation
+
+  RunnerClient* runner() {
+    if (!client) client = std::make_unique<RunnerClient>(target.runner);
+    return client.get();
+  }
+};
+
+// The interpreter's torch version; UserError with the reason when it has no torch/safetensors.
+std::string probe_torch(const std::string& python) {
+  CommandResult r;
+  try {
+    r = run_command({python, "-c", "import sys, torch, safetensors; sys.stdout.write('torch=' + torch.__version__)"}, 300);
+  } catch (const Error& e) {
+    throw UserError("cannot run " + python + ": " + e.what() + " (use --python or MBLAST_PYTHON)");
+  }
+  const std::string line = last_line(r.output);
+  if (!r.ok() || line.rfind("torch=", 0) != 0)
+    throw UserError("the interpreter " + python + " cannot import torch and safetensors (" +
+                    (line.empty() ? "no output" : line) + "); use --python or MBLAST_PYTHON");
+  return line.substr(6);
+}
+
+// A digest of tools/mblast_kernelbench.py and tools/kernelbench/ (sources and templates).
+std::string importer_digest() {
+  const fs::path tool = kernelbench_tool_path();
+  std::vector<fs::path> files = {tool};
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(tool.parent_path() / "kernelbench", ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file() && it->path().string().find("__pycache__") == std::string::npos) files.push_back(it->path());
+  std::sort(files.begin() + 1, files.end());
+  std::string all;
+  for (const auto& f : files) all += f.filename().string() + "=" + hash_of(read_bytes(f)) + "\n";
+  return hash_of(all);
+}
+
+struct Imported {
+  fs::path dir;
+  bool cached = false;
+  double seconds = 0;
+  std::string failure;  // empty: imported
+};
+
+// Imports one file into WORK/imports/<level>/<stem>.<key>/, where key digests everything the
+// imported problem depends on; an earlier complete import there is used as it is.
+Imported import_file(Run& run, const SuiteFile& s) {
+  Imported im;
+  const auto t0 = Clock::now();
+  std::string text;
+  try {
+    text = read_bytes(s.file);
+  } catch (const UserError& e) {
+    im.failure = e.what();
+    return im;
+  }
+  const std::string key =
+      hash_of(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
+                          hash_of(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
+                          run.importer_hash));
+  const fs::path slot = run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
+  im.dir = slot / s.stem;
+  fs::create_directories(slot);
+  ImportLock lock(slot / ".lock");
+  if (fs::exists(im.dir / "problem.json") && fs::exists(im.dir / "data" / "MANIFEST.json")) {
+    im.cached = true;
+    return im;
+  }
+  std::error_code ec;
+  fs::remove_all(im.dir, ec);  // an interrupted import: start again
+  const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
+                                         "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
+                                         "--device", run.import_device};
+  try {
+    CommandResult r = run_kernelbench_tool(run.python, args, run.o.import_timeout_s);
+    if (!r.ok() || !fs::exists(im.dir / "problem.json")) {
+      // The helper's line about this file ("mblast_kernelbench: FILE: reason"), not its
+      // closing "imported 0, failed 1"; the row names the file already.
+      const std::string tag = "mblast_kernelbench: " + s.file.string() + ": ";
+      std::istringstream out(r.output);
+      for (std::string line; std::getline(out, line);)
+        if (line.rfind(tag, 0) == 0) im.failure = line.substr(tag.size());
+      if (im.failure.empty()) im.failure = kernelbench_tool_failure(r);
+    }
+  } catch (const UserError& e) {  // the helper timed out
+    im.failure = e.what();
+  }
+  im.seconds = since(t0);
+  return im;
+}
+
+// One PyTorch timing (eager or compile) as a row shows it.
+json timing_entry(const json& s) {
+  if (!s.is_object()) return {{"unavailable", "not measured"}};
+  if (s.contains("unavailable")) return {{"unavailable", s["unavailable"]}};
+  if (s.contains("failed")) return {{"failed", s["failed"]}};
+  json t = {{"median_us", s.value("median_us", 0.0)}, {"spread_pct", s.value("spread_pct", 0.0)},
+            {"p25_us", s.value("p25_us", 0.0)},      {"p75_us", s.value("p75_us", 0.0)},
+            {"samples", s.value("samples", 0)}};
+  if (s.contains("check")) t["within_tolerance"] = s["check"].value("within_tolerance", true);
+  if (s.contains("compile_seconds")) t["compile_seconds"] = s["compile_seconds"];
+  return t;
+}
+
+// PyTorch on the problem, by the runner's rules (the same helper call as `mblast baseline`),
+// stored in PROBLEM/baselines.json. Throws UserError with the reason when it fails.
+json measure_baseline(Run& run, const Problem& p) {
+  const fs::path out = kernelbench_json_path("bench-baseline");
+  std::vector<std::string> args = {"baseline",      p.dir.string(),
+                                   "--device",      run.torch_device,
+                                   "--warmup",      std::to_string(run.o.baseline_warmup),
+                                   "--repeats",     std::to_string(run.o.baseline_repeats),
+                                   "--min-seconds", fmt::format("{}", run.o.baseline_min_seconds),
+                                   "--json-out",    out.string()};
+  if (run.o.compile) args.push_back("--compile");
+  CommandResult r = run_kernelbench_tool(run.python, args, run.o.baseline_timeout_s);
+  std::error_code ec;
+  if (!r.ok() || !fs::exists(out)) {
+    fs::remove(out, ec);
+    std::string why = kernelbench_tool_failure(r);
+    const std::string prefix = p.dir.string() + ": ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    throw UserError(why);
+  }
+  json entry;
+  try {
+    entry = read_json(out);
+  } catch (...) {
+    fs::remove(out, ec);
+    throw;
+  }
+  fs::remove(out, ec);
+  entry["target"] = run.target.name;
+  entry["backend"] = run.target.backend;
+  entry["torch_device"] = run.torch_device;
+  entry["measured_at"] = utc_now();
+  entry["python"] = run.python;
+  if (p.provenance.contains("sha256")) entry["model_sha256"] = p.provenance["sha256"];
+  store_baseline(p.dir.string(), run.target.name, entry);
+  return entry;
+}
+
+// The eager and compile entries of a row, and where they came from.
+void add_baselines(Run& run, const Problem& p, json& row) {
+  auto unavailable = [&](const std::string& why) {
+    row["eager"] = {{"unavailable", why}};
+    row["compile"] = {{"unavailable", why}};
+  };
+  if (run.torch_device.empty()) return unavailable(run.no_torch_why);
+  json entry;
+  if (run.o.measure_baselines) {
+    try {
+      entry = measure_baseline(run, p);
+      row["baseline"] = {{"measured", "in this run"}};
+    } catch (const UserError& e) {
+      row["eager"] = {{"failed", e.what()}};
+      row["compile"] = {{"failed", e.what()}};
+      return;
+    }
+  } else {
+    const fs::path file = p.dir / "baselines.json";
+    try {
+      if (fs::exists(file)) entry = read_json(file).value("baselines", json::object()).value(run.target.name, json());
+    } catch (const std::exception& e) {  // unreadable, or not the layout store_baseline writes
+      return unavailable(std::string("--no-baseline, and the stored baselines cannot be read: ") + e.what());
+    }
+    if (!entry.is_object())
+      return unavailable("--no-baseline, and no baseline on " + run.target.name + " stored by an earlier run");
+    row["baseline"] = {{"measured", "reused (--no-baseline)"}};
+  }
+  row["baseline"]["measured_at"] = entry.value("measured_at", "");
+  row["baseline"]["torch"] = entry.value("torch", "");
+  row["baseline"]["device"] = entry.value("device", json::object()).value("name", "");
+  row["eager"] = timing_entry(entry.value("eager", json()));
+  row["compile"] = timing_entry(entry.value("compile", json()));
+}
+
+double median_of(const json& t) {
+  return t.is_object() && t.contains("median_us") ? t["median_us"].get<double>() : 0.0;
+}
+
+// The first line of a build log that reports an error, for the one-line reason.
+std::string first_error_line(const std::string& log) {
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("error") != std::string::npos) return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+  return "";
+}
+
+void set_status(json& row, const std::string& status, const json& kind, const std::string& reason) {
+  row["status"] = status;
+  row["correct"] = status == "correct";
+  row["failure_kind"] = kind;
+  row["reason"] = reason.empty() ? json() : json(reason);
+}
+
+// Verifies and times the candidate the provider chose; fills the row's status and figures.
+void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const CandidateProvider& provider, json& row) {
+  std::optional<CandidateChoice> choice;
+  try {
+    choice = provider(p, run.target, s.level, s.stem);
+  } catch (const UserError& e) {
+    return set_status(row, "candidate_error", "candidate_error", e.what());
+  }
+  if (!choice) return set_status(row, "no_candidate", "no_candidate", "no candidate");
+  row["candidate"] = {{"file", fs::absolute(choice->source).string()}, {"origin", choice->origin}};
+  if (!choice->details.is_null()) row["candidate"]["details"] = choice->details;
+  json r;
+  try {
+    row["candidate"]["hash"] = hash_of(read_bytes(choice->source));
+    r = evaluate(p, run.target, choice->source, run.o.eval, run.runner());
+  } catch (const UserError& e) {
+    return set_status(row, "candidate_error", "candidate_error", e.what());
+  }
+  if (run.runner_device.is_null() && r.contains("device")) run.runner_device = r["device"];
+  row["candidate"]["build_cached"] = r.value("build", json::object()).value("cached", false);
+  row["eval_seconds"] = r.value("phases", json::object()).value("total_s", 0.0);
+  if (!r.value("correct", false)) {
+    const std::string kind = r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";
+    std::string reason = r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "";
+    if (kind == "build_failed") {
+      const std::string log = r.value("build", json::object()).value("log", "");
+      const std::string first = first_error_line(log);
+      if (!first.empty()) reason += ": " + first;
+      row["build_log"] = log.size() > 8000 ? log.substr(0, 8000) + "\n[... truncated]" : log;
+    }
+    // The runner or the target failing is not the candidate being wrong.
+    const bool infrastructure = kind == "runner_error" || kind == "unavailable";
+    return set_status(row, infrastructure ? "error" : "incorrect", kind, reason);
+  }
+  set_status(row, "correct", nullptr, "");
+  const json& t = r["time"];
+  row["time"] = {{"median", t.value("median", 0.0)}, {"unit", t.value("unit", "us")},
+                 {"spread_pct", t.value("spread_pct", 0.0)}, {"p25", t.value("p25", 0.0)},
+                 {"p75", t.value("p75", 0.0)}, {"samples", t.value("samples", 0)},
+                 {"method", t.value("method", "")}};
+  const json& pk = r.value("peak", json::object());
+  for (const char* k : {"bandwidth_fraction", "compute_fraction", "fraction_of_peak", "bound", "note"})
+    if (pk.contains(k)) row[k] = pk[k];
+}
+
+// Speedups of the candidate over PyTorch, when both are times of a correct result.
+void add_speedups(json& row) {
+  row["speedup_vs_eager"] = nullptr;
+  row["speedup_vs_compile"] = nullptr;
+  const double eager = median_of(row["eager"]), compile = median_of(row["compile"]);
+  row["compile_speedup_vs_eager"] = eager > 0 && compile > 0 ? json(eager / compile) : json();
+  if (!row.value("correct", false) || !row["time"].is_object() || row["time"].value("unit", "") != "us") return;
+  const double t = row["time"].value("median", 0.0);
+  if (t <= 0) return;
+  if (eager > 0) row["speedup_vs_eager"] = eager / t;
+  if (compile > 0) row["speedup_vs_compile"] = compile / t;
+}
+
+std::string short_result(const json& row) {
+  const std::string status = row.value("status", "");
+  if (status != "correct") {
+    std::string reason = row.value("reason", json("")).is_string() ? row["reason"].get<std::string>() : "";
+    if (reason.size() > 100) reason = reason.substr(0, 100) + "...";
+    return status + (reason.empty() || status == "no_candidate" ? "" : ": " + reason);
+  }
+  std::string s = fmt::format("correct, {:.3g} {}", row["time"].value("median", 0.0), row["time"].value("unit", ""));
+  if (row["speedup_vs_eager"].is_number()) s += fmt::format(", {:.2f}x vs eager", row["speedup_vs_eager"].get<double>());
+  if (row["speedup_vs_compile"].is_number())
+    s += fmt::format(", {:.2f}x vs torch.compile", row["speedup_vs_compile"].get<double>());
+  return s;
+}
+
+// One problem's row: import, baselines, candidate. Its failures are in the row.
+json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& provider) {
+  json row = {{"level", s.level}, {"name", s.stem}, {"key", s.key}, {"file", s.file.string()},
+              {"candidate", nullptr}, {"time", nullptr}, {"fraction_of_peak", nullptr}};
+  const Imported im = import_file(run, s);
+  row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
+  auto import_failed = [&](const std::string& why) {
+    row["import"]["failed"] = why;
+    set_status(row, "import_failed", "import_failed", why);
+    row["eager"] = {{"failed", "not imported"}};
+    row["compile"] = {{"failed", "not imported"}};
+    return row;
+  };
+  if (!im.failure.empty()) return import_failed(im.failure);
+  row["problem_dir"] = im.dir.string();
+  Problem p;
+  json pj;
+  try {
+    p = load_problem(im.dir);
+    pj = read_json(im.dir / "problem.json");
+  } catch (const UserError& e) {  // the helper wrote something mblast cannot read
+    return import_failed(e.what());
+  }
+  p.provenance["source"] = s.file.string();  // this run's file (the cache may come from a copy)
+  row["op_class"] = pj.value("op_class", "");
+  row["graph"] = pj.contains("graph") && !pj["graph"].is_null();
+  if (!row["graph"].get<bool>() && pj.contains("graph_note")) row["graph_note"] = pj["graph_note"];
+  row["flops"] = pj.value("flops", 0.0);
+  row["flops_method"] = pj.value("flops_method", "");
+  row["bytes"] = pj.value("bytes", 0.0);
+  add_baselines(run, p, row);
+  add_candidate(run, p, s, provider, row);
+  return row;
+}
+
+json machine_facts() {
+  json m;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) m["hostname"] = host;
+  struct utsname u{};
+  if (::uname(&u) == 0) {
+    m["os"] = std::string(u.sysname) + " " + u.release;
+    m["arch"] = u.machine;
+  }
+  std::ifstream cpu("/proc/cpuinfo");
+  for (std::string line; std::getline(cpu, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) m["cpu"] = line.substr(line.find_first_not_of(" \t", colon + 1));
+      break;
+    }
+  m["cpus_online"] = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return m;
+}
+
+}  // namespace
+
+std::string candidate_extension(const std::string& backend) {
+  if (backend == "cuda") return ".cuda.cu";
+  if (backend == "opencl") return ".opencl.cpp";
+  if (backend == "rvv") return ".rvv.c";
+  return "";
+}
+
+CandidateProvider file_candidate_provider(const fs::path& dir) {
+  return [dir](const Problem& p, const Target& t, const std::string& level,
+               const std::string& stem) -> std::optional<CandidateChoice> {
+    const std::string ext = candidate_extension(t.backend);
+    if (ext.empty()) throw UserError("no candidate file naming for backend '" + t.backend + "'");
+    fs::path root = dir;
+    if (root.empty()) {
+      const std::string source = p.provenance.value("source", "");
+      if (source.empty()) return std::nullopt;
+      root = fs::path(source).parent_path().parent_path() / "candidates";
+    }
+    for (const fs::path& f : {root / level / (stem + ext), root / (stem + ext)})
+      if (fs::is_regular_file(f)) return CandidateChoice{f, dir.empty() ? "suite candidates" : "--candidates " + dir.string(), nullptr};
+    return std::nullopt;
+  };
+}
+
+json bench(const BenchOptions& o, const CandidateProvider& provider) {
+  const auto t_start = Clock::now();
+  if (o.size != "small" && o.size != "full") throw UserError("--size must be small or full, not '" + o.size + "'");
+  if (o.work.empty()) throw UserError("no work folder given");
+  const std::vector<SuiteFile> files = discover(o.suites, o.filter);
+
+  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr};
+  if (const std::string why = run.target.unreachable_reason(); !why.empty())
+    throw UserError("target " + run.target.name + " is unavailable: " + why);
+  run.torch_device = baseline_device(run.target, &run.no_torch_why);
+  run.import_device = run.torch_device.empty() ? "cpu" : run.torch_device;
+  run.python = kernelbench_python(o.python);
+  run.torch_version = probe_torch(run.python);
+  run.importer_hash = importer_digest();
+  ScopedEnv size_env("MBLAST_BENCH_SIZE", o.size);
+  fs::create_directories(run.work);
+
+  json rows = json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto t_row = Clock::now();
+    json row = measure_problem(run, files[i], provider);
+    add_speedups(row);
+    row["seconds"] = since(t_row);
+    if (o.progress)
+      std::fprintf(stderr, "[%zu/%zu] %s: %s\n", i + 1, files.size(), files[i].key.c_str(), short_result(row).c_str());
+    rows.push_back(std::move(row));
+  }
+
+  std::vector<std::string> suites;
+  for (const auto& s : o.suites) suites.push_back(fs::absolute(s).string());
+  json meta = {{"mblast_version", kMblastVersion},
+               {"target", run.target.name},
+               {"backend", run.target.backend},
+               {"target_description", run.target.description},
+               {"size", o.size},
+               {"torch", run.torch_version},
+               {"python", run.python},
+               {"torch_device", run.torch_device.empty() ? json() : json(run.torch_device)},
+               {"runner_device", run.runner_device},
+               {"date", utc_now()},
+               {"machine", machine_facts()},
+               {"suites", suites},
+               {"filter", o.filter},
+               {"candidates", o.candidates_note},
+               {"work", run.work.string()},
+               {"baselines", o.measure_baselines ? "measured in this run" : "reused from an earlier run (--no-baseline)"},
+               {"compile_requested", o.compile},
+               {"timing", {{"candidate_min_seconds", o.eval.min_seconds},
+                           {"candidate_min_repeats", o.eval.min_repeats},
+                           {"baseline_min_seconds", o.baseline_min_seconds},
+                           {"baseline_min_repeats", o.baseline_repeats}}},
+               {"seconds", since(t_start)}};
+  if (run.torch_device.empty()) meta["no_pytorch_baseline"] = run.no_torch_why;
+  json results = {{"format", 1}, {"kind", "mblast-bench"}, {"meta", meta}, {"problems", rows}};
+  results["summary"] = summarize_bench(rows);
+  return results;
+}
+
+}  // namespace mblast
