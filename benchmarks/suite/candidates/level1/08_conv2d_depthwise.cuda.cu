@@ -1,0 +1,128 @@
+// 08_conv2d_depthwise — naive CUDA candidate: depthwise 2D convolution (groups = channels), NCHW,
+//   weight [C, 1, R, S], stride 1, zero padding R/2 (the module's kernel // 2), plus bias; one
+//   thread per output element, its R x S window read straight from global memory.
+// The starting point the optimizer improves: simple, correct, nothing clever.
+#include <mblast/abi.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+static char g_err[512];
+
+#define FAIL(...)                                    \
+  do {                                               \
+    std::snprintf(g_err, sizeof g_err, __VA_ARGS__); \
+    return -1;                                       \
+  } while (0)
+
+// Checks the context and the tensor counts; false with g_err set on a mismatch.
+[[maybe_unused]] static bool check_call(const mblast_context* ctx, int32_t n_in, int want_in, int32_t n_par,
+                                        int want_par, int32_t n_out, int want_out) {
+  if (!ctx || ctx->backend != MBLAST_BACKEND_CUDA) {
+    std::snprintf(g_err, sizeof g_err, "mblast_context is not a CUDA context");
+    return false;
+  }
+  if (n_in != want_in || n_par != want_par || n_out != want_out) {
+    std::snprintf(g_err, sizeof g_err, "expected %d inputs, %d parameters, %d outputs; got %d, %d, %d", want_in,
+                  want_par, want_out, static_cast<int>(n_in), static_cast<int>(n_par), static_cast<int>(n_out));
+    return false;
+  }
+  return true;
+}
+
+// Checks a tensor's name, dtype (f32), rank and byte size; false with g_err set on a mismatch.
+[[maybe_unused]] static bool check_f32(const mblast_tensor& t, const char* name, int ndim) {
+  if (t.name && std::strcmp(t.name, name) != 0) {
+    std::snprintf(g_err, sizeof g_err, "expected tensor '%s' in this position, got '%s'", name, t.name);
+    return false;
+  }
+  size_t n = 1;
+  for (int d = 0; d < t.ndim && d < MBLAST_MAX_DIMS; ++d) n *= t.shape[d] > 0 ? static_cast<size_t>(t.shape[d]) : 0;
+  if (t.dtype != MBLAST_F32 || t.ndim != ndim || n == 0 || t.nbytes != n * sizeof(float) || !t.data) {
+    std::snprintf(g_err, sizeof g_err, "%s: expected a non-empty f32 tensor of %d dims", name, ndim);
+    return false;
+  }
+  return true;
+}
+
+// Checks that a tensor has the given name (for buffers the kernels do not read).
+[[maybe_unused]] static bool check_name(const mblast_tensor& t, const char* name) {
+  if (!t.name || std::strcmp(t.name, name) == 0) return true;
+  std::snprintf(g_err, sizeof g_err, "expected tensor '%s' in this position, got '%s'", name, t.name);
+  return false;
+}
+
+// True when a and b have the same rank and dims.
+[[maybe_unused]] static bool same_shape(const mblast_tensor& a, const mblast_tensor& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim && d < MBLAST_MAX_DIMS; ++d)
+    if (a.shape[d] != b.shape[d]) return false;
+  return true;
+}
+
+[[maybe_unused]] static cudaStream_t stream_of(const mblast_context* ctx) {
+  return static_cast<cudaStream_t>(ctx->cuda_stream);
+}
+
+// After a launch: a bad configuration or a broken context turns into a non-zero return.
+[[maybe_unused]] static int launched(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) FAIL("launching %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+  return 0;
+}
+
+// Blocks of `block` threads covering n threads.
+[[maybe_unused]] static unsigned blocks_for(long long n, int block) {
+  return static_cast<unsigned>((n + block - 1) / block);
+}
+
+__global__ void depthwise_conv2d(const float* __restrict__ x,       // [N, C, H, W]
+                                 const float* __restrict__ weight,  // [C, 1, R, S]
+                                 const float* __restrict__ bias,    // [C]
+                                 float* __restrict__ y,             // [N, C, H, W]
+                                 long long N, long long C, int H, int W, int R, int S) {
+  const long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (idx >= N * C * H * W) return;
+  const int q = static_cast<int>(idx % W);
+  const int p = static_cast<int>((idx / W) % H);
+  const long long nc = idx / (static_cast<long long>(W) * H);  // n * C + c
+  const long long c = nc % C;
+  const float* plane = x + nc * H * W;
+  const float* wc = weight + c * R * S;
+  float acc = bias[c];
+  for (int r = 0; r < R; ++r) {
+    const int h = p - R / 2 + r;
+    if (h < 0 || h >= H) continue;
+    for (int s = 0; s < S; ++s) {
+      const int w = q - S / 2 + s;
+      if (w < 0 || w >= W) continue;
+      acc += plane[static_cast<long long>(h) * W + w] * wc[r * S + s];
+    }
+  }
+  y[idx] = acc;
+}
+
+extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,
+                          const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {
+  (void)state;
+  if (!check_call(ctx, n_inputs, 1, n_params, 2, n_outputs, 1)) return -1;
+  if (!check_f32(inputs[0], "in0", 4) || !check_f32(params[0], "conv.weight", 4) ||
+      !check_f32(params[1], "conv.bias", 1) || !check_f32(outputs[0], "out0", 4))
+    return -1;
+  const long long N = inputs[0].shape[0], C = inputs[0].shape[1], H = inputs[0].shape[2], W = inputs[0].shape[3];
+  const long long R = params[0].shape[2], S = params[0].shape[3];
+  if (params[0].shape[0] != C || params[0].shape[1] != 1 || R % 2 == 0 || S % 2 == 0)
+    FAIL("conv.weight must be [%lld, 1, R, S] with odd R and S", C);
+  if (params[1].shape[0] != C) FAIL("conv.bias must have %lld entries", C);
+  if (!same_shape(inputs[0], outputs[0])) FAIL("out0 must have the shape of in0");
+  if (H > 0x7fffffff || W > 0x7fffffff || R > 0x7fffffff || S > 0x7fffffff) FAIL("a dimension is too large");
+  depthwise_conv2d<<<blocks_for(N * C * H * W, 256), 256, 0, stream_of(ctx)>>>(
+      static_cast<const float*>(inputs[0].data), static_cast<const float*>(params[0].data),
+      static_cast<const float*>(params[1].data), static_cast<float*>(outputs[0].data), N, C, static_cast<int>(H),
+      static_cast<int>(W), static_cast<int>(R), static_cast<int>(S));
+  return launched("depthwise_conv2d");
+}
+
+extern "C" const char* mblast_last_error(void) { return g_err; }

@@ -1,0 +1,163 @@
+// 12_mlp_linear_relu_linear — naive CUDA candidate: out = fc2(relu(fc1(x))) for x [T, D],
+//   fc1 [Hid, D] + bias, fc2 [D, Hid] + bias; two kernels, one thread per output element each,
+//   the hidden activation [T, Hid] kept in scratch.
+// The starting point the optimizer improves: simple, correct, nothing clever.
+#include <mblast/abi.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+static char g_err[512];
+
+#define FAIL(...)                                    \
+  do {                                               \
+    std::snprintf(g_err, sizeof g_err, __VA_ARGS__); \
+    return -1;                                       \
+  } while (0)
+
+// Checks the context and the tensor counts; false with g_err set on a mismatch.
+[[maybe_unused]] static bool check_call(const mblast_context* ctx, int32_t n_in, int want_in, int32_t n_par,
+                                        int want_par, int32_t n_out, int want_out) {
+  if (!ctx || ctx->backend != MBLAST_BACKEND_CUDA) {
+    std::snprintf(g_err, sizeof g_err, "mblast_context is not a CUDA context");
+    return false;
+  }
+  if (n_in != want_in || n_par != want_par || n_out != want_out) {
+    std::snprintf(g_err, sizeof g_err, "expected %d inputs, %d parameters, %d outputs; got %d, %d, %d", want_in,
+                  want_par, want_out, static_cast<int>(n_in), static_cast<int>(n_par), static_cast<int>(n_out));
+    return false;
+  }
+  return true;
+}
+
+// Checks a tensor's name, dtype (f32), rank and byte size; false with g_err set on a mismatch.
+[[maybe_unused]] static bool check_f32(const mblast_tensor& t, const char* name, int ndim) {
+  if (t.name && std::strcmp(t.name, name) != 0) {
+    std::snprintf(g_err, sizeof g_err, "expected tensor '%s' in this position, got '%s'", name, t.name);
+    return false;
+  }
+  size_t n = 1;
+  for (int d = 0; d < t.ndim && d < MBLAST_MAX_DIMS; ++d) n *= t.shape[d] > 0 ? static_cast<size_t>(t.shape[d]) : 0;
+  if (t.dtype != MBLAST_F32 || t.ndim != ndim || n == 0 || t.nbytes != n * sizeof(float) || !t.data) {
+    std::snprintf(g_err, sizeof g_err, "%s: expected a non-empty f32 tensor of %d dims", name, ndim);
+    return false;
+  }
+  return true;
+}
+
+// Checks that a tensor has the given name (for buffers the kernels do not read).
+[[maybe_unused]] static bool check_name(const mblast_tensor& t, const char* name) {
+  if (!t.name || std::strcmp(t.name, name) == 0) return true;
+  std::snprintf(g_err, sizeof g_err, "expected tensor '%s' in this position, got '%s'", name, t.name);
+  return false;
+}
+
+// True when a and b have the same rank and dims.
+[[maybe_unused]] static bool same_shape(const mblast_tensor& a, const mblast_tensor& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim && d < MBLAST_MAX_DIMS; ++d)
+    if (a.shape[d] != b.shape[d]) return false;
+  return true;
+}
+
+[[maybe_unused]] static cudaStream_t stream_of(const mblast_context* ctx) {
+  return static_cast<cudaStream_t>(ctx->cuda_stream);
+}
+
+// After a launch: a bad configuration or a broken context turns into a non-zero return.
+[[maybe_unused]] static int launched(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) FAIL("launching %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+  return 0;
+}
+
+// Blocks of `block` threads covering n threads.
+[[maybe_unused]] static unsigned blocks_for(long long n, int block) {
+  return static_cast<unsigned>((n + block - 1) / block);
+}
+
+// Scratch device memory for the intermediates, kept in the state that mblast_prepare makes. Its
+// size depends on the input shapes, which mblast_prepare does not see, so mblast_run grows it on
+// its first call (cudaMalloc; a later call with the same shapes allocates nothing). Nothing in it
+// carries over between calls: every call writes what it reads.
+struct Scratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* params, int32_t n_params, void** state) {
+  (void)ctx, (void)params, (void)n_params;
+  *state = new Scratch();
+  return 0;
+}
+
+extern "C" void mblast_release(const mblast_context* ctx, void* state) {
+  (void)ctx;
+  Scratch* s = static_cast<Scratch*>(state);
+  if (!s) return;
+  if (s->data) cudaFree(s->data);
+  delete s;
+}
+
+// At least `bytes` of scratch, or nullptr with g_err set.
+[[maybe_unused]] static float* scratch(void* state, size_t bytes) {
+  Scratch* s = static_cast<Scratch*>(state);
+  if (!s) {
+    std::snprintf(g_err, sizeof g_err, "mblast_run called without the state of mblast_prepare");
+    return nullptr;
+  }
+  if (s->bytes < bytes) {
+    if (s->data) cudaFree(s->data);  // only when the shapes grow
+    s->data = nullptr;
+    s->bytes = 0;
+    const cudaError_t e = cudaMalloc(&s->data, bytes);
+    if (e != cudaSuccess) {
+      std::snprintf(g_err, sizeof g_err, "cudaMalloc(%zu) for scratch failed: %s", bytes, cudaGetErrorString(e));
+      s->data = nullptr;
+      return nullptr;
+    }
+    s->bytes = bytes;
+  }
+  return static_cast<float*>(s->data);
+}
+
+// y[t, o] = act(b[o] + sum_k x[t, k] w[o, k]) for x [T, Din], w [Dout, Din]; act is ReLU when relu != 0.
+__global__ void linear(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                       float* __restrict__ y, long long T, long long Din, long long Dout, int relu) {
+  const long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (idx >= T * Dout) return;
+  const long long t = idx / Dout, o = idx % Dout;
+  const float* xt = x + t * Din;
+  const float* wo = w + o * Din;
+  float acc = b[o];
+  for (long long k = 0; k < Din; ++k) acc += xt[k] * wo[k];
+  y[idx] = relu ? fmaxf(acc, 0.0f) : acc;
+}
+
+extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,
+                          const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {
+  if (!check_call(ctx, n_inputs, 1, n_params, 4, n_outputs, 1)) return -1;
+  if (!check_f32(inputs[0], "in0", 2) || !check_f32(params[0], "fc1.weight", 2) ||
+      !check_f32(params[1], "fc1.bias", 1) || !check_f32(params[2], "fc2.weight", 2) ||
+      !check_f32(params[3], "fc2.bias", 1) || !check_f32(outputs[0], "out0", 2))
+    return -1;
+  const long long T = inputs[0].shape[0], D = inputs[0].shape[1], Hid = params[0].shape[0];
+  if (params[0].shape[1] != D || params[1].shape[0] != Hid) FAIL("fc1 must be [Hid, %lld] with Hid biases", D);
+  if (params[2].shape[0] != D || params[2].shape[1] != Hid || params[3].shape[0] != D)
+    FAIL("fc2 must be [%lld, %lld] with %lld biases", D, Hid, D);
+  if (!same_shape(inputs[0], outputs[0])) FAIL("out0 must have the shape of in0");
+  float* hidden = scratch(state, static_cast<size_t>(T * Hid) * sizeof(float));
+  if (!hidden) return -1;
+  linear<<<blocks_for(T * Hid, 256), 256, 0, stream_of(ctx)>>>(
+      static_cast<const float*>(inputs[0].data), static_cast<const float*>(params[0].data),
+      static_cast<const float*>(params[1].data), hidden, T, D, Hid, 1);
+  if (launched("linear (fc1)") != 0) return -1;
+  linear<<<blocks_for(T * D, 256), 256, 0, stream_of(ctx)>>>(hidden, static_cast<const float*>(params[2].data),
+                                                              static_cast<const float*>(params[3].data),
+                                                              static_cast<float*>(outputs[0].data), T, Hid, D, 0);
+  return launched("linear (fc2)");
+}
+
+extern "C" const char* mblast_last_error(void) { return g_err; }
