@@ -4,6 +4,7 @@
 #include "opencl_backend.h"
 
 #include <cstdlib>
+#include <regex>
 #include <vector>
 
 #include "mblast/process.h"
@@ -12,6 +13,11 @@
 namespace mblast::runner::opencl {
 
 namespace {
+// A candidate that includes CLBlast's header (clblast.h, clblast_c.h) calls the library.
+bool includes_clblast(const std::string& source) {
+  return std::regex_search(source, std::regex(R"(#\s*include\s*[<"]clblast(_c)?\.h[>"])"));
+}
+
 std::string compiler_for(const nlohmann::json& target) {
   if (target.contains("build") && target["build"].contains("cxx")) return target["build"]["cxx"].get<std::string>();
   if (const char* cxx = std::getenv("MBLAST_CXX")) return cxx;
@@ -40,6 +46,7 @@ BuildOutcome OpenclBackend::build(const BuildRequest& req) {
                                    "-lOpenCL"};
   if (req.target.contains("build") && req.target["build"].contains("cxxflags"))
     for (const auto& f : req.target["build"]["cxxflags"]) argv.insert(argv.end() - 4, f.get<std::string>());
+  if (includes_clblast(req.source)) argv.insert(argv.end() - 1, "-lclblast");  // before the ICD loader it uses
   out.command = shell_quote(argv);
   auto r = run_command(argv, req.timeout_s, req.out_dir);
   out.log = r.output;

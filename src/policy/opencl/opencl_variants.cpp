@@ -1,8 +1,235 @@
-// Generators of opencl candidates for the builtin policy (include/mblast/policy/variants.h).
-#include "mblast/policy/variants.h"
+// Generators of OpenCL candidates for the builtin policy (include/mblast/policy/variants.h):
+// the dispatch by plan kind, and the host code every generated candidate shares.
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
 
 namespace mblast::policy {
 
-std::vector<Variant> opencl_variants(const KernelPlan&, const Problem&, const Target&) { return {}; }
+namespace opencl {
+
+namespace {
+
+std::string host_code(const Design& d, const Problem& problem) {
+  // Distinct kernels in launch order, with the fixed work-group size each needs (0: none).
+  std::vector<std::string> names;
+  std::vector<int64_t> fixed;
+  for (const auto& l : d.launches) {
+    auto it = std::find(names.begin(), names.end(), l.kernel);
+    const int64_t wg = l.local[0] ? l.local[0] * std::max<int64_t>(l.local[1], 1) * std::max<int64_t>(l.local[2], 1) : 0;
+    if (it == names.end()) {
+      names.push_back(l.kernel);
+      fixed.push_back(wg);
+    } else {
+      auto& f = fixed[static_cast<size_t>(it - names.begin())];
+      f = std::max(f, wg);
+    }
+  }
+  const bool have_program = !names.empty();
+
+  std::string s;
+  s += "#include <mblast/opencl_candidate.h>\n";
+  if (d.gemm) s += "#include <clblast_c.h>\n";
+  s += "\n";
+  s += "static const char* kSource = R\"CLC(\n" + d.kernels + ")CLC\";\n\n";
+  if (have_program) {
+    s += fmt::format("enum {{ kNumKernels = {} }};\n", names.size());
+    s += "static const char* const kKernelNames[kNumKernels] = {";
+    for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + ("\"" + names[i] + "\"");
+    s += "};\n";
+    s += "// Work-items per work-group a kernel is launched with (0: chosen at run time).\n";
+    s += "static const size_t kFixedWorkGroup[kNumKernels] = {";
+    for (size_t i = 0; i < fixed.size(); ++i) s += (i ? ", " : "") + std::to_string(fixed[i]);
+    s += "};\n\n";
+  }
+  s += gpu::host_shape_check(problem, "mblast_cl::fail");
+  s += "\n";
+  s += "struct mb_state {\n";
+  if (have_program) {
+    s += "  cl_program program = nullptr;\n";
+    s += "  cl_kernel kernels[kNumKernels] = {};\n";
+    s += "  size_t info_wg[kNumKernels] = {};  // from CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE and CL_KERNEL_WORK_GROUP_SIZE\n";
+  } else {
+    s += "  int unused = 0;\n";
+  }
+  s += "};\n\n";
+  s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
+  if (have_program) {
+    s += "  for (cl_kernel k : s->kernels)\n    if (k) clReleaseKernel(k);\n";
+    s += "  if (s->program) clReleaseProgram(s->program);\n";
+  }
+  s += "  delete s;\n}\n\n";
+
+  s += "static int mb_build(const mblast_context* ctx, mb_state** out) {\n";
+  s += "  *out = nullptr;\n";
+  s += "  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device || !ctx->cl_queue)\n";
+  s += "    return mblast_cl::fail(\"mblast_context has no OpenCL context, device or queue\");\n";
+  s += "  mb_state* s = new mb_state();\n";
+  if (have_program) {
+    s += R"CXX(  cl_context context = static_cast<cl_context>(ctx->cl_context);
+  cl_device_id device = static_cast<cl_device_id>(ctx->cl_device);
+  cl_int err = CL_SUCCESS;
+  const char* src = kSource;
+  s->program = clCreateProgramWithSource(context, 1, &src, nullptr, &err);
+  if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateProgramWithSource failed with cl_int %d", err);
+  err = clBuildProgram(s->program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    char log[6000] = "";
+    clGetProgramBuildInfo(s->program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, nullptr);
+    mb_free(s);
+    return mblast_cl::fail("clBuildProgram failed with cl_int %d; build log: %s", err, log);
+  }
+  for (int i = 0; i < kNumKernels; ++i) {
+    s->kernels[i] = clCreateKernel(s->program, kKernelNames[i], &err);
+    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateKernel(%s) failed with cl_int %d", kKernelNames[i], err);
+    size_t max_wg = 0, multiple = 0;
+    err = clGetKernelWorkGroupInfo(s->kernels[i], device, CL_KERNEL_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, nullptr);
+    if (err == CL_SUCCESS)
+      err = clGetKernelWorkGroupInfo(s->kernels[i], device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof multiple,
+                                     &multiple, nullptr);
+    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clGetKernelWorkGroupInfo(%s) failed with cl_int %d", kKernelNames[i], err);
+    if (kFixedWorkGroup[i] > max_wg)
+      return mb_free(s), mblast_cl::fail("kernel %s needs work-groups of %zu work-items; this device allows %zu for it",
+                                         kKernelNames[i], kFixedWorkGroup[i], max_wg);
+    if (multiple == 0) multiple = 1;
+    const size_t cap = max_wg < 256 ? max_wg : 256;
+    s->info_wg[i] = cap >= multiple ? cap / multiple * multiple : (cap ? cap : 1);
+  }
+)CXX";
+  }
+  s += "  *out = s;\n  return 0;\n}\n\n";
+
+  // The launches.
+  std::vector<std::string> buffers;
+  auto need = [&](const std::string& b) {
+    if (b != "out" && std::find(buffers.begin(), buffers.end(), b) == buffers.end()) buffers.push_back(b);
+  };
+  for (const auto& l : d.launches)
+    for (const auto& a : l.args) need(a);
+  if (d.gemm) need(d.gemm->a), need(d.gemm->b);
+  s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
+  s += "                      mblast_tensor* out) {\n";
+  s += "  (void)s;\n  (void)in;\n  (void)par;\n";
+  s += "  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);\n";
+  s += "  cl_mem out_mem = static_cast<cl_mem>(out[0].data);\n";
+  for (const auto& b : buffers) {
+    const bool param = b.rfind("par", 0) == 0;
+    s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in", b.substr(param ? 3 : 2));
+  }
+  if (d.gemm) {
+    const ClblastGemm& g = *d.gemm;
+    const char* ta = g.a_trans ? "CLBlastTransposeYes" : "CLBlastTransposeNo";
+    const char* tb = g.b_trans ? "CLBlastTransposeYes" : "CLBlastTransposeNo";
+    s += "  {\n    cl_command_queue q = queue;\n";
+    if (g.batch == 1) {
+      s += fmt::format(
+          "    const CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {}, 0, {}, 0.0f,\n"
+          "                                              out_mem, 0, {}, &q, nullptr);\n",
+          ta, tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.ldc);
+      s += "    if (st != CLBlastSuccess) return mblast_cl::fail(\"CLBlastSgemm failed with status %d\", static_cast<int>(st));\n";
+    } else {
+      s += fmt::format(
+          "    const CLBlastStatusCode st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {},\n"
+          "                                                            {}, 0, {}, {}, 0.0f, out_mem, 0, {}, {}, {}, &q, nullptr);\n",
+          ta, tb, g.m, g.n, g.k, g.a, g.lda, g.stride_a, g.b, g.ldb, g.stride_b, g.ldc, g.stride_c, g.batch);
+      s += "    if (st != CLBlastSuccess)\n      return mblast_cl::fail(\"CLBlastSgemmStridedBatched failed with status %d\", static_cast<int>(st));\n";
+    }
+    s += "  }\n";
+  }
+  for (const auto& l : d.launches) {
+    const size_t ki = static_cast<size_t>(std::find(names.begin(), names.end(), l.kernel) - names.begin());
+    s += "  {\n";
+    s += fmt::format("    cl_kernel k = s->kernels[{}];\n", ki);
+    s += "    const cl_mem args[] = {";
+    for (size_t i = 0; i < l.args.size(); ++i) s += (i ? ", " : "") + (l.args[i] == "out" ? std::string("out_mem") : l.args[i]);
+    s += "};\n";
+    s += "    cl_int err = CL_SUCCESS;\n    cl_uint index = 0;\n";
+    s += "    for (const cl_mem& m : args)\n      if (err == CL_SUCCESS) err = clSetKernelArg(k, index++, sizeof(cl_mem), &m);\n";
+    s += fmt::format("    if (err != CL_SUCCESS) return mblast_cl::fail(\"clSetKernelArg({}, %u) failed with cl_int %d\", index - 1, err);\n",
+                     l.kernel);
+    s += fmt::format("    size_t global[3] = {{{}, {}, {}}};\n", l.global[0], l.global[1], l.global[2]);
+    const bool has_local = l.local_from_kernel_info || l.local[0] > 0;
+    if (l.local_from_kernel_info) s += fmt::format("    const size_t local[3] = {{s->info_wg[{}], 1, 1}};\n", ki);
+    else if (has_local)
+      s += fmt::format("    const size_t local[3] = {{{}, {}, {}}};\n", l.local[0], std::max<int64_t>(l.local[1], 1),
+                       std::max<int64_t>(l.local[2], 1));
+    if (has_local)
+      s += fmt::format("    for (int d = 0; d < {}; ++d) global[d] = (global[d] + local[d] - 1) / local[d] * local[d];\n", l.dims);
+    s += fmt::format("    err = clEnqueueNDRangeKernel(queue, k, {}, nullptr, global, {}, 0, nullptr, nullptr);\n", l.dims,
+                     has_local ? "local" : "nullptr");
+    s += fmt::format("    if (err != CL_SUCCESS) return mblast_cl::fail(\"clEnqueueNDRangeKernel({}) failed with cl_int %d\", err);\n",
+                     l.kernel);
+    s += "  }\n";
+  }
+  s += "  return 0;\n}\n\n";
+
+  s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
+  mb_state* s = nullptr;
+  const int rc = mb_build(ctx, &s);
+  *state = s;
+  return rc;
+}
+
+extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+                          const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
+  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_queue) return mblast_cl::fail("mblast_context has no OpenCL queue");
+  mb_state* s = static_cast<mb_state*>(state);
+  if (s) return mb_enqueue(ctx, s, in, par, out);
+  // Called without mblast_prepare: a transient program (OpenCL keeps what the queue needs).
+  if (mb_build(ctx, &s) != 0) return -1;
+  const int rc = mb_enqueue(ctx, s, in, par, out);
+  mb_free(s);
+  return rc;
+}
+
+extern "C" void mblast_release(const mblast_context*, void* state) { mb_free(static_cast<mb_state*>(state)); }
+
+extern "C" const char* mblast_last_error(void) { return mblast_cl::error_text(); }
+)CXX";
+  return s;
+}
+
+}  // namespace
+
+std::string index_type(const KernelPlan& plan, const Problem& problem) {
+  return gpu::fits_int32(plan, problem) ? "int" : "long";
+}
+
+std::string kernel_params(const std::vector<gpu::TensorRef>& tensors) {
+  std::string s = "__global float* restrict out";
+  for (const auto& t : tensors) s += ", __global const float* restrict " + gpu::buffer_name(t);
+  return s;
+}
+
+std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors) {
+  std::vector<std::string> a = {"out"};
+  for (const auto& t : tensors) a.push_back(gpu::buffer_name(t));
+  return a;
+}
+
+Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) {
+  Variant v;
+  v.family = d.family;
+  v.actions = d.actions;
+  v.params = d.params;
+  v.description = d.description;
+  v.extension = ".opencl.cpp";
+  v.source = gpu::header_comment(d.family, d.params, plan, problem, "OpenCL candidate — " + d.description) + host_code(d, problem);
+  return v;
+}
+
+}  // namespace opencl
+
+std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
+  if (!gpu::plan_supported(plan, problem)) return {};
+  if (plan.kind == "elementwise") return opencl::elementwise_variants(plan, problem);
+  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") return opencl::reduction_variants(plan, problem);
+  if (plan.kind == "matmul") return opencl::matmul_variants(plan, problem);
+  return {};
+}
 
 }  // namespace mblast::policy

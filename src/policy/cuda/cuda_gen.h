@@ -1,0 +1,43 @@
+// Inside the CUDA generator: a candidate is designed as device code plus the host statements
+// that launch it on the runner's stream; finish() wraps that in the candidate ABI's host code
+// (include/mblast/abi.h): tensor checks, the state made in mblast_prepare (SM count, a cuBLAS
+// handle when asked), launch-error checks. One file per plan kind makes the kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../gpu_common.h"
+
+namespace mblast::policy::cuda {
+
+struct Design {
+  std::string family;
+  nlohmann::json params = nlohmann::json::object();
+  std::string description;
+  std::vector<std::string> actions;
+  std::string device_code;  // kernels and __device__ helpers
+  // Statements of mb_enqueue. In scope: `stream` (cudaStream_t), `s` (mb_state*: `sms`, the
+  // device's SM count; `handle`, the cuBLAS handle when `cublas`), `out0` (float*) and one
+  // `const float*` per plan tensor named by gpu::buffer_name. Failures `return mb_fail(...)`;
+  // after a launch: `if (mb_launched("kernel") != 0) return -1;`.
+  std::string launch_code;
+  bool cublas = false;
+  bool tf32 = false;  // the cuBLAS handle in TF32 tensor-op math
+};
+
+// The complete candidate source for a design.
+Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem);
+
+// "int" or "long long": the kernels' index type for this plan.
+std::string index_type(const KernelPlan& plan, const Problem& problem);
+
+// "float* __restrict__ out, const float* __restrict__ in0, ..." and the matching call arguments.
+std::string kernel_params(const std::vector<gpu::TensorRef>& tensors);
+std::string call_args(const std::vector<gpu::TensorRef>& tensors);
+
+std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
+std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax
+std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
+
+}  // namespace mblast::policy::cuda

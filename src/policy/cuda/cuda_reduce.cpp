@@ -1,0 +1,411 @@
+// CUDA reductions, softmax and log_softmax over [outer, reduce, inner], the epilogue fused.
+//
+//   row-per-warp    (inner 1) one warp per row, float4 loads, shuffle reductions; softmax keeps
+//                   online (max, sum) pairs per lane merged by shuffles, or with `cache` holds
+//                   the row in registers so it is read from memory once.
+//   row-per-block   (inner 1) one block per row: serial per thread, shuffles per warp, shared
+//                   memory across warps (two-level); the same softmax choices.
+//   column-per-thread (inner > 1) one thread per (outer, inner) column: neighbouring threads
+//                   read neighbouring addresses at every step.
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "cuda_gen.h"
+
+namespace mblast::policy::cuda {
+
+namespace {
+
+struct Ctx {
+  const KernelPlan& plan;
+  const Problem& problem;
+  std::string idx;
+  std::string x;
+  int64_t outer, r, inner;
+  bool is_reduce, is_log;
+  bool vec4() const { return r % 4 == 0; }
+};
+
+const char* kFull = "0xffffffffu";
+
+std::string combine(const std::string& op, const std::string& a, const std::string& b) {
+  if (op == "max") return "fmaxf(" + a + ", " + b + ")";
+  if (op == "min") return "fminf(" + a + ", " + b + ")";
+  return "(" + a + " + " + b + ")";
+}
+
+std::string init(const std::string& op) {
+  if (op == "max") return "(-INFINITY)";
+  if (op == "min") return "INFINITY";
+  return "0.0f";
+}
+
+// The op a plan reduces with, as the helpers name it.
+std::string op_name(const std::string& reduce_op) { return reduce_op == "mean" ? "sum" : reduce_op; }
+
+std::string final_value(const Ctx& c, const std::string& a) {
+  return c.plan.reduce_op == "mean" ? fmt::format("({} / {}.0f)", a, c.r) : a;
+}
+std::string softmax_value(const Ctx& c, const std::string& x) {
+  return c.is_log ? "((" + x + " - m) - norm)" : "(expf(" + x + " - m) * norm)";
+}
+std::string norm_of(const Ctx& c, const std::string& sum) { return c.is_log ? "logf(" + sum + ")" : "(1.0f / " + sum + ")"; }
+std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kCuda, i, acc); }
+
+// __device__ helpers: warp and block reductions for `op` (sum, max, min) and the online
+// softmax merges.
+std::string helpers(const std::string& op) {
+  std::string s;
+  s += fmt::format(R"CU(__device__ __forceinline__ float mb_warp_{0}(float v) {{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = {1};
+  return v;
+}}
+
+// Two levels: shuffles within each warp, then the first warp over the warps' results (sh: 33 floats).
+__device__ __forceinline__ float mb_block_{0}(float v, float* sh, int nw) {{
+  v = mb_warp_{0}(v);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {{
+    float u = static_cast<int>(threadIdx.x) < nw ? sh[threadIdx.x] : {2};
+    u = mb_warp_{0}(u);
+    if (threadIdx.x == 0) sh[32] = u;
+  }}
+  __syncthreads();
+  const float r = sh[32];
+  __syncthreads();  // sh may be reused by the caller's next reduction
+  return r;
+}}
+
+)CU",
+                   op, combine(op, "v", std::string("__shfl_xor_sync(") + kFull + ", v, o)"), init(op));
+  return s;
+}
+
+const char* kSoftmaxHelpers = R"CU(// Online softmax statistics: the running max m and the sum s of exp(x - m), rescaled when m grows.
+__device__ __forceinline__ void mb_online(float& m, float& s, float x) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.0f;
+    m = x;
+  } else if (x > -INFINITY) {  // -inf adds nothing (and exp(-inf - -inf) is NaN)
+    s += expf(x - m);
+  }
+}
+
+__device__ __forceinline__ void mb_merge(float& m, float& s, float m2, float s2) {
+  const float nm = fmaxf(m, m2);
+  if (nm == -INFINITY) return;  // both empty
+  s = s * expf(m - nm) + s2 * expf(m2 - nm);
+  m = nm;
+}
+
+__device__ __forceinline__ void mb_warp_merge(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    mb_merge(m, s, m2, s2);
+  }
+}
+
+// sh_m, sh_s: 33 floats each.
+__device__ __forceinline__ void mb_block_merge(float& m, float& s, float* sh_m, float* sh_s, int nw) {
+  mb_warp_merge(m, s);
+  if ((threadIdx.x & 31) == 0) {
+    sh_m[threadIdx.x >> 5] = m;
+    sh_s[threadIdx.x >> 5] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float mm = static_cast<int>(threadIdx.x) < nw ? sh_m[threadIdx.x] : -INFINITY;
+    float ss = static_cast<int>(threadIdx.x) < nw ? sh_s[threadIdx.x] : 0.0f;
+    mb_warp_merge(mm, ss);
+    if (threadIdx.x == 0) {
+      sh_m[32] = mm;
+      sh_s[32] = ss;
+    }
+  }
+  __syncthreads();
+  m = sh_m[32];
+  s = sh_s[32];
+  __syncthreads();
+}
+
+)CU";
+
+// Statements that write one float4 chunk `q` (row-relative float4 index `v`) of softmax output.
+std::string write_chunk(const Ctx& c, const std::string& in) {
+  const char* comp = "xyzw";
+  std::string lanes;
+  bool uses_b = false;
+  for (int k = 0; k < 4; ++k) {
+    const std::string e = epilogue(c, fmt::format("(b + {})", k), "acc");
+    uses_b |= e.find("(b + ") != std::string::npos;
+    lanes += fmt::format("{}{{\n{}  const float acc = {};\n", in, in, softmax_value(c, std::string("q.") + comp[k]));
+    lanes += fmt::format("{}  y.{} = {};\n{}}}\n", in, comp[k], e, in);
+  }
+  std::string s;
+  if (uses_b) s += fmt::format("{}const {} b = o * R + static_cast<{}>(v) * 4;\n", in, c.idx, c.idx);
+  s += in + "float4 y;\n" + lanes;
+  s += in + "reinterpret_cast<float4*>(out + o * R)[v] = y;\n";
+  return s;
+}
+
+std::string write_scalar(const Ctx& c, const std::string& in, const std::string& xv) {
+  std::string s;
+  s += fmt::format("{}const {} i = o * R + r;\n", in, c.idx);
+  s += in + "const float acc = " + softmax_value(c, xv) + ";\n";
+  s += in + "out[i] = " + epilogue(c, "i", "acc") + ";\n";
+  return s;
+}
+
+std::vector<std::string> tail_actions(const Ctx& c) {
+  std::vector<std::string> a;
+  if (!c.is_reduce || gpu::expr_has_ops(c.plan.expr)) a.push_back("cuda.fuse-elementwise-epilogue");
+  if (c.vec4()) a.push_back("cuda.vectorized-global-access");
+  return a;
+}
+
+// `threads` cooperate on one row (32: a warp, else the block); `lane` is the thread's index
+// among them. Emits the body after `row`, `o`, `lane` are defined. `cached` holds the row in
+// registers (chunks per thread known at compile time).
+// `reduce(op, v)` is the call that reduces v over the cooperating threads (every one gets the
+// result); `merge` the statement that merges the online (m, sum) pairs likewise.
+using Reducer = std::function<std::string(const std::string& op, const std::string& v)>;
+std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& reduce, const std::string& merge) {
+  std::string k;
+  const bool v4 = c.vec4();
+  const std::string n_units = v4 ? "R / 4" : "R";
+  if (c.is_reduce) {
+    const std::string op = op_name(c.plan.reduce_op);
+    k += "  float a = " + init(op) + ";\n";
+    if (v4) {
+      k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
+      k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
+      k += "    const float4 q = row4[v];\n";
+      k += "    a = " + combine(op, "a", combine(op, combine(op, "q.x", "q.y"), combine(op, "q.z", "q.w"))) + ";\n  }\n";
+    } else {
+      k += fmt::format("  for (int r = lane; r < R; r += {}) a = {};\n", threads, combine(op, "a", "row[r]"));
+    }
+    k += "  a = " + reduce(op, "a") + ";\n";
+    k += "  if (lane == 0) {\n";
+    k += "    const float acc = " + final_value(c, "a") + ";\n";
+    k += "    out[o] = " + epilogue(c, "o", "acc") + ";\n  }\n";
+    return k;
+  }
+  if (!cached) {
+    k += "  float m = -INFINITY, sum = 0.0f;\n";
+    if (v4) {
+      k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
+      k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
+      k += "    const float4 q = row4[v];\n";
+      k += "    mb_online(m, sum, q.x);\n    mb_online(m, sum, q.y);\n    mb_online(m, sum, q.z);\n    mb_online(m, sum, q.w);\n  }\n";
+    } else {
+      k += fmt::format("  for (int r = lane; r < R; r += {}) mb_online(m, sum, row[r]);\n", threads);
+    }
+    k += "  " + merge + ";\n";
+    k += "  const float norm = " + norm_of(c, "sum") + ";\n";
+    if (v4) {
+      k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
+      k += "    const float4 q = row4[v];\n";
+      k += write_chunk(c, "    ");
+      k += "  }\n";
+    } else {
+      k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads);
+      k += write_scalar(c, "    ", "row[r]");
+      k += "  }\n";
+    }
+    return k;
+  }
+  // Cached: the row in registers, max then sum of exp, then the write: one read of memory.
+  const int64_t units = v4 ? c.r / 4 : c.r;
+  const int64_t chunks = gpu::ceil_div(units, threads);
+  const bool guard = units % threads != 0;
+  const std::string type = v4 ? "float4" : "float";
+  k += fmt::format("  {} cache[{}];\n", type, chunks);
+  if (v4) k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
+  k += "  float m = -INFINITY;\n";
+  k += "#pragma unroll\n";
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
+  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
+  const std::string pad = v4 ? "make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY)" : "-INFINITY";
+  const std::string load = v4 ? "row4[v]" : "row[v]";
+  k += fmt::format("    cache[ch] = {};\n", guard ? fmt::format("v < {} ? {} : {}", n_units, load, pad) : load);
+  k += v4 ? "    m = fmaxf(m, fmaxf(fmaxf(cache[ch].x, cache[ch].y), fmaxf(cache[ch].z, cache[ch].w)));\n"
+          : "    m = fmaxf(m, cache[ch]);\n";
+  k += "  }\n";
+  k += "  m = " + reduce("max", "m") + ";\n";
+  k += "  float sum = 0.0f;\n";
+  k += "#pragma unroll\n";
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
+  k += v4 ? "    sum += (expf(cache[ch].x - m) + expf(cache[ch].y - m)) + (expf(cache[ch].z - m) + expf(cache[ch].w - m));\n"
+          : "    sum += expf(cache[ch] - m);\n";
+  k += "  }\n";
+  k += "  sum = " + reduce("sum", "sum") + ";\n";
+  k += "  const float norm = " + norm_of(c, "sum") + ";\n";
+  k += "#pragma unroll\n";
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
+  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
+  std::string in = "    ";
+  if (guard) {
+    k += fmt::format("    if (v < {}) {{\n", n_units);
+    in = "      ";
+  }
+  if (v4) {
+    k += in + "const float4 q = cache[ch];\n";
+    k += write_chunk(c, in);
+  } else {
+    k += in + "const int r = v;\n";
+    k += write_scalar(c, in, "cache[ch]");
+  }
+  if (guard) k += "    }\n";
+  k += "  }\n";
+  return k;
+}
+
+// Floats a thread would hold to cache the row; caching is offered up to 64.
+int64_t cached_floats(const Ctx& c, int threads) {
+  const int64_t units = c.vec4() ? c.r / 4 : c.r;
+  return gpu::ceil_div(units, threads) * (c.vec4() ? 4 : 1);
+}
+
+Variant row_per_warp(const Ctx& c, int warps, bool cached) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define OUTER {}\n#define WPB {}\n\n", c.r, c.outer, warps);
+  if (c.is_reduce) k += helpers(op_name(c.plan.reduce_op));
+  else {
+    k += kSoftmaxHelpers;
+    if (cached) k += helpers("max") + helpers("sum");
+  }
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_rows({}) {{\n", warps * 32, kernel_params(tensors));
+  k += "  const int lane = threadIdx.x & 31;\n";
+  k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x) * WPB + (threadIdx.x >> 5);\n", c.idx);
+  k += "  if (o >= OUTER) return;  // the whole warp leaves together\n";
+  k += "  const float* row = " + c.x + " + o * R;\n";
+  k += row_body(
+      c, 32, cached, [](const std::string& op, const std::string& v) { return "mb_warp_" + op + "(" + v + ")"; },
+      "mb_warp_merge(m, sum)");
+  k += "}\n";
+
+  Design d;
+  d.family = "cuda.reduce.row-per-warp";
+  d.params = {{"warps_per_block", warps}};
+  if (!c.is_reduce) d.params["cache"] = cached;
+  d.description = fmt::format("one warp per row ({} rows per block), shuffle reductions{}", warps,
+                              c.is_reduce ? "" : cached ? ", the row cached in registers (one read)" : ", online (max, sum) per lane");
+  d.actions = {"cuda.row-per-warp", "cuda.warp-shuffle-reduction"};
+  if (!c.is_reduce && !cached) d.actions.push_back("cuda.online-softmax");
+  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
+                              gpu::ceil_div(c.outer, warps), warps * 32, call_args(tensors));
+  return finish(d, c.plan, c.problem);
+}
+
+Variant row_per_block(const Ctx& c, int block, bool cached) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define BLOCK {}\n\n", c.r, block);
+  if (c.is_reduce) k += helpers(op_name(c.plan.reduce_op));
+  else {
+    k += kSoftmaxHelpers;
+    if (cached) k += helpers("max") + helpers("sum");
+  }
+  k += fmt::format("__global__ void __launch_bounds__(BLOCK) mb_rows({}) {{\n", kernel_params(tensors));
+  if (c.is_reduce || cached) k += "  __shared__ float sh[33];\n";
+  else k += "  __shared__ float sh_m[33], sh_s[33];\n";
+  k += "  const int lane = threadIdx.x;\n";
+  k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
+  k += "  const float* row = " + c.x + " + o * R;\n";
+  k += row_body(
+      c, block, cached,
+      [](const std::string& op, const std::string& v) { return "mb_block_" + op + "(" + v + ", sh, BLOCK / 32)"; },
+      "mb_block_merge(m, sum, sh_m, sh_s, BLOCK / 32)");
+  k += "}\n";
+
+  Design d;
+  d.family = "cuda.reduce.row-per-block";
+  d.params = {{"block", block}};
+  if (!c.is_reduce) d.params["cache"] = cached;
+  d.description = fmt::format("one {}-thread block per row, shuffles then shared memory across warps{}", block,
+                              c.is_reduce ? "" : cached ? ", the row cached in registers (one read)" : ", online (max, sum) pairs");
+  d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning"};
+  if (!c.is_reduce && !cached) d.actions.push_back("cuda.online-softmax");
+  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n", c.outer,
+                              block, call_args(tensors));
+  return finish(d, c.plan, c.problem);
+}
+
+Variant column_per_thread(const Ctx& c, int block) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n\n", c.r, c.inner, c.outer * c.inner);
+  if (!c.is_reduce) k += kSoftmaxHelpers;
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_columns({}) {{\n", block, kernel_params(tensors));
+  k += fmt::format("  const {0} g = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;\n", c.idx, block);
+  k += "  if (g >= COLUMNS) return;\n";
+  k += fmt::format("  const {} o = g / INNER, i = g - o * INNER;\n", c.idx);
+  k += "  const float* col = " + c.x + " + o * R * INNER + i;\n";
+  if (c.is_reduce) {
+    const std::string op = op_name(c.plan.reduce_op);
+    k += "  float a = " + init(op) + ";\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", "col[r * INNER]"));
+    k += "  const float acc = " + final_value(c, "a") + ";\n";
+    k += "  out[g] = " + epilogue(c, "g", "acc") + ";\n";
+  } else {
+    k += "  float m = -INFINITY, sum = 0.0f;\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) mb_online(m, sum, col[r * INNER]);\n", c.idx);
+    k += "  const float norm = " + norm_of(c, "sum") + ";\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) {{\n", c.idx);
+    k += fmt::format("    const {} j = (o * R + r) * INNER + i;\n", c.idx);
+    k += "    const float acc = " + softmax_value(c, "col[r * INNER]") + ";\n";
+    k += "    out[j] = " + epilogue(c, "j", "acc") + ";\n  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "cuda.reduce.column-per-thread";
+  d.params = {{"block", block}};
+  d.description = fmt::format("one thread per (outer, inner) column, coalesced across threads, {}-thread blocks", block);
+  d.actions = {"cuda.coalesced-global-access"};
+  if (!c.is_reduce) d.actions.push_back("cuda.online-softmax");
+  if (!c.is_reduce || gpu::expr_has_ops(c.plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
+                              gpu::ceil_div(c.outer * c.inner, block), block, call_args(tensors));
+  return finish(d, c.plan, c.problem);
+}
+
+}  // namespace
+
+std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
+  Ctx c{plan,
+        problem,
+        index_type(plan, problem),
+        gpu::buffer_name({false, plan.source}),
+        plan.rshape.outer,
+        plan.rshape.reduce,
+        plan.rshape.inner,
+        plan.kind == "reduce",
+        plan.kind == "log_softmax"};
+  std::vector<Variant> v;
+  if (c.inner > 1) {
+    for (int block : {128, 256}) v.push_back(column_per_thread(c, block));
+    return v;
+  }
+  for (int warps : {4, 8}) {
+    v.push_back(row_per_warp(c, warps, false));
+    if (!c.is_reduce && cached_floats(c, 32) <= 64) v.push_back(row_per_warp(c, warps, true));
+  }
+  for (int block : {128, 256, 512, 1024}) {
+    v.push_back(row_per_block(c, block, false));
+    if (!c.is_reduce && cached_floats(c, block) <= 64) v.push_back(row_per_block(c, block, true));
+  }
+  return v;
+}
+
+}  // namespace mblast::policy::cuda

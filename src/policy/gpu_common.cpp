@@ -1,0 +1,212 @@
+// Shared pieces of the OpenCL and CUDA generators (gpu_common.h).
+#include "gpu_common.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace mblast::policy::gpu {
+
+namespace {
+
+const std::vector<TensorSpec>& list_of(const Problem& p, bool is_param) { return is_param ? p.parameters : p.inputs; }
+
+const TensorSpec* spec_of(const Problem& p, const TensorRef& t) {
+  const auto& list = list_of(p, t.is_param);
+  if (t.index < 0 || static_cast<size_t>(t.index) >= list.size()) return nullptr;
+  return &list[static_cast<size_t>(t.index)];
+}
+
+int64_t numel_of(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// A C string literal's contents: tensor names are identifiers with dots, but be safe.
+std::string c_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (c == '\n') {
+      r += "\\n";
+      continue;
+    }
+    r += c;
+  }
+  return r;
+}
+
+std::string shape_list(const std::vector<int64_t>& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r;
+}
+
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "matmul"};
+const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
+
+}  // namespace
+
+std::string buffer_name(const TensorRef& t) { return (t.is_param ? "par" : "in") + std::to_string(t.index); }
+
+std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
+  std::vector<TensorRef> r;
+  auto add = [&](TensorRef t) {
+    if (t.index >= 0 && std::find(r.begin(), r.end(), t) == r.end()) r.push_back(t);
+  };
+  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") add({false, plan.source});
+  if (plan.kind == "matmul") {
+    add({plan.a_is_param, plan.a});
+    add({plan.b_is_param, plan.b});
+  }
+  for (const auto& n : plan.expr.nodes) {
+    if (n.kind == ExprNode::Kind::Input) add({false, n.tensor});
+    if (n.kind == ExprNode::Kind::Param) add({true, n.tensor});
+  }
+  return r;
+}
+
+bool plan_supported(const KernelPlan& plan, const Problem& problem) {
+  if (!kKinds.count(plan.kind)) return false;
+  if (problem.outputs.empty() || problem.outputs[0].dtype != DType::f32) return false;
+  if (plan.out_numel <= 0 || plan.out_numel != numel_of(problem.outputs[0].shape)) return false;
+  for (const auto& t : plan_tensors(plan)) {
+    const TensorSpec* s = spec_of(problem, t);
+    if (!s || s->dtype != DType::f32) return false;
+  }
+  for (const auto& n : plan.expr.nodes) {
+    const bool leaf = n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param;
+    if (leaf && (n.index.div < 1 || n.index.mod < 1)) return false;
+    if (leaf) {
+      const TensorSpec* s = spec_of(problem, {n.kind == ExprNode::Kind::Param, n.tensor});
+      // The leaf must stay inside its tensor: indices are < mod.
+      if (!s || n.index.mod > static_cast<int64_t>(s->numel())) return false;
+    }
+  }
+  if (!plan.expr.empty()) {
+    const std::string probe = render_expr(plan.expr, kOpenCL, [](const ExprNode&) { return std::string("v"); });
+    if (probe.find("unknown op") != std::string::npos) return false;
+  }
+  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") {
+    const TensorSpec* x = spec_of(problem, {false, plan.source});
+    const ReduceShape& r = plan.rshape;
+    if (!x || r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
+    if (r.outer * r.reduce * r.inner != static_cast<int64_t>(x->numel())) return false;
+    if (plan.kind == "reduce" && (!kReduceOps.count(plan.reduce_op) || plan.out_numel != r.outer * r.inner)) return false;
+    if (plan.kind != "reduce" && plan.out_numel != r.outer * r.reduce * r.inner) return false;
+  }
+  if (plan.kind == "matmul") {
+    if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
+    if (plan.out_numel != plan.batch * plan.m * plan.n) return false;
+    const TensorSpec* a = spec_of(problem, {plan.a_is_param, plan.a});
+    const TensorSpec* b = spec_of(problem, {plan.b_is_param, plan.b});
+    if (!a || !b) return false;
+    if (static_cast<int64_t>(a->numel()) != (plan.a_batched ? plan.batch : 1) * plan.m * plan.k) return false;
+    if (static_cast<int64_t>(b->numel()) != (plan.b_batched ? plan.batch : 1) * plan.k * plan.n) return false;
+  }
+  return true;
+}
+
+bool fits_int32(const KernelPlan& plan, const Problem& problem) {
+  constexpr int64_t kLimit = (int64_t{1} << 31) - (int64_t{1} << 20);  // room for rounding up and vector tails
+  int64_t most = plan.out_numel;
+  for (const auto& t : plan_tensors(plan))
+    if (const TensorSpec* s = spec_of(problem, t)) most = std::max<int64_t>(most, static_cast<int64_t>(s->numel()));
+  return most < kLimit;
+}
+
+std::string leaf_index(const IndexMap& m, int64_t out_numel, const std::string& i) {
+  if (m.mod == 1) return "0";
+  if (m.div == 1) return m.mod >= out_numel ? i : fmt::format("({} % {})", i, m.mod);
+  // i / div < ceil(out_numel / div) <= mod: no modulo needed.
+  if (ceil_div(out_numel, m.div) <= m.mod) return fmt::format("({} / {})", i, m.div);
+  return fmt::format("(({} / {}) % {})", i, m.div, m.mod);
+}
+
+std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc) {
+  if (plan.expr.empty()) return acc;
+  return render_expr(plan.expr, d, [&](const ExprNode& n) -> std::string {
+    if (n.kind == ExprNode::Kind::Acc) return acc;
+    const TensorRef t{n.kind == ExprNode::Kind::Param, n.tensor};
+    return buffer_name(t) + "[" + leaf_index(n.index, plan.out_numel, i) + "]";
+  });
+}
+
+bool expr_has_ops(const Expr& e) {
+  for (const auto& n : e.nodes)
+    if (n.kind == ExprNode::Kind::Unary || n.kind == ExprNode::Kind::Binary) return true;
+  return false;
+}
+
+LeafAccess leaf_access(const IndexMap& m, int64_t out_numel, int width) {
+  if (m.mod == 1) return LeafAccess::Broadcast;
+  if (m.div == 1 && (m.mod >= out_numel || m.mod % width == 0)) return LeafAccess::Contiguous;
+  if (m.div % width == 0) return LeafAccess::Broadcast;
+  return LeafAccess::Gather;
+}
+
+std::string params_text(const nlohmann::json& params) { return params.dump(); }
+
+std::string header_comment(const std::string& family, const nlohmann::json& params, const KernelPlan& plan,
+                           const Problem& problem, const std::string& what) {
+  auto list = [](const std::vector<TensorSpec>& v) {
+    std::string s;
+    for (const auto& t : v) s += (s.empty() ? "" : ", ") + t.name + " " + std::string(dtype_name(t.dtype)) + " [" + shape_list(t.shape) + "]";
+    return s.empty() ? std::string("none") : s;
+  };
+  std::string s;
+  s += "// Generated by mblast's builtin policy: " + what + "\n";
+  s += "// family:  " + family + "\n";
+  s += "// params:  " + params_text(params) + "\n";
+  s += "// plan:    " + plan.summary() + "\n";
+  s += "// problem: " + problem.name + "; inputs " + list(problem.inputs) + "; parameters " + list(problem.parameters) +
+       "; output " + list(problem.outputs) + "\n";
+  s += "// Shapes are compiled in as constants; mblast_run rejects tensors of any other shape.\n";
+  return s;
+}
+
+std::string host_shape_check(const Problem& problem, const std::string& fail_fmt) {
+  std::string s;
+  s += "// Every tensor must be exactly as the problem declares it: the kernels have its shapes compiled in.\n";
+  s += "static int mb_check_one(const mblast_tensor& t, const char* role, const char* name, int dtype, size_t esize, int ndim,\n";
+  s += "                        const long long* shape) {\n";
+  s += "  if (static_cast<int>(t.dtype) != dtype) return " + fail_fmt +
+       "(\"%s %s: dtype %d, expected %d\", role, name, static_cast<int>(t.dtype), dtype);\n";
+  s += "  if (t.ndim != ndim) return " + fail_fmt +
+       "(\"%s %s: %d dims, this candidate was generated for %d\", role, name, static_cast<int>(t.ndim), ndim);\n";
+  s += "  size_t n = 1;\n";
+  s += "  for (int d = 0; d < ndim; ++d) {\n";
+  s += "    if (t.shape[d] != shape[d])\n";
+  s += "      return " + fail_fmt +
+       "(\"%s %s: dim %d is %lld, this candidate was generated for %lld\", role, name, d, static_cast<long long>(t.shape[d]), shape[d]);\n";
+  s += "    n *= static_cast<size_t>(shape[d]);\n";
+  s += "  }\n";
+  s += "  if (t.data == nullptr || t.nbytes != n * esize)\n";
+  s += "    return " + fail_fmt + "(\"%s %s: buffer of %zu bytes, expected %zu\", role, name, t.nbytes, n * esize);\n";
+  s += "  return 0;\n";
+  s += "}\n\n";
+  s += "static int mb_check_tensors(const mblast_tensor* in, int32_t n_in, const mblast_tensor* par, int32_t n_par,\n";
+  s += "                            const mblast_tensor* out, int32_t n_out) {\n";
+  s += fmt::format("  if (n_in != {} || n_par != {} || n_out != {})\n", problem.inputs.size(), problem.parameters.size(),
+                   problem.outputs.size());
+  s += fmt::format("    return {}(\"expected {} inputs, {} parameters, {} outputs; got %d, %d, %d\", static_cast<int>(n_in), "
+                   "static_cast<int>(n_par), static_cast<int>(n_out));\n",
+                   fail_fmt, problem.inputs.size(), problem.parameters.size(), problem.outputs.size());
+  auto each = [&](const std::vector<TensorSpec>& v, const char* arr, const char* role) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto& t = v[i];
+      s += fmt::format("  {{\n    static const long long shape[] = {{{}}};\n", shape_list(t.shape));
+      s += fmt::format("    if (mb_check_one({}[{}], \"{}\", \"{}\", {}, {}, {}, shape) != 0) return -1;\n  }}\n", arr, i, role,
+                       c_escape(t.name), static_cast<int>(t.dtype), dtype_size(t.dtype), t.shape.size());
+    }
+  };
+  each(problem.inputs, "in", "input");
+  each(problem.parameters, "par", "parameter");
+  each(problem.outputs, "out", "output");
+  s += "  return 0;\n}\n";
+  return s;
+}
+
+}  // namespace mblast::policy::gpu

@@ -1,0 +1,75 @@
+// What the OpenCL and CUDA generators share: which tensors a plan reads, how an expression leaf
+// indexes its tensor, the host-side shape check every generated candidate carries, and the
+// comment that opens every generated source. Both backends' host code is C++, so the check is
+// emitted once here; kernels differ per backend and live in src/policy/<backend>/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mblast/policy/kernel_plan.h"
+#include "mblast/policy/variants.h"
+
+namespace mblast::policy::gpu {
+
+// A problem tensor a kernel reads: problem.inputs[index] or problem.parameters[index].
+struct TensorRef {
+  bool is_param = false;
+  int index = -1;
+  bool operator==(const TensorRef& o) const { return is_param == o.is_param && index == o.index; }
+};
+
+// The name a kernel argument gets for the tensor: "in0", "par1".
+std::string buffer_name(const TensorRef& t);
+
+// The tensors a plan's kernels read, each once: the producer's operands first (x; A then B),
+// then the expression's leaves in first-use order.
+std::vector<TensorRef> plan_tensors(const KernelPlan& plan);
+
+// True when every tensor the plan touches, and the output, is f32 and the plan is a kind the
+// GPU generators handle (elementwise, reduce, softmax, log_softmax, matmul) with sane sizes.
+bool plan_supported(const KernelPlan& plan, const Problem& problem);
+
+// True when every index the plan's kernels form fits in a signed 32-bit int (then kernels use
+// int index math, which is cheaper on GPUs than 64-bit).
+bool fits_int32(const KernelPlan& plan, const Problem& problem);
+
+// Source text of element ((i / div) % mod) of a leaf's tensor, where `i` is the text of the
+// output's linear index (already parenthesised when it is not a plain name) and out_numel the
+// output's element count: the identity map gives "i", a scalar "0".
+std::string leaf_index(const IndexMap& m, int64_t out_numel, const std::string& i);
+
+// render_expr with the standard leaves: Input/Param read "<buffer>[<leaf_index(i)>]", Acc is
+// `acc`. An empty expression renders as `acc`.
+std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc);
+
+// True when the expression does real work beyond Acc or a single leaf (for the fusion tags).
+bool expr_has_ops(const Expr& e);
+
+// How a leaf's values vary over `width` consecutive output elements starting at a multiple of
+// `width`: contiguous (one vector load at the leaf index of the first), constant (one scalar
+// load), or neither (gather).
+enum class LeafAccess { Contiguous, Broadcast, Gather };
+LeafAccess leaf_access(const IndexMap& m, int64_t out_numel, int width);
+
+// The comment that opens every generated source: family, params, the plan's summary and the
+// tensors, in the language's // comments.
+std::string header_comment(const std::string& family, const nlohmann::json& params, const KernelPlan& plan,
+                           const Problem& problem, const std::string& what);
+
+// Host C++ (for both backends): `static int mb_check_tensors(in, n_in, par, n_par, out, n_out)`
+// that returns 0 when counts, dtypes, ranks, shapes and byte sizes are exactly the problem's,
+// else writes the reason with `fail_fmt` (a printf-like function or macro returning int) and
+// returns its value.
+std::string host_shape_check(const Problem& problem, const std::string& fail_fmt);
+
+// "{\"tile\": 16}" rendered compactly, for comments and descriptions.
+std::string params_text(const nlohmann::json& params);
+
+// Integer ceil division.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace mblast::policy::gpu

@@ -1,0 +1,213 @@
+// OpenCL elementwise kernels: the whole expression in one kernel (nothing is written between
+// operations), over a grid of coarsening, vector width and work-group size.
+//
+//   scalar  `ept` elements per work-item, strided by the number of work-items so that
+//           neighbouring work-items touch neighbouring elements (coalesced on GPUs; PoCL
+//           vectorises across work-items);
+//   vector  `vec` consecutive elements per work-item through vloadN / vstoreN where a leaf's
+//           index map keeps the lanes contiguous (a broadcast leaf is loaded once, any other is
+//           gathered), the expression evaluated per lane, a scalar tail.
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
+
+namespace mblast::policy::opencl {
+
+namespace {
+
+using gpu::LeafAccess;
+
+const char* kLane = "0123456789abcdef";
+
+int op_count(const Expr& e) {
+  int n = 0;
+  for (const auto& node : e.nodes) n += node.kind == ExprNode::Kind::Unary || node.kind == ExprNode::Kind::Binary;
+  return n;
+}
+
+std::vector<std::string> common_actions(const KernelPlan& plan, const Problem& problem) {
+  std::vector<std::string> a;
+  if (op_count(plan.expr) >= 2) a.push_back("opencl.kernel-fusion");
+  if (gpu::fits_int32(plan, problem)) a.push_back("opencl.32bit-index-math");
+  return a;
+}
+
+std::string wg_text(int wg) { return wg == 0 ? "auto" : wg < 0 ? "kernel-info" : std::to_string(wg); }
+
+void set_wg(Launch& l, int wg) {
+  if (wg > 0) l.local[0] = wg;
+  if (wg < 0) l.local_from_kernel_info = true;
+}
+
+// ept elements per work-item, element i = g + j * items.
+Variant scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const int64_t n = plan.out_numel;
+  const int64_t items = gpu::ceil_div(n, ept);
+  std::string k;
+  k += fmt::format("#define N {}\n#define ITEMS {}\n\n", n, items);
+  k += "__kernel void mb_elementwise(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} g = ({0})get_global_id(0);\n", idx);
+  k += "  if (g >= ITEMS) return;\n";
+  for (int j = 0; j < ept; ++j) {
+    const bool guard = int64_t{j} * items + (items - 1) >= n;  // the last work-item may run past N
+    k += fmt::format("  {{\n    const {} i = g + {};\n", idx, int64_t{j} * items);  // a literal: j * ITEMS could overflow int
+    k += std::string("    ") + (guard ? "if (i < N) " : "") + "out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.elementwise.scalar";
+  d.params = {{"ept", ept}, {"wg", wg_text(wg)}};
+  d.description = fmt::format("one fused kernel, {} element(s) per work-item (strided), work-group {}", ept, wg_text(wg));
+  if (ept > 1) d.actions.push_back("opencl.thread-coarsening");
+  d.actions.push_back("opencl.coalesced-access");  // neighbouring work-items touch neighbouring elements
+  if (wg < 0) d.actions.push_back("opencl.work-group-size-from-kernel-info");
+  for (auto& a : common_actions(plan, problem)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_elementwise";
+  l.global = {items, 1, 1};
+  set_wg(l, wg);
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, plan, problem);
+}
+
+// vec consecutive elements per work-item; the expression per lane (`vector_math` false) or on
+// floatN values at once (OpenCL's built-ins are vectorised: on a CPU device one call covers
+// every lane).
+Variant vector_variant(const KernelPlan& plan, const Problem& problem, int vec, int wg, bool vector_math) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const int64_t n = plan.out_numel;
+  const int64_t items = gpu::ceil_div(n, vec);
+  const std::string vt = "float" + std::to_string(vec);
+  const LaneLeaves leaves(plan, vec);
+
+  std::string k;
+  k += fmt::format("#define N {}\n#define ITEMS {}\n\n", n, items);
+  k += "__kernel void mb_elementwise(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} g = ({0})get_global_id(0);\n", idx);
+  k += "  if (g >= ITEMS) return;\n";
+  k += fmt::format("  const {} base = g * {};\n", idx, vec);
+  const bool tail = n % vec != 0;
+  if (tail) k += fmt::format("  if (base + {} <= N) {{\n", vec);
+  const std::string in = tail ? "    " : "  ";
+  k += leaves.loads("base", in);
+  if (vector_math) {
+    k += fmt::format("{}const {} r = {};\n", in, vt, leaves.vector_expr("base", "acc"));
+    k += fmt::format("{}vstore{}(r, 0, out + base);\n", in, vec);
+  } else {
+    std::string rs;
+    for (int lane = 0; lane < vec; ++lane) {
+      k += fmt::format("{}const float r{} = {};\n", in, lane, leaves.lane_expr(lane, "base", "acc"));
+      rs += (lane ? ", r" : "r") + std::to_string(lane);
+    }
+    k += fmt::format("{}vstore{}(({})({}), 0, out + base);\n", in, vec, vt, rs);
+  }
+  if (tail) {
+    k += "  } else {\n";
+    k += fmt::format("    for ({} i = base; i < N; ++i) out[i] = {};\n", idx, gpu::render_at(plan, kOpenCL, "i", "acc"));
+    k += "  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.elementwise.vector";
+  d.params = {{"vec", vec}, {"wg", wg_text(wg)}, {"math", vector_math ? "vector" : "lanes"}};
+  d.description = fmt::format("one fused kernel, {} consecutive elements per work-item through vload{}/vstore{}, {}, work-group {}", vec,
+                              vec, vec, vector_math ? "math on float" + std::to_string(vec) + " values" : "math per lane", wg_text(wg));
+  d.actions = {"opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
+  if (wg < 0) d.actions.push_back("opencl.work-group-size-from-kernel-info");
+  for (auto& a : common_actions(plan, problem)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_elementwise";
+  l.global = {items, 1, 1};
+  set_wg(l, wg);
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, plan, problem);
+}
+
+}  // namespace
+
+LaneLeaves::LaneLeaves(const KernelPlan& plan, int width) : plan_(plan), width_(width) {
+  for (const auto& node : plan.expr.nodes) {
+    if (node.kind != ExprNode::Kind::Input && node.kind != ExprNode::Kind::Param) continue;
+    if (find(node)) continue;
+    leaves_.push_back({node.kind == ExprNode::Kind::Param, node.tensor, node.index, "lf" + std::to_string(leaves_.size()),
+                       gpu::leaf_access(node.index, plan.out_numel, width)});
+  }
+}
+
+const LaneLeaves::Leaf* LaneLeaves::find(const ExprNode& n) const {
+  for (const auto& l : leaves_)
+    if (l.is_param == (n.kind == ExprNode::Kind::Param) && l.tensor == n.tensor && l.map.div == n.index.div && l.map.mod == n.index.mod)
+      return &l;
+  return nullptr;
+}
+
+std::string LaneLeaves::loads(const std::string& base, const std::string& indent) const {
+  std::string s;
+  for (const auto& l : leaves_) {
+    const std::string buf = gpu::buffer_name({l.is_param, l.tensor});
+    if (l.access == LeafAccess::Contiguous)
+      s += fmt::format("{}const float{} {} = vload{}(0, {} + {});\n", indent, width_, l.var, width_, buf,
+                       gpu::leaf_index(l.map, plan_.out_numel, base));
+    else if (l.access == LeafAccess::Broadcast)
+      s += fmt::format("{}const float {} = {}[{}];\n", indent, l.var, buf, gpu::leaf_index(l.map, plan_.out_numel, base));
+  }
+  return s;
+}
+
+std::string LaneLeaves::lane_expr(int lane, const std::string& base, const std::string& acc) const {
+  if (plan_.expr.empty()) return acc;
+  return render_expr(plan_.expr, kOpenCL, [&](const ExprNode& node) -> std::string {
+    if (node.kind == ExprNode::Kind::Acc) return acc;
+    const Leaf* l = find(node);
+    if (l->access == LeafAccess::Contiguous) return l->var + ".s" + kLane[lane];
+    if (l->access == LeafAccess::Broadcast) return l->var;
+    return gpu::buffer_name({l->is_param, l->tensor}) + "[" + gpu::leaf_index(l->map, plan_.out_numel, fmt::format("({} + {})", base, lane)) + "]";
+  });
+}
+
+std::string LaneLeaves::vector_expr(const std::string& base, const std::string& acc) const {
+  if (plan_.expr.empty()) return acc;
+  // Built-ins take (floatN, float) but not (float, floatN): a constant first argument of max /
+  // min goes second (both are symmetric).
+  Expr e = plan_.expr;
+  for (auto& node : e.nodes)
+    if (node.kind == ExprNode::Kind::Binary && (node.op == "max" || node.op == "min") &&
+        e.nodes[static_cast<size_t>(node.args[0])].kind == ExprNode::Kind::Const)
+      std::swap(node.args[0], node.args[1]);
+  const std::string vt = "float" + std::to_string(width_);
+  return render_expr(e, kOpenCL, [&](const ExprNode& node) -> std::string {
+    if (node.kind == ExprNode::Kind::Acc) return acc;
+    const Leaf* l = find(node);
+    if (l->access == LeafAccess::Contiguous) return l->var;
+    if (l->access == LeafAccess::Broadcast) return "((" + vt + ")(" + l->var + "))";
+    std::string g = "((" + vt + ")(";
+    for (int lane = 0; lane < width_; ++lane)
+      g += (lane ? ", " : "") + gpu::buffer_name({l->is_param, l->tensor}) + "[" +
+           gpu::leaf_index(l->map, plan_.out_numel, fmt::format("({} + {})", base, lane)) + "]";
+    return g + "))";
+  });
+}
+
+std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Variant> v;
+  // wg: 0 = NULL (the implementation picks), -1 = from the kernel's info, else fixed.
+  for (int ept : {1, 4, 16})
+    for (int wg : {0, 256}) v.push_back(scalar_variant(plan, problem, ept, wg));
+  v.push_back(scalar_variant(plan, problem, 4, -1));
+  for (int vec : {4, 8, 16}) {
+    for (int wg : {0, 64, 256, -1}) v.push_back(vector_variant(plan, problem, vec, wg, false));
+    for (int wg : {0, 256}) v.push_back(vector_variant(plan, problem, vec, wg, true));
+  }
+  return v;
+}
+
+}  // namespace mblast::policy::opencl

@@ -1,0 +1,89 @@
+// Inside the OpenCL generator: a candidate is designed as OpenCL C kernels plus a list of
+// launches (and optionally a CLBlast GEMM before them); finish() wraps that in the host code
+// of the candidate ABI (include/mblast/abi.h). One file per plan kind makes the kernels.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../gpu_common.h"
+
+namespace mblast::policy::opencl {
+
+// One clEnqueueNDRangeKernel of a generated candidate.
+struct Launch {
+  std::string kernel;                      // function name in the program
+  int dims = 1;                            // 1..3
+  std::array<int64_t, 3> global{1, 1, 1};  // work-items the kernel needs; rounded up to `local` (kernels guard)
+  std::array<int64_t, 3> local{0, 0, 0};   // 0: NULL, the implementation chooses
+  bool local_from_kernel_info = false;     // 1-D: a multiple of the kernel's preferred multiple, at most 256
+  std::vector<std::string> args;           // "out" or gpu::buffer_name() of a tensor, in kernel order
+};
+
+// A row-major (batched) SGEMM through CLBlast on the runner's queue, written to the output.
+struct ClblastGemm {
+  bool a_trans = false, b_trans = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  std::string a, b;  // buffer names
+};
+
+struct Design {
+  std::string family;
+  nlohmann::json params = nlohmann::json::object();
+  std::string description;
+  std::vector<std::string> actions;
+  std::string kernels;  // OpenCL C
+  std::vector<Launch> launches;
+  std::optional<ClblastGemm> gemm;
+};
+
+// The complete candidate source for a design.
+Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem);
+
+// "int" or "long": the kernels' index type for this plan.
+std::string index_type(const KernelPlan& plan, const Problem& problem);
+
+// The kernel parameter list for `tensors` after the output: "__global float* restrict out, __global const float* restrict in0, ...".
+std::string kernel_params(const std::vector<gpu::TensorRef>& tensors);
+// The launch argument list matching kernel_params.
+std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors);
+
+// The leaves of plan.expr for `width` consecutive output elements starting at an index that is
+// a multiple of `width` (the output's linear index, as text): one load per distinct (tensor,
+// index map); contiguous lanes through vloadN, a broadcast leaf as one scalar, any other
+// gathered element by element.
+class LaneLeaves {
+ public:
+  LaneLeaves(const KernelPlan& plan, int width);
+  // Declarations of the loads, each line starting with `indent`.
+  std::string loads(const std::string& base, const std::string& indent) const;
+  // The expression for lane `lane` (a float), Acc being `acc`.
+  std::string lane_expr(int lane, const std::string& base, const std::string& acc) const;
+  // The expression for all lanes at once (a floatN; OpenCL's math functions, operators and ?:
+  // work per component), Acc being the floatN `acc`.
+  std::string vector_expr(const std::string& base, const std::string& acc) const;
+  // True when the expression reads any tensor (then `base` must be declared).
+  bool reads_tensors() const { return !leaves_.empty(); }
+
+ private:
+  struct Leaf {
+    bool is_param;
+    int tensor;
+    IndexMap map;
+    std::string var;
+    gpu::LeafAccess access;
+  };
+  const Leaf* find(const ExprNode& n) const;
+  const KernelPlan& plan_;
+  int width_;
+  std::vector<Leaf> leaves_;
+};
+
+std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
+std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax
+std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
+
+}  // namespace mblast::policy::opencl

@@ -1,0 +1,276 @@
+// OpenCL matrix products out[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n]).
+//
+//   tiled       BM x BN output tile per work-group, BK-deep slices of A and B staged in local
+//               memory, RM x RN outputs per work-item in registers (strided over the tile so
+//               neighbouring work-items read neighbouring local words and write neighbouring
+//               output elements), the epilogue applied before the one store.
+//   row-vector  no local memory: each work-item keeps RM rows x VEC columns in floatN
+//               accumulators and streams B's rows with vloadN (row-major B only).
+//   clblast     CLBlast's tuned SGEMM on the runner's queue, then an in-place epilogue kernel
+//               when there is one.
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
+
+namespace mblast::policy::opencl {
+
+namespace {
+
+const char* kLane = "0123456789abcdef";
+
+struct Mm {
+  const KernelPlan& plan;
+  const Problem& problem;
+  std::string idx;
+  std::string a, b;  // buffer names
+  int64_t batch, m, n, k;
+};
+
+std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kOpenCL, i, acc); }
+
+std::vector<std::string> tail_actions(const Mm& c) {
+  std::vector<std::string> a;
+  if (gpu::expr_has_ops(c.plan.expr)) a.push_back("opencl.kernel-fusion");
+  if (gpu::fits_int32(c.plan, c.problem)) a.push_back("opencl.32bit-index-math");
+  return a;
+}
+
+// The batch's matrices: "a + bt * (M * K)" when A has one per batch.
+std::string batch_bases(const Mm& c) {
+  std::string s;
+  // The products are written out: M * K in int arithmetic could overflow where bt is a long.
+  if (c.plan.a_batched && c.batch > 1) s += fmt::format("  __global const float* a = {} + bt * {};\n", c.a, c.m * c.k);
+  else s += "  __global const float* a = " + c.a + ";\n";
+  if (c.plan.b_batched && c.batch > 1) s += fmt::format("  __global const float* b = {} + bt * {};\n", c.b, c.k * c.n);
+  else s += "  __global const float* b = " + c.b + ";\n";
+  return s;
+}
+
+std::string cond_and(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts)
+    if (!p.empty()) s += (s.empty() ? "" : " && ") + p;
+  return s;
+}
+
+struct Tile {
+  int bm, bn, bk, rm, rn;
+};
+
+Variant tiled(const Mm& c, const Tile& t) {
+  const int wgx = t.bn / t.rn, wgy = t.bm / t.rm, wg = wgx * wgy;
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const bool m_even = c.m % t.bm == 0, n_even = c.n % t.bn == 0, k_even = c.k % t.bk == 0;
+  std::string s;
+  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n", c.m, c.n, c.k);
+  s += fmt::format("#define BM {}\n#define BN {}\n#define BK {}\n#define WGX {}\n#define WGY {}\n#define WG {}\n\n", t.bm, t.bn, t.bk, wgx,
+                   wgy, wg);
+  s += "__kernel __attribute__((reqd_work_group_size(WGX, WGY, 1)))\n";
+  s += "void mb_matmul(" + kernel_params(tensors) + ") {\n";
+  s += "  __local float As[BK][BM];  // A's slice, k-major: a work-item's rows are one stride apart\n";
+  s += "  __local float Bs[BK][BN];\n";
+  s += "  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1), tid = ty * WGX + tx;\n";
+  s += "  const int n0 = (int)get_group_id(0) * BN, m0 = (int)get_group_id(1) * BM;\n";
+  s += fmt::format("  const {0} bt = ({0})get_group_id(2);\n", c.idx);
+  s += batch_bases(c);
+  for (int i = 0; i < t.rm; ++i) {
+    s += "  float";
+    for (int j = 0; j < t.rn; ++j) s += fmt::format("{} c{}_{} = 0.0f", j ? "," : "", i, j);
+    s += ";\n";
+  }
+  s += "  for (int k0 = 0; k0 < K; k0 += BK) {\n";
+  // A's slice.
+  s += "    for (int e = tid; e < BM * BK; e += WG) {\n";
+  if (!c.plan.a_transposed) s += "      const int mm = e / BK, kk = e % BK;  // consecutive work-items read consecutive k\n";
+  else s += "      const int kk = e / BM, mm = e % BM;  // A stored [k][m]: consecutive work-items read consecutive m\n";
+  s += "      const int gm = m0 + mm, gk = k0 + kk;\n";
+  {
+    const std::string load = c.plan.a_transposed ? "a[(" + c.idx + ")gk * M + gm]" : "a[(" + c.idx + ")gm * K + gk]";
+    const std::string cond = cond_and({m_even ? "" : "gm < M", k_even ? "" : "gk < K"});
+    s += "      As[kk][mm] = " + (cond.empty() ? load : "(" + cond + ") ? " + load + " : 0.0f") + ";\n    }\n";
+  }
+  s += "    for (int e = tid; e < BK * BN; e += WG) {\n";
+  if (!c.plan.b_transposed) s += "      const int kk = e / BN, nn = e % BN;\n";
+  else s += "      const int nn = e / BK, kk = e % BK;  // B stored [n][k]\n";
+  s += "      const int gn = n0 + nn, gk = k0 + kk;\n";
+  {
+    const std::string load = c.plan.b_transposed ? "b[(" + c.idx + ")gn * K + gk]" : "b[(" + c.idx + ")gk * N + gn]";
+    const std::string cond = cond_and({n_even ? "" : "gn < N", k_even ? "" : "gk < K"});
+    s += "      Bs[kk][nn] = " + (cond.empty() ? load : "(" + cond + ") ? " + load + " : 0.0f") + ";\n    }\n";
+  }
+  s += "    barrier(CLK_LOCAL_MEM_FENCE);\n";
+  s += "    for (int kk = 0; kk < BK; ++kk) {\n";
+  for (int i = 0; i < t.rm; ++i) s += fmt::format("      const float a{} = As[kk][ty + {}];\n", i, i * wgy);
+  for (int j = 0; j < t.rn; ++j) s += fmt::format("      const float b{} = Bs[kk][tx + {}];\n", j, j * wgx);
+  for (int i = 0; i < t.rm; ++i)
+    for (int j = 0; j < t.rn; ++j) s += fmt::format("      c{0}_{1} += a{0} * b{1};\n", i, j);
+  s += "    }\n";
+  s += "    barrier(CLK_LOCAL_MEM_FENCE);\n";
+  s += "  }\n";
+  for (int i = 0; i < t.rm; ++i) {
+    s += "  {\n";
+    s += fmt::format("    const int gm = m0 + ty + {};\n", i * wgy);
+    for (int j = 0; j < t.rn; ++j) {
+      const std::string cond = cond_and({m_even ? "" : "gm < M", n_even ? "" : fmt::format("n0 + tx + {} < N", j * wgx)});
+      s += "    " + (cond.empty() ? std::string() : "if (" + cond + ") ") + "{\n";
+      s += fmt::format("      const {} o = (bt * M + gm) * N + n0 + tx + {};\n", c.idx, j * wgx);
+      s += "      out[o] = " + epilogue(c, "o", fmt::format("c{}_{}", i, j)) + ";\n    }\n";
+    }
+    s += "  }\n";
+  }
+  s += "}\n";
+
+  Design d;
+  d.family = "opencl.matmul.tiled";
+  d.params = {{"bm", t.bm}, {"bn", t.bn}, {"bk", t.bk}, {"rm", t.rm}, {"rn", t.rn}};
+  d.description = fmt::format("{}x{} tile per work-group of {}x{}, BK {} in local memory, {}x{} outputs per work-item", t.bm, t.bn, wgx,
+                              wgy, t.bk, t.rm, t.rn);
+  d.actions = {"opencl.local-memory-tiling"};
+  if (t.rm * t.rn > 1) d.actions.push_back("opencl.register-blocking");
+  d.actions.push_back("opencl.reqd-work-group-size");
+  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  d.kernels = s;
+  Launch l;
+  l.kernel = "mb_matmul";
+  l.dims = 3;
+  l.global = {gpu::ceil_div(c.n, t.bn) * wgx, gpu::ceil_div(c.m, t.bm) * wgy, c.batch};
+  l.local = {wgx, wgy, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+Variant row_vector(const Mm& c, int vec, int rm) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const std::string vt = "float" + std::to_string(vec);
+  std::string s;
+  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
+  s += "__kernel void mb_matmul(" + kernel_params(tensors) + ") {\n";
+  s += "  const int nv = (int)get_global_id(0), mg = (int)get_global_id(1);\n";
+  s += fmt::format("  const {0} bt = ({0})get_global_id(2);\n", c.idx);
+  s += "  if (nv >= NV || mg >= MG) return;\n";
+  s += batch_bases(c);
+  for (int i = 0; i < rm; ++i) s += fmt::format("  {0} c{1} = ({0})(0.0f);\n", vt, i);
+  s += "  for (int k = 0; k < K; ++k) {\n";
+  s += fmt::format("    const {} bv = vload{}(nv, b + ({})k * N);\n", vt, vec, c.idx);
+  for (int i = 0; i < rm; ++i) {
+    const std::string row = fmt::format("(mg * {} + {})", rm, i);
+    s += fmt::format("    c{} += {} * bv;\n", i,
+                     c.plan.a_transposed ? "a[(" + c.idx + ")k * M + " + row + "]" : "a[(" + c.idx + ")" + row + " * K + k]");
+  }
+  s += "  }\n";
+  for (int i = 0; i < rm; ++i) {
+    s += "  {\n";
+    s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + nv * {};\n", c.idx, rm, i, vec);
+    std::string ys;
+    for (int j = 0; j < vec; ++j) {
+      s += fmt::format("    const float y{} = {};\n", j, epilogue(c, fmt::format("(o + {})", j), fmt::format("c{}.s{}", i, kLane[j])));
+      ys += (j ? ", y" : "y") + std::to_string(j);
+    }
+    s += fmt::format("    vstore{}(({})({}), 0, out + o);\n  }}\n", vec, vt, ys);
+  }
+  s += "}\n";
+
+  Design d;
+  d.family = "opencl.matmul.row-vector";
+  d.params = {{"vec", vec}, {"rm", rm}};
+  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}", rm,
+                              vec, vec, vec);
+  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.pocl-cpu-friendly-kernels"};
+  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  d.kernels = s;
+  Launch l;
+  l.kernel = "mb_matmul";
+  l.dims = 3;
+  l.global = {c.n / vec, c.m / rm, c.batch};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+Variant clblast(const Mm& c) {
+  const KernelPlan& p = c.plan;
+  ClblastGemm g;
+  g.a = c.a;
+  g.b = c.b;
+  g.a_trans = p.a_transposed;
+  g.b_trans = p.b_transposed;
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.lda = p.a_transposed ? c.m : c.k;
+  g.ldb = p.b_transposed ? c.k : c.n;
+  g.ldc = c.n;
+  std::string how = "one SGEMM";
+  if (c.batch > 1 && p.a_batched && !p.b_batched && !p.a_transposed) {
+    g.m = c.batch * c.m;  // the batches of A stacked: one taller product
+    how = "one SGEMM over the stacked batches";
+  } else if (c.batch > 1) {
+    g.batch = c.batch;
+    g.stride_a = p.a_batched ? c.m * c.k : 0;
+    g.stride_b = p.b_batched ? c.k * c.n : 0;
+    g.stride_c = c.m * c.n;
+    how = "a strided-batched SGEMM";
+  }
+  Design d;
+  d.family = "opencl.matmul.clblast";
+  d.params = nlohmann::json::object();
+  d.description = "CLBlast's tuned SGEMM (" + how + ")" +
+                  (p.expr.empty() || p.expr.is_identity_epilogue() ? std::string() : ", then the epilogue in place");
+  // No seed action names a vendor library yet; CLBlast's kernel is local-memory tiled and
+  // register blocked, which is what these describe.
+  d.actions = {"opencl.local-memory-tiling", "opencl.register-blocking"};
+  d.gemm = g;
+  if (!p.expr.empty() && !p.expr.is_identity_epilogue()) {
+    std::vector<gpu::TensorRef> leaves;
+    for (const auto& t : gpu::plan_tensors(p)) {
+      bool used = false;
+      for (const auto& node : p.expr.nodes)
+        used |= (node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
+                (node.kind == ExprNode::Kind::Param) == t.is_param;
+      if (used) leaves.push_back(t);
+    }
+    std::string s;
+    s += fmt::format("#define TOTAL {}\n\n", p.out_numel);
+    s += "__kernel void mb_epilogue(" + kernel_params(leaves) + ") {\n";
+    s += fmt::format("  const {0} i = ({0})get_global_id(0);\n", c.idx);
+    s += "  if (i >= TOTAL) return;\n";
+    s += "  const float acc = out[i];\n";
+    s += "  out[i] = " + epilogue(c, "i", "acc") + ";\n}\n";
+    d.kernels = s;
+    Launch l;
+    l.kernel = "mb_epilogue";
+    l.global = {p.out_numel, 1, 1};
+    l.args = launch_args(leaves);
+    d.launches.push_back(l);
+  }
+  return finish(d, c.plan, c.problem);
+}
+
+}  // namespace
+
+std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem) {
+  Mm c{plan,
+       problem,
+       index_type(plan, problem),
+       gpu::buffer_name({plan.a_is_param, plan.a}),
+       gpu::buffer_name({plan.b_is_param, plan.b}),
+       plan.batch,
+       plan.m,
+       plan.n,
+       plan.k};
+  std::vector<Variant> v;
+  if (c.batch <= 65535) {
+    for (const Tile& t : {Tile{16, 16, 16, 1, 1}, Tile{32, 32, 16, 2, 2}, Tile{32, 32, 8, 4, 4}, Tile{64, 64, 8, 4, 4},
+                          Tile{64, 64, 16, 4, 4}, Tile{64, 64, 16, 8, 8}, Tile{128, 128, 8, 8, 8}})
+      v.push_back(tiled(c, t));
+  }
+  if (!plan.b_transposed)
+    for (int vec : {4, 8})
+      for (int rm : {1, 4})
+        if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm));
+  v.push_back(clblast(c));
+  return v;
+}
+
+}  // namespace mblast::policy::opencl

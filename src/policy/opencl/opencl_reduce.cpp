@@ -1,0 +1,365 @@
+// OpenCL reductions, softmax and log_softmax over [outer, reduce, inner], the epilogue fused.
+//
+//   row-per-group   (inner 1) one work-group per row: float4 loads strided over the group,
+//                   a local-memory tree; softmax either as two trees (max, then sum of exp)
+//                   or one tree of online (max, rescaled sum) pairs; a second read writes.
+//   row-per-item    (inner 1) one work-item per row, floatN accumulators, no barriers: what a
+//                   CPU device (PoCL) runs best when there are enough rows.
+//   column-per-item (inner > 1) one work-item per (outer, inner) column: neighbouring work-items
+//                   read neighbouring addresses at every step of the reduction.
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
+
+namespace mblast::policy::opencl {
+
+namespace {
+
+const char* kLane = "0123456789abcdef";
+
+struct Ctx {
+  const KernelPlan& plan;
+  const Problem& problem;
+  std::string idx;  // index type
+  std::string x;    // source buffer name
+  int64_t outer, r, inner;
+  bool is_reduce, is_log;
+};
+
+std::string combine(const std::string& op, const std::string& a, const std::string& b) {
+  if (op == "max") return "fmax(" + a + ", " + b + ")";
+  if (op == "min") return "fmin(" + a + ", " + b + ")";
+  return "(" + a + " + " + b + ")";
+}
+
+std::string init(const std::string& op) {
+  if (op == "max") return "(-INFINITY)";
+  if (op == "min") return "INFINITY";
+  return "0.0f";
+}
+
+// The reduced value as the epilogue sees it.
+std::string final_value(const Ctx& c, const std::string& a) {
+  return c.plan.reduce_op == "mean" ? fmt::format("({} / {}.0f)", a, c.r) : a;
+}
+
+// The softmax (or log_softmax) value of x given the row's max m and `norm` (1/sum or log(sum)).
+std::string softmax_value(const Ctx& c, const std::string& x) {
+  return c.is_log ? "((" + x + " - m) - norm)" : "(exp(" + x + " - m) * norm)";
+}
+std::string norm_of(const Ctx& c, const std::string& sum) { return c.is_log ? "log(" + sum + ")" : "(1.0f / " + sum + ")"; }
+
+std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) {
+  return gpu::render_at(c.plan, kOpenCL, i, acc);
+}
+
+std::vector<std::string> fusion_actions(const Ctx& c) {
+  std::vector<std::string> a;
+  if (!c.is_reduce || gpu::expr_has_ops(c.plan.expr)) a.push_back("opencl.kernel-fusion");
+  if (gpu::fits_int32(c.plan, c.problem)) a.push_back("opencl.32bit-index-math");
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One work-group per row.
+
+std::string tree(const std::string& step) {
+  return "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+         "  for (int s = WG / 2; s > 0; s >>= 1) {\n"
+         "    if (t < s) " + step + "\n"
+         "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+         "  }\n";
+}
+
+// Strided accumulation of `op` over the row by the work-group into float `var`; `of_q` is a
+// float4 chunk's contribution (q is the chunk), `of_x` a single element's (x is the element).
+std::string group_accumulate(const std::string& op, const std::string& var, const std::string& of_q, const std::string& of_x) {
+  std::string s;
+  s += "  float " + var + " = " + init(op) + ";\n";
+  s += "  {\n    float4 a4 = (float4)(" + init(op) + ");\n";
+  s += "    for (int v = t; v < R4; v += WG) {\n      const float4 q = vload4(v, row);\n";
+  s += "      a4 = " + combine(op, "a4", of_q) + ";\n    }\n";
+  s += "    " + var + " = " + combine(op, combine(op, "a4.s0", "a4.s1"), combine(op, "a4.s2", "a4.s3")) + ";\n  }\n";
+  s += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n    const float x = row[r];\n";
+  s += "    " + var + " = " + combine(op, var, of_x) + ";\n  }\n";
+  return s;
+}
+
+// The write pass of softmax: float4 loads and stores, each lane through the epilogue.
+std::string group_write(const Ctx& c) {
+  std::string lanes;
+  bool uses_b = false;
+  for (int k = 0; k < 4; ++k) {
+    const std::string e = epilogue(c, fmt::format("(b + {})", k), "acc" + std::to_string(k));
+    uses_b |= e.find("(b + ") != std::string::npos;
+    lanes += fmt::format("    const float acc{} = {};\n", k, softmax_value(c, std::string("q.s") + kLane[k]));
+    lanes += fmt::format("    const float y{} = {};\n", k, e);
+  }
+  std::string s;
+  s += "  for (int v = t; v < R4; v += WG) {\n    const float4 q = vload4(v, row);\n";
+  if (uses_b) s += fmt::format("    const {} b = o * R + ({})v * 4;\n", c.idx, c.idx);
+  s += lanes;
+  s += "    vstore4((float4)(y0, y1, y2, y3), v, out + o * R);\n  }\n";
+  s += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n";
+  s += fmt::format("    const {} i = o * R + r;\n", c.idx);
+  s += "    const float acc = " + softmax_value(c, "row[r]") + ";\n";
+  s += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n";
+  return s;
+}
+
+Variant row_per_group(const Ctx& c, int wg, bool online) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define R4 (R / 4)\n#define WG {}\n\n", c.r, wg);
+  k += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n";
+  k += "void mb_rows(" + kernel_params(tensors) + ") {\n";
+  k += online ? "  __local float part[WG], part_s[WG];\n" : "  __local float part[WG];\n";
+  k += "  const int t = (int)get_local_id(0);\n";
+  k += fmt::format("  const {0} o = ({0})get_group_id(0);\n", c.idx);
+  k += "  __global const float* row = " + c.x + " + o * R;\n";
+  if (c.is_reduce) {
+    const std::string& op = c.plan.reduce_op;
+    k += group_accumulate(op, "a", "q", "x");
+    k += "  part[t] = a;\n";
+    k += tree("part[t] = " + combine(op, "part[t]", "part[t + s]") + ";");
+    k += "  if (t == 0) {\n";
+    k += "    const float acc = " + final_value(c, "part[0]") + ";\n";
+    k += "    out[o] = " + epilogue(c, "o", "acc") + ";\n  }\n";
+  } else if (!online) {
+    k += group_accumulate("max", "a", "q", "x");
+    k += "  part[t] = a;\n";
+    k += tree("part[t] = fmax(part[t], part[t + s]);");
+    k += "  const float m = part[0];\n";
+    k += "  barrier(CLK_LOCAL_MEM_FENCE);  // part is reused\n";
+    k += group_accumulate("sum", "e", "exp(q - m)", "exp(x - m)");
+    k += "  part[t] = e;\n";
+    k += tree("part[t] += part[t + s];");
+    k += "  const float norm = " + norm_of(c, "part[0]") + ";\n";
+    k += group_write(c);
+  } else {
+    // One read for the statistics: a running max and the sum rescaled whenever it grows.
+    k += "  float run_m = -INFINITY, run_s = 0.0f;\n";
+    k += "  for (int v = t; v < R4; v += WG) {\n    const float4 q = vload4(v, row);\n";
+    k += "    const float nm = fmax(run_m, fmax(fmax(q.s0, q.s1), fmax(q.s2, q.s3)));\n";
+    k += "    if (nm > -INFINITY) {  // a chunk of only -inf adds nothing (and exp(-inf - -inf) is NaN)\n";
+    k += "      const float4 e = exp(q - nm);\n";
+    k += "      run_s = run_s * exp(run_m - nm) + ((e.s0 + e.s1) + (e.s2 + e.s3));\n      run_m = nm;\n    }\n  }\n";
+    k += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n    const float x = row[r];\n    const float nm = fmax(run_m, x);\n";
+    k += "    if (nm > -INFINITY) {\n      run_s = run_s * exp(run_m - nm) + exp(x - nm);\n      run_m = nm;\n    }\n  }\n";
+    k += "  part[t] = run_m;\n  part_s[t] = run_s;\n";
+    k += tree(
+        "{\n"
+        "      const float m1 = part[t], m2 = part[t + s], nm = fmax(m1, m2);\n"
+        "      if (nm > -INFINITY) {\n"
+        "        part_s[t] = part_s[t] * exp(m1 - nm) + part_s[t + s] * exp(m2 - nm);\n"
+        "        part[t] = nm;\n"
+        "      }\n"
+        "    }");
+    k += "  const float m = part[0];\n";
+    k += "  const float norm = " + norm_of(c, "part_s[0]") + ";\n";
+    k += group_write(c);
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.reduce.row-per-group";
+  d.params = {{"wg", wg}};
+  if (!c.is_reduce) d.params["online"] = online;
+  d.description = fmt::format("one work-group of {} per row, float4 loads, local-memory tree{}", wg,
+                              c.is_reduce ? "" : online ? " of online (max, sum) pairs" : "s for max and sum");
+  d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
+  if (online) d.actions.push_back("opencl.fewer-barriers");
+  for (auto& a : fusion_actions(c)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_rows";
+  l.global = {c.outer * wg, 1, 1};
+  l.local = {wg, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One work-item per row.
+
+// Softmax with one work-item per row: the statistics either online (one read, but a rescale
+// exp per chunk) or as a max pass and a sum pass (two reads of a row that stays in cache, one
+// exp per element), then the write pass.
+Variant row_per_item(const Ctx& c, int vec, bool online) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const std::string vt = "float" + std::to_string(vec);
+  auto lane = [&](const std::string& v, int i) { return v + ".s" + kLane[i]; };
+  auto horizontal = [&](const std::string& op, const std::string& v) {
+    std::string h = lane(v, 0);
+    for (int i = 1; i < vec; ++i) h = combine(op, h, lane(v, i));
+    return h;
+  };
+  std::string k;
+  k += fmt::format("#define R {}\n#define OUTER {}\n#define RV (R / {})\n\n", c.r, c.outer, vec);
+  k += "__kernel void mb_rows(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} o = ({0})get_global_id(0);\n", c.idx);
+  k += "  if (o >= OUTER) return;\n";
+  k += "  __global const float* row = " + c.x + " + o * R;\n";
+  if (c.is_reduce) {
+    const std::string& op = c.plan.reduce_op;
+    k += fmt::format("  {} a = ({})({});\n", vt, vt, init(op));
+    k += fmt::format("  for (int v = 0; v < RV; ++v) a = {};\n", combine(op, "a", fmt::format("vload{}(v, row)", vec)));
+    k += "  float acc = " + horizontal(op, "a") + ";\n";
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) acc = {};\n", vec, combine(op, "acc", "row[r]"));
+    k += "  acc = " + final_value(c, "acc") + ";\n";
+    k += "  out[o] = " + epilogue(c, "o", "acc") + ";\n";
+  } else if (online) {
+    k += fmt::format("  {0} mv = ({0})(-INFINITY), sv = ({0})(0.0f);\n", vt);
+    k += "  for (int v = 0; v < RV; ++v) {\n";
+    k += fmt::format("    const {} q = vload{}(v, row);\n", vt, vec);
+    k += fmt::format("    const {} nm = fmax(mv, q);\n", vt);
+    k += "    // Lanes that have seen only -inf keep a zero sum (exp(-inf - -inf) would be NaN).\n";
+    k += fmt::format("    sv = select(sv * exp(mv - nm) + exp(q - nm), sv, nm == ({})(-INFINITY));\n", vt);
+    k += "    mv = nm;\n  }\n";
+    k += "  float m = " + horizontal("max", "mv") + ";\n  float sum = 0.0f;\n";
+    for (int i = 0; i < vec; ++i)
+      k += fmt::format("  if ({0} > -INFINITY) sum += {1} * exp({0} - m);\n", lane("mv", i), lane("sv", i));
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n", vec);
+    k += "    const float x = row[r], nm = fmax(m, x);\n";
+    k += "    if (nm > -INFINITY) {\n      sum = sum * exp(m - nm) + exp(x - nm);\n      m = nm;\n    }\n  }\n";
+  } else {
+    k += fmt::format("  {0} mv = ({0})(-INFINITY);\n", vt);
+    k += fmt::format("  for (int v = 0; v < RV; ++v) mv = fmax(mv, vload{}(v, row));\n", vec);
+    k += "  float m = " + horizontal("max", "mv") + ";\n";
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) m = fmax(m, row[r]);\n", vec);
+    k += fmt::format("  {0} sv = ({0})(0.0f);\n", vt);
+    k += fmt::format("  for (int v = 0; v < RV; ++v) sv += exp(vload{}(v, row) - m);\n", vec);
+    k += "  float sum = " + horizontal("sum", "sv") + ";\n";
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) sum += exp(row[r] - m);\n", vec);
+  }
+  if (!c.is_reduce) {
+    k += "  const float norm = " + norm_of(c, "sum") + ";\n";
+    k += "  for (int v = 0; v < RV; ++v) {\n";
+    k += fmt::format("    const {} q = vload{}(v, row);\n", vt, vec);
+    if (c.r % vec == 0) {
+      // Every chunk starts at a multiple of vec in the output: the epilogue on float{vec} values.
+      const LaneLeaves leaves(c.plan, vec);
+      if (leaves.reads_tensors()) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+      k += leaves.loads("b", "    ");
+      k += fmt::format("    const {} acc = {};\n", vt, softmax_value(c, "q"));
+      k += fmt::format("    vstore{}({}, v, out + o * R);\n  }}\n", vec, leaves.vector_expr("b", "acc"));
+    } else {
+      std::string ys, lanes;
+      bool uses_b = false;
+      for (int i = 0; i < vec; ++i) {
+        const std::string e = epilogue(c, fmt::format("(b + {})", i), "acc" + std::to_string(i));
+        uses_b |= e.find("(b + ") != std::string::npos;
+        lanes += fmt::format("    const float acc{} = {};\n", i, softmax_value(c, lane("q", i)));
+        lanes += fmt::format("    const float y{} = {};\n", i, e);
+        ys += (i ? ", y" : "y") + std::to_string(i);
+      }
+      if (uses_b) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+      k += lanes;
+      k += fmt::format("    vstore{}(({})({}), v, out + o * R);\n  }}\n", vec, vt, ys);
+    }
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n", vec);
+    k += fmt::format("    const {} i = o * R + r;\n", c.idx);
+    k += "    const float acc = " + softmax_value(c, "row[r]") + ";\n";
+    k += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.reduce.row-per-item";
+  d.params = {{"vec", vec}};
+  if (!c.is_reduce) d.params["online"] = online;
+  d.description = fmt::format("one work-item per row, float{} accumulators, no barriers{}", vec,
+                              c.is_reduce ? "" : online ? ", online (max, sum) per lane" : ", max pass then sum pass");
+  d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
+  for (auto& a : fusion_actions(c)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_rows";
+  l.global = {c.outer, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One work-item per column (inner > 1).
+
+Variant column_per_item(const Ctx& c, int wg) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n\n", c.r, c.inner, c.outer * c.inner);
+  k += "__kernel void mb_columns(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} g = ({0})get_global_id(0);\n", c.idx);
+  k += "  if (g >= COLUMNS) return;\n";
+  k += fmt::format("  const {} o = g / INNER, i = g - o * INNER;\n", c.idx);
+  k += "  __global const float* col = " + c.x + " + o * R * INNER + i;\n";
+  if (c.is_reduce) {
+    const std::string& op = c.plan.reduce_op;
+    k += "  float a = " + init(op) + ";\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", "col[r * INNER]"));
+    k += "  const float acc = " + final_value(c, "a") + ";\n";
+    k += "  out[g] = " + epilogue(c, "g", "acc") + ";\n";
+  } else {
+    k += "  float m = -INFINITY, sum = 0.0f;\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) {{\n", c.idx);
+    k += "    const float x = col[r * INNER], nm = fmax(m, x);\n";
+    k += "    if (nm > -INFINITY) {\n      sum = sum * exp(m - nm) + exp(x - nm);\n      m = nm;\n    }\n  }\n";
+    k += "  const float norm = " + norm_of(c, "sum") + ";\n";
+    k += fmt::format("  for ({} r = 0; r < R; ++r) {{\n", c.idx);
+    k += fmt::format("    const {} j = (o * R + r) * INNER + i;\n", c.idx);
+    k += "    const float acc = " + softmax_value(c, "col[r * INNER]") + ";\n";
+    k += "    out[j] = " + epilogue(c, "j", "acc") + ";\n  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.reduce.column-per-item";
+  d.params = {{"wg", wg == 0 ? nlohmann::json("auto") : nlohmann::json(wg)}};
+  d.description = fmt::format("one work-item per (outer, inner) column, coalesced across work-items, work-group {}",
+                              wg == 0 ? std::string("auto") : std::to_string(wg));
+  d.actions = {"opencl.coalesced-access"};
+  for (auto& a : fusion_actions(c)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_columns";
+  l.global = {c.outer * c.inner, 1, 1};
+  if (wg > 0) l.local[0] = wg;
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+}  // namespace
+
+std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
+  Ctx c{plan,
+        problem,
+        index_type(plan, problem),
+        gpu::buffer_name({false, plan.source}),
+        plan.rshape.outer,
+        plan.rshape.reduce,
+        plan.rshape.inner,
+        plan.kind == "reduce",
+        plan.kind == "log_softmax"};
+  std::vector<Variant> v;
+  if (c.inner == 1) {
+    for (int wg : {32, 64, 128, 256}) {
+      if (c.is_reduce) {
+        v.push_back(row_per_group(c, wg, false));
+      } else {
+        v.push_back(row_per_group(c, wg, false));
+        v.push_back(row_per_group(c, wg, true));
+      }
+    }
+    for (int vec : {4, 8, 16}) {
+      v.push_back(row_per_item(c, vec, false));
+      if (!c.is_reduce) v.push_back(row_per_item(c, vec, true));
+    }
+  } else {
+    for (int wg : {0, 64, 256}) v.push_back(column_per_item(c, wg));
+  }
+  return v;
+}
+
+}  // namespace mblast::policy::opencl

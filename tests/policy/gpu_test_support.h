@@ -1,0 +1,551 @@
+// Shared by opencl_variants_test.cpp and cuda_variants_test.cpp: the kernel plans of the
+// hand-made problems written out by hand (independent of plan_kernel), small synthetic problems
+// (with reference.py, so the real pipeline can verify them) that reach the generators' other
+// paths — broadcast and gathered leaves, vector tails, columns (inner > 1), mean / min,
+// log_softmax, transposed, batched and fused-epilogue matrix products — and the seed's action ids.
+#pragma once
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "mblast/policy/variants.h"
+#include "mblast/problem.h"
+#include "test_env.h"
+
+namespace mblast::policy::gpu_test {
+
+namespace fs = std::filesystem;
+
+// Expression building.
+struct ExprBuilder {
+  Expr e;
+  int add(ExprNode n) {
+    e.nodes.push_back(std::move(n));
+    e.root = static_cast<int>(e.nodes.size()) - 1;
+    return e.root;
+  }
+  int input(int t, int64_t div, int64_t mod) {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Input;
+    n.tensor = t;
+    n.index = {div, mod};
+    return add(n);
+  }
+  int param(int t, int64_t div, int64_t mod) {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Param;
+    n.tensor = t;
+    n.index = {div, mod};
+    return add(n);
+  }
+  int constant(double v) {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Const;
+    n.value = v;
+    return add(n);
+  }
+  int acc() {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Acc;
+    return add(n);
+  }
+  int unary(const std::string& op, int a, double value = 0) {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Unary;
+    n.op = op;
+    n.value = value;
+    n.args = {a};
+    return add(n);
+  }
+  int binary(const std::string& op, int a, int b) {
+    ExprNode n;
+    n.kind = ExprNode::Kind::Binary;
+    n.op = op;
+    n.args = {a, b};
+    return add(n);
+  }
+};
+
+inline int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+inline Expr identity_epilogue() {
+  ExprBuilder b;
+  b.acc();
+  return b.e;
+}
+
+inline KernelPlan elementwise(const std::vector<int64_t>& out, Expr e) {
+  KernelPlan p;
+  p.kind = "elementwise";
+  p.out_shape = out;
+  p.out_numel = numel(out);
+  p.expr = std::move(e);
+  return p;
+}
+
+inline KernelPlan reduction(const std::string& kind, const std::string& op, ReduceShape r, std::vector<int64_t> out, Expr e) {
+  KernelPlan p;
+  p.kind = kind;
+  p.reduce_op = op;
+  p.source = 0;
+  p.rshape = r;
+  p.out_shape = std::move(out);
+  p.out_numel = numel(p.out_shape);
+  p.expr = std::move(e);
+  return p;
+}
+
+// The plans of the hand-made problems, as plan_kernel should find them.
+inline KernelPlan hand_plan(const std::string& problem) {
+  if (problem == "vec_add") {
+    ExprBuilder b;
+    b.binary("add", b.input(0, 1, 1048576), b.input(1, 1, 1048576));
+    return elementwise({1048576}, b.e);
+  }
+  if (problem == "relu") {
+    ExprBuilder b;
+    b.unary("relu", b.input(0, 1, 524288));
+    return elementwise({512, 1024}, b.e);
+  }
+  if (problem == "act_chain") {  // tanh(leaky_relu(x, 0.1) * scale[col]) + 0.5 * x
+    ExprBuilder b;
+    const int x = b.input(0, 1, 524288);
+    const int t = b.unary("tanh", b.binary("mul", b.unary("leaky_relu", x, 0.1), b.param(0, 1, 1024)));
+    b.binary("add", t, b.binary("mul", b.constant(0.5), x));
+    return elementwise({512, 1024}, b.e);
+  }
+  if (problem == "row_sum") return reduction("reduce", "sum", {2048, 1024, 1}, {2048}, identity_epilogue());
+  if (problem == "softmax") return reduction("softmax", "", {1024, 1024, 1}, {1024, 1024}, identity_epilogue());
+  if (problem == "matmul") {
+    KernelPlan p;
+    p.kind = "matmul";
+    p.out_shape = {256, 384};
+    p.out_numel = 256 * 384;
+    p.a = 0;
+    p.b = 0;
+    p.b_is_param = true;
+    p.m = 256;
+    p.n = 384;
+    p.k = 512;
+    p.expr = identity_epilogue();
+    return p;
+  }
+  KernelPlan none;
+  none.reason = "no hand-written plan for " + problem;
+  return none;
+}
+
+inline const std::vector<std::string>& hand_problems() {
+  static const std::vector<std::string> v = {"vec_add", "relu", "act_chain", "row_sum", "softmax", "matmul"};
+  return v;
+}
+
+// A synthetic problem: its directory content and its plan.
+struct Synthetic {
+  std::string name, problem_json, reference_py;
+  KernelPlan plan;
+};
+
+inline nlohmann::json tensor(const std::string& name, std::vector<int64_t> shape) {
+  return {{"name", name}, {"dtype", "f32"}, {"shape", shape}};
+}
+
+inline std::string problem_json(const std::string& name, const std::string& op_class, nlohmann::json inputs,
+                                nlohmann::json params, nlohmann::json output, double atol, double rtol, int64_t flops) {
+  int64_t bytes = 0;
+  for (const auto* list : {&inputs, &params})
+    for (const auto& t : *list) bytes += 4 * numel(t["shape"].get<std::vector<int64_t>>());
+  bytes += 4 * numel(output["shape"].get<std::vector<int64_t>>());
+  nlohmann::json j = {{"format", 1},
+                      {"name", name},
+                      {"description", "synthetic problem of the policy tests (tests/policy/gpu_test_support.h)"},
+                      {"op_class", op_class},
+                      {"inputs", inputs},
+                      {"parameters", params},
+                      {"outputs", nlohmann::json::array({output})},
+                      {"tolerance", {{"f32", {{"atol", atol}, {"rtol", rtol}, {"min_match", 1.0}}}}},
+                      {"flops", flops},
+                      {"bytes", bytes},
+                      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
+                      {"inits", {0, 1}},
+                      {"provenance", {{"kind", "synthetic"}, {"source", "mblast tests"}, {"reference", "reference.py"}}}};
+  return j.dump(1) + "\n";
+}
+
+inline std::vector<Synthetic> synthetic_problems() {
+  std::vector<Synthetic> v;
+  const std::string head = "import math\nimport numpy as np\n\nfrom mblast_data import sample\n\n";
+  {  // gelu(x * s) + c[channel]: a scalar (broadcast) leaf, a per-channel (gathered) leaf, a tail
+    Synthetic s;
+    s.name = "pt_ew_bcast";
+    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {5, 10, 7})}, {tensor("s", {1}), tensor("c", {10, 1})},
+                                  tensor("y", {5, 10, 7}), 1e-5, 1e-5, 350 * 4);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 10, 7), distribution, \"f32\", scale=2.0)}\n\n\n"
+                     "def make_params(rng):\n    return {\"s\": sample(rng, (1,), \"normal\", \"f32\"), \"c\": sample(rng, (10, 1), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    v = inputs[\"x\"].astype(np.float64) * params[\"s\"].astype(np.float64)[0]\n"
+                     "    erf = np.vectorize(math.erf)\n"
+                     "    g = 0.5 * v * (1.0 + erf(v / math.sqrt(2.0)))\n"
+                     "    return {\"y\": g + params[\"c\"].astype(np.float64)[None, :, :]}\n";
+    ExprBuilder b;
+    b.binary("add", b.unary("gelu", b.binary("mul", b.input(0, 1, 350), b.param(0, 1, 1))), b.param(1, 7, 10));
+    s.plan = elementwise({5, 10, 7}, b.e);
+    v.push_back(s);
+  }
+  {  // sigmoid(mean over dim 1) * w[col]: a column reduction (inner 33)
+    Synthetic s;
+    s.name = "pt_col_mean";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 33})}, {tensor("w", {33})}, tensor("y", {3, 33}), 1e-5,
+                                  1e-4, 3 * 50 * 33);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 33), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (33,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    m = inputs[\"x\"].astype(np.float64).mean(axis=1)\n"
+                     "    return {\"y\": 1.0 / (1.0 + np.exp(-m)) * params[\"w\"].astype(np.float64)[None, :]}\n";
+    ExprBuilder b;
+    b.binary("mul", b.unary("sigmoid", b.acc()), b.param(0, 1, 33));
+    s.plan = reduction("reduce", "mean", {3, 50, 33}, {3, 33}, b.e);
+    v.push_back(s);
+  }
+  {  // 2 * min over the last dim of 130 (130 % 4 == 2: vector tails)
+    Synthetic s;
+    s.name = "pt_row_min";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {37, 130})}, nlohmann::json::array(), tensor("y", {37}), 1e-6,
+                                  1e-6, 37 * 130);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": 2.0 * inputs[\"x\"].astype(np.float64).min(axis=1)}\n";
+    ExprBuilder b;
+    b.binary("mul", b.constant(2.0), b.acc());
+    s.plan = reduction("reduce", "min", {37, 130, 1}, {37}, b.e);
+    v.push_back(s);
+  }
+  {  // max over the last dim of 64, then relu(acc - 0.5)
+    Synthetic s;
+    s.name = "pt_row_max";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {20, 64})}, nlohmann::json::array(), tensor("y", {20}), 1e-6,
+                                  1e-6, 20 * 64);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 64), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) - 0.5, 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("sub", b.acc(), b.constant(0.5)));
+    s.plan = reduction("reduce", "max", {20, 64, 1}, {20}, b.e);
+    v.push_back(s);
+  }
+  {  // log_softmax over the last dim of 75 (75 % 4 == 3)
+    Synthetic s;
+    s.name = "pt_log_softmax";
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(), tensor("y", {33, 75}), 1e-5,
+                                  1e-4, 33 * 75 * 5);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, \"f32\", scale=4.0)}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    z = x - x.max(axis=1, keepdims=True)\n"
+                     "    return {\"y\": z - np.log(np.exp(z).sum(axis=1, keepdims=True))}\n";
+    s.plan = reduction("log_softmax", "", {33, 75, 1}, {33, 75}, identity_epilogue());
+    v.push_back(s);
+  }
+  {  // softmax over dim 1 of [4, 20, 9] (columns), times x: the epilogue reads the source
+    Synthetic s;
+    s.name = "pt_softmax_inner";
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {4, 20, 9})}, nlohmann::json::array(), tensor("y", {4, 20, 9}),
+                                  1e-6, 1e-4, 4 * 20 * 9 * 6);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 20, 9), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
+                     "    return {\"y\": e / e.sum(axis=1, keepdims=True) * x}\n";
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.input(0, 1, 720));
+    s.plan = reduction("softmax", "", {4, 20, 9}, {4, 20, 9}, b.e);
+    v.push_back(s);
+  }
+  {  // relu(x @ W^T + bias): nn.Linear on a batch of A matrices, B shared and stored [n, k]
+    Synthetic s;
+    s.name = "pt_linear_relu";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 3, 40})}, {tensor("weight", {50, 40}), tensor("bias", {50})},
+                                  tensor("y", {2, 3, 50}), 1e-4, 1e-4, 2 * 6 * 50 * 40);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"weight\": sample(rng, (50, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (50,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
+                     "    return {\"y\": np.maximum(y, 0.0)}\n";
+    KernelPlan p;
+    p.kind = "matmul";
+    p.out_shape = {2, 3, 50};
+    p.out_numel = 300;
+    p.a = 0;
+    p.b = 0;
+    p.b_is_param = true;
+    p.b_transposed = true;
+    p.b_batched = false;
+    p.batch = 2;
+    p.m = 3;
+    p.n = 50;
+    p.k = 40;
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 1, 50)));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
+  {  // a^T b + r per batch: A stored [b, k, m], a residual input in the epilogue
+    Synthetic s;
+    s.name = "pt_bmm_at";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {3, 20, 17}), tensor("b", {3, 20, 23}), tensor("r", {3, 17, 23})},
+                                  nlohmann::json::array(), tensor("y", {3, 17, 23}), 1e-4, 1e-4, 2 * 3 * 17 * 23 * 20);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n"
+                     "    return {\"a\": sample(rng, (3, 20, 17), distribution, \"f32\"), \"b\": sample(rng, (3, 20, 23), distribution, \"f32\"),\n"
+                     "            \"r\": sample(rng, (3, 17, 23), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    a = inputs[\"a\"].astype(np.float64).transpose(0, 2, 1)\n"
+                     "    return {\"y\": a @ inputs[\"b\"].astype(np.float64) + inputs[\"r\"].astype(np.float64)}\n";
+    KernelPlan p;
+    p.kind = "matmul";
+    p.out_shape = {3, 17, 23};
+    p.out_numel = 3 * 17 * 23;
+    p.a = 0;
+    p.b = 1;
+    p.a_transposed = true;
+    p.batch = 3;
+    p.m = 17;
+    p.n = 23;
+    p.k = 20;
+    ExprBuilder b;
+    b.binary("add", b.acc(), b.input(2, 1, 3 * 17 * 23));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
+  return v;
+}
+
+// Writes the synthetic problem under the test cache (once; the data generator keeps its data
+// while problem.json and reference.py are unchanged) and loads it.
+inline Problem materialise(const Synthetic& s) {
+  const char* cache = std::getenv("MBLAST_CACHE_DIR");
+  const fs::path dir = fs::path(cache && *cache ? cache : "/tmp") / "policy-problems" / s.name;
+  fs::create_directories(dir);
+  auto write_if_changed = [](const fs::path& f, const std::string& text) {
+    std::ifstream in(f);
+    std::stringstream old;
+    old << in.rdbuf();
+    if (in && old.str() == text) return;
+    std::ofstream(f, std::ios::trunc) << text;
+  };
+  write_if_changed(dir / "problem.json", s.problem_json);
+  write_if_changed(dir / "reference.py", s.reference_py);
+  return load_problem(dir);
+}
+
+// Every action id of the seed knowledge (kb_schema/seed/*.jsonl).
+inline std::set<std::string> seed_action_ids() {
+  std::set<std::string> ids;
+  for (const auto& e : fs::directory_iterator(testing::source_dir() / "kb_schema" / "seed")) {
+    if (e.path().extension() != ".jsonl") continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("id")) ids.insert(j["id"].get<std::string>());
+    }
+  }
+  return ids;
+}
+
+// A problem of the suites by name: hand-made (problems/) or synthetic, with its plan.
+struct Case {
+  Problem problem;
+  KernelPlan plan;
+  bool hand_made = false;
+};
+
+inline Case load_case(const std::string& name) {
+  for (const auto& h : hand_problems())
+    if (h == name) return {load_problem(testing::source_dir() / "problems" / name), hand_plan(name), true};
+  for (const auto& s : synthetic_problems())
+    if (s.name == name) return {materialise(s), s.plan, false};
+  throw std::runtime_error("no policy test case " + name);
+}
+
+inline std::vector<std::string> case_names() {
+  std::vector<std::string> v = hand_problems();
+  for (const auto& s : synthetic_problems()) v.push_back(s.name);
+  return v;
+}
+
+// A stand-in target for generation (the generators read only the backend).
+inline Target generation_target(const std::string& backend) {
+  Target t;
+  t.name = backend == "opencl" ? "pocl-cpu" : "h200";
+  t.backend = backend;
+  return t;
+}
+
+// Writes a variant where the pipeline can read it: <cache>/policy-variants/<backend>/<problem>/.
+inline fs::path write_variant(const std::string& backend, const std::string& problem, size_t index, const Variant& v) {
+  const char* cache = std::getenv("MBLAST_CACHE_DIR");
+  const fs::path dir = fs::path(cache && *cache ? cache : "/tmp") / "policy-variants" / backend / problem;
+  fs::create_directories(dir);
+  std::string name = std::to_string(index) + "_" + v.family;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  const fs::path file = dir / (name + v.extension);
+  std::ofstream(file, std::ios::trunc) << v.source;
+  return file;
+}
+
+inline std::string label(const Variant& v) { return v.family + " " + v.params.dump(); }
+
+// Verification in full (every seed, init and run), timing kept short: the suites judge
+// correctness; the figures they print are indicative.
+inline EvalOptions quick_timing() {
+  EvalOptions o;
+  o.quiet = true;
+  o.min_repeats = 5;
+  o.min_seconds = 0.05;
+  o.max_wall_seconds = 1;
+  o.warmup = 1;
+  o.rotate = 2;
+  return o;
+}
+
+// Evaluates every variant of the case's plan for `backend` on every target of that backend
+// available here (skips, with the reason, when there is none): each must be correct. Prints,
+// per target, the best variant's median against the naive candidate's (hand-made problems).
+inline void evaluate_every_variant(const std::string& backend, const std::string& name) {
+  std::string why;
+  const auto targets = testing::available_targets(backend, &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const Case c = load_case(name);
+  const auto variants = generate_variants(c.plan, c.problem, generation_target(backend));
+  ASSERT_FALSE(variants.empty()) << "no " << backend << " variants for " << name << ": " << c.plan.summary();
+  for (const auto& t : targets) {
+    SCOPED_TRACE("target " + t.name);
+    RunnerClient client(RunnerAddress{});
+    double best = -1;
+    std::string best_label, unit;
+    size_t correct = 0;
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      const fs::path file = write_variant(backend, name, i, v);
+      EvalOptions o = quick_timing();
+      o.timing = c.hand_made;  // the synthetic problems are too small for timing to mean anything
+      const nlohmann::json r = evaluate(c.problem, t, file, o, &client);
+      if (!r.value("correct", false)) {
+        ADD_FAILURE() << label(v) << " (" << file.string() << "): " << r.value("failure_kind", nlohmann::json()).dump() << ": "
+                      << r.value("reason", nlohmann::json()).dump() << "\n" << r.value("log", "");
+        continue;
+      }
+      ++correct;
+      if (!r.contains("time") || !r["time"].is_object()) continue;
+      const double median = r["time"]["median"].get<double>();
+      unit = r["time"].value("unit", "us");
+      if (best < 0 || median < best) best = median, best_label = label(v);
+    }
+    std::string line = "[ policy ] " + backend + "/" + name + " on " + t.name + ": " + std::to_string(correct) + "/" +
+                       std::to_string(variants.size()) + " variants correct";
+    if (best >= 0) line += "; best " + best_label + " median " + std::to_string(best) + " " + unit;
+    const fs::path naive = c.problem.dir / "candidates" / ("naive." + backend + testing::candidate_extension(backend));
+    if (c.hand_made && best >= 0 && fs::exists(naive)) {
+      const nlohmann::json r = evaluate(c.problem, t, naive, quick_timing(), &client);
+      if (r.value("correct", false)) {
+        const double n = r["time"]["median"].get<double>();
+        line += "; naive " + std::to_string(n) + " " + unit + " (" + std::to_string(n / best) + "x)";
+        ::testing::Test::RecordProperty(backend + "_" + name + "_speedup_vs_naive", std::to_string(n / best));
+      }
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+}
+
+// Checks what every variant promises: a stable identity (family + params, unique within the
+// plan, the same source when generated again), a description, the candidate extension, a
+// source that opens with the comment naming family, params and plan, and actions that exist
+// in the seed knowledge.
+inline void check_variant_structure(const std::string& backend, const std::string& extension) {
+  const auto ids = seed_action_ids();
+  ASSERT_GT(ids.size(), 20u) << "the seed knowledge was not found under " << testing::source_dir();
+  for (const auto& name : case_names()) {
+    SCOPED_TRACE(name);
+    const Case c = load_case(name);
+    const auto variants = generate_variants(c.plan, c.problem, generation_target(backend));
+    EXPECT_FALSE(variants.empty()) << c.plan.summary();
+    EXPECT_LE(variants.size(), 48u);
+    const auto again = generate_variants(c.plan, c.problem, generation_target(backend));
+    ASSERT_EQ(again.size(), variants.size());
+    std::set<std::string> identities;
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      SCOPED_TRACE(label(v));
+      EXPECT_TRUE(identities.insert(label(v)).second) << "two variants share family and params";
+      EXPECT_EQ(v.source, again[i].source) << "generation is not deterministic";
+      EXPECT_EQ(v.extension, extension);
+      EXPECT_EQ(v.family.rfind(backend + ".", 0), 0u);
+      EXPECT_FALSE(v.description.empty());
+      EXPECT_EQ(v.source.rfind("// Generated by mblast's builtin policy", 0), 0u);
+      EXPECT_NE(v.source.find("// family:  " + v.family + "\n"), std::string::npos);
+      EXPECT_NE(v.source.find("// params:  " + v.params.dump() + "\n"), std::string::npos);
+      EXPECT_NE(v.source.find("// plan:    " + c.plan.summary() + "\n"), std::string::npos);
+      EXPECT_NE(v.source.find("mb_check_tensors(in, n_in, par, n_par, out, n_out)"), std::string::npos);
+      ASSERT_FALSE(v.actions.empty());
+      for (const auto& a : v.actions) {
+        EXPECT_TRUE(ids.count(a)) << "action " << a << " is not in kb_schema/seed/*.jsonl";
+        EXPECT_EQ(a.rfind(backend + ".", 0), 0u) << a;
+      }
+    }
+  }
+}
+
+// Plans the generators must refuse (no variants, no throw).
+inline void check_refusals(const std::string& backend) {
+  const Case c = load_case("vec_add");
+  KernelPlan unsupported;
+  unsupported.reason = "test";
+  EXPECT_TRUE(generate_variants(unsupported, c.problem, generation_target(backend)).empty());
+  Problem f64 = c.problem;
+  f64.inputs[0].dtype = DType::f64;
+  EXPECT_TRUE(generate_variants(c.plan, f64, generation_target(backend)).empty()) << "an f64 input";
+  KernelPlan wrong = c.plan;
+  wrong.out_numel = 7;  // not the output's element count
+  EXPECT_TRUE(generate_variants(wrong, c.problem, generation_target(backend)).empty());
+  KernelPlan bad_leaf = c.plan;
+  bad_leaf.expr.nodes[0].index.mod = 1 << 30;  // reads past its tensor
+  EXPECT_TRUE(generate_variants(bad_leaf, c.problem, generation_target(backend)).empty());
+}
+
+}  // namespace mblast::policy::gpu_test

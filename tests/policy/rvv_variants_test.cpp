@@ -1,0 +1,723 @@
+// rvv_variants(): every generated candidate is built and verified through the real runner on the
+// rvv-qemu targets (skipped with the reason when clang-19 / qemu are missing). Plans are made by
+// hand here, so these tests do not depend on plan_kernel. Besides the hand-made problems,
+// small synthetic problems (written to a temporary directory with a numpy reference) cover the
+// paths those do not: every epilogue op, broadcast and gathered leaves, inner-axis reductions
+// and softmax, log_softmax, transposed and batched matmul operands, row tails. The accuracy of
+// the vector math is checked the same way, over wide input ranges at a few ulp.
+//
+// Set MBLAST_RVV_DUMP=<dir> to keep every generated source there.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "mblast/policy/variants.h"
+#include "test_env.h"
+
+namespace mblast::policy {
+namespace {
+
+namespace fs = std::filesystem;
+using K = ExprNode::Kind;
+
+// ---- building plans by hand -------------------------------------------------------------
+
+struct ExprBuilder {
+  Expr e;
+  int add(ExprNode n) {
+    e.nodes.push_back(std::move(n));
+    return static_cast<int>(e.nodes.size()) - 1;
+  }
+  int leaf(K kind, int tensor, int64_t div, int64_t mod) {
+    ExprNode n;
+    n.kind = kind;
+    n.tensor = tensor;
+    n.index = {div, mod};
+    return add(n);
+  }
+  int in(int t, int64_t div, int64_t mod) { return leaf(K::Input, t, div, mod); }
+  int pr(int t, int64_t div, int64_t mod) { return leaf(K::Param, t, div, mod); }
+  int c(double v) {
+    ExprNode n;
+    n.kind = K::Const;
+    n.value = v;
+    return add(n);
+  }
+  int acc() {
+    ExprNode n;
+    n.kind = K::Acc;
+    return add(n);
+  }
+  int u(const std::string& op, int a, double v = 0, double v2 = 0) {
+    ExprNode n;
+    n.kind = K::Unary;
+    n.op = op;
+    n.args = {a};
+    n.value = v;
+    n.value2 = v2;
+    return add(n);
+  }
+  int b(const std::string& op, int a, int x) {
+    ExprNode n;
+    n.kind = K::Binary;
+    n.op = op;
+    n.args = {a, x};
+    return add(n);
+  }
+  Expr done(int root) {
+    e.root = root;
+    return e;
+  }
+};
+
+Expr identity() {
+  ExprBuilder b;
+  return b.done(b.acc());
+}
+
+KernelPlan elementwise(const Problem& p, Expr e) {
+  KernelPlan k;
+  k.kind = "elementwise";
+  k.out_shape = p.outputs[0].shape;
+  k.out_numel = static_cast<int64_t>(p.outputs[0].numel());
+  k.expr = std::move(e);
+  return k;
+}
+
+KernelPlan reduction(const Problem& p, const std::string& kind, const std::string& op, ReduceShape r, Expr e = identity()) {
+  KernelPlan k;
+  k.kind = kind;
+  k.reduce_op = op;
+  k.source = 0;
+  k.rshape = r;
+  k.out_shape = p.outputs[0].shape;
+  k.out_numel = static_cast<int64_t>(p.outputs[0].numel());
+  k.expr = std::move(e);
+  return k;
+}
+
+struct MatmulSpec {
+  int a = 0, b = 0;
+  bool a_param = false, b_param = false, a_t = false, b_t = false, a_batched = false, b_batched = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+
+KernelPlan matmul(const Problem& p, const MatmulSpec& s, Expr e = identity()) {
+  KernelPlan k;
+  k.kind = "matmul";
+  k.a = s.a, k.b = s.b;
+  k.a_is_param = s.a_param, k.b_is_param = s.b_param;
+  k.a_transposed = s.a_t, k.b_transposed = s.b_t;
+  k.a_batched = s.a_batched, k.b_batched = s.b_batched;
+  k.batch = s.batch, k.m = s.m, k.n = s.n, k.k = s.k;
+  k.out_shape = p.outputs[0].shape;
+  k.out_numel = static_cast<int64_t>(p.outputs[0].numel());
+  k.expr = std::move(e);
+  return k;
+}
+
+Problem hand_made(const std::string& name) { return load_problem(testing::source_dir() / "problems" / name); }
+
+// The plan plan_kernel is meant to find for each hand-made problem.
+KernelPlan hand_made_plan(const Problem& p) {
+  const int64_t n = static_cast<int64_t>(p.outputs[0].numel());
+  if (p.name == "vec_add") {
+    ExprBuilder b;
+    return elementwise(p, b.done(b.b("add", b.in(0, 1, n), b.in(1, 1, n))));
+  }
+  if (p.name == "relu") {
+    ExprBuilder b;
+    return elementwise(p, b.done(b.u("relu", b.in(0, 1, n))));
+  }
+  if (p.name == "act_chain") {  // tanh(leaky_relu(x, 0.1) * scale[col]) + 0.5 * x
+    ExprBuilder b;
+    int x = b.in(0, 1, n);
+    int t = b.u("tanh", b.b("mul", b.u("leaky_relu", x, 0.1), b.pr(0, 1, 1024)));
+    return elementwise(p, b.done(b.b("add", t, b.b("mul", b.in(0, 1, n), b.c(0.5)))));
+  }
+  if (p.name == "row_sum") return reduction(p, "reduce", "sum", {2048, 1024, 1});
+  if (p.name == "softmax") return reduction(p, "softmax", "", {1024, 1024, 1});
+  if (p.name == "matmul") return matmul(p, {.a = 0, .b = 0, .b_param = true, .m = 256, .n = 384, .k = 512});
+  return {};
+}
+
+Target target_named(const std::string& name) {
+  Target t;
+  t.name = name;
+  t.backend = "rvv";
+  return t;
+}
+
+// ---- evaluation ---------------------------------------------------------------------------
+
+class Workdir {
+ public:
+  Workdir() : dir_(fs::temp_directory_path() / ("mblast-rvv-variants-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~Workdir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const fs::path& path() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+Workdir& workdir() {
+  static Workdir w;
+  return w;
+}
+
+std::string file_stem(const Variant& v) {
+  std::string s = v.family;
+  for (auto it = v.params.begin(); it != v.params.end(); ++it)
+    s += "-" + it.key() + (it->is_string() ? it->get<std::string>() : it->dump());
+  return s;
+}
+
+fs::path write_variant(const Problem& p, const Variant& v) {
+  const fs::path dir = workdir().path() / "candidates" / p.name;
+  fs::create_directories(dir);
+  const fs::path f = dir / (file_stem(v) + v.extension);
+  std::ofstream(f) << v.source;
+  if (const char* dump = std::getenv("MBLAST_RVV_DUMP"); dump && *dump) {
+    fs::create_directories(fs::path(dump) / p.name);
+    std::ofstream(fs::path(dump) / p.name / f.filename()) << v.source;
+  }
+  return f;
+}
+
+EvalOptions quick() {
+  EvalOptions o;
+  o.quiet = true;
+  o.min_repeats = 2;
+  o.min_seconds = 0;
+  o.max_wall_seconds = 1;
+  o.warmup = 1;
+  o.rotate = 2;
+  return o;
+}
+
+struct Outcome {
+  bool correct = false;
+  double insns = 0;  // median instructions per call
+  std::string why;
+};
+
+Outcome eval_file(const Problem& p, const Target& t, const fs::path& file, RunnerClient* client) {
+  nlohmann::json r = evaluate(p, t, file, quick(), client);
+  Outcome o;
+  o.correct = r.value("correct", false);
+  if (o.correct && r.contains("time")) o.insns = r["time"].value("median", 0.0);
+  if (!o.correct)
+    o.why = r.value("failure_kind", nlohmann::json()).dump() + ": " + r.value("reason", nlohmann::json()).dump() + "\n" +
+            r.value("log", "");
+  return o;
+}
+
+// The rvv-qemu target of this VLEN when the runner can open it here.
+std::optional<Target> rvv_target(int vlen, std::string* why) {
+  for (const auto& t : testing::available_targets("rvv", why))
+    if (t.name == "rvv-qemu-" + std::to_string(vlen)) return t;
+  if (why && why->empty()) *why = "rvv-qemu-" + std::to_string(vlen) + " is not available";
+  return std::nullopt;
+}
+
+#define REQUIRE_RVV(target, vlen)                                              \
+  std::string why_##vlen;                                                      \
+  auto target = rvv_target(vlen, &why_##vlen);                                 \
+  if (!target) GTEST_SKIP() << "backend unavailable: " << why_##vlen;
+
+// ---- what every variant list must satisfy ---------------------------------------------------
+
+std::set<std::string> seed_action_ids() {
+  std::set<std::string> ids;
+  std::ifstream in(testing::source_dir() / "kb_schema" / "seed" / "rvv.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ids.insert(nlohmann::json::parse(line).at("id").get<std::string>());
+  }
+  return ids;
+}
+
+void check_variant_list(const std::vector<Variant>& vs, const KernelPlan& plan) {
+  static const std::set<std::string> ids = seed_action_ids();
+  ASSERT_FALSE(ids.empty());
+  ASSERT_FALSE(vs.empty()) << plan.summary();
+  EXPECT_LE(vs.size(), 36u) << "a few dozen variants at most";
+  std::set<std::string> keys;
+  for (const auto& v : vs) {
+    SCOPED_TRACE(v.family + " " + v.params.dump());
+    EXPECT_EQ(v.extension, ".rvv.c");
+    EXPECT_TRUE(v.family.starts_with("rvv."));
+    EXPECT_FALSE(v.description.empty());
+    ASSERT_FALSE(v.actions.empty());
+    for (const auto& a : v.actions) EXPECT_TRUE(ids.count(a)) << "action " << a << " is not in kb_schema/seed/rvv.jsonl";
+    EXPECT_TRUE(keys.insert(v.family + v.params.dump()).second) << "family + params identify a variant";
+    // The source names its family, params and plan up front.
+    const std::string head = v.source.substr(0, v.source.find("#include"));
+    EXPECT_NE(head.find(v.family), std::string::npos);
+    EXPECT_NE(head.find(v.params.dump()), std::string::npos);
+    EXPECT_NE(head.find(plan.summary()), std::string::npos);
+    EXPECT_NE(v.source.find("int mblast_run("), std::string::npos);
+  }
+}
+
+// ---- hand-made problems: every variant on rvv-qemu-256 ------------------------------------
+
+class HandMade : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HandMade, EveryVariantIsCorrect) {
+  REQUIRE_RVV(t256, 256);
+  const Problem p = hand_made(GetParam());
+  const KernelPlan plan = hand_made_plan(p);
+  const auto variants = rvv_variants(plan, p, *t256);
+  check_variant_list(variants, plan);
+  RunnerClient client(RunnerAddress{});
+  double best = 0;
+  const Variant* best_v = nullptr;
+  std::map<std::string, const Variant*> first_of_family;
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.family + " " + v.params.dump() + ": " + v.description);
+    Outcome o = eval_file(p, *t256, write_variant(p, v), &client);
+    ASSERT_TRUE(o.correct) << o.why;
+    ASSERT_GT(o.insns, 0);
+    if (!best_v || o.insns < best) best = o.insns, best_v = &v;
+    first_of_family.emplace(v.family, &v);
+  }
+  // A subset at the other VLENs: the best at 256 and the first of every family.
+  std::set<const Variant*> subset = {best_v};
+  for (const auto& [f, v] : first_of_family) subset.insert(v);
+  std::map<int, double> best_at = {{256, best}};
+  for (int vlen : {128, 512}) {
+    std::string why;
+    auto t = rvv_target(vlen, &why);
+    if (!t) continue;
+    for (const Variant* v : subset) {
+      SCOPED_TRACE(t->name + " " + v->family + " " + v->params.dump());
+      Outcome o = eval_file(p, *t, write_variant(p, *v), &client);
+      ASSERT_TRUE(o.correct) << o.why;
+      if (v == best_v) best_at[vlen] = o.insns;
+    }
+  }
+  // Report (not asserted): the best variant against the problem's naive and autovec candidates.
+  for (int vlen : {128, 256}) {
+    std::string why;
+    auto t = rvv_target(vlen, &why);
+    if (!t) continue;
+    const fs::path cands = p.dir / "candidates";
+    Outcome naive = eval_file(p, *t, cands / "naive.rvv.c", &client);
+    Outcome autovec = eval_file(p, *t, cands / "autovec.rvv.c", &client);
+    const std::string line = fmt::format("{:<10} VLEN {:>3}: best {} {} = {:.0f} insns; naive {:.0f} ({:.2f}x); autovec {:.0f} ({:.2f}x)",
+                                         p.name, vlen, best_v->family, best_v->params.dump(), best_at[vlen], naive.insns,
+                                         naive.insns / best_at[vlen], autovec.insns, autovec.insns / best_at[vlen]);
+    std::cout << "[rvv report] " << line << std::endl;
+    RecordProperty("vlen" + std::to_string(vlen), line);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Problems, HandMade,
+                         ::testing::Values("vec_add", "relu", "act_chain", "row_sum", "softmax", "matmul"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// ---- synthetic problems ---------------------------------------------------------------------
+
+struct Synthetic {
+  std::string name;
+  nlohmann::json inputs, params, output;  // [{"name", "dtype", "shape"}]
+  std::string make_inputs, make_params, reference;  // bodies of the python functions
+  double atol = 1e-5, rtol = 1e-5;
+};
+
+Problem write_problem(const Synthetic& s) {
+  const fs::path dir = workdir().path() / "problems" / s.name;
+  fs::create_directories(dir);
+  nlohmann::json j = {{"format", 1},
+                      {"name", s.name},
+                      {"description", "synthetic problem of the rvv generator tests"},
+                      {"op_class", "elementwise"},
+                      {"inputs", s.inputs},
+                      {"parameters", s.params},
+                      {"outputs", nlohmann::json::array({s.output})},
+                      {"tolerance", {{"f32", {{"atol", s.atol}, {"rtol", s.rtol}, {"min_match", 1.0}}}}},
+                      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
+                      {"inits", {0}},
+                      {"provenance", {{"kind", "hand-made"}, {"source", "tests/policy/rvv_variants_test.cpp"}}}};
+  std::ofstream(dir / "problem.json") << j.dump(2);
+  std::ofstream(dir / "reference.py") << "import math\nimport numpy as np\nfrom mblast_data import sample\n\n"
+                                      << "def make_inputs(rng, distribution):\n" << s.make_inputs << "\n\n"
+                                      << "def make_params(rng):\n" << s.make_params << "\n\n"
+                                      << "def reference(inputs, params):\n" << s.reference << "\n";
+  return load_problem(dir);
+}
+
+nlohmann::json spec(const std::string& name, std::vector<int64_t> shape) {
+  return {{"name", name}, {"dtype", "f32"}, {"shape", shape}};
+}
+
+// Evaluates the first and last variant of every family (the LMUL extremes; the code paths
+// between them are the same) on rvv-qemu-256, and everything when `all`.
+void expect_variants_correct(const Problem& p, const KernelPlan& plan, bool all = false) {
+  std::string why;
+  auto t = rvv_target(256, &why);
+  ASSERT_TRUE(t.has_value()) << why;
+  const auto variants = rvv_variants(plan, p, *t);
+  check_variant_list(variants, plan);
+  std::map<std::string, std::vector<const Variant*>> by_family;
+  for (const auto& v : variants) by_family[v.family].push_back(&v);
+  RunnerClient client(RunnerAddress{});
+  for (const auto& [family, list] : by_family) {
+    std::set<const Variant*> pick = {list.front(), list.back()};
+    if (all) pick.insert(list.begin(), list.end());
+    for (const Variant* v : pick) {
+      SCOPED_TRACE(v->family + " " + v->params.dump() + ": " + v->description);
+      Outcome o = eval_file(p, *t, write_variant(p, *v), &client);
+      EXPECT_TRUE(o.correct) << o.why;
+    }
+  }
+}
+
+class SyntheticProblems : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!rvv_target(256, &why)) GTEST_SKIP() << "backend unavailable: " << why;
+  }
+};
+
+// Every epilogue op, per-column (contiguous), per-row (one value per row) and scalar parameters,
+// a uniform sub-expression (c * c + 1) computed in scalar C, fused multiply-adds.
+TEST_F(SyntheticProblems, ElementwiseEveryOp) {
+  Synthetic s{"ew_ops",
+              nlohmann::json::array({spec("x", {48, 80})}),
+              nlohmann::json::array({spec("s", {80}), spec("r", {48, 1}), spec("c", {1})}),
+              spec("y", {48, 80}),
+              "    return {'x': sample(rng, (48, 80), distribution, 'f32')}",
+              "    return {'s': sample(rng, (80,), 'normal', 'f32'), 'r': sample(rng, (48, 1), 'normal', 'f32'),\n"
+              "            'c': sample(rng, (1,), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64); s = params['s'].astype(np.float64)[None, :]\n"
+              "    r = params['r'].astype(np.float64); c = float(params['c'][0])\n"
+              "    erf = np.vectorize(math.erf)\n"
+              "    xs = x * s\n"
+              "    gelu = 0.5 * xs * (1 + erf(xs / math.sqrt(2)))\n"
+              "    gelu_tanh = x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))\n"
+              "    silu = x / (1 + np.exp(-x))\n"
+              "    softplus = np.where(3 * x > 20, 3 * x, np.log1p(np.exp(3 * x)))\n"
+              "    y = (gelu + gelu_tanh - silu * c + softplus + np.log(np.abs(x) + 0.1) + np.sqrt(np.abs(x))\n"
+              "         + 1 / np.sqrt(x * x + 1) + 1 / (1 + np.exp(-2 * x)) + 0.25 * np.exp(x) + np.tanh(x * r)\n"
+              "         + np.where(x > 0, x, -0.2 * x) + np.clip(x, -0.5, 0.5) + np.clip(8 * x, 0, 6) + (-x) / 2.5\n"
+              "         + np.maximum(x, r) + np.minimum(x, c) + np.abs(x) - x / (c * c + 1) + np.where(x > 0, x, 3 * x)\n"
+              "         + np.where(x > 0, x, 0.3 * x) + np.maximum(x, 0) + np.clip(x, -1, 1) - 2 * x * s + x * s * x - 0.5 - x)\n"
+              "    return {'y': y}",
+              // Two dozen terms of up to ~60 summed in float32: this checks the plumbing (a wrong op is off by
+              // O(1)); VectorMathIsAccurate checks the accuracy of each function.
+              2e-4, 1e-4};
+  const Problem p = write_problem(s);
+  const int64_t n = 48 * 80;
+  ExprBuilder b;
+  auto X = [&] { return b.in(0, 1, n); };
+  auto S = [&] { return b.pr(0, 1, 80); };
+  auto R = [&] { return b.pr(1, 80, 48); };
+  auto C = [&] { return b.pr(2, 1, 1); };
+  std::vector<int> terms = {
+      b.u("gelu", b.b("mul", X(), S())),
+      b.u("gelu_tanh", X()),
+      b.b("mul", b.c(-1), b.b("mul", b.u("silu", X()), C())),
+      b.u("softplus", b.b("mul", X(), b.c(3))),
+      b.u("log", b.b("add", b.u("abs", X()), b.c(0.1))),
+      b.u("sqrt", b.u("abs", X())),
+      b.u("rsqrt", b.b("add", b.b("mul", X(), X()), b.c(1))),
+      b.u("sigmoid", b.b("mul", b.c(2), X())),
+      b.b("mul", b.c(0.25), b.u("exp", X())),
+      b.u("tanh", b.b("mul", X(), R())),
+      b.u("leaky_relu", X(), -0.2),
+      b.u("clamp", X(), -0.5, 0.5),
+      b.u("relu6", b.b("mul", X(), b.c(8))),
+      b.b("div", b.u("neg", X()), b.c(2.5)),
+      b.b("max", X(), R()),
+      b.b("min", C(), X()),
+      b.u("abs", X()),
+      b.b("sub", b.c(0), b.b("div", X(), b.b("add", b.b("mul", C(), C()), b.c(1)))),
+      b.u("leaky_relu", X(), 3.0),
+      b.u("leaky_relu", X(), 0.3),
+      b.u("relu", X()),
+      b.u("hardtanh", X(), -1, 1),
+      b.b("sub", b.b("mul", X(), b.b("mul", S(), X())), b.b("mul", b.b("mul", X(), S()), b.c(2))),
+      b.b("sub", b.c(-0.5), X()),
+  };
+  int sum = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) sum = b.b("add", sum, terms[i]);
+  const KernelPlan plan = elementwise(p, b.done(sum));
+  expect_variants_correct(p, plan, /*all=*/true);
+}
+
+// A per-channel parameter of an [N, C, W] output with W too short for a block: gathered.
+TEST_F(SyntheticProblems, ElementwiseGatheredLeaf) {
+  Synthetic s{"ew_gather",
+              nlohmann::json::array({spec("x", {4, 12, 10})}),
+              nlohmann::json::array({spec("w", {12, 1})}),
+              spec("y", {4, 12, 10}),
+              "    return {'x': sample(rng, (4, 12, 10), distribution, 'f32')}",
+              "    return {'w': sample(rng, (12, 1), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64); w = params['w'].astype(np.float64)[None]\n"
+              "    return {'y': np.maximum(x * w, 0) + 0.25 * x}"};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  int x = b.in(0, 1, 480);
+  const KernelPlan plan =
+      elementwise(p, b.done(b.b("add", b.u("relu", b.b("mul", x, b.pr(0, 10, 12))), b.b("mul", b.in(0, 1, 480), b.c(0.25)))));
+  const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
+  ASSERT_FALSE(vs.empty());
+  EXPECT_NE(vs[0].source.find("vluxei32"), std::string::npos) << "the per-channel leaf is read with an indexed load";
+  expect_variants_correct(p, plan);
+}
+
+TEST_F(SyntheticProblems, ReduceInnerAxisMeanWithEpilogue) {
+  Synthetic s{"reduce_inner",
+              nlohmann::json::array({spec("x", {6, 50, 40})}),
+              nlohmann::json::array({spec("bias", {40})}),
+              spec("y", {6, 40}),
+              "    return {'x': sample(rng, (6, 50, 40), distribution, 'f32')}",
+              "    return {'bias': sample(rng, (40,), 'normal', 'f32', scale=0.1)}",
+              "    x = inputs['x'].astype(np.float64); b = params['bias'].astype(np.float64)\n"
+              "    return {'y': np.maximum(x.mean(axis=1) + b[None, :], 0)}"};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  const KernelPlan plan =
+      reduction(p, "reduce", "mean", {6, 50, 40}, b.done(b.u("relu", b.b("add", b.acc(), b.pr(0, 1, 40)))));
+  expect_variants_correct(p, plan);
+}
+
+TEST_F(SyntheticProblems, ReduceShortRowsMax) {
+  Synthetic s{"reduce_short",
+              nlohmann::json::array({spec("x", {300, 12})}),
+              nlohmann::json::array(),
+              spec("y", {300}),
+              "    return {'x': sample(rng, (300, 12), distribution, 'f32')}",
+              "    return {}",
+              "    x = inputs['x'].astype(np.float64)\n    return {'y': x.max(axis=1) * 2 - 1}"};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  const KernelPlan plan = reduction(p, "reduce", "max", {300, 12, 1}, b.done(b.b("sub", b.b("mul", b.acc(), b.c(2)), b.c(1))));
+  const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
+  std::set<std::string> families;
+  for (const auto& v : vs) families.insert(v.family);
+  EXPECT_TRUE(families.count("rvv.reduce.rows-in-lanes"));
+  EXPECT_TRUE(families.count("rvv.reduce.row-accumulators"));
+  expect_variants_correct(p, plan);
+}
+
+TEST_F(SyntheticProblems, ReduceRowsMinAndSumWithTranscendentalEpilogue) {
+  Synthetic s{"reduce_rows_min",
+              nlohmann::json::array({spec("x", {20, 300})}),
+              nlohmann::json::array(),
+              spec("y", {20}),
+              "    return {'x': sample(rng, (20, 300), distribution, 'f32')}",
+              "    return {}",
+              "    x = inputs['x'].astype(np.float64)\n    return {'y': 1 / (1 + np.exp(-x.min(axis=1)))}"};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  expect_variants_correct(p, reduction(p, "reduce", "min", {20, 300, 1}, b.done(b.u("sigmoid", b.acc()))));
+
+  Synthetic t = s;
+  t.name = "reduce_rows_sum";
+  t.reference = "    x = inputs['x'].astype(np.float64)\n    return {'y': np.tanh(x.sum(axis=1) * 0.1)}";
+  const Problem q = write_problem(t);
+  ExprBuilder c;
+  expect_variants_correct(q, reduction(q, "reduce", "sum", {20, 300, 1}, c.done(c.u("tanh", c.b("mul", c.acc(), c.c(0.1))))));
+}
+
+TEST_F(SyntheticProblems, SoftmaxInnerAxis) {
+  Synthetic s{"softmax_inner",
+              nlohmann::json::array({spec("x", {4, 30, 20})}),
+              nlohmann::json::array(),
+              spec("y", {4, 30, 20}),
+              "    return {'x': sample(rng, (4, 30, 20), distribution, 'f32', scale=4.0)}",
+              "    return {}",
+              "    x = inputs['x'].astype(np.float64)\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
+              "    return {'y': e / e.sum(axis=1, keepdims=True)}",
+              1e-6, 1e-4};
+  const Problem p = write_problem(s);
+  expect_variants_correct(p, reduction(p, "softmax", "", {4, 30, 20}), /*all=*/true);
+}
+
+TEST_F(SyntheticProblems, LogSoftmaxRowsAndInnerAxis) {
+  Synthetic s{"log_softmax_rows",
+              nlohmann::json::array({spec("x", {16, 100})}),
+              nlohmann::json::array({spec("g", {100})}),
+              spec("y", {16, 100}),
+              "    return {'x': sample(rng, (16, 100), distribution, 'f32', scale=4.0)}",
+              "    return {'g': sample(rng, (100,), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64); g = params['g'].astype(np.float64)\n"
+              "    m = x.max(axis=1, keepdims=True)\n"
+              "    return {'y': (x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))) * g[None, :]}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  expect_variants_correct(p, reduction(p, "log_softmax", "", {16, 100, 1}, b.done(b.b("mul", b.acc(), b.pr(0, 1, 100)))),
+                          /*all=*/true);
+
+  Synthetic t{"log_softmax_inner",
+              nlohmann::json::array({spec("x", {3, 25, 16})}),
+              nlohmann::json::array(),
+              spec("y", {3, 25, 16}),
+              "    return {'x': sample(rng, (3, 25, 16), distribution, 'f32', scale=4.0)}",
+              "    return {}",
+              "    x = inputs['x'].astype(np.float64)\n    m = x.max(axis=1, keepdims=True)\n"
+              "    return {'y': x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))}",
+              1e-5, 1e-5};
+  const Problem q = write_problem(t);
+  expect_variants_correct(q, reduction(q, "log_softmax", "", {3, 25, 16}));
+}
+
+// nn.Linear: B^T as a parameter (packed in mblast_prepare), bias and GELU in registers, 33 rows
+// (a row tail for every mr).
+TEST_F(SyntheticProblems, LinearWithBiasAndGelu) {
+  Synthetic s{"linear_gelu",
+              nlohmann::json::array({spec("a", {33, 40})}),
+              nlohmann::json::array({spec("weight", {24, 40}), spec("bias", {24})}),
+              spec("y", {33, 24}),
+              "    return {'a': sample(rng, (33, 40), distribution, 'f32')}",
+              "    return {'weight': sample(rng, (24, 40), 'normal', 'f32', scale=0.15), 'bias': sample(rng, (24,), 'normal', 'f32')}",
+              "    a = inputs['a'].astype(np.float64); w = params['weight'].astype(np.float64)\n"
+              "    z = a @ w.T + params['bias'].astype(np.float64)[None, :]\n"
+              "    erf = np.vectorize(math.erf)\n"
+              "    return {'y': 0.5 * z * (1 + erf(z / math.sqrt(2)))}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  const KernelPlan plan = matmul(p, {.a = 0, .b = 0, .b_param = true, .b_t = true, .m = 33, .n = 24, .k = 40},
+                                 b.done(b.u("gelu", b.b("add", b.acc(), b.pr(1, 1, 24)))));
+  const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
+  ASSERT_FALSE(vs.empty());
+  EXPECT_NE(vs[0].source.find("mblast_prepare"), std::string::npos);
+  EXPECT_NE(std::find(vs[0].actions.begin(), vs[0].actions.end(), "rvv.prepack-weights"), vs[0].actions.end());
+  expect_variants_correct(p, plan, /*all=*/true);
+}
+
+// Batched A^T @ B^T, both inputs (B^T packed per call).
+TEST_F(SyntheticProblems, BatchedTransposedOperands) {
+  Synthetic s{"bmm_tt",
+              nlohmann::json::array({spec("at", {2, 20, 17}), spec("bt", {2, 30, 20})}),
+              nlohmann::json::array(),
+              spec("y", {2, 17, 30}),
+              "    return {'at': sample(rng, (2, 20, 17), distribution, 'f32'), 'bt': sample(rng, (2, 30, 20), distribution, 'f32')}",
+              "    return {}",
+              "    a = inputs['at'].astype(np.float64).transpose(0, 2, 1); b = inputs['bt'].astype(np.float64).transpose(0, 2, 1)\n"
+              "    return {'y': a @ b}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  expect_variants_correct(p, matmul(p, {.a = 0, .b = 1, .a_t = true, .b_t = true, .a_batched = true, .b_batched = true,
+                                        .batch = 2, .m = 17, .n = 30, .k = 20}));
+}
+
+// Batched A with one B shared by every batch, ReLU epilogue.
+TEST_F(SyntheticProblems, BatchedAWithSharedB) {
+  Synthetic s{"mm_shared_b",
+              nlohmann::json::array({spec("a", {3, 10, 16})}),
+              nlohmann::json::array({spec("w", {16, 21})}),
+              spec("y", {3, 10, 21}),
+              "    return {'a': sample(rng, (3, 10, 16), distribution, 'f32')}",
+              "    return {'w': sample(rng, (16, 21), 'normal', 'f32')}",
+              "    a = inputs['a'].astype(np.float64); w = params['w'].astype(np.float64)\n"
+              "    return {'y': np.maximum(a @ w, 0)}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  expect_variants_correct(p, matmul(p, {.a = 0, .b = 0, .b_param = true, .a_batched = true, .b_batched = false, .batch = 3,
+                                        .m = 10, .n = 21, .k = 16},
+                                    b.done(b.u("relu", b.acc()))));
+}
+
+// ---- accuracy of the vector math ------------------------------------------------------------
+
+struct MathCase {
+  std::string op, grid, reference;
+};
+
+// y = op(x) over a fixed grid of 65536 points, to 5e-7 relative (about 4 ulp) + 1e-10 absolute.
+TEST_F(SyntheticProblems, VectorMathIsAccurate) {
+  const std::vector<MathCase> cases = {
+      {"exp", "np.linspace(-87, 88, N)", "np.exp(x)"},
+      {"log", "np.concatenate([np.geomspace(1e-44, 1e38, N // 2), np.linspace(0.25, 4, N // 2)])", "np.log(x)"},
+      {"tanh", "np.concatenate([np.linspace(-20, 20, N // 2), np.linspace(-0.01, 0.01, N // 2)])", "np.tanh(x)"},
+      {"sigmoid", "np.linspace(-100, 100, N)", "1 / (1 + np.exp(-x))"},
+      {"silu", "np.linspace(-100, 100, N)", "x / (1 + np.exp(-x))"},
+      {"gelu", "np.concatenate([np.linspace(-15, 15, N // 2), np.linspace(-0.01, 0.01, N // 2)])",
+       "0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2))"},
+      {"gelu_tanh", "np.linspace(-10, 10, N)", "x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))"},
+      {"softplus", "np.linspace(-100, 100, N)", "np.where(x > 20, x, np.log1p(np.exp(x)))"},
+  };
+  std::string why;
+  auto t = rvv_target(256, &why);
+  RunnerClient client(RunnerAddress{});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op);
+    Synthetic s{"math_" + c.op,
+                nlohmann::json::array({spec("x", {65536})}),
+                nlohmann::json::array(),
+                spec("y", {65536}),
+                "    N = 65536\n    return {'x': (" + c.grid + ").astype(np.float32)}",
+                "    return {}",
+                "    x = inputs['x'].astype(np.float64)\n    return {'y': " + c.reference + "}",
+                1e-10, 5e-7};
+    const Problem p = write_problem(s);
+    ExprBuilder b;
+    const KernelPlan plan = elementwise(p, b.done(b.u(c.op, b.in(0, 1, 65536))));
+    const auto vs = rvv_variants(plan, p, *t);
+    ASSERT_FALSE(vs.empty());
+    for (const auto& v : vs) {
+      if (v.params.value("unroll", 1) != 1 || (v.params.value("lmul", "") != "m1" && v.params.value("lmul", "") != "m8")) continue;
+      SCOPED_TRACE(v.params.dump());
+      Outcome o = eval_file(p, *t, write_variant(p, v), &client);
+      EXPECT_TRUE(o.correct) << o.why;
+    }
+  }
+}
+
+// ---- what rvv_variants refuses ---------------------------------------------------------------
+
+TEST(RvvVariants, NothingForPlansItCannotServe) {
+  const Problem p = hand_made("relu");
+  const Target t = target_named("rvv-qemu-256");
+  KernelPlan plan = hand_made_plan(p);
+  ASSERT_FALSE(rvv_variants(plan, p, t).empty());
+
+  KernelPlan unsupported = plan;
+  unsupported.kind = "unsupported";
+  EXPECT_TRUE(rvv_variants(unsupported, p, t).empty());
+
+  Problem f16 = p;
+  f16.inputs[0].dtype = DType::f16;
+  EXPECT_TRUE(rvv_variants(plan, f16, t).empty()) << "f32 only";
+
+  KernelPlan bad_leaf = plan;
+  bad_leaf.expr.nodes[0].tensor = 3;
+  EXPECT_TRUE(rvv_variants(bad_leaf, p, t).empty()) << "a leaf naming a tensor the problem lacks";
+}
+
+TEST(RvvVariants, SameFamilyAndParamsGiveTheSameSource) {
+  for (const std::string name : {"act_chain", "matmul", "softmax"}) {
+    const Problem p = hand_made(name);
+    const KernelPlan plan = hand_made_plan(p);
+    const auto a = rvv_variants(plan, p, target_named("rvv-qemu-128"));
+    const auto b = rvv_variants(plan, p, target_named("rvv-qemu-512"));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].source, b[i].source) << "VLEN-agnostic: one source for every rvv target";
+  }
+}
+
+}  // namespace
+}  // namespace mblast::policy
