@@ -7,6 +7,7 @@
 
 #include "mblast/paths.h"
 #include "mblast/runner/backend.h"
+#include "mblast/runner/sandbox.h"
 #include "mblast/runner/worker.h"
 #include "mblast/version.h"
 #include "runner_service.h"
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
     if (worker) {
       mblast::runner::Backend* b = mblast::runner::find_backend(backend);
       if (!b) { std::fprintf(stderr, "mblast-runner: no backend '%s'\n", backend.c_str()); return 2; }
+      mblast::runner::set_after_open_hook([](const nlohmann::json& j) {
+        return mblast::runner::apply_landlock(mblast::runner::landlock_from_json(j));
+      });
       return mblast::runner::worker_main(3, 4, *b, nullptr);
     }
     // Keep the protocol stream clean: anything else this process prints goes to stderr.

@@ -88,6 +88,7 @@ class WorkerRun {
     pol.memory_bytes = memory_bytes_;
     pol.memory_rlimits = backend.allows_memory_rlimits();
     pol.proc_write = backend.driver_writes_proc(target);
+    pol.landlock_in_worker = pol.proc_write;
     // With /proc writable by the worker, nothing of the runner may be reachable through it.
     if (pol.proc_write) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     pol.read_paths = default_read_paths();
@@ -98,6 +99,7 @@ class WorkerRun {
     fs::create_directories(svc.cache_dir() / "driver-cache");
     apply_sandbox_setting(pol);
     sandbox_ = sandbox_description(pol);
+    if (pol.landlock && pol.landlock_in_worker && landlock_abi_version() > 0) worker_landlock_ = landlock_to_json(pol);
 
     SpawnOptions o;
     o.argv = backend.worker_command(svc.self(), artifact, target);
@@ -130,7 +132,13 @@ class WorkerRun {
 
   void send(const json& header, std::span<const std::byte> payload = {}) {
     try {
-      protocol::write_message(child_.to_child_fd(), header, payload);
+      if (worker_landlock_.is_null()) {
+        protocol::write_message(child_.to_child_fd(), header, payload);
+      } else {
+        json h = header;
+        h["worker_landlock"] = worker_landlock_;  // applied by the worker after opening the device
+        protocol::write_message(child_.to_child_fd(), h, payload);
+      }
     } catch (const Error&) {
       // The worker died; the next receive() says how.
     }
@@ -168,6 +176,7 @@ class WorkerRun {
     o << s;
     return o.str();
   }
+  json worker_landlock_;  // null: Landlock was applied before exec
   Message death(const std::string& stage) {
     auto exit = child_.wait(protocol::Clock::now() + std::chrono::seconds(5));
     if (!exit) exit = child_.kill();

@@ -53,7 +53,7 @@ std::string sandbox_description(const SandboxPolicy& p) {
                   "); rlimits: file size, no core";
   const int ll = p.landlock ? landlock_abi_version() : 0;
   if (!p.landlock) return s + "; landlock OFF (MBLAST_SANDBOX=no-landlock): filesystem not restricted";
-  s += ll ? "; landlock abi " + std::to_string(ll) + ": filesystem limited to system and driver paths" + std::string(p.proc_write ? " (/proc writable for the GPU driver)" : "")
+  s += ll ? "; landlock abi " + std::to_string(ll) + ": filesystem limited to system and driver paths" + std::string(p.proc_write ? " (/proc writable for the GPU driver)" : "") + std::string(p.landlock_in_worker ? ", applied by the worker after opening the device, before loading the candidate" : "")
           : "; landlock unavailable on this kernel: filesystem not restricted";
   return s;
 }
@@ -84,6 +84,26 @@ std::string apply_sandbox(const SandboxPolicy& p) {
     set(RLIMIT_DATA, p.memory_bytes);
     set(RLIMIT_AS, p.memory_bytes + (2ull << 30));
   }
+  if (p.landlock_in_worker) return "";
+  return apply_landlock(p);
+}
+
+nlohmann::json landlock_to_json(const SandboxPolicy& p) {
+  nlohmann::json j = {{"read", nlohmann::json::array()}, {"write", nlohmann::json::array()}, {"proc_write", p.proc_write}};
+  for (const auto& r : p.read_paths) j["read"].push_back(r.string());
+  for (const auto& w : p.write_paths) j["write"].push_back(w.string());
+  return j;
+}
+
+SandboxPolicy landlock_from_json(const nlohmann::json& j) {
+  SandboxPolicy p;
+  for (const auto& r : j.at("read")) p.read_paths.emplace_back(r.get<std::string>());
+  for (const auto& w : j.at("write")) p.write_paths.emplace_back(w.get<std::string>());
+  p.proc_write = j.value("proc_write", false);
+  return p;
+}
+
+std::string apply_landlock(const SandboxPolicy& p) {
   const int abi = p.landlock ? landlock_abi_version() : 0;
   if (abi == 0) return "";
   __u64 handled = kV1All;

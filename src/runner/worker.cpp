@@ -266,6 +266,12 @@ json to_json(const Peaks& p) {
   return j;
 }
 
+namespace {
+AfterOpenHook g_after_open = nullptr;
+}  // namespace
+
+void set_after_open_hook(AfterOpenHook hook) { g_after_open = hook; }
+
 int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked) {
   protocol::MessageReader reader(in_fd);
   std::optional<Message> req;
@@ -305,6 +311,14 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       return 0;
     }
     const double open_s = now_s() - t_open;
+    // The GPU driver is initialised: now restrict the filesystem, before any candidate code.
+    if (h.contains("worker_landlock")) {
+      std::string err = g_after_open ? g_after_open(h["worker_landlock"]) : "this worker cannot apply a sandbox itself";
+      if (!err.empty()) {
+        send_failure(out_fd, FailureKind::runner_error, "worker: " + err, stage);
+        return 0;
+      }
+    }
     stage = "load";
     CandidateEntry cand;
     if (linked) {

@@ -45,8 +45,43 @@ SandboxPolicy base() {
 
 }  // namespace
 
-int main() {
-  std::system("mkdir -p /tmp/mblast-probe-scratch");
+// The runner's worker as the runner makes it: paths as in runner_service.cpp (no $HOME), /proc
+// writable, then exec.
+SandboxPolicy worker_like(bool home, bool tmp) {
+  SandboxPolicy p;
+  p.memory_rlimits = false;
+  p.proc_write = true;
+  p.read_paths = mblast::runner::default_read_paths();
+  p.read_paths.push_back("/tmp/mblast-probe-scratch");
+  if (home && std::getenv("HOME")) p.read_paths.push_back(std::getenv("HOME"));
+  p.write_paths = {"/tmp/mblast-probe-scratch/work", "/tmp/mblast-probe-scratch/driver-cache"};
+  if (tmp) p.write_paths.push_back("/tmp");
+  return p;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--cuinit") {
+    int r = cu_init();
+    std::fprintf(stderr, "  (exec'd) cuInit/cuDeviceGetCount gave %d\n", r);
+    return r == 0 ? 0 : 99;
+  }
+  std::string self = "/proc/self/exe";
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) self.assign(buf, static_cast<size_t>(n));
+  if (std::system("mkdir -p /tmp/mblast-probe-scratch/work /tmp/mblast-probe-scratch/driver-cache") != 0) return 2;
+  // The exec'd copy lives in a path the sandbox lets it read and execute, like the runner's worker.
+  if (std::system(("cp '" + self + "' /tmp/mblast-probe-scratch/probe").c_str()) != 0) return 2;
+  auto exec_like = [](bool home, bool tmp, bool proc_write) {
+    return [=]() {
+      SandboxPolicy p = worker_like(home, tmp);
+      p.proc_write = proc_write;
+      std::string err = mblast::runner::apply_sandbox(p);
+      if (!err.empty()) return err;
+      execl("/tmp/mblast-probe-scratch/probe", "probe", "--cuinit", static_cast<char*>(nullptr));
+      return std::string("exec failed");
+    };
+  };
   struct Variant {
     std::string name;
     std::function<std::string()> apply;
@@ -70,6 +105,10 @@ int main() {
       {"+ write /run /var /tmp", with({"/run", "/var", "/tmp"})},
       {"+ write $HOME", with({std::getenv("HOME") ? std::getenv("HOME") : "/root"})},
       {"+ read /", with({}, {"/"})},
+      {"worker-like, exec", exec_like(false, false, true)},
+      {"worker-like, exec, + $HOME", exec_like(true, false, true)},
+      {"worker-like, exec, + /tmp", exec_like(false, true, true)},
+      {"worker-like, exec, no /proc", exec_like(false, false, false)},
   };
   int ok = 0;
   for (const auto& v : variants) {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <filesystem>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -13,7 +15,11 @@ struct SandboxPolicy {
   size_t max_file_bytes = 256u << 20;
   std::vector<std::filesystem::path> read_paths;   // readable and executable
   std::vector<std::filesystem::path> write_paths;  // readable, writable, may create files
-  bool proc_write = false;  // all of /proc writable (a GPU driver that needs it), not only /proc/self
+  bool proc_write = false;
+  // Landlock applied by the worker itself after it opened the device (the GPU driver's
+  // initialisation fails inside a Landlock domain entered before exec) and before it loads the
+  // candidate: candidate code still runs only under the allow-list.
+  bool landlock_in_worker = false;  // all of /proc writable (a GPU driver that needs it), not only /proc/self
   bool landlock = true;  // off only by MBLAST_SANDBOX=no-landlock, for diagnosing a driver
 };
 
@@ -31,6 +37,12 @@ std::string sandbox_description(const SandboxPolicy& p);
 // Applies rlimits and, where the kernel has it, a Landlock ruleset that allows only the given
 // paths. Called in the child between fork and exec; returns an error text or "".
 std::string apply_sandbox(const SandboxPolicy& p);
+
+// The Landlock part alone (what apply_sandbox does after the rlimits); "" or an error text.
+std::string apply_landlock(const SandboxPolicy& p);
+// The Landlock part as JSON for the worker, and back.
+nlohmann::json landlock_to_json(const SandboxPolicy& p);
+SandboxPolicy landlock_from_json(const nlohmann::json& j);
 
 // The default read list: system libraries, drivers, /dev, /proc, /sys — not home folders,
 // not /tmp, not the problem directories.

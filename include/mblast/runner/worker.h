@@ -27,4 +27,10 @@ CandidateEntry load_candidate_library(const std::filesystem::path& artifact);
 // (rvv); otherwise the request's "artifact" is loaded. Returns the process exit code.
 int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked);
 
+// Called by the worker after it opened the device and before it loads the candidate, with the
+// request's "worker_landlock" (see SandboxPolicy::landlock_in_worker); returns "" or an error.
+// The host runner sets it to apply Landlock; a worker without it refuses such requests.
+using AfterOpenHook = std::string (*)(const nlohmann::json& landlock);
+void set_after_open_hook(AfterOpenHook hook);
+
 }  // namespace mblast::runner
