@@ -28,6 +28,26 @@ TEST(OpenclVariants, ClblastVariantLinksTheLibrary) {
   EXPECT_TRUE(found);
 }
 
+// A generated candidate has its plan's shapes compiled in: given other tensors, mblast_run
+// refuses with the reason instead of computing garbage.
+TEST(OpenclVariants, CandidateRejectsOtherShapes) {
+  std::string why;
+  const auto targets = testing::available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const Case row_sum = load_case("row_sum");  // x [2048, 1024]
+  const Case softmax = load_case("softmax");  // x [1024, 1024]
+  const auto variants = opencl_variants(row_sum.plan, row_sum.problem, generation_target("opencl"));
+  ASSERT_FALSE(variants.empty());
+  const fs::path file = write_variant("opencl", "row_sum_on_softmax", 0, variants.back());
+  EvalOptions o = quick_timing();
+  o.timing = false;
+  RunnerClient client(RunnerAddress{});
+  const nlohmann::json r = evaluate(softmax.problem, targets.front(), file, o, &client);
+  EXPECT_FALSE(r.value("correct", true));
+  EXPECT_EQ(r.value("failure_kind", nlohmann::json()), "launch_failed") << r.dump();
+  EXPECT_NE(r.value("reason", nlohmann::json("")).dump().find("this candidate was generated for 2048"), std::string::npos) << r.dump();
+}
+
 class OpenclVariantsOnTarget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpenclVariantsOnTarget, EveryVariantIsCorrect) { evaluate_every_variant("opencl", GetParam()); }

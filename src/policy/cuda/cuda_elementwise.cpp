@@ -1,7 +1,7 @@
 // CUDA elementwise kernels: the whole expression in one kernel, a grid-stride loop over a grid
-// of at most one wave of resident blocks, block sizes 128 / 256 / 512, scalar or float4 (16-byte
-// loads and stores where a leaf's index map keeps four lanes contiguous; a broadcast leaf is
-// loaded once, any other gathered; a scalar tail).
+// of at most one wave of resident blocks or over one thread per unit of work, block sizes
+// 128 / 256 / 512, scalar or float4 (16-byte loads and stores where a leaf's index map keeps
+// four lanes contiguous; a broadcast leaf is loaded once, any other gathered; a scalar tail).
 #include <fmt/format.h>
 
 #include "cuda_gen.h"
@@ -18,19 +18,23 @@ int op_count(const Expr& e) {
   return n;
 }
 
-// Launch of a 1-D grid-stride kernel over `items` work units.
-std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args) {
+// Launch of a 1-D grid-stride kernel over `items` work units: a grid of at most one wave of
+// resident blocks (`wave`), or one thread per unit (more loads in flight, no loop).
+std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave) {
   std::string s;
   s += "  {\n";
-  s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
-                   gpu::ceil_div(items, block), 2048 / block);
+  if (wave)
+    s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
+                     gpu::ceil_div(items, block), 2048 / block);
+  else
+    s += fmt::format("    const long long need = {}, cap = 0x7fffffffLL;  // one thread per unit\n", gpu::ceil_div(items, block));
   s += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
   s += fmt::format("    {}<<<grid, {}, 0, stream>>>({});\n", kernel, block, args);
   s += fmt::format("    if (mb_launched(\"{}\") != 0) return -1;\n  }}\n", kernel);
   return s;
 }
 
-Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec4) {
+Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec4, bool wave) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const int64_t n = plan.out_numel;
@@ -95,16 +99,17 @@ Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec
 
   Design d;
   d.family = vec4 ? "cuda.elementwise.vec4" : "cuda.elementwise.grid-stride";
-  d.params = {{"block", block}};
-  d.description = fmt::format("one fused kernel, grid-stride over one wave of {}-thread blocks{}", block,
+  d.params = {{"block", block}, {"grid", wave ? "wave" : "full"}};
+  d.description = fmt::format("one fused kernel, {}-thread blocks, {}{}", block,
+                              wave ? "grid-stride over one wave of resident blocks" : "one thread per unit of work",
                               vec4 ? ", float4 loads and stores" : "");
   if (vec4) d.actions.push_back("cuda.vectorized-global-access");
-  d.actions.push_back("cuda.grid-stride-loop");
+  if (wave) d.actions.push_back("cuda.grid-stride-loop");
   d.actions.push_back("cuda.block-size-tuning");
   if (op_count(plan.expr) >= 2) d.actions.push_back("cuda.merge-kernels");
   d.actions.push_back("cuda.read-only-data-path");
   d.device_code = k;
-  d.launch_code = grid_stride_launch("mb_elementwise", block, vec4 ? n / 4 + (n % 4 != 0) : n, call_args(tensors));
+  d.launch_code = grid_stride_launch("mb_elementwise", block, vec4 ? n / 4 + (n % 4 != 0) : n, call_args(tensors), wave);
   return finish(d, plan, problem);
 }
 
@@ -113,7 +118,8 @@ Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec
 std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> v;
   for (bool vec4 : {false, true})
-    for (int block : {128, 256, 512}) v.push_back(make(plan, problem, block, vec4));
+    for (bool wave : {true, false})
+      for (int block : {128, 256, 512}) v.push_back(make(plan, problem, block, vec4, wave));
   return v;
 }
 

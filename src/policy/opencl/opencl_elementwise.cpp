@@ -6,7 +6,10 @@
 //           vectorises across work-items);
 //   vector  `vec` consecutive elements per work-item through vloadN / vstoreN where a leaf's
 //           index map keeps the lanes contiguous (a broadcast leaf is loaded once, any other is
-//           gathered), the expression evaluated per lane, a scalar tail.
+//           gathered), the expression evaluated per lane or on floatN values at once, a
+//           scalar tail.
+// Work-group sizes: NULL (the implementation's choice), fixed, or chosen at preparation from
+// the kernel's CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE and CL_KERNEL_WORK_GROUP_SIZE.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -33,6 +36,7 @@ std::vector<std::string> common_actions(const KernelPlan& plan, const Problem& p
 }
 
 std::string wg_text(int wg) { return wg == 0 ? "auto" : wg < 0 ? "kernel-info" : std::to_string(wg); }
+nlohmann::json wg_param(int wg) { return wg > 0 ? nlohmann::json(wg) : nlohmann::json(wg_text(wg)); }
 
 void set_wg(Launch& l, int wg) {
   if (wg > 0) l.local[0] = wg;
@@ -59,7 +63,7 @@ Variant scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, 
 
   Design d;
   d.family = "opencl.elementwise.scalar";
-  d.params = {{"ept", ept}, {"wg", wg_text(wg)}};
+  d.params = {{"ept", ept}, {"wg", wg_param(wg)}};
   d.description = fmt::format("one fused kernel, {} element(s) per work-item (strided), work-group {}", ept, wg_text(wg));
   if (ept > 1) d.actions.push_back("opencl.thread-coarsening");
   d.actions.push_back("opencl.coalesced-access");  // neighbouring work-items touch neighbouring elements
@@ -116,7 +120,7 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, int vec, 
 
   Design d;
   d.family = "opencl.elementwise.vector";
-  d.params = {{"vec", vec}, {"wg", wg_text(wg)}, {"math", vector_math ? "vector" : "lanes"}};
+  d.params = {{"vec", vec}, {"wg", wg_param(wg)}, {"math", vector_math ? "vector" : "lanes"}};
   d.description = fmt::format("one fused kernel, {} consecutive elements per work-item through vload{}/vstore{}, {}, work-group {}", vec,
                               vec, vec, vector_math ? "math on float" + std::to_string(vec) + " values" : "math per lane", wg_text(wg));
   d.actions = {"opencl.vector-load-store-128bit", "opencl.thread-coarsening"};

@@ -266,8 +266,8 @@ std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& prob
       v.push_back(tiled(c, t));
   }
   if (!plan.b_transposed)
-    for (int vec : {4, 8})
-      for (int rm : {1, 4})
+    for (int vec : {4, 8, 16})
+      for (int rm : {1, 4, 8})
         if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm));
   v.push_back(clblast(c));
   return v;

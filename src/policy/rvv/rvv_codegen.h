@@ -41,7 +41,7 @@ std::string c_float(double v);
 // ---- vector math (rvv_math.cpp) ---------------------------------------------------------
 
 // The static inline helpers `names` need (and what they depend on), in definition order, at
-// one LMUL. Names: exp, exp_nonpos, expm1_nonpos, tanh, sigmoid, silu, log, softplus, gelu,
+// one LMUL. Names: exp, exp_nonpos, expm1, tanh, sigmoid, silu, log, softplus, gelu,
 // gelu_tanh. Polynomials are fitted by src/policy/rvv/fit_polynomials.py.
 std::string math_helpers(const std::set<std::string>& names, Lmul lm, int exp_degree = 6);
 
@@ -60,7 +60,8 @@ int64_t choose_block(const Expr& e, int64_t total);
 // Renders an expression as RVV intrinsics over one strip [j, j + vl) of a block whose first
 // output element is `base`. Leaves read `in<k>` / `pr<k>` (const float* of input / parameter
 // k), Kind::Acc is a vector the caller provides. Nodes whose every leaf is uniform are
-// computed once per block in scalar C; `add(mul(..), ..)` becomes one fused multiply-add.
+// computed once per block in scalar C; `add(mul(..), ..)` becomes one fused multiply-add; leaves
+// shared by several nodes are loaded once (again after a math helper at LMUL 8, see strip).
 class VectorExpr {
  public:
   VectorExpr(const Expr& e, Lmul lm, int64_t block);
@@ -91,9 +92,14 @@ class VectorExpr {
   std::set<std::string> helpers_, unknown_ops_;
   bool uses_fma_ = false, uses_mask_ = false, uses_scalar_operands_ = false;
 
-  std::string operand(int node, const std::string& acc) const;
-  std::string vector_op(int node, const std::string& acc, std::string* pre) const;
+  std::string operand(int node, const std::string& acc, const std::map<int, std::string>& leaves) const;
+  std::string vector_op(int node, const std::string& acc, const std::map<int, std::string>& leaves, std::string* pre) const;
 };
+
+// Whether render_expr (the scalar fallback) knows every op of the expression, and whether the
+// vector renderer does.
+bool renderable(const Expr& e);
+bool has_vector_form(const Expr& e);
 
 // Plain C for out[i] = expr over i in [begin, end): the fallback when an op has no vector form.
 // Acc reads `acc_array[i]` (the output itself, already holding the producer's values).
@@ -105,8 +111,8 @@ std::string scalar_loop(const Expr& e, const std::string& begin, const std::stri
 // The comment, includes and mblast_last_error every candidate starts with.
 std::string file_header(const std::string& family, const nlohmann::json& params, const KernelPlan& plan,
                         const std::string& description);
-// `static int check_tensors(...)`: the counts, dtypes and shapes must be the problem's exactly.
-// `check_params_only(...)` too when `with_params_check` (for mblast_prepare).
+// `static int mb_check_tensors(...)`: the counts, dtypes and shapes must be the problem's
+// exactly; `mb_check_params(...)` too when `with_params_check` (for mblast_prepare).
 std::string shape_check(const Problem& problem, bool with_params_check = false);
 // Declarations of in<k>, pr<k> and out inside mblast_run.
 std::string tensor_pointers(const Problem& problem, const std::string& indent);

@@ -72,14 +72,14 @@ Variant make(const KernelPlan& plan, const Problem& problem, Lmul lm, int unroll
     for (int u = 0; u < unroll; ++u) {
       const std::string ju = u == 0 ? "j" : fmt::format("(j + {} * vlmax)", u);
       source += "      {\n        const size_t vl = vlmax;\n";
-      source += ve.strip("base", ju, "vl", "", "y", "        ");
-      source += fmt::format("        {}(o + {}, y, vl);\n      }}\n", lm.f("vse32_v"), ju);
+      source += ve.strip("base", ju, "vl", "", "res", "        ");
+      source += fmt::format("        {}(o + {}, res, vl);\n      }}\n", lm.f("vse32_v"), ju);
     }
     source += "    }\n";
   }
   source += fmt::format("    for (size_t vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", block, lm.vsetvl(), block);
-  source += ve.strip("base", "j", "vl", "", "y", "      ");
-  source += fmt::format("      {}(o + j, y, vl);\n    }}\n  }}\n  return 0;\n}}\n", lm.f("vse32_v"));
+  source += ve.strip("base", "j", "vl", "", "res", "      ");
+  source += fmt::format("      {}(o + j, res, vl);\n    }}\n  }}\n  return 0;\n}}\n", lm.f("vse32_v"));
   v.source = std::move(source);
   return v;
 }

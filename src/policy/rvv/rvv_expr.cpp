@@ -1,5 +1,6 @@
 // Expressions (kernel_plan.h's Expr) rendered as RVV intrinsics over strips of a block of output
 // elements (rvv_codegen.h, VectorExpr), plus the scalar fallback.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -13,6 +14,7 @@ namespace mblast::policy::rvv {
 
 std::string c_float(double v) {
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  if (std::isnan(v)) return "NAN";
   std::string s = fmt::format("{:.9g}", static_cast<float>(v));
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s + "f";
@@ -44,8 +46,8 @@ const std::set<std::string>& helper_ops() {
 }
 
 const std::set<std::string>& vector_ops() {
-  static const std::set<std::string> s = {"neg",  "relu", "relu6",      "abs",   "sqrt",     "rsqrt", "clamp",
-                                          "hardtanh", "leaky_relu", "add", "sub", "mul", "div", "max", "min"};
+  static const std::set<std::string> s = {"neg", "relu", "relu6", "abs", "sqrt", "rsqrt", "clamp", "hardtanh",
+                                          "leaky_relu", "add", "sub", "mul", "div", "max", "min"};
   return s;
 }
 
@@ -109,10 +111,17 @@ VectorExpr::VectorExpr(const Expr& e, Lmul lm, int64_t block) : e_(e), lm_(lm), 
     const ExprNode& node = e.nodes[i];
     if (node.kind != ExprNode::Kind::Unary && node.kind != ExprNode::Kind::Binary) continue;
     if (uniform_[i]) {
-      // Rendered as scalar C by render_expr; an op it does not know comes back as a comment.
+      // Rendered as scalar C by render_expr; an op it does not know (it answers with a comment)
+      // is computed as a vector of its uniform argument instead.
       std::string text = render_expr(e, kC, [](const ExprNode&) { return std::string("x"); }, static_cast<int>(i));
-      if (text.find("/* unknown op") != std::string::npos) unknown_ops_.insert(node.op);
-      continue;
+      if (text.find("/* unknown op") == std::string::npos) continue;
+      uniform_[i] = false;
+      for (size_t k = i + 1; k < n; ++k) {  // users of a vector node are vectors
+        const ExprNode& user = e.nodes[k];
+        if (user.kind != ExprNode::Kind::Unary && user.kind != ExprNode::Kind::Binary) continue;
+        for (int a : user.args)
+          if (!uniform_[a]) uniform_[k] = false;
+      }
     }
     if (helper_ops().count(node.op)) helpers_.insert(node.op);
     else if (!vector_ops().count(node.op)) unknown_ops_.insert(node.op);
@@ -139,23 +148,30 @@ int VectorExpr::gathered_leaves() const {
   return g;
 }
 
-std::string VectorExpr::operand(int i, const std::string& acc) const {
+std::string VectorExpr::operand(int i, const std::string& acc, const std::map<int, std::string>& leaves) const {
   const ExprNode& n = e_.nodes[i];
   switch (n.kind) {
     case ExprNode::Kind::Const: return c_float(n.value);
     case ExprNode::Kind::Acc: return acc;
     case ExprNode::Kind::Input:
-    case ExprNode::Kind::Param: return (uniform_[i] ? "u" : "v") + std::to_string(rep_[i]);
+    case ExprNode::Kind::Param: {
+      if (uniform_[i]) return "u" + std::to_string(rep_[i]);
+      auto it = leaves.find(rep_[i]);
+      return it != leaves.end() ? it->second : "v" + std::to_string(rep_[i]);
+    }
     default: return (uniform_[i] ? "s" : "v") + std::to_string(i);
   }
 }
 
-std::string VectorExpr::vector_op(int i, const std::string& acc, std::string* pre) const {
+std::string VectorExpr::vector_op(int i, const std::string& acc, const std::map<int, std::string>& leaves,
+                                  std::string* pre) const {
   const ExprNode& n = e_.nodes[i];
   const Lmul& L = lm_;
+  auto operand = [&](int k, const std::string& a) { return this->operand(k, a, leaves); };
   auto x = [&](int k) { return operand(n.args[k], acc); };
   if (n.kind == ExprNode::Kind::Unary) {
-    const std::string a = x(0);
+    // A uniform argument (a vector op of a per-block scalar) is splat first.
+    const std::string a = uniform_[n.args[0]] ? fmt::format("{}({}, vl)", L.f("vfmv_v_f"), x(0)) : x(0);
     const std::string& op = n.op;
     if (helper_ops().count(op)) return fmt::format("mb_{}({}, vl)", op, a);
     if (op == "neg") return fmt::format("{}({}, vl)", L.f("vfneg_v"), a);
@@ -246,15 +262,24 @@ std::string VectorExpr::strip(const std::string& base, const std::string& j, con
   if (vl != "vl") s += fmt::format("{}const size_t vl = {};\n", indent, vl);
   const size_t n = e_.nodes.size();
   bool index_made = false;
-  for (size_t i = 0; i < n; ++i) {
-    const ExprNode& node = e_.nodes[i];
-    if (!reach_[i] || uniform_[i] || fused_[i]) continue;
-    if (is_leaf(node)) {
-      if (rep_[i] != static_cast<int>(i)) continue;
-      if (leaf_mode(node.index, block_) == LeafMode::Contiguous) {
-        s += fmt::format("{}{} v{} = {}(p{} + {}, vl);\n", indent, L.f32(), i, L.f("vle32_v"), i, j);
-        continue;
-      }
+  // Leaves are loaded just before their first use. At LMUL 8 (four register groups) a leaf still
+  // needed after a math helper would be spilled across it, and a spill plus its reload cost ten
+  // instructions where loading the leaf again costs one or two: it is loaded again, behind a
+  // compiler barrier so that the two loads are not merged back into one.
+  std::map<int, std::string> names;  // leaf rep -> the variable holding it now
+  std::map<int, int> loaded_in;      // leaf rep -> the epoch it was loaded in
+  int epoch = 0;
+  auto ensure_leaf = [&](int a) {
+    if (!reach_[a] || uniform_[a] || !is_leaf(e_.nodes[a])) return;
+    const int r = rep_[a];
+    auto it = loaded_in.find(r);
+    if (it != loaded_in.end() && (L.m < 8 || it->second == epoch)) return;
+    const std::string name = it == loaded_in.end() ? fmt::format("v{}", r) : fmt::format("v{}_{}", r, epoch);
+    if (it != loaded_in.end()) s += indent + "__asm__ volatile(\"\" ::: \"memory\");\n";
+    const ExprNode& node = e_.nodes[r];
+    if (leaf_mode(node.index, block_) == LeafMode::Contiguous) {
+      s += fmt::format("{}{} {} = {}(p{} + {}, vl);\n", indent, L.f32(), name, L.f("vle32_v"), r, j);
+    } else {
       // Gathered: element ((base + j + lane) / div) % mod, as byte offsets for an indexed load.
       if (!index_made) {
         s += fmt::format("{}{} gi = __riscv_vadd_vx_u32{}(__riscv_vid_v_u32{}(vl), (uint32_t)({} + {}), vl);\n", indent,
@@ -264,22 +289,51 @@ std::string VectorExpr::strip(const std::string& base, const std::string& j, con
       std::string idx = "gi";
       if (node.index.div != 1) idx = fmt::format("__riscv_vdivu_vx_u32{}({}, {}u, vl)", L.name(), idx, node.index.div);
       idx = fmt::format("__riscv_vremu_vx_u32{}({}, {}u, vl)", L.name(), idx, node.index.mod);
-      s += fmt::format("{}{} v{} = __riscv_vluxei32_v_f32{}({}, __riscv_vsll_vx_u32{}({}, 2, vl), vl);\n", indent, L.f32(), i,
+      s += fmt::format("{}{} {} = __riscv_vluxei32_v_f32{}({}, __riscv_vsll_vx_u32{}({}, 2, vl), vl);\n", indent, L.f32(), name,
                        L.name(), tensor_name(node), L.name(), idx);
-      continue;
     }
-    if (node.kind == ExprNode::Kind::Acc) continue;
+    names[r] = name;
+    loaded_in[r] = epoch;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ExprNode& node = e_.nodes[i];
+    if (!reach_[i] || uniform_[i] || fused_[i] || is_leaf(node) || node.kind == ExprNode::Kind::Acc) continue;
+    for (int a : node.args) {
+      ensure_leaf(a);
+      if (fused_[a])
+        for (int b : e_.nodes[a].args) ensure_leaf(b);
+    }
     std::string pre;
-    std::string expr = vector_op(static_cast<int>(i), acc, &pre);
+    std::string expr = vector_op(static_cast<int>(i), acc, names, &pre);
     if (!pre.empty()) s += indent + pre + "\n";
     s += fmt::format("{}{} v{} = {};\n", indent, L.f32(), i, expr);
+    if (helper_ops().count(node.op)) ++epoch;
   }
   std::string r;
-  if (e_.empty()) r = acc;
-  else if (uniform_[e_.root]) r = fmt::format("{}({}, vl)", L.f("vfmv_v_f"), operand(e_.root, acc));
-  else r = operand(e_.root, acc);
+  if (e_.empty()) {
+    r = acc;
+  } else if (uniform_[e_.root]) {
+    r = fmt::format("{}({}, vl)", L.f("vfmv_v_f"), operand(e_.root, acc, names));
+  } else {
+    ensure_leaf(e_.root);
+    r = operand(e_.root, acc, names);
+  }
   s += fmt::format("{}{} {} = {};\n", indent, L.f32(), result, r);
   return s;
+}
+
+bool renderable(const Expr& e) {
+  if (e.empty()) return true;
+  const std::string text = render_expr(e, kC, [](const ExprNode&) { return std::string("x"); });
+  return text.find("/* unknown op") == std::string::npos;
+}
+
+bool has_vector_form(const Expr& e) {
+  for (const auto& n : e.nodes)
+    if ((n.kind == ExprNode::Kind::Unary || n.kind == ExprNode::Kind::Binary) && !helper_ops().count(n.op) &&
+        !vector_ops().count(n.op))
+      return false;
+  return true;
 }
 
 std::string scalar_loop(const Expr& e, const std::string& begin, const std::string& end, const std::string& acc_array,

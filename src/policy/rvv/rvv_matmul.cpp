@@ -7,6 +7,8 @@
 // B stored transposed ([n, k], nn.Linear's weight) is packed into [panel][k][VLMAX] — once in
 // mblast_prepare when it is a parameter, per call when it is an input. The epilogue is applied
 // to each accumulator in registers before its store. Register budget: (mr + 1) LMUL <= 32.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "rvv/rvv_codegen.h"
@@ -77,8 +79,8 @@ std::string row_block(const KernelPlan& plan, const Shape& sh, int mr, Lmul lm, 
       s += fmt::format("{}const int64_t base = (b * {} + m0 + {}) * {};\n", in3, sh.m, r, sh.n);
       s += ve.block_setup("base", in3);
       s += fmt::format("{}const {} acc = c{};\n", in3, F, r);
-      s += ve.strip("base", "j", "vl", "acc", "y", in3);
-      s += fmt::format("{}{}({}, y, vl);\n", in3, lm.f("vse32_v"), dst);
+      s += ve.strip("base", "j", "vl", "acc", "res", in3);
+      s += fmt::format("{}{}({}, res, vl);\n", in3, lm.f("vse32_v"), dst);
     } else {
       s += fmt::format("{}{}({}, c{}, vl);\n", in3, lm.f("vse32_v"), dst, r);
     }

@@ -6,6 +6,8 @@
 //   inner == 1, short rows  rvv.reduce.rows-in-lanes: one row per lane, strided loads.
 //   inner > 1   rvv.reduce.inner-vectorised: lanes along inner (unit stride), U accumulators
 //               over the reduced axis, the epilogue applied in registers before the store.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "rvv/rvv_codegen.h"
@@ -85,7 +87,7 @@ std::string store_with_epilogue(const VectorExpr& ve, const KernelPlan& plan, Lm
                                 const std::string& j, const std::string& dst, const std::string& indent) {
   if (!ve.vectorised() || plan.expr.empty() || plan.expr.is_identity_epilogue())
     return fmt::format("{}{}({}, acc, vl);\n", indent, lm.f("vse32_v"), dst);
-  return ve.strip(base, j, "vl", "acc", "y", indent) + fmt::format("{}{}({}, y, vl);\n", indent, lm.f("vse32_v"), dst);
+  return ve.strip(base, j, "vl", "acc", "res", indent) + fmt::format("{}{}({}, res, vl);\n", indent, lm.f("vse32_v"), dst);
 }
 
 std::string scalar_epilogue_after(const VectorExpr& ve, const KernelPlan& plan) {

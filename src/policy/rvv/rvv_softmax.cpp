@@ -28,7 +28,7 @@ bool has_epilogue(const KernelPlan& plan) { return !plan.expr.empty() && !plan.e
 std::string finish_strip(const VectorExpr& ve, const KernelPlan& plan, Lmul lm, const std::string& base,
                          const std::string& j, const std::string& dst, const std::string& indent) {
   if (!has_epilogue(plan) || !ve.vectorised()) return fmt::format("{}{}({}, acc, vl);\n", indent, lm.f("vse32_v"), dst);
-  return ve.strip(base, j, "vl", "acc", "y", indent) + fmt::format("{}{}({}, y, vl);\n", indent, lm.f("vse32_v"), dst);
+  return ve.strip(base, j, "vl", "acc", "res", indent) + fmt::format("{}{}({}, res, vl);\n", indent, lm.f("vse32_v"), dst);
 }
 
 std::string scalar_epilogue_after(const VectorExpr& ve, const KernelPlan& plan) {
@@ -57,8 +57,9 @@ Variant three_pass(const KernelPlan& plan, const Problem& problem, Lmul lm, int 
                "rvv.unordered-float-reduction", lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking",
                "rvv.strip-mining-vsetvl"};
   if (has_epilogue(plan)) add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("{} of {} rows of {}: running vector max, {}, {} at LMUL {}, exp degree {}", plan.kind, r.outer,
-                              r.reduce, log ? "vector sum of e^(x - max)" : "e^(x - max) stored and summed in a vector",
+  const std::string summed = lm.m == 8 ? "summed per strip (vfredusum)" : "summed in a vector";
+  v.description = fmt::format("{} of {} rows of {}: running vector max, e^(x - max) {}{}, then a {} at LMUL {}, exp degree {}",
+                              plan.kind, r.outer, r.reduce, log ? "" : "stored and ", summed,
                               log ? "x - max - log(sum) pass" : "scaling pass by 1/sum", lm.name(), degree);
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   s += helpers_for(ve, plan, lm, degree, false);
@@ -160,7 +161,7 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   s += helpers_for(ve, plan, lm, 6, log);
   s += run_begin(problem);
-  const std::string F = lm.f32(), L = lm.name();
+  const std::string F = lm.f32();
   const int64_t stride = r.inner;
   s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n", r.outer);
   s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", r.inner, lm.vsetvl(), r.inner);
@@ -185,7 +186,6 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
     s += fmt::format("        {} acc = {}({}(y + k * {}, vl), inv, vl);\n", F, lm.f("vfmul_vv"), lm.f("vle32_v"), stride);
   s += finish_strip(ve, plan, lm, "base", "j", fmt::format("y + k * {}", stride), "        ");
   s += "      }\n    }\n  }\n" + scalar_epilogue_after(ve, plan) + "  return 0;\n}\n";
-  (void)L;
   v.source = std::move(s);
   return v;
 }

@@ -132,27 +132,28 @@ std::string epilogue_pass(const Expr& e, int64_t total, Lmul lm, const std::stri
   s += ve.block_setup("base", indent + "  ");
   s += fmt::format("{}  for (size_t j = 0, vl; j < {}; j += vl) {{\n{}vl = {}({} - j);\n", indent, block, in, lm.vsetvl(), block);
   s += fmt::format("{}{} acc = {}(out + base + j, vl);\n", in, lm.f32(), lm.f("vle32_v"));
-  s += ve.strip("base", "j", "vl", "acc", "y", in);
-  s += fmt::format("{}{}(out + base + j, y, vl);\n{}  }}\n{}}}\n", in, lm.f("vse32_v"), indent, indent);
+  s += ve.strip("base", "j", "vl", "acc", "res", in);
+  s += fmt::format("{}{}(out + base + j, res, vl);\n{}  }}\n{}}}\n", in, lm.f("vse32_v"), indent, indent);
   return s;
 }
 
 std::string accumulate_row(Lmul lm, int u, const std::string& op, const std::string& init, const std::string& ptr,
                            int64_t len, const std::string& indent) {
   const std::string in = indent + "  ", fn = lm.f(op + "_vv"), load = lm.f("vle32_v");
-  auto at = [&](int i, const std::string& j) { return fmt::format("{} + {}{}", ptr, j, i ? fmt::format(" + {} * vlmax", i) : ""); };
+  auto at = [&](int i) { return i ? fmt::format("p + {} * vlmax", i) : std::string("p"); };
   std::string s;
   for (int i = 0; i < u; ++i) s += fmt::format("{}{} a{};\n", indent, lm.f32(), i);
-  s += fmt::format("{}size_t j = 0;\n{}if ({} * vlmax <= {}) {{\n", indent, indent, u, len);
-  for (int i = 0; i < u; ++i) s += fmt::format("{}a{} = {}({}, vlmax);\n", in, i, load, at(i, "0"));
-  s += fmt::format("{}j = {} * vlmax;\n{}}} else {{\n", in, u, indent);
+  s += fmt::format("{}const float* restrict p = {};\n{}size_t left = {};\n", indent, ptr, indent, len);
+  s += fmt::format("{}if (left >= {} * vlmax) {{\n", indent, u);
+  for (int i = 0; i < u; ++i) s += fmt::format("{}a{} = {}({}, vlmax);\n", in, i, load, at(i));
+  s += fmt::format("{}p += {} * vlmax;\n{}left -= {} * vlmax;\n{}}} else {{\n", in, u, in, u, indent);
   for (int i = 0; i < u; ++i) s += fmt::format("{}a{} = {}({}, vlmax);\n", in, i, lm.f("vfmv_v_f"), init);
   s += indent + "}\n";
-  s += fmt::format("{}for (; j + {} * vlmax <= {}; j += {} * vlmax) {{\n", indent, u, len, u);
-  for (int i = 0; i < u; ++i) s += fmt::format("{}a{} = {}(a{}, {}({}, vlmax), vlmax);\n", in, i, fn, i, load, at(i, "j"));
+  s += fmt::format("{}for (; left >= {} * vlmax; left -= {} * vlmax, p += {} * vlmax) {{\n", indent, u, u, u);
+  for (int i = 0; i < u; ++i) s += fmt::format("{}a{} = {}(a{}, {}({}, vlmax), vlmax);\n", in, i, fn, i, load, at(i));
   s += indent + "}\n";
-  s += fmt::format("{}for (size_t vl; j < {}; j += vl) {{\n{}vl = {}({} - j);\n", indent, len, in, lm.vsetvl(), len);
-  s += fmt::format("{}a0 = __riscv_{}_vv_f32{}_tu(a0, a0, {}({} + j, vl), vl);\n{}}}\n", in, op, lm.name(), load, ptr, indent);
+  s += fmt::format("{}for (size_t vl; left > 0; left -= vl, p += vl) {{\n{}vl = {}(left);\n", indent, in, lm.vsetvl());
+  s += fmt::format("{}a0 = __riscv_{}_vv_f32{}_tu(a0, a0, {}(p, vl), vl);\n{}}}\n", in, op, lm.name(), load, indent);
   for (int step = 1; step < u; step *= 2)
     for (int i = 0; i + step < u; i += 2 * step) s += fmt::format("{}a{} = {}(a{}, a{}, vlmax);\n", indent, i, fn, i, i + step);
   return s;
@@ -162,7 +163,8 @@ std::string accumulate_row(Lmul lm, int u, const std::string& op, const std::str
 
 std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
   (void)target;  // every candidate is VLEN-agnostic: one set of variants serves every rvv target
-  if (!rvv::plan_fits(plan, problem)) return {};
+  // Ops that neither the vector renderer nor render_expr (the scalar fallback) cover: nothing to offer.
+  if (!rvv::plan_fits(plan, problem) || (!rvv::has_vector_form(plan.expr) && !rvv::renderable(plan.expr))) return {};
   if (plan.kind == "elementwise") return rvv::elementwise_variants(plan, problem);
   if (plan.kind == "reduce") return rvv::reduce_variants(plan, problem);
   if (plan.kind == "softmax" || plan.kind == "log_softmax") return rvv::softmax_variants(plan, problem);
