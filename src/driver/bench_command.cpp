@@ -1,6 +1,7 @@
 // `mblast bench`: the command line around bench() (bench_run.cpp) and the reports
 // (bench_report.cpp): options, the results file, --compare and --junit.
 #include "mblast/driver/bench_command.h"
+#include "mblast/driver/optimize_command.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -102,6 +103,9 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("--min-time", a.min_seconds, "Seconds of timed runs to collect per measurement (candidate and PyTorch alike)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c->add_flag("--optimize", a.optimize, "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and bench the result");
+  c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")->capture_default_str();
+  c->add_option("--kb", a.kb, "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
 }
 
@@ -140,7 +144,28 @@ int run_bench(const BenchArgs& a) {
     if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
   }
 
-  json results = bench(o, file_candidate_provider(a.candidates));
+  CandidateProvider provider = file_candidate_provider(a.candidates);
+  if (a.optimize) {
+    provider = [files = provider, &a](const Problem& p, const Target& t, const std::string& level,
+                                      const std::string& stem) -> std::optional<CandidateChoice> {
+      std::optional<CandidateChoice> start = files(p, t, level, stem);
+      loop::OptimizeOptions oo;
+      oo.kb_path = a.kb;
+      oo.budget.max_evals = a.optimize_evals;
+      oo.quiet = true;
+      oo.eval.quiet = true;
+      oo.eval.min_seconds = a.min_seconds;
+      json r = optimize_with_builtin(p, t, start ? std::optional<fs::path>(start->source) : std::nullopt, oo);
+      CandidateChoice c;
+      c.source = r["candidate"].get<std::string>();
+      c.origin = fmt::format("mblast optimize (builtin, {} evaluations, run {}) from {}", r["evaluations"].get<int>(),
+                             r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
+      c.details = {{"optimize_run", r["run"]}, {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},
+                   {"stop_reason", r["stop_reason"]}};
+      return c;
+    };
+  }
+  json results = bench(o, provider);
   json comparison;
   if (!a.compare.empty()) {
     comparison = compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k}, a.filter);

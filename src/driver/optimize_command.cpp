@@ -233,6 +233,26 @@ int run_optimize(const OptimizeArgs& args) {
   return print_result(r, a.json);
 }
 
+nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
+                                     const std::optional<fs::path>& start, const loop::OptimizeOptions& options) {
+  const std::string ext = extension_for(target.backend);
+  policy::KernelPlan plan = policy::plan_kernel(problem);
+  std::string note;
+  auto variants = loop::builtin_variants(problem, target, plan, start ? read_text(*start) : "", ext, &note);
+  loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string()};
+  if (!start) {
+    if (variants.empty())
+      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
+    fs::path f = loop::runs_root() / "starts" / (problem.name + "." + variants.front().family + ext);
+    loop::write_file_atomically(f, variants.front().source);
+    oi.start = f;
+    variants.erase(variants.begin());
+  }
+  loop::BuiltinActor actor(std::move(variants), options.seed);
+  loop::RuleCritic critic;
+  return loop::optimize(oi, actor, critic, options);
+}
+
 void add_runs(CLI::App& app, RunsArgs& a) {
   auto* c = app.add_subcommand("runs", "List optimization runs, or show one's report");
   c->require_subcommand(1);

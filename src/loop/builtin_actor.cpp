@@ -69,13 +69,21 @@ double BuiltinActor::score(size_t i, const ActorContext& ctx, const std::map<std
     }
   if (tries >= 2 && failures == tries) family = -2;  // this family does not work here
   else if (std::isfinite(best_gain)) family = 0.5 * best_gain;
+  // What won in the nearest known states (other problems, other targets): the same family
+  // and parameters most, the same family a little. Weighted by how near the state is.
+  double past = 0;
+  for (const auto& w : ctx.past_winners) {
+    if (w.family != v.family) continue;
+    double gain = std::log(std::max(w.speedup, 1.0)) * w.weight;
+    past = std::max(past, param_distance(w.params, v.params) == 0 ? 0.6 * gain : 0.1 * gain);
+  }
   // Search near the best so far: its family, one or two parameters changed.
   double local = 0;
   if (!ctx.beam.empty() && ctx.beam[0]->family == v.family) {
     int d = param_distance(ctx.beam[0]->params, v.params);
     local = d <= 1 ? 0.15 : d == 2 ? 0.05 : 0;
   }
-  return prior + family + local + jitter(seed_, i) - 1e-4 * static_cast<double>(i);
+  return prior + family + past + local + jitter(seed_, i) - 1e-4 * static_cast<double>(i);
 }
 
 std::vector<Proposal> BuiltinActor::propose(const ActorContext& ctx) {

@@ -212,6 +212,8 @@ class Loop {
     if (k.measured.eval.contains("build") && k.measured.eval["build"].is_object())
       r.build_log = k.measured.eval["build"].value("log", "");
     r.result = k.measured.eval.is_object() ? k.measured.eval : nlohmann::json::object();
+    // Which generated variant this was, so later runs can start from the parameters that won.
+    if (!k.family.empty() && k.family != "start") r.result["variant"] = {{"family", k.family}, {"params", k.params}};
     r.provenance = provenance_;
     k.measured.eval["kb_run"] = kb_.add_run(r);
     if (k.measured.correct) {
@@ -399,7 +401,8 @@ class Loop {
       kb::RetrievalOptions ro;
       ro.limit = 0;
       ctx.ranked = kb_.ranked_actions(sig, ro);
-      ctx.nearest = kb_.nearest_states(sig, 5);
+      ctx.nearest = kb_.nearest_states(sig, 8);
+      ctx.past_winners = past_winners(ctx.nearest);
       ctx.tried = tried_;
       size_t keep = std::min<size_t>(feedback_.size(), 6);
       ctx.recent_feedback.assign(feedback_.end() - static_cast<long>(keep), feedback_.end());
@@ -456,6 +459,31 @@ class Loop {
                            start_known().measured.cost / new_best.measured.cost, evals_, spend_text(),
                            gain ? "" : " · no gain"));
     }
+  }
+
+  // Variants that made their parent faster in the nearest states, with the state's weight.
+  std::vector<ActorContext::PastWinner> past_winners(const std::vector<kb::NearestState>& nearest) {
+    std::vector<ActorContext::PastWinner> out;
+    kb::Statement q(kb_.db(),
+                    "SELECT json_extract(r.result, '$.variant.family'), json_extract(r.result, '$.variant.params'), "
+                    "e.speedup, e.problem_id FROM experiences e JOIN runs r ON r.id = e.run_id "
+                    "WHERE e.state_id = ?1 AND e.correct = 1 AND e.speedup > 1 "
+                    "AND json_extract(r.result, '$.variant.family') IS NOT NULL");
+    for (const auto& n : nearest) {
+      q.reset();
+      q.bind(1, n.id);
+      while (q.step()) {
+        ActorContext::PastWinner w;
+        w.family = q.get_text(0);
+        w.params = nlohmann::json::parse(q.get_text(1), nullptr, false);
+        if (w.params.is_discarded()) continue;
+        w.speedup = q.get_double(2);
+        w.weight = n.weight;
+        w.same_problem = q.get_text(3) == problem_id_;
+        out.push_back(std::move(w));
+      }
+    }
+    return out;
   }
 
   std::string spend_text() const {

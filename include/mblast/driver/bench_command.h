@@ -79,6 +79,9 @@ struct BenchArgs {
   std::string target, size, candidates, work, out, compare, junit, filter, python;
   double threshold_pct = 10, noise_k = 1, min_seconds = 0.3;
   bool table = false, json = false, no_baseline = false, no_compile = false;
+  bool optimize = false;  // run the builtin policy per problem, from the file candidate
+  int optimize_evals = 12;
+  std::string kb;
 };
 
 void add_bench(CLI::App& app, BenchArgs& a);

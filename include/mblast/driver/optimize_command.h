@@ -1,6 +1,8 @@
 // `mblast optimize` (the AC-TGD loop from the command line) and `mblast runs list|show`.
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "mblast/loop/optimizer.h"
@@ -28,6 +30,13 @@ struct RunsArgs {
 };
 
 void add_runs(CLI::App& app, RunsArgs& a);
+
+// The builtin policy on one problem, from `start` (nullopt: the first generated kernel), as
+// `mblast optimize --policy builtin` runs it. Returns optimize()'s result. For `mblast bench
+// --optimize`.
+nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
+                                     const std::optional<std::filesystem::path>& start,
+                                     const loop::OptimizeOptions& options);
 int run_runs(CLI::App& app, const RunsArgs& a);
 
 }  // namespace mblast

@@ -53,6 +53,15 @@ struct ActorContext {
   std::set<std::string> tried;            // content hashes already evaluated in this run
   std::vector<std::string> recent_feedback;  // the critic's latest texts, newest last
   const std::vector<Known>* history = nullptr;  // every candidate evaluated in this run, in order
+  // Generated variants that won in the nearest known states (other problems and targets
+  // included): family, params, the speedup they gave there and how much that state counts.
+  struct PastWinner {
+    std::string family;
+    nlohmann::json params;
+    double speedup = 1, weight = 0;
+    bool same_problem = false;
+  };
+  std::vector<PastWinner> past_winners;
   int k = 4;                               // proposals wanted
   int step = 0;
 };

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Does the knowledge base help? (issue 8, "Learning, measured")
+
+Optimizes a sequence of problems twice with the builtin policy:
+  cold: every problem with an empty KB (only the curated seed);
+  warm: one KB carried along the sequence, so each problem starts from what the runs on the
+        problems before it (other problems) taught.
+For every problem it reports the final speedup over the start, and how many evaluations each
+mode needed to reach 95% of the best speedup either mode found (the sooner, the better the
+KB's guidance). The first problem is cold in both modes by construction.
+
+    python3 benchmarks/learning.py --target rvv-qemu-256 --max-evals 8 --samples 2 --out learning.json
+
+Costs are instruction counts on rvv-qemu targets (deterministic), so the two modes differ only
+by what the KB told the policy. On timed targets, noise adds to the comparison.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def optimize(mblast, problem, target, kb, runs, args):
+    cmd = [mblast, "optimize", os.path.join(ROOT, "problems", problem), "--target", target, "--policy", "builtin",
+           "--kb", kb, "--max-evals", str(args.max_evals), "--samples", str(args.samples), "--patience", "99",
+           "--max-steps", "99", "--seed", str(args.seed), "--json", "--no-confirm"]
+    ext = {"rvv": ".rvv.c", "cuda": ".cuda.cu"}.get(target.split("-")[0], ".opencl.cpp")
+    if target.startswith("rvv") or target in ("spacemit-k1", "sifive-x280"):
+        ext = ".rvv.c"
+    start = os.path.join(ROOT, "problems", problem, "candidates", args.start + ext)
+    if os.path.exists(start):
+        cmd += ["--start", start]
+    env = dict(os.environ, MBLAST_RUNS_DIR=runs)
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if p.returncode != 0:
+        raise SystemExit(f"learning: {problem}: mblast optimize failed: {p.stderr.strip().splitlines()[-1:]}")
+    result = json.loads(p.stdout)
+    with open(result["report"]["json"]) as f:
+        events = json.load(f)["events"]
+    # best speedup over the start after each evaluation
+    trajectory, best = [], 1.0
+    for e in events:
+        if e.get("type") == "candidate":
+            if e.get("speedup_vs_start"):
+                best = max(best, e["speedup_vs_start"])
+            trajectory.append(best)
+    return {"speedup": result["speedup"], "improved": result["improved"], "trajectory": trajectory,
+            "evaluations": result["evaluations"], "best": result.get("best_description", ""),
+            "wall_s": round(time.time() - t0, 1)}
+
+
+def evals_to_reach(trajectory, goal):
+    for i, s in enumerate(trajectory):
+        if s >= goal:
+            return i + 1
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mblast", default=os.path.join(ROOT, "build", "bin", "mblast"))
+    ap.add_argument("--target", default="rvv-qemu-256")
+    ap.add_argument("--problems", nargs="+", default=["vec_add", "relu", "act_chain", "row_sum", "softmax", "matmul"])
+    ap.add_argument("--max-evals", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", default="autovec",
+                    help="the starting candidate in each problem's candidates/: autovec (clang -O3, rvv) or naive")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="mblast-learning-")
+    warm_kb = os.path.join(work, "warm.sqlite")
+    rows = []
+    for i, prob in enumerate(args.problems):
+        cold = optimize(args.mblast, prob, args.target, os.path.join(work, f"cold-{prob}.sqlite"),
+                        os.path.join(work, "runs"), args)
+        warm = optimize(args.mblast, prob, args.target, warm_kb, os.path.join(work, "runs"), args)
+        goal = 0.95 * max(cold["speedup"], warm["speedup"])
+        row = {"problem": prob, "warmed_on": args.problems[:i],
+               "cold": cold, "warm": warm,
+               "cold_evals_to_95pct": evals_to_reach(cold["trajectory"], goal),
+               "warm_evals_to_95pct": evals_to_reach(warm["trajectory"], goal)}
+        rows.append(row)
+        print(f"{prob:<10} cold {cold['speedup']:.2f}x in {row['cold_evals_to_95pct']} evals to 95% | "
+              f"warm {warm['speedup']:.2f}x in {row['warm_evals_to_95pct']} evals to 95% "
+              f"(warmed on {len(args.problems[:i])} other problems)", flush=True)
+
+    def geo(xs):
+        xs = [x for x in xs if x and x > 0]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+    later = rows[1:]  # the first problem is cold in both modes
+    budget = args.max_evals + 1  # "not reached within the budget" counts as budget + 1
+    summary = {
+        "target": args.target, "max_evals": args.max_evals, "samples": args.samples,
+        "geomean_speedup_cold": geo([r["cold"]["speedup"] for r in later]),
+        "geomean_speedup_warm": geo([r["warm"]["speedup"] for r in later]),
+        "mean_evals_to_95pct_cold": sum(r["cold_evals_to_95pct"] or budget for r in later) / max(1, len(later)),
+        "mean_evals_to_95pct_warm": sum(r["warm_evals_to_95pct"] or budget for r in later) / max(1, len(later)),
+    }
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"summary": summary, "problems": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
