@@ -226,8 +226,14 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
               {"seeds", seeds},
               {"inits", inits},
               {"runs", o.runs},
-              {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"time_s", o.time_s}, {"memory_mb", o.memory_mb}}}};
+              {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"time_s", o.time_s}}}};
   const auto payload = serialize_safetensors(ref.payload);
+  // The worker holds the inputs and parameters of every seed and init, the outputs of the runs
+  // it returns and its rotating buffer sets: the default limit grows with the problem's data.
+  double out_bytes = 0;
+  for (const auto& t : p.outputs) out_bytes += static_cast<double>(t.nbytes());
+  const double data_mib = (static_cast<double>(payload.size()) + out_bytes * (o.rotate + 1)) / (1024.0 * 1024.0);
+  req["limits"]["memory_mb"] = o.memory_mb > 0 ? o.memory_mb : 4096 + static_cast<int>(4 * data_mib);
   const auto t_sent = std::chrono::steady_clock::now();
   client->send(req, payload);
   auto v = client->receive(o.build_s + o.run_s + 60);

@@ -28,7 +28,7 @@ struct EvalOptions {
   int rotate = 4;            // rotating input/output buffer sets
   double max_wall_seconds = 3;  // stop adding samples past min_repeats after this long (flushes included)
   double build_s = 180, run_s = 60, time_s = 300;
-  int memory_mb = 4096;
+  int memory_mb = 0;  // 0: 4096 MiB plus four times the data of one request (full-size problems need it)
   bool quiet = false;        // no progress lines on stderr
 };
 
