@@ -72,7 +72,8 @@ int run_eval(const EvalArgs& a) {
 
 int cli_main(int argc, char** argv) {
   // Log lines go to stderr: stdout carries results (--json).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("mblast"));
+  // Once per process: tests call cli_main many times.
+  if (!spdlog::get("mblast")) spdlog::set_default_logger(spdlog::stderr_color_mt("mblast"));
   CLI::App app{"mblast — a learning-augmented optimizer for accelerator kernels (CUDA, OpenCL, RVV)"};
   app.set_version_flag("--version", std::string("mblast ") + kMblastVersion);
   app.require_subcommand(1);
