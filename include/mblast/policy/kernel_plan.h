@@ -32,7 +32,7 @@ struct ExprNode {
   enum class Kind { Input, Param, Const, Acc, Unary, Binary };
   Kind kind = Kind::Const;
   // Unary: neg relu relu6 sigmoid tanh exp log sqrt rsqrt abs gelu (erf form) gelu_tanh silu
-  //        leaky_relu (alpha = value) clamp (lo = value, hi = value2) hardtanh softplus
+  //        leaky_relu (alpha = value) clamp (lo = value, hi = value2; hardtanh becomes clamp) softplus
   // Binary: add sub mul div max min
   std::string op;
   int tensor = -1;      // Input / Param: index into problem.inputs / problem.parameters
