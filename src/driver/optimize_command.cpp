@@ -77,6 +77,15 @@ std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, cons
   return std::nullopt;
 }
 
+// With no start candidate, the builtin policy's first kernel is the start (speedups are counted
+// from it): written under the runs root and taken out of the variants.
+fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext, std::vector<policy::Variant>& variants) {
+  fs::path f = loop::runs_root() / "starts" / (problem.name + "." + variants.front().family + ext);
+  loop::write_file_atomically(f, variants.front().source);
+  variants.erase(variants.begin());
+  return f;
+}
+
 int print_result(const nlohmann::json& r, bool json) {
   if (json) {
     std::cout << r.dump(2) << "\n";
@@ -172,7 +181,7 @@ int run_optimize(const OptimizeArgs& args) {
   std::unique_ptr<loop::Critic> critic = std::make_unique<loop::RuleCritic>();
   policy::KernelPlan plan = policy::plan_kernel(oi.problem);
   auto start_file = find_start(a, oi.problem, oi.target, kernelbench_file);
-  std::string ext = start_file ? extension_for(oi.target.backend) : extension_for(oi.target.backend);
+  const std::string ext = extension_for(oi.target.backend);
   std::string start_source = start_file ? read_text(*start_file) : "";
   std::optional<llm::LlmConfig> llm_config;
   if (a.policy != "builtin") llm_config = llm::resolve_llm_config(a.llm, !a.replay);
@@ -201,13 +210,9 @@ int run_optimize(const OptimizeArgs& args) {
     if (variants.empty())
       throw UserError(fmt::format("no starting candidate for {} on {}: give --start FILE (a correct {} candidate)",
                                   oi.problem.name, oi.target.name, oi.target.backend));
-    // The builtin policy's first kernel is the start: speedups are counted from it.
-    fs::path f = loop::runs_root() / "starts" / (oi.problem.name + "." + variants.front().family + ext);
-    loop::write_file_atomically(f, variants.front().source);
-    start_file = f;
     std::fprintf(stderr, "mblast: no naive candidate: the start is the builtin policy's %s kernel\n",
                  variants.front().family.c_str());
-    variants.erase(variants.begin());
+    start_file = take_first_variant_as_start(oi.problem, ext, variants);
   }
   oi.start = *start_file;
   if (client) {
@@ -243,10 +248,7 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   if (!start) {
     if (variants.empty())
       throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
-    fs::path f = loop::runs_root() / "starts" / (problem.name + "." + variants.front().family + ext);
-    loop::write_file_atomically(f, variants.front().source);
-    oi.start = f;
-    variants.erase(variants.begin());
+    oi.start = take_first_variant_as_start(problem, ext, variants);
   }
   loop::BuiltinActor actor(std::move(variants), options.seed);
   loop::RuleCritic critic;
