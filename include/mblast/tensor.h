@@ -51,5 +51,8 @@ struct HostTensor {
 // 64-bit content hash (xxh3) used for "inputs unchanged" checks and content addressing.
 uint64_t content_hash(std::span<const std::byte> bytes);
 std::string content_hash_hex(std::span<const std::byte> bytes);  // 32 hex digits (xxh3-128)
+inline std::string content_hash_hex(std::string_view text) {
+  return content_hash_hex(std::as_bytes(std::span(text.data(), text.size())));
+}
 
 }  // namespace mblast

@@ -1,5 +1,6 @@
 // `mblast bench`: the command line around bench() (bench_run.cpp) and the reports
 // (bench_report.cpp): options, the results file, --compare and --junit.
+#include "mblast/files.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/optimize_command.h"
 
@@ -26,31 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Writes beside `path` under a temporary name, then renames: a reader (or a CI job collecting
-// artifacts after an interrupt) sees the old file or the whole new one.
-void write_file_atomic(const fs::path& path, const std::string& text) {
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  size_t done = 0;
-  bool ok = true;
-  while (ok && done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) ok = false;
-    else done += static_cast<size_t>(n);
-  }
-  ok = ok && ::fsync(fd) == 0;
-  ok = ::close(fd) == 0 && ok;
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write " + path.string());
-  }
-}
 
 json read_results(const std::string& path) {
   std::ifstream in(path);
@@ -126,6 +102,7 @@ int run_bench(const BenchArgs& a) {
   const fs::path out = a.out.empty() ? o.work / "results.json" : fs::path(a.out);
   o.python = a.python;
   o.filter = a.filter;
+  o.partial_out = out;  // rewritten after every problem; the final document replaces it
   o.measure_baselines = !a.no_baseline;
   o.compile = !a.no_compile;
   o.baseline_min_seconds = a.min_seconds;
@@ -172,8 +149,8 @@ int run_bench(const BenchArgs& a) {
     comparison["previous"]["file"] = fs::absolute(a.compare).string();
     results["comparison"] = comparison;
   }
-  write_file_atomic(out, dump(results));
-  if (!a.junit.empty()) write_file_atomic(a.junit, bench_junit_xml(results, comparison.is_null() ? nullptr : &comparison));
+  write_file_atomically(out, dump(results));
+  if (!a.junit.empty()) write_file_atomically(a.junit, bench_junit_xml(results, comparison.is_null() ? nullptr : &comparison));
 
   std::string report = format_bench_table(results);
   if (!comparison.is_null()) report += format_bench_comparison(comparison);

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "mblast/files.h"
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/bench_report.h"
@@ -50,15 +51,7 @@ std::string utc_now() {
   return buf;
 }
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw UserError(p.string() + ": cannot read");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string hash_of(const std::string& bytes) {
-  return content_hash_hex(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
+std::string hash_of(const std::string& bytes) { return content_hash_hex(std::string_view(bytes)); }
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -211,7 +204,7 @@ std::string importer_digest() {
     if (it->is_regular_file() && it->path().string().find("__pycache__") == std::string::npos) files.push_back(it->path());
   std::sort(files.begin() + 1, files.end());
   std::string all;
-  for (const auto& f : files) all += f.filename().string() + "=" + hash_of(read_bytes(f)) + "\n";
+  for (const auto& f : files) all += f.filename().string() + "=" + hash_of(read_file(f)) + "\n";
   return hash_of(all);
 }
 
@@ -229,7 +222,7 @@ Imported import_file(Run& run, const SuiteFile& s) {
   const auto t0 = Clock::now();
   std::string text;
   try {
-    text = read_bytes(s.file);
+    text = read_file(s.file);
   } catch (const UserError& e) {
     im.failure = e.what();
     return im;
@@ -388,7 +381,7 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   if (!choice->details.is_null()) row["candidate"]["details"] = choice->details;
   json r;
   try {
-    row["candidate"]["hash"] = hash_of(read_bytes(choice->source));
+    row["candidate"]["hash"] = hash_of(read_file(choice->source));
     r = evaluate(p, run.target, choice->source, run.o.eval, run.runner());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());
@@ -554,6 +547,15 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
     if (o.progress)
       std::fprintf(stderr, "[%zu/%zu] %s: %s\n", i + 1, files.size(), files[i].key.c_str(), short_result(row).c_str());
     rows.push_back(std::move(row));
+    if (!o.partial_out.empty()) {
+      json partial = {{"format", 1}, {"kind", "mblast-bench"}, {"complete", false},
+                      {"meta", {{"target", run.target.name}, {"size", o.size}, {"torch", run.torch_version},
+                                {"problems_done", rows.size()}, {"problems_total", files.size()},
+                                {"seconds", since(t_start)}}},
+                      {"problems", rows}};
+      partial["summary"] = summarize_bench(rows);
+      write_file_atomically(o.partial_out, partial.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    }
   }
 
   std::vector<std::string> suites;

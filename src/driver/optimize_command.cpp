@@ -1,4 +1,5 @@
 // `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
+#include "mblast/files.h"
 #include "mblast/driver/optimize_command.h"
 
 #include <cstdio>
@@ -34,19 +35,12 @@ std::string extension_for(const std::string& backend) {
   return ".opencl.cpp";
 }
 
-std::string read_text(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A KernelBench file becomes a problem directory under the runs root, keyed by its content,
 // so optimizing the same file twice imports it once.
 fs::path import_on_the_fly(const fs::path& file, bool quiet) {
-  std::string text = read_text(file);
+  std::string text = try_read_file(file).value_or("");
   if (text.empty()) throw UserError("cannot read " + file.string());
-  std::string key = content_hash_hex(std::as_bytes(std::span(text.data(), text.size()))).substr(0, 16);
+  std::string key = content_hash_hex(std::string_view(text)).substr(0, 16);
   fs::path out = loop::runs_root() / "imports" / key;
   fs::path dir = out / file.stem();
   if (fs::exists(dir / "problem.json")) return dir;
@@ -81,7 +75,7 @@ std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, cons
 // from it): written under the runs root and taken out of the variants.
 fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext, std::vector<policy::Variant>& variants) {
   fs::path f = loop::runs_root() / "starts" / (problem.name + "." + variants.front().family + ext);
-  loop::write_file_atomically(f, variants.front().source);
+  write_file_atomically(f, variants.front().source);
   variants.erase(variants.begin());
   return f;
 }
@@ -182,7 +176,7 @@ int run_optimize(const OptimizeArgs& args) {
   policy::KernelPlan plan = policy::plan_kernel(oi.problem);
   auto start_file = find_start(a, oi.problem, oi.target, kernelbench_file);
   const std::string ext = extension_for(oi.target.backend);
-  std::string start_source = start_file ? read_text(*start_file) : "";
+  std::string start_source = start_file ? read_file(*start_file) : "";
   std::optional<llm::LlmConfig> llm_config;
   if (a.policy != "builtin") llm_config = llm::resolve_llm_config(a.llm, !a.replay);
   if (a.policy == "llm" && !llm_config)
@@ -243,7 +237,7 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   const std::string ext = extension_for(target.backend);
   policy::KernelPlan plan = policy::plan_kernel(problem);
   std::string note;
-  auto variants = loop::builtin_variants(problem, target, plan, start ? read_text(*start) : "", ext, &note);
+  auto variants = loop::builtin_variants(problem, target, plan, start ? read_file(*start) : "", ext, &note);
   loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string()};
   if (!start) {
     if (variants.empty())
@@ -289,7 +283,7 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
   loop::RunStore run = loop::RunStore::open(root, a.run);
   fs::path report = run.dir() / (a.json ? "report.json" : "report.md");
   if (fs::exists(report)) {
-    std::cout << read_text(report);
+    std::cout << read_file(report);
     return 0;
   }
   // Not finished (running, or killed): the report so far, from its events.

@@ -14,9 +14,7 @@ namespace mblast::loop {
 
 namespace {
 
-std::string hash_of(const std::string& s) {
-  return content_hash_hex(std::as_bytes(std::span(s.data(), s.size())));
-}
+std::string hash_of(const std::string& s) { return content_hash_hex(std::string_view(s)); }
 
 // How many parameters differ between two variants of one family.
 int param_distance(const nlohmann::json& a, const nlohmann::json& b) {

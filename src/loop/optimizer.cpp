@@ -1,4 +1,5 @@
 // The AC-TGD loop (include/mblast/loop/optimizer.h).
+#include "mblast/files.h"
 #include "mblast/loop/optimizer.h"
 
 #include <algorithm>
@@ -26,15 +27,7 @@ namespace mblast::loop {
 
 namespace {
 
-std::string hash_of(const std::string& s) { return content_hash_hex(std::as_bytes(std::span(s.data(), s.size()))); }
-
-std::string read_text(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  if (!in) throw UserError("cannot read " + f.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string hash_of(const std::string& s) { return content_hash_hex(std::string_view(s)); }
 
 std::string extension_of(const fs::path& f) {
   std::string name = f.filename().string();
@@ -237,7 +230,7 @@ class Loop {
 
   void start() {
     Known s;
-    s.source = read_text(in_.start);
+    s.source = read_file(in_.start);
     s.extension = extension_of(in_.start);
     s.family = "start";
     s.description = "the starting candidate (" + in_.start.filename().string() + ")";
@@ -269,7 +262,7 @@ class Loop {
         k.measured = measured_from_summary(e.value("measured", nlohmann::json::object()));
         std::error_code ec;
         fs::path f = e.value("file", "");
-        k.source = fs::exists(f, ec) ? read_text(f) : "";
+        k.source = fs::exists(f, ec) ? read_file(f) : "";
         tried_.insert(k.id);
         if (type == "candidate") {
           ++evals_;

@@ -1,4 +1,5 @@
 // Run reports (include/mblast/loop/report.h).
+#include "mblast/files.h"
 #include "mblast/loop/report.h"
 
 #include <fmt/format.h>

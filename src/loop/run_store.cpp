@@ -1,4 +1,5 @@
 // Run folders (include/mblast/loop/run_store.h).
+#include "mblast/files.h"
 #include "mblast/loop/run_store.h"
 
 #include <fcntl.h>
@@ -21,13 +22,6 @@ namespace mblast::loop {
 
 namespace {
 
-std::string read_all(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string new_run_id() {
   std::string t = kb::utc_now_iso();  // 2025-01-31T12:34:56.789Z
   std::string compact;
@@ -37,29 +31,6 @@ std::string new_run_id() {
 }
 
 }  // namespace
-
-void write_file_atomically(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  fs::path tmp = file;
-  tmp += fmt::format(".tmp-{}", getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      fs::remove(tmp);
-      throw Error(fmt::format("cannot write {}: {}", file.string(), std::strerror(e)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  fs::rename(tmp, file);
-}
 
 RunStore::RunStore(fs::path dir, std::string id, nlohmann::json meta)
     : dir_(std::move(dir)), id_(std::move(id)), meta_(std::move(meta)) {}
@@ -87,7 +58,7 @@ RunStore RunStore::open(const fs::path& root, const std::string& id) {
   fs::path dir = root / id;
   if (id.empty() || id.find('/') != std::string::npos || !fs::exists(dir / "run.json"))
     throw UserError(fmt::format("no run {} under {} (see `mblast runs list`)", id, root.string()));
-  nlohmann::json meta = nlohmann::json::parse(read_all(dir / "run.json"), nullptr, false);
+  nlohmann::json meta = nlohmann::json::parse(try_read_file(dir / "run.json").value_or(""), nullptr, false);
   if (meta.is_discarded() || !meta.is_object()) throw UserError(fmt::format("{} is damaged (not JSON)", (dir / "run.json").string()));
   return RunStore(dir, id, std::move(meta));
 }
@@ -130,7 +101,7 @@ std::vector<nlohmann::json> list_runs(const fs::path& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory()) continue;
-    auto j = nlohmann::json::parse(read_all(e.path() / "run.json"), nullptr, false);
+    auto j = nlohmann::json::parse(try_read_file(e.path() / "run.json").value_or(""), nullptr, false);
     if (j.is_object()) runs.push_back(std::move(j));
   }
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.value("id", "") > b.value("id", ""); });

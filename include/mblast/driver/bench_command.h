@@ -63,6 +63,9 @@ struct BenchOptions {
   EvalOptions eval;                           // how each candidate is verified and timed
   std::string candidates_note;                // what the provider is, for the results' "meta"
   bool progress = true;                       // one line per problem on stderr
+  // When set, the results so far ("complete": false) are written here (atomically) after every
+  // problem, so a long run that is stopped keeps what it measured.
+  std::filesystem::path partial_out;
 };
 
 // Runs the suite and returns the results document (docs/bench.md "Results JSON"): "format",

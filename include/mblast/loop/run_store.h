@@ -40,7 +40,4 @@ class RunStore {
 // run.json of every run under root, newest first (unreadable folders are skipped).
 std::vector<nlohmann::json> list_runs(const std::filesystem::path& root);
 
-// Writes `text` to `file` atomically (temp file in the same folder, then rename).
-void write_file_atomically(const std::filesystem::path& file, const std::string& text);
-
 }  // namespace mblast::loop

@@ -1,0 +1,19 @@
+// Reading and writing whole files, the way every part of mblast does it.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace mblast {
+
+// The file's bytes, or nothing when it cannot be opened.
+std::optional<std::string> try_read_file(const std::filesystem::path& file);
+// The file's bytes; throws UserError("cannot read FILE") when it cannot be opened.
+std::string read_file(const std::filesystem::path& file);
+// Writes `text` beside `file` under a temporary name, syncs it and renames it over `file`: a
+// reader sees the old file or the whole new one, never half of it. Creates missing folders.
+// Throws Error with the reason when any step fails (the temporary file is removed).
+void write_file_atomically(const std::filesystem::path& file, const std::string& text);
+
+}  // namespace mblast
