@@ -1,6 +1,7 @@
 #include "mblast/driver/evaluate.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -161,6 +162,32 @@ void take_runner_failure(json& r, const json& h) {
   r["failed_stage"] = h.value("failed_stage", "");
 }
 
+// The runner request that builds a candidate and runs it on every seed x init (o.runs times).
+json eval_request(const Problem& p, const Target& target, const std::string& source, const fs::path& candidate,
+                  const EvalOptions& o) {
+  json seeds = json::array();
+  for (const auto& s : p.seeds) seeds.push_back(s.seed);
+  return {{"op", "eval"},
+          {"target", target.spec},
+          {"candidate", {{"source", source}, {"filename", candidate.filename().string()}}},
+          {"inputs", spec_list(p.inputs)},
+          {"parameters", spec_list(p.parameters)},
+          {"outputs", spec_list(p.outputs)},
+          {"seeds", seeds},
+          {"inits", p.inits},
+          {"runs", o.runs},
+          {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"time_s", o.time_s}}}};
+}
+
+// The worker holds the inputs and parameters of every seed and init, the outputs of the runs
+// it returns and its rotating buffer sets: the default limit grows with the problem's data.
+void set_memory_limit(json& req, const Problem& p, size_t payload_bytes, const EvalOptions& o) {
+  double out_bytes = 0;
+  for (const auto& t : p.outputs) out_bytes += static_cast<double>(t.nbytes());
+  const double data_mib = (static_cast<double>(payload_bytes) + out_bytes * (o.rotate + 1)) / (1024.0 * 1024.0);
+  req["limits"]["memory_mb"] = o.memory_mb > 0 ? o.memory_mb : 4096 + static_cast<int>(4 * data_mib);
+}
+
 json peak_fractions(const Problem& p, const json& peaks, double median_s) {
   json f;
   const double bw = p.bytes / median_s, fl = p.flops / median_s;
@@ -215,25 +242,9 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   r["failure_kind"] = nullptr;
   r["reason"] = nullptr;
 
-  json seeds = json::array(), inits = p.inits;
-  for (const auto& s : p.seeds) seeds.push_back(s.seed);
-  json req = {{"op", "eval"},
-              {"target", target.spec},
-              {"candidate", {{"source", source}, {"filename", candidate.filename().string()}}},
-              {"inputs", spec_list(p.inputs)},
-              {"parameters", spec_list(p.parameters)},
-              {"outputs", spec_list(p.outputs)},
-              {"seeds", seeds},
-              {"inits", inits},
-              {"runs", o.runs},
-              {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"time_s", o.time_s}}}};
+  json req = eval_request(p, target, source, candidate, o);
   const auto payload = serialize_safetensors(ref.payload);
-  // The worker holds the inputs and parameters of every seed and init, the outputs of the runs
-  // it returns and its rotating buffer sets: the default limit grows with the problem's data.
-  double out_bytes = 0;
-  for (const auto& t : p.outputs) out_bytes += static_cast<double>(t.nbytes());
-  const double data_mib = (static_cast<double>(payload.size()) + out_bytes * (o.rotate + 1)) / (1024.0 * 1024.0);
-  req["limits"]["memory_mb"] = o.memory_mb > 0 ? o.memory_mb : 4096 + static_cast<int>(4 * data_mib);
+  set_memory_limit(req, p, payload.size(), o);
   const auto t_sent = std::chrono::steady_clock::now();
   client->send(req, payload);
   auto v = client->receive(o.build_s + o.run_s + 60);
@@ -320,6 +331,80 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     r["fraction_of_peak"] = nullptr;
   }
   return finish();
+}
+
+json capture_outputs(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o,
+                     std::map<std::pair<int, int>, TensorSet>& outputs) {
+  const std::string source = read_source(candidate);
+  RunnerAddress addr = o.runner ? *o.runner : target.runner;
+  if (!o.runner) {
+    std::string why = target.unreachable_reason();
+    if (!why.empty()) throw UserError("target " + target.name + " is unavailable: " + why);
+  }
+  ReferenceData ref(p);  // inputs and parameters only: there is no expected data yet
+  RunnerClient client(addr);
+  json r = {{"problem", p.name}, {"target", target.name}, {"candidate", fs::absolute(candidate).string()},
+            {"correct", false}, {"failure_kind", nullptr}, {"reason", nullptr}};
+  EvalOptions two = o;
+  two.runs = std::max(2, o.runs);  // the second run must agree with the first
+  json req = eval_request(p, target, source, candidate, two);
+  const auto payload = serialize_safetensors(ref.payload);
+  set_memory_limit(req, p, payload.size(), two);
+  client.send(req, payload);
+  auto v = client.receive(o.build_s + o.run_s + 60);
+  const json& build = v.header.value("build", json::object());
+  r["build"] = {{"cached", build.value("cached", false)}, {"seconds", build.value("seconds", 0.0)},
+                {"log", build.value("log", "")}};
+  r["log"] = v.header.value("log", "");
+  if (v.header.value("stage", "") != "verify") {
+    take_runner_failure(r, v.header);
+    return r;
+  }
+  client.send({{"op", "stop"}});
+  Verdict verdict = verify_inputs_unchanged(p, ref, v.header.at("cases"));
+  const TensorSet outs = parse_safetensors(v.payload);
+  std::map<std::pair<int, int>, std::string> first_prefix;
+  std::map<std::pair<int, int>, TensorSet> got;
+  for (const auto& c : v.header.at("cases")) {
+    const int seed = c.at("seed"), init = c.at("init"), run = c.at("run");
+    const std::string prefix = c.at("prefix");
+    const auto key = std::make_pair(seed, init);
+    const std::string where = fmt::format("seed {} init {} run {}", seed, init, run);
+    for (const auto& spec : p.outputs) {
+      const HostTensor& t = output_in(outs, prefix + spec.name);
+      if (run == 0) {
+        // Every element must be a number: a NaN left here is also an element the kernel never
+        // wrote (the first run's outputs are poisoned with 0xFF bytes, a NaN pattern).
+        if (dtype_is_float(spec.dtype))
+          for (size_t i = 0; i < spec.numel(); ++i)
+            if (!std::isfinite(element_as_double(spec.dtype, t.data.data(), i))) {
+              verdict.fail(FailureKind::nan_or_inf,
+                           fmt::format("{}: output '{}' is {} at {} (unwritten, or not finite): it cannot be the reference",
+                                       where, spec.name, element_as_double(spec.dtype, t.data.data(), i),
+                                       index_string(spec, i)));
+              break;
+            }
+        HostTensor copy = t;
+        copy.spec.name = spec.name;
+        got[key].add(std::move(copy));
+        first_prefix[key] = prefix;
+      } else {
+        OutputCheck ag = check_agreement(spec, p.tolerance_for(spec.dtype),
+                                         output_in(outs, first_prefix[key] + spec.name).data, t.data);
+        if (!ag.ok()) verdict.fail(FailureKind::nondeterministic, where + ": " + ag.reason);
+      }
+    }
+  }
+  for (const auto& s : p.seeds)
+    for (int i : p.inits)
+      if (!got.count({s.seed, i})) verdict.fail(FailureKind::runner_error, fmt::format("no outputs for seed {} init {}", s.seed, i));
+  if (!verdict.ok()) {
+    set_failure(r, verdict.kind, verdict.reason);
+    return r;
+  }
+  outputs = std::move(got);
+  r["correct"] = true;
+  return r;
 }
 
 std::string format_eval_result(const json& r) {

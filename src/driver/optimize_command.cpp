@@ -1,6 +1,7 @@
 // `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
 #include "mblast/files.h"
 #include "mblast/driver/optimize_command.h"
+#include "mblast/driver/user_kernel.h"
 
 #include <cstdio>
 #include <fstream>
@@ -104,13 +105,16 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
       "  mblast optimize problems/softmax --target pocl-cpu\n"
       "  mblast optimize benchmarks/suite/level1/15_softmax.py --target h200 --llm anthropic:claude-sonnet-4-5\n"
       "  mblast optimize --resume 20261202-131500-3fa2c1\n"
-      "INPUT is a problem directory, or a KernelBench-format .py file (imported on the fly).\n"
+      "  mblast optimize my_kernel.cu --target h200          (with my_kernel.spec.json beside it)\n"
+      "INPUT is a problem directory, a KernelBench-format .py file (imported on the fly), or your\n"
+      "own kernel in the candidate ABI with a small spec naming its tensors (docs/optimize.md).\n"
       "The start is --start, else the problem's candidates/naive.<backend> file, else the suite's\n"
       "candidate for a KernelBench file, else the builtin policy's first generated kernel.\n"
       "With no --llm and no LLM in $MBLAST_LLM or the config file, the builtin policy proposes.\n"
       "Every candidate is verified and timed by the runner; a wrong or slower one is never the\n"
       "result. Knowledge goes to the KB (--kb, else $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite).");
-  c->add_option("input", a.input, "Problem directory or KernelBench .py file");
+  c->add_option("input", a.input, "Problem directory, KernelBench .py file, or your own kernel (.cu, .cpp, .c) with a spec");
+  c->add_option("--spec", a.spec, "With your own kernel: its spec (default: <name>.spec.json beside it)");
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
   c->add_option("--start", a.start, "Starting candidate file (default: the problem's naive candidate)");
   c->add_option("--policy", a.policy, "auto (an LLM when one is configured, else builtin) | builtin | llm")
@@ -163,9 +167,21 @@ int run_optimize(const OptimizeArgs& args) {
   if (fs::is_regular_file(in) && in.extension() == ".py") {
     kernelbench_file = in;
     in = import_on_the_fly(in, a.json);
+  } else if (fs::is_regular_file(in) && is_kernel_file(in)) {
+    // A user's own kernel: its spec names the tensors, its outputs become the reference and it
+    // is the start, so its time is the baseline every speedup is counted from.
+    const fs::path spec = a.spec.empty() ? default_spec_for(in) : fs::path(a.spec);
+    const Target t = find_target(target_name);
+    if (!a.json)
+      std::fprintf(stderr, "mblast: %s with %s: its outputs on %s become the reference\n", in.string().c_str(),
+                   spec.string().c_str(), t.name.c_str());
+    fs::path kernel = in;
+    in = prepare_user_problem(kernel, spec, t, o.runs_dir.empty() ? loop::runs_root() : o.runs_dir, o.eval);
+    if (start.empty()) start = kernel.string();
   } else if (fs::is_regular_file(in)) {
-    throw UserError(input + " is not a problem directory or a KernelBench .py file (a kernel of your own needs a "
-                    "problem directory around it: see docs/problem-format.md)");
+    throw UserError(input + " is not a problem directory, a KernelBench .py file or a kernel (.cu, .cpp, .c) with a spec");
+  } else if (!a.spec.empty()) {
+    throw UserError("--spec goes with a kernel file, not a problem directory");
   }
   loop::OptimizeInput oi{load_problem(in), find_target(target_name), {}, input};
   a.start = start;

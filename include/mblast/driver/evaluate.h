@@ -6,6 +6,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <utility>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +39,14 @@ struct EvalOptions {
 // input throws UserError. `client` reuses a running runner (nullptr: start one).
 nlohmann::json evaluate(const Problem& problem, const Target& target, const std::filesystem::path& candidate,
                         const EvalOptions& options, RunnerClient* client = nullptr);
+
+// Runs a candidate on every seed x init of a problem that has inputs and parameters but no
+// expected outputs yet, twice each, and returns its outputs in `outputs` (keyed by seed, init):
+// a user's own kernel becomes the reference this way. The result has "correct" (false when the
+// candidate failed, left an output element unwritten or not finite, or two runs disagreed),
+// "failure_kind" and "reason", as evaluate() gives them.
+nlohmann::json capture_outputs(const Problem& problem, const Target& target, const std::filesystem::path& candidate,
+                               const EvalOptions& options, std::map<std::pair<int, int>, TensorSet>& outputs);
 
 // The human-readable rendering of an evaluate() result.
 std::string format_eval_result(const nlohmann::json& r);

@@ -12,7 +12,7 @@ namespace CLI { class App; }
 namespace mblast {
 
 struct OptimizeArgs {
-  std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume;
+  std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume, spec;
   bool json = false, replay = false, no_cache = false, no_confirm = false;
   double llm_timeout = 0;
   int max_llm_calls = 0;
