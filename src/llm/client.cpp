@@ -122,9 +122,22 @@ Usage Client::total_for(const std::string& purpose) const {
   return it == spent_.end() ? Usage{} : it->second;
 }
 
+double Client::seconds_waiting() const {
+  std::lock_guard lock(mu_);
+  return waited_s_;
+}
+
 Response Client::complete(const Request& request) {
   validate(request);
   const auto t0 = Clock::now();
+  struct Waited {
+    Client* c;
+    Clock::time_point t0;
+    ~Waited() {
+      std::lock_guard lock(c->mu_);
+      c->waited_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+  } waited{this, t0};
   const ProviderSpec& provider = config_.provider;
   const nlohmann::json material = cache_material(provider, request);
   Response resp;

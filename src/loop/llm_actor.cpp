@@ -131,7 +131,8 @@ std::string LlmActor::name() const { return client_.config().spec; }
 nlohmann::json LlmActor::spend() const {
   llm::Usage u = client_.total();
   return {{"calls", u.calls}, {"cached", u.cache_hits}, {"input_tokens", u.input_tokens},
-          {"output_tokens", u.output_tokens}, {"usd", u.cost_usd}, {"price_known", u.price_known}};
+          {"output_tokens", u.output_tokens}, {"usd", u.cost_usd}, {"price_known", u.price_known},
+          {"llm_seconds", client_.seconds_waiting()}};
 }
 
 std::string LlmActor::analysis(const ActorContext& ctx) {

@@ -118,6 +118,7 @@ class Loop {
   std::vector<std::string> constraints_;
   nlohmann::json knowledge_used_ = nlohmann::json::array();
   int step_ = 0, evals_ = 0, steps_without_gain_ = 0;
+  double eval_seconds_ = 0;  // wall time inside evaluate(), for the steps' timing
 
   nlohmann::json initial_meta() const {
     return {{"problem", in_.problem.name},
@@ -167,7 +168,21 @@ class Loop {
     return r;
   }
 
+  // Where a step's wall time went: the runner (evaluate_s), the LLM (llm_s: requests, retries,
+  // waits) and the loop itself (loop_s: retrieval, prompt building, critic rules, KB writes).
+  nlohmann::json step_timing(std::chrono::steady_clock::time_point t0, double eval_s0, double llm_s0) {
+    const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double eval_s = eval_seconds_ - eval_s0, llm_s = actor_.spend().value("llm_seconds", 0.0) - llm_s0;
+    return {{"step_s", step_s}, {"evaluate_s", eval_s}, {"llm_s", llm_s}, {"loop_s", step_s - eval_s - llm_s}};
+  }
+
   Measured evaluate_file(const fs::path& file) {
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Count {
+      double& total;
+      std::chrono::steady_clock::time_point t0;
+      ~Count() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } count{eval_seconds_, t0};
     try {
       return measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
     } catch (const UserError&) {
@@ -384,6 +399,8 @@ class Loop {
       if (!best.measured.deterministic && sol >= b.sol_fraction)
         return fmt::format("reached {:.0f}% of peak", 100 * sol);
 
+      const auto step_t0 = std::chrono::steady_clock::now();
+      const double eval_s0 = eval_seconds_, llm_s0 = actor_.spend().value("llm_seconds", 0.0);
       ActorContext ctx;
       ctx.problem = &in_.problem;
       ctx.target = &in_.target;
@@ -447,7 +464,8 @@ class Loop {
       store_.append_event({{"type", "step"}, {"step", step_}, {"best", new_best.id},
                            {"best_speedup", start_known().measured.cost / new_best.measured.cost},
                            {"steps_without_gain", steps_without_gain_}, {"evaluations", evals_},
-                           {"spend", actor_.spend()}, {"elapsed_s", elapsed()}});
+                           {"spend", actor_.spend()}, {"elapsed_s", elapsed()},
+                           {"timing", step_timing(step_t0, eval_s0, llm_s0)}});
       progress(fmt::format("step {} done · best {:.2f}x · {} evaluations · {}{}", step_,
                            start_known().measured.cost / new_best.measured.cost, evals_, spend_text(),
                            gain ? "" : " · no gain"));

@@ -153,6 +153,19 @@ class LlmLoop(unittest.TestCase):
                 self.assertEqual(read(r["candidate"]), fast)
                 self.assertGreater(r["spend"]["calls"], 0)
                 self.assertIn("500", p.stderr)  # the failed request is reported, the run goes on
+                # Each step says where its time went; the LLM's share is measured apart from the
+                # loop's own (retrieval, prompt building, critic, KB writes).
+                with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
+                    steps = [e for e in map(json.loads, f) if e.get("type") == "step"]
+                self.assertEqual(len(steps), r["steps"])
+                for e in steps:
+                    t = e["timing"]
+                    self.assertGreater(t["llm_s"], 0)
+                    self.assertGreaterEqual(t["evaluate_s"], 0)  # 0 when no answer had code
+                    self.assertGreaterEqual(t["loop_s"], 0)
+                    self.assertAlmostEqual(t["step_s"], t["llm_s"] + t["evaluate_s"] + t["loop_s"], places=6)
+                    print(f"{target} step {e['step']}: step {t['step_s']:.3f} s = evaluate {t['evaluate_s']:.3f} + "
+                          f"llm {t['llm_s']:.3f} + loop {t['loop_s']:.3f}", file=sys.stderr)
                 self.assertFalse(key in p.stderr or key in p.stdout, "the API key leaked into the output")
 
                 db = sqlite3.connect(env["MBLAST_KB"])

@@ -79,6 +79,9 @@ class Client {
   Response complete(const Request& request);
 
   Usage total() const;
+  // Wall seconds spent inside complete() so far (requests, retries, back-off waits, cache
+  // reads), whatever the outcome: the LLM's share of a step's time.
+  double seconds_waiting() const;
   Usage total_for(const std::string& purpose) const;
   const LlmConfig& config() const { return config_; }
   // What applies after merging options and config.
@@ -100,6 +103,7 @@ class Client {
 
   mutable std::mutex mu_;
   std::map<std::string, Usage> spent_;  // by purpose
+  double waited_s_ = 0;                 // in complete(), whatever its outcome
   int in_flight_ = 0;
 };
 
