@@ -80,6 +80,12 @@ class _Timer:
         else:
             cache = _cpu_cache_bytes()
             self.flush_bytes = max(2 * cache, 8 << 20)
+            # PyTorch gets every core this process may use, as an OpenCL CPU device does: an
+            # OpenMP runtime that starts with one thread would make the baseline look slow.
+            # MBLAST_TORCH_THREADS overrides it.
+            want = int(os.environ.get("MBLAST_TORCH_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+            if want > 0 and torch.get_num_threads() != want:
+                torch.set_num_threads(want)
             self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
                          "torch_threads": torch.get_num_threads()}
         self.flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
