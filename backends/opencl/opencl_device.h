@@ -56,6 +56,8 @@ class OpenclDevice final : public Device {
   size_t align_ = 4096;
   size_t cache_bytes_ = 0;
   cl_mem flush_buf_ = nullptr;
+  cl_program flush_prog_ = nullptr;
+  cl_kernel flush_kernel_ = nullptr;
   unsigned flush_count_ = 0;
   cl_event start_ = nullptr, end_ = nullptr;
   bool events_ok_ = true;

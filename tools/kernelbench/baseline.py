@@ -93,15 +93,17 @@ class _Timer:
         self.method = (
             "CUDA events on the current stream: start event before the call; after it "
             "torch.cuda.synchronize() (device-wide), then the end event; L2 flushed before "
-            f"each timed call by writing {self.flush_bytes >> 20} MiB (2x L2)"
+            f"each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x L2)"
             if device == "cuda" else
             "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
-            f"before each timed call by writing {self.flush_bytes >> 20} MiB (2x the largest "
+            f"before each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x the largest "
             "CPU cache)")
 
     def flush(self):
         self.flushes += 1
-        self.flush_buf.fill_(self.flushes & 0xFF)
+        # Read and write every byte: a plain fill may be done with non-temporal stores on a
+        # CPU, which evict nothing (the OpenCL runner flushes the same way, with a kernel).
+        self.flush_buf.add_(1)
         if self.device == "cuda":
             torch.cuda.synchronize()
 
