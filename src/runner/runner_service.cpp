@@ -291,7 +291,7 @@ fs::path RunnerService::peaks_path(const std::string& target, const json& device
   // global memory from what is free); "2": the peak kernels changed (OpenCL float16 FMA form).
   json key = device;
   if (key.is_object()) key.erase("global_mem_bytes");
-  const std::string d = "peaks 2\n" + key.dump();
+  const std::string d = "peaks 3\n" + key.dump();
   return cache_dir_ / "peaks" / (target + "-" + content_hash_hex(std::as_bytes(std::span(d))).substr(0, 16) + ".json");
 }
 
