@@ -44,7 +44,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "matmul"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -56,7 +56,7 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
   auto add = [&](TensorRef t) {
     if (t.index >= 0 && std::find(r.begin(), r.end(), t) == r.end()) r.push_back(t);
   };
-  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") add({false, plan.source});
+  if (is_row_kind(plan.kind)) add({false, plan.source});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
     add({plan.b_is_param, plan.b});
@@ -89,13 +89,14 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     const std::string probe = render_expr(plan.expr, kOpenCL, [](const ExprNode&) { return std::string("v"); });
     if (probe.find("unknown op") != std::string::npos) return false;
   }
-  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") {
+  if (is_row_kind(plan.kind)) {
     const TensorSpec* x = spec_of(problem, {false, plan.source});
     const ReduceShape& r = plan.rshape;
     if (!x || r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
     if (r.outer * r.reduce * r.inner != static_cast<int64_t>(x->numel())) return false;
     if (plan.kind == "reduce" && (!kReduceOps.count(plan.reduce_op) || plan.out_numel != r.outer * r.inner)) return false;
     if (plan.kind != "reduce" && plan.out_numel != r.outer * r.reduce * r.inner) return false;
+    if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;

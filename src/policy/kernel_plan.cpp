@@ -268,6 +268,33 @@ class Walker {
     return producer_result();
   }
 
+  // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
+  // epilogue leaves broadcast along the rows.
+  Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
+                   const std::optional<Value>& b, double eps) {
+    const Value& x = producer_operand(xin, "layer_norm");
+    if (x.is_param || x.transposed) throw Unsupported{"layer_norm of a parameter"};
+    std::vector<int64_t> dims;
+    if (normalized.is_number_integer()) dims.push_back(normalized.get<int64_t>());
+    else if (normalized.is_array())
+      for (const auto& d : normalized) dims.push_back(d.get<int64_t>());
+    if (dims.empty() || dims.size() > x.shape.size()) throw Unsupported{"layer_norm without a normalized_shape it can read"};
+    int64_t cols = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (x.shape[x.shape.size() - dims.size() + i] != dims[i]) throw Unsupported{"layer_norm: normalized_shape is not x's trailing dims"};
+      cols *= dims[i];
+    }
+    if (numel_of(x.shape) != plan_.out_numel) throw Unsupported{"layer_norm: the output is not the normalised tensor"};
+    plan_.source = x.index;
+    plan_.rshape = {plan_.out_numel / cols, cols, 1};
+    plan_.kind = "layernorm";
+    plan_.eps = eps;
+    Value r = producer_result();
+    if (w) r = binary("mul", r, *w);
+    if (b) r = binary("add", r, *b);
+    return r;
+  }
+
   Value matmul(const Value& a_in, const Value& b_in, bool b_is_linear_weight) {
     const Value& a = producer_operand(a_in, "matmul");
     const Value& b = producer_operand(b_in, "matmul");
@@ -381,6 +408,16 @@ class Walker {
       std::string kind = fn == "softmax" || fn == "Softmax" ? "softmax" : "log_softmax";
       return softmax(kind, x(0, "input"), dim.get<int64_t>());
     }
+    if (fn == "layer_norm") {
+      auto opt = [&](size_t i, const char* key) -> std::optional<Value> {
+        nlohmann::json a = arg(n, i, key);
+        if (a.is_null()) return std::nullopt;
+        return arg_value(a);
+      };
+      nlohmann::json eps = arg(n, 4, "eps");
+      return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), opt(2, "weight"), opt(3, "bias"),
+                        eps.is_number() ? eps.get<double>() : 1e-5);
+    }
     if (fn == "matmul" || fn == "mm" || fn == "bmm") return matmul(x(0, "input"), x(1, "other"), false);
     if (fn == "t" || fn == "T") return transposed(x(0, "input"));
     if (fn == "transpose") {
@@ -433,6 +470,11 @@ class Walker {
         Value out = matmul(arg_value(n["args"][0]), *w, true);
         if (auto b = tensor_named(target + ".bias")) return binary("add", out, *b);
         return out;
+      }
+      if (type == "LayerNorm") {
+        const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
+        nlohmann::json shape = attrs.contains("normalized_shape") ? attrs["normalized_shape"] : nlohmann::json();
+        return layer_norm(arg_value(n["args"][0]), shape, tensor_named(target + ".weight"), tensor_named(target + ".bias"), eps);
       }
       return call(type, n, attrs);
     }
@@ -588,8 +630,9 @@ nlohmann::json KernelPlan::to_json() const {
     nodes.push_back(e);
   }
   j["expr"] = {{"nodes", nodes}, {"root", expr.root}};
-  if (kind == "reduce" || kind == "softmax" || kind == "log_softmax") {
+  if (is_row_kind(kind)) {
     j["source"] = source;
+    if (kind == "layernorm") j["eps"] = eps;
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
     if (!reduce_op.empty()) j["reduce_op"] = reduce_op;
   }
@@ -606,7 +649,7 @@ std::string KernelPlan::summary() const {
   if (kind == "unsupported") return "unsupported: " + reason;
   if (kind == "elementwise") s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
   else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
-  else if (kind == "softmax" || kind == "log_softmax")
+  else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
     s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", kind, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "matmul")
     s = fmt::format("matmul {}{}x{}x{}{}{}", batch > 1 ? std::to_string(batch) + "x" : "", m, n, k,

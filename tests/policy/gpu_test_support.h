@@ -350,6 +350,29 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = p;
     v.push_back(s);
   }
+  {  // layernorm over the last dim of 130 (130 % 4 == 2: vector tails), affine, then relu
+    Synthetic s;
+    s.name = "pt_layernorm";
+    s.problem_json = problem_json(s.name, "norm", {tensor("x", {37, 130})}, {tensor("w", {130}), tensor("b", {130})},
+                                  tensor("y", {37, 130}), 1e-5, 1e-4, 37 * 130 * 8);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (130,), \"normal\", \"f32\"), \"b\": sample(rng, (130,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    m = x.mean(axis=1, keepdims=True)\n"
+                     "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
+                     "    y = (x - m) / np.sqrt(v + 1e-5) * params[\"w\"].astype(np.float64) + params[\"b\"].astype(np.float64)\n"
+                     "    return {\"y\": np.maximum(y, 0.0)}\n";
+    KernelPlan p = reduction("layernorm", "", {37, 130, 1}, {37, 130}, Expr{});
+    p.eps = 1e-5;
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.binary("mul", b.acc(), b.param(0, 1, 130)), b.param(1, 1, 130)));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
   return v;
 }
 

@@ -109,6 +109,47 @@ TEST(KernelPlan, PerChannelBroadcastAndTorchExportNames) {
   EXPECT_EQ(leaf->index.mod, 8);   // C
 }
 
+TEST(KernelPlan, LayerNormModuleAndFunction) {
+  Problem p = synthetic({{"in0", DType::f32, {6, 10, 32}}}, {{"ln.weight", DType::f32, {32}}, {"ln.bias", DType::f32, {32}}},
+                        {6, 10, 32});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json ln = node("ln", "call_module", "ln", {ref("x")});
+  ln["module"] = "torch.nn.modules.normalization.LayerNorm";
+  ln["attributes"] = {{"normalized_shape", {32}}, {"eps", 1e-6}, {"elementwise_affine", true}};
+  nlohmann::json g = {{"nodes",
+                       {x, ln, node("act", "call_function", "torch.nn.functional.silu", {ref("ln")}),
+                        node("output", "output", "output", {ref("act")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "layernorm") << plan.reason;
+  EXPECT_EQ(plan.rshape.outer, 60);
+  EXPECT_EQ(plan.rshape.reduce, 32);
+  EXPECT_EQ(plan.rshape.inner, 1);
+  EXPECT_DOUBLE_EQ(plan.eps, 1e-6);
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{0, 1}));  // weight and bias in the epilogue
+  for (const auto& n : plan.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) EXPECT_EQ(n.index.mod, 32);
+  EXPECT_NE(plan.summary().find("layernorm"), std::string::npos) << plan.summary();
+
+  // F.layer_norm over the last two dims, no affine.
+  nlohmann::json f = {{"nodes",
+                       {x, node("n", "call_function", "torch.nn.functional.layer_norm", {ref("x"), {10, 32}}),
+                        node("output", "output", "output", {ref("n")})}}};
+  plan = plan_kernel(p, f);
+  ASSERT_EQ(plan.kind, "layernorm") << plan.reason;
+  EXPECT_EQ(plan.rshape.outer, 6);
+  EXPECT_EQ(plan.rshape.reduce, 320);
+  EXPECT_DOUBLE_EQ(plan.eps, 1e-5);
+  EXPECT_TRUE(plan.expr.is_identity_epilogue());
+  // A normalized_shape that is not the trailing dims is refused with the reason.
+  nlohmann::json bad = {{"nodes",
+                         {x, node("n", "call_function", "torch.nn.functional.layer_norm", {ref("x"), {6}}),
+                          node("output", "output", "output", {ref("n")})}}};
+  plan = plan_kernel(p, bad);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("trailing"), std::string::npos) << plan.reason;
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());

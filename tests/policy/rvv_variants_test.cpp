@@ -515,6 +515,33 @@ TEST_F(SyntheticProblems, ReduceInnerAxisMeanWithEpilogue) {
   expect_variants_correct(p, plan);
 }
 
+// LayerNorm over rows of 130 (tails at every VLEN), the affine and a relu in the epilogue;
+// inputs scaled by 3; the one-pass variance is offered because the tolerance allows it.
+TEST_F(SyntheticProblems, LayerNormAffineRelu) {
+  Synthetic s{"layernorm",
+              nlohmann::json::array({spec("x", {19, 130})}),
+              nlohmann::json::array({spec("w", {130}), spec("b", {130})}),
+              spec("y", {19, 130}),
+              "    return {'x': sample(rng, (19, 130), distribution, 'f32', scale=3.0)}",
+              "    return {'w': sample(rng, (130,), 'normal', 'f32'), 'b': sample(rng, (130,), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64)\n    m = x.mean(axis=1, keepdims=True)\n"
+              "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
+              "    y = (x - m) / np.sqrt(v + 1e-5) * params['w'].astype(np.float64) + params['b'].astype(np.float64)\n"
+              "    return {'y': np.maximum(y, 0.0)}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  KernelPlan plan = reduction(p, "layernorm", "", {19, 130, 1},
+                              b.done(b.u("relu", b.b("add", b.b("mul", b.acc(), b.pr(0, 1, 130)), b.pr(1, 1, 130)))));
+  plan.eps = 1e-5;
+  const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
+  std::set<std::string> families;
+  for (const auto& v : vs) families.insert(v.family);
+  EXPECT_TRUE(families.count("rvv.layernorm.two-pass"));
+  EXPECT_TRUE(families.count("rvv.layernorm.one-pass"));
+  expect_variants_correct(p, plan);
+}
+
 TEST_F(SyntheticProblems, ReduceShortRowsMax) {
   Synthetic s{"reduce_short",
               nlohmann::json::array({spec("x", {300, 12})}),

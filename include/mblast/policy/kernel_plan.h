@@ -83,6 +83,8 @@ struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
   // softmax      output = softmax(x) along the reduce axis; log_softmax likewise
+  // layernorm    output[o, r] = epilogue((x[o, r] - mean_o) * rsqrt(var_o + eps)) over the last
+  //              axis (inner 1); the affine weight and bias are epilogue leaves
   // matmul       output[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
   // unsupported  nothing the generators know (reason says why)
   std::string kind = "unsupported";
@@ -95,10 +97,11 @@ struct KernelPlan {
   // element, with Kind::Acc standing for the producer's value (identity when there is none).
   Expr expr;
 
-  // reduce / softmax / log_softmax
+  // reduce / softmax / log_softmax / layernorm
   int source = -1;  // input index of x
   ReduceShape rshape;
   std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax
+  double eps = 1e-5;      // layernorm: added to the (biased) variance
 
   // matmul: A and B are problem tensors (`a_is_param` / `b_is_param` say which list)
   int a = -1, b = -1;
@@ -112,6 +115,11 @@ struct KernelPlan {
   // One line for logs and reports: "matmul 1024x1024x1024 + epilogue(add, relu)".
   std::string summary() const;
 };
+
+// The kinds that reduce along [outer, reduce, inner] and keep `source`, `rshape`.
+inline bool is_row_kind(const std::string& kind) {
+  return kind == "reduce" || kind == "softmax" || kind == "log_softmax" || kind == "layernorm";
+}
 
 // Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
 // it does not understand: kind "unsupported" with the reason (a missing graph included).

@@ -1,4 +1,5 @@
-// CUDA reductions, softmax and log_softmax over [outer, reduce, inner], the epilogue fused.
+// CUDA reductions, softmax, log_softmax and layernorm over [outer, reduce, inner], the epilogue
+// fused.
 //
 //   row-per-warp    (inner 1) one warp per row, float4 loads, shuffle reductions; softmax keeps
 //                   online (max, sum) pairs per lane merged by shuffles, or with `cache` holds
@@ -24,6 +25,7 @@ struct Ctx {
   std::string x;
   int64_t outer, r, inner;
   bool is_reduce, is_log;
+  double eps = 0;  // layernorm
   bool vec4() const { return r % 4 == 0; }
 };
 
@@ -380,6 +382,51 @@ Variant column_per_thread(const Ctx& c, int block) {
   return finish(d, c.plan, c.problem);
 }
 
+
+// LayerNorm (inner 1): `threads` per row sum x, then (x - mean)^2 from a second read (safe
+// against cancellation), then write (x - mean) * rstd through the epilogue.
+Variant layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const bool warp = threads_per_row == 32;
+  const int block = threads_per_row * rows_per_block;
+  std::string k;
+  k += fmt::format("#define R {}\n#define OUTER {}\n#define EPS {:.9g}f\n\n", c.r, c.outer, c.eps);
+  k += helpers("sum");
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_rows({}) {{\n", block, kernel_params(tensors));
+  if (warp) {
+    k += "  const int lane = threadIdx.x & 31;\n";
+    k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x) * {1} + (threadIdx.x >> 5);\n", c.idx, rows_per_block);
+    k += "  if (o >= OUTER) return;  // the whole warp leaves together\n";
+  } else {
+    k += "  __shared__ float sh[33];\n  const int lane = threadIdx.x;\n";
+    k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
+  }
+  const std::string sum = warp ? "mb_warp_sum({})" : fmt::format("mb_block_sum({{}}, sh, {})", block / 32);
+  k += "  const float* row = " + c.x + " + o * R;\n";
+  k += fmt::format("  float s = 0.0f;\n  for (int r = lane; r < R; r += {}) s += row[r];\n", threads_per_row);
+  k += "  const float mean = " + fmt::format(fmt::runtime(sum), "s") + " / static_cast<float>(R);\n";
+  k += fmt::format("  float d = 0.0f;\n  for (int r = lane; r < R; r += {}) {{\n    const float t = row[r] - mean;\n    d += t * t;\n  }}\n",
+                   threads_per_row);
+  k += "  const float rstd = rsqrtf(" + fmt::format(fmt::runtime(sum), "d") + " / static_cast<float>(R) + EPS);\n";
+  k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads_per_row);
+  k += fmt::format("    const {} i = o * R + r;\n", c.idx);
+  k += "    const float acc = (row[r] - mean) * rstd;\n";
+  k += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n}\n";
+
+  Design d;
+  d.family = warp ? "cuda.layernorm.row-per-warp" : "cuda.layernorm.row-per-block";
+  d.params = warp ? nlohmann::json{{"warps_per_block", rows_per_block}} : nlohmann::json{{"block", block}};
+  d.description = fmt::format("layernorm: {} per row, {} for the mean and then the variance", warp ? "one warp" : fmt::format("one {}-thread block", block),
+                              warp ? "shuffle reductions" : "shuffles then shared memory");
+  d.actions = warp ? std::vector<std::string>{"cuda.row-per-warp", "cuda.warp-shuffle-reduction", "cuda.fuse-elementwise-epilogue"}
+                   : std::vector<std::string>{"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
+                                              "cuda.fuse-elementwise-epilogue"};
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
+                              warp ? gpu::ceil_div(c.outer, rows_per_block) : c.outer, block, call_args(tensors));
+  return finish(d, c.plan, c.problem);
+}
+
 }  // namespace
 
 std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
@@ -391,8 +438,15 @@ std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& p
         plan.rshape.reduce,
         plan.rshape.inner,
         plan.kind == "reduce",
-        plan.kind == "log_softmax"};
+        plan.kind == "log_softmax",
+        plan.eps};
   std::vector<Variant> v;
+  if (plan.kind == "layernorm") {
+    if (c.inner != 1) return v;
+    for (int warps : {4, 8}) v.push_back(layernorm_rows(c, 32, warps));
+    for (int block : {128, 256, 512}) v.push_back(layernorm_rows(c, block, 1));
+    return v;
+  }
   if (c.inner > 1) {
     for (int block : {128, 256}) v.push_back(column_per_thread(c, block));
     return v;

@@ -127,7 +127,7 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return cuda::elementwise_variants(plan, problem);
-  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") return cuda::reduction_variants(plan, problem);
+  if (is_row_kind(plan.kind)) return cuda::reduction_variants(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return cuda::matmul_variants(plan, problem);
   return {};
 }

@@ -1,4 +1,5 @@
-// OpenCL reductions, softmax and log_softmax over [outer, reduce, inner], the epilogue fused.
+// OpenCL reductions, softmax, log_softmax and layernorm over [outer, reduce, inner], the
+// epilogue fused.
 //
 //   row-per-group   (inner 1) one work-group per row: float4 loads strided over the group,
 //                   a local-memory tree; softmax either as two trees (max, then sum of exp)
@@ -24,6 +25,7 @@ struct Ctx {
   std::string x;    // source buffer name
   int64_t outer, r, inner;
   bool is_reduce, is_log;
+  double eps = 0;  // layernorm
 };
 
 std::string combine(const std::string& op, const std::string& a, const std::string& b) {
@@ -330,6 +332,98 @@ Variant column_per_item(const Ctx& c, int wg) {
   return finish(d, c.plan, c.problem);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm (inner 1): the mean, then the variance from a second read of (x - mean)^2 (safe
+// against cancellation), then (x - mean) * rstd through the epilogue (the affine and the rest).
+
+std::string norm_write(const Ctx& c, const std::string& first, const std::string& step) {
+  std::string s;
+  s += fmt::format("  for (int r = {}; r < R; r += {}) {{\n", first, step);
+  s += fmt::format("    const {} i = o * R + r;\n", c.idx);
+  s += "    const float acc = (row[r] - mean) * rstd;\n";
+  s += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n";
+  return s;
+}
+
+Variant norm_per_group(const Ctx& c, int wg) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  std::string k;
+  k += fmt::format("#define R {}\n#define R4 (R / 4)\n#define WG {}\n#define EPS {:.9g}f\n\n", c.r, wg, c.eps);
+  k += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n";
+  k += "void mb_rows(" + kernel_params(tensors) + ") {\n";
+  k += "  __local float part[WG];\n";
+  k += "  const int t = (int)get_local_id(0);\n";
+  k += fmt::format("  const {0} o = ({0})get_group_id(0);\n", c.idx);
+  k += "  __global const float* row = " + c.x + " + o * R;\n";
+  k += group_accumulate("sum", "a", "q", "x");
+  k += "  part[t] = a;\n";
+  k += tree("part[t] += part[t + s];");
+  k += "  const float mean = part[0] / (float)R;\n";
+  k += "  barrier(CLK_LOCAL_MEM_FENCE);  // part is reused\n";
+  k += group_accumulate("sum", "d", "(q - mean) * (q - mean)", "(x - mean) * (x - mean)");
+  k += "  part[t] = d;\n";
+  k += tree("part[t] += part[t + s];");
+  k += "  const float rstd = rsqrt(part[0] / (float)R + EPS);\n";
+  k += norm_write(c, "t", "WG");
+  k += "}\n";
+  Design d;
+  d.family = "opencl.layernorm.row-per-group";
+  d.params = {{"wg", wg}};
+  d.description = fmt::format("layernorm: one work-group of {} per row, float4 loads, local-memory trees for the mean and the variance", wg);
+  d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
+  for (auto& a : fusion_actions(c)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_rows";
+  l.global = {c.outer * wg, 1, 1};
+  l.local = {wg, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
+Variant norm_per_item(const Ctx& c, int vec) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const std::string vt = "float" + std::to_string(vec);
+  auto horizontal = [&](const std::string& v) {
+    std::string h = v + ".s0";
+    for (int i = 1; i < vec; ++i) h = "(" + h + " + " + v + ".s" + kLane[i] + ")";
+    return h;
+  };
+  std::string k;
+  k += fmt::format("#define R {}\n#define OUTER {}\n#define RV (R / {})\n#define EPS {:.9g}f\n\n", c.r, c.outer, vec, c.eps);
+  k += "__kernel void mb_rows(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} o = ({0})get_global_id(0);\n", c.idx);
+  k += "  if (o >= OUTER) return;\n";
+  k += "  __global const float* row = " + c.x + " + o * R;\n";
+  k += fmt::format("  {0} sv = ({0})(0.0f);\n", vt);
+  k += fmt::format("  for (int v = 0; v < RV; ++v) sv += vload{}(v, row);\n", vec);
+  k += "  float sum = " + horizontal("sv") + ";\n";
+  k += fmt::format("  for (int r = RV * {}; r < R; ++r) sum += row[r];\n", vec);
+  k += "  const float mean = sum / (float)R;\n";
+  k += fmt::format("  {0} dv = ({0})(0.0f);\n", vt);
+  k += fmt::format("  for (int v = 0; v < RV; ++v) {{\n    const {} q = vload{}(v, row) - mean;\n    dv += q * q;\n  }}\n", vt, vec);
+  k += "  float var = " + horizontal("dv") + ";\n";
+  k += fmt::format("  for (int r = RV * {}; r < R; ++r) var += (row[r] - mean) * (row[r] - mean);\n", vec);
+  k += "  const float rstd = rsqrt(var / (float)R + EPS);\n";
+  k += norm_write(c, "0", "1");
+  k += "}\n";
+  Design d;
+  d.family = "opencl.layernorm.row-per-item";
+  d.params = {{"vec", vec}};
+  d.description = fmt::format("layernorm: one work-item per row, float{} accumulators for the mean and the variance, no barriers", vec);
+  d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
+  for (auto& a : fusion_actions(c)) d.actions.push_back(a);
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_rows";
+  l.global = {c.outer, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return finish(d, c.plan, c.problem);
+}
+
 }  // namespace
 
 std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
@@ -341,8 +435,15 @@ std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& p
         plan.rshape.reduce,
         plan.rshape.inner,
         plan.kind == "reduce",
-        plan.kind == "log_softmax"};
+        plan.kind == "log_softmax",
+        plan.eps};
   std::vector<Variant> v;
+  if (plan.kind == "layernorm") {
+    if (c.inner != 1) return v;
+    for (int wg : {64, 128, 256}) v.push_back(norm_per_group(c, wg));
+    for (int vec : {4, 8, 16}) v.push_back(norm_per_item(c, vec));
+    return v;
+  }
   if (c.inner == 1) {
     for (int wg : {32, 64, 128, 256}) {
       if (c.is_reduce) {

@@ -227,7 +227,7 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
 std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return opencl::elementwise_variants(plan, problem);
-  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") return opencl::reduction_variants(plan, problem);
+  if (is_row_kind(plan.kind)) return opencl::reduction_variants(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return opencl::matmul_variants(plan, problem);
   return {};
 }

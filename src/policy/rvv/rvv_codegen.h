@@ -116,12 +116,15 @@ std::string file_header(const std::string& family, const nlohmann::json& params,
 std::string shape_check(const Problem& problem, bool with_params_check = false);
 // Declarations of in<k>, pr<k> and out inside mblast_run.
 std::string tensor_pointers(const Problem& problem, const std::string& indent);
+// The opening of mblast_run: the ABI signature, the tensor check and tensor_pointers().
+std::string run_begin(const Problem& problem);
 
 // The generators, one per plan kind (rvv_elementwise.cpp, rvv_reduce.cpp, rvv_softmax.cpp,
 // rvv_matmul.cpp). `problem` gives the tensor specs and tolerance.
 std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> softmax_variants(const KernelPlan& plan, const Problem& problem);
+std::vector<Variant> layernorm_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
 
 // An epilogue applied in a separate pass over the whole output (Acc = the output's value):

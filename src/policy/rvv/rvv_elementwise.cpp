@@ -34,11 +34,7 @@ Variant make(const KernelPlan& plan, const Problem& problem, Lmul lm, int unroll
     v.actions = {"rvv.vector-length-agnostic"};
     v.description = "scalar C loop (left to clang's auto-vectoriser): no vector form for " + ops;
     source = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
-    source += "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
-              "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
-              "  (void)ctx, (void)state;\n"
-              "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n";
-    source += tensor_pointers(problem, "  ");
+    source += run_begin(problem);
     source += scalar_loop(plan.expr, "0", std::to_string(total), "out", "  ");
     source += "  return 0;\n}\n";
     v.source = std::move(source);
@@ -58,11 +54,7 @@ Variant make(const KernelPlan& plan, const Problem& problem, Lmul lm, int unroll
 
   source = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (heavy) source += math_helpers(ve.helpers(), lm) + "\n";
-  source += "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
-            "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
-            "  (void)ctx, (void)state;\n"
-            "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n";
-  source += tensor_pointers(problem, "  ");
+  source += run_begin(problem);
   source += fmt::format("  const size_t vlmax = {};\n  (void)vlmax;\n", lm.vsetvlmax());
   source += fmt::format("  for (int64_t blk = 0; blk < {}; ++blk) {{\n    const int64_t base = blk * {};\n", total / block, block);
   source += ve.block_setup("base", "    ");

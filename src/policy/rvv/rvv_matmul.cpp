@@ -148,11 +148,7 @@ Variant outer_product(const KernelPlan& plan, const Problem& problem, int mr, Lm
     s += "void mblast_release(const mblast_context* ctx, void* state) {\n  (void)ctx;\n  mb_state* s = (mb_state*)state;\n"
          "  if (s) free(s->b);\n  free(s);\n}\n\n";
   }
-  s += "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
-       "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
-       "  (void)ctx, (void)state;\n"
-       "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n";
-  s += tensor_pointers(problem, "  ");
+  s += run_begin(problem);
   s += fmt::format("  const size_t nr = {};\n", lm.vsetvlmax());
   std::string b_base = b_ptr;
   if (prepack) {

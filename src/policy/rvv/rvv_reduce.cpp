@@ -26,14 +26,6 @@ Op op_for(const std::string& reduce_op) {
   return {"vfadd", "vfredusum", "0.0f"};
 }
 
-std::string run_begin(const Problem& problem) {
-  return "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
-         "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
-         "  (void)ctx, (void)state;\n"
-         "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n" +
-         tensor_pointers(problem, "  ");
-}
-
 // Folds accumulators a0..a{u-1} into a0 pairwise.
 std::string combine(int u, const std::string& fn, const std::string& vl, const std::string& indent) {
   std::string s;

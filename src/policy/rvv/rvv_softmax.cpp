@@ -14,14 +14,6 @@ namespace mblast::policy::rvv {
 
 namespace {
 
-std::string run_begin(const Problem& problem) {
-  return "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
-         "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
-         "  (void)ctx, (void)state;\n"
-         "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n" +
-         tensor_pointers(problem, "  ");
-}
-
 bool has_epilogue(const KernelPlan& plan) { return !plan.expr.empty() && !plan.expr.is_identity_epilogue(); }
 
 // The final pass's per-strip statements: `acc` (the softmax value) through the epilogue, stored.

@@ -55,8 +55,9 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
     return static_cast<int64_t>(list[i].numel());
   };
   if (plan.kind == "elementwise") return !plan.expr.empty();
-  if (plan.kind == "reduce" || plan.kind == "softmax" || plan.kind == "log_softmax") {
+  if (is_row_kind(plan.kind)) {
     const auto& r = plan.rshape;
+    if (plan.kind == "layernorm" && r.inner != 1) return false;
     if (r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
     if (tensor_numel(false, plan.source) != r.outer * r.reduce * r.inner) return false;
     if (plan.kind == "reduce")
@@ -137,6 +138,14 @@ std::string epilogue_pass(const Expr& e, int64_t total, Lmul lm, const std::stri
   return s;
 }
 
+std::string run_begin(const Problem& problem) {
+  return "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
+         "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"
+         "  (void)ctx, (void)state;\n"
+         "  if (!mb_check_tensors(inputs, n_inputs, params, n_params, outputs, n_outputs)) return 1;\n" +
+         tensor_pointers(problem, "  ");
+}
+
 std::string accumulate_row(Lmul lm, int u, const std::string& op, const std::string& init, const std::string& ptr,
                            int64_t len, const std::string& indent) {
   const std::string in = indent + "  ", fn = lm.f(op + "_vv"), load = lm.f("vle32_v");
@@ -168,6 +177,7 @@ std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem
   if (plan.kind == "elementwise") return rvv::elementwise_variants(plan, problem);
   if (plan.kind == "reduce") return rvv::reduce_variants(plan, problem);
   if (plan.kind == "softmax" || plan.kind == "log_softmax") return rvv::softmax_variants(plan, problem);
+  if (plan.kind == "layernorm") return rvv::layernorm_variants(plan, problem);
   if (plan.kind == "matmul") return rvv::matmul_variants(plan, problem);
   return {};
 }
