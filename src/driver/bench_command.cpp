@@ -1,13 +1,8 @@
 // `mblast bench`: the command line around bench() (bench_run.cpp) and the reports
 // (bench_report.cpp): options, the results file, --compare and --junit.
-#include "mblast/files.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/optimize_command.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +14,7 @@
 
 #include "mblast/driver/bench_report.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/paths.h"
 
 namespace mblast {

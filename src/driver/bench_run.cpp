@@ -21,13 +21,13 @@
 
 #include <fmt/format.h>
 
-#include "mblast/files.h"
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/driver/runner_client.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
 
@@ -51,7 +51,6 @@ std::string utc_now() {
   return buf;
 }
 
-std::string hash_of(const std::string& bytes) { return content_hash_hex(std::string_view(bytes)); }
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -204,8 +203,8 @@ std::string importer_digest() {
     if (it->is_regular_file() && it->path().string().find("__pycache__") == std::string::npos) files.push_back(it->path());
   std::sort(files.begin() + 1, files.end());
   std::string all;
-  for (const auto& f : files) all += f.filename().string() + "=" + hash_of(read_file(f)) + "\n";
-  return hash_of(all);
+  for (const auto& f : files) all += f.filename().string() + "=" + content_hash_hex(read_file(f)) + "\n";
+  return content_hash_hex(all);
 }
 
 struct Imported {
@@ -228,8 +227,8 @@ Imported import_file(Run& run, const SuiteFile& s) {
     return im;
   }
   const std::string key =
-      hash_of(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
-                          hash_of(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
+      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
+                          content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
                           run.importer_hash));
   const fs::path slot = run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
   im.dir = slot / s.stem;
@@ -381,7 +380,7 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   if (!choice->details.is_null()) row["candidate"]["details"] = choice->details;
   json r;
   try {
-    row["candidate"]["hash"] = hash_of(read_file(choice->source));
+    row["candidate"]["hash"] = content_hash_hex(read_file(choice->source));
     r = evaluate(p, run.target, choice->source, run.o.eval, run.runner());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());

@@ -162,6 +162,15 @@ void take_runner_failure(json& r, const json& h) {
   r["failed_stage"] = h.value("failed_stage", "");
 }
 
+// The runner that serves `target`: the one the options name, else the target's own, which
+// must be reachable.
+RunnerAddress runner_for(const Target& target, const EvalOptions& o) {
+  if (o.runner) return *o.runner;
+  const std::string why = target.unreachable_reason();
+  if (!why.empty()) throw UserError("target " + target.name + " is unavailable: " + why);
+  return target.runner;
+}
+
 // The runner request that builds a candidate and runs it on every seed x init (o.runs times).
 json eval_request(const Problem& p, const Target& target, const std::string& source, const fs::path& candidate,
                   const EvalOptions& o) {
@@ -216,11 +225,7 @@ json peak_fractions(const Problem& p, const json& peaks, double median_s) {
 json evaluate(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o, RunnerClient* client) {
   const auto t_start = std::chrono::steady_clock::now();
   const std::string source = read_source(candidate);
-  RunnerAddress addr = o.runner ? *o.runner : target.runner;
-  if (!o.runner) {
-    std::string why = target.unreachable_reason();
-    if (!why.empty()) throw UserError("target " + target.name + " is unavailable: " + why);
-  }
+  const RunnerAddress addr = runner_for(target, o);
   ensure_problem_data(p, o.quiet);
   ReferenceData ref(p);
   const double t_prepared = since(t_start);
@@ -336,13 +341,8 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 json capture_outputs(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o,
                      std::map<std::pair<int, int>, TensorSet>& outputs) {
   const std::string source = read_source(candidate);
-  RunnerAddress addr = o.runner ? *o.runner : target.runner;
-  if (!o.runner) {
-    std::string why = target.unreachable_reason();
-    if (!why.empty()) throw UserError("target " + target.name + " is unavailable: " + why);
-  }
   ReferenceData ref(p);  // inputs and parameters only: there is no expected data yet
-  RunnerClient client(addr);
+  RunnerClient client(runner_for(target, o));
   json r = {{"problem", p.name}, {"target", target.name}, {"candidate", fs::absolute(candidate).string()},
             {"correct", false}, {"failure_kind", nullptr}, {"reason", nullptr}};
   EvalOptions two = o;

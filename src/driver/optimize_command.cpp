@@ -1,7 +1,5 @@
 // `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
-#include "mblast/files.h"
 #include "mblast/driver/optimize_command.h"
-#include "mblast/driver/user_kernel.h"
 
 #include <cstdio>
 #include <fstream>
@@ -13,7 +11,9 @@
 #include <fmt/format.h>
 
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/user_kernel.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/llm/client.h"
 #include "mblast/loop/builtin_actor.h"
@@ -39,8 +39,8 @@ std::string extension_for(const std::string& backend) {
 // A KernelBench file becomes a problem directory under the runs root, keyed by its content,
 // so optimizing the same file twice imports it once.
 fs::path import_on_the_fly(const fs::path& file, bool quiet) {
-  std::string text = try_read_file(file).value_or("");
-  if (text.empty()) throw UserError("cannot read " + file.string());
+  std::string text = read_file(file);
+  if (text.empty()) throw UserError(file.string() + " is empty");
   std::string key = content_hash_hex(std::string_view(text)).substr(0, 16);
   fs::path out = loop::runs_root() / "imports" / key;
   fs::path dir = out / file.stem();

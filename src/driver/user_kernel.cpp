@@ -228,9 +228,12 @@ fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file,
     fs::remove_all(dir);
     throw UserError(spec_file.string() + ": " + why);
   }
-  for (const auto& list : {p.inputs, p.outputs})
-    for (const auto& t : list)
-      if (t.numel() == 0) throw UserError(spec_file.string() + ": tensor '" + t.name + "' has no elements");
+  for (const auto* list : {&p.inputs, &p.parameters, &p.outputs})
+    for (const auto& t : *list)
+      if (t.numel() == 0) {
+        fs::remove_all(dir);
+        throw UserError(spec_file.string() + ": tensor '" + t.name + "' has no elements");
+      }
 
   // Inputs per seed, parameters per init: the seed's distribution unless the tensor pins its own.
   for (const auto& s : p.seeds) {

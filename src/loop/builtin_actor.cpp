@@ -14,7 +14,6 @@ namespace mblast::loop {
 
 namespace {
 
-std::string hash_of(const std::string& s) { return content_hash_hex(std::string_view(s)); }
 
 // How many parameters differ between two variants of one family.
 int param_distance(const nlohmann::json& a, const nlohmann::json& b) {
@@ -39,7 +38,7 @@ double jitter(uint64_t seed, size_t i) {
 
 BuiltinActor::BuiltinActor(std::vector<policy::Variant> variants, uint64_t seed)
     : variants_(std::move(variants)), seed_(seed) {
-  for (const auto& v : variants_) ids_.push_back(hash_of(v.source));
+  for (const auto& v : variants_) ids_.push_back(content_hash_hex(v.source));
 }
 
 double BuiltinActor::score(size_t i, const ActorContext& ctx, const std::map<std::string, double>& action_value) const {

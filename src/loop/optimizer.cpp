@@ -1,5 +1,4 @@
 // The AC-TGD loop (include/mblast/loop/optimizer.h).
-#include "mblast/files.h"
 #include "mblast/loop/optimizer.h"
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "mblast/driver/runner_client.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/loop/report.h"
 #include "mblast/loop/run_store.h"
@@ -27,7 +27,6 @@ namespace mblast::loop {
 
 namespace {
 
-std::string hash_of(const std::string& s) { return content_hash_hex(std::string_view(s)); }
 
 std::string extension_of(const fs::path& f) {
   std::string name = f.filename().string();
@@ -142,10 +141,7 @@ class Loop {
     kb::ProblemRecord p;
     p.name = in_.problem.name;
     p.op_class = in_.problem.op_class;
-    std::ifstream f(in_.problem.dir / "problem.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    p.spec = nlohmann::json::parse(ss.str(), nullptr, false);
+    p.spec = nlohmann::json::parse(try_read_file(in_.problem.dir / "problem.json").value_or(""), nullptr, false);
     if (p.spec.is_discarded()) p.spec = {{"name", p.name}};
     p.provenance = provenance_;
     return p;
@@ -320,7 +316,7 @@ class Loop {
     k.family = p.family;
     k.params = p.params;
     k.description = p.description;
-    std::string id = hash_of(p.source);
+    std::string id = content_hash_hex(p.source);
     tried_.insert(id);
     fs::path file = store_.save_candidate(id, k.extension, k.source);
     if (!p.abi_problem.empty()) {
@@ -441,7 +437,7 @@ class Loop {
         for (const auto& h : history_)
           if (!p.parent_id.empty() && h.id == p.parent_id && h.measured.correct) parent = &h;
         Known parent_copy = *parent;
-        if (tried_.count(hash_of(p.source))) continue;
+        if (tried_.count(content_hash_hex(p.source))) continue;
         try_proposal(p, parent_copy);
         const Known& last = history_.back();
         if (!last.measured.correct && (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
@@ -454,7 +450,7 @@ class Loop {
           } catch (const ActorUnavailable& e) {
             progress(std::string("no repair: ") + e.what());
           }
-          if (fixed && evals_ < b.max_evals && !tried_.count(hash_of(fixed->source))) try_proposal(*fixed, parent_copy);
+          if (fixed && evals_ < b.max_evals && !tried_.count(content_hash_hex(fixed->source))) try_proposal(*fixed, parent_copy);
         }
       }
       const Known& new_best = *ranking().front();

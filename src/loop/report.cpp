@@ -1,11 +1,11 @@
 // Run reports (include/mblast/loop/report.h).
-#include "mblast/files.h"
 #include "mblast/loop/report.h"
 
 #include <fmt/format.h>
 
 #include "mblast/loop/run_store.h"
 #include "mblast/loop/state.h"
+#include "mblast/files.h"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,4 @@
 // Run folders (include/mblast/loop/run_store.h).
-#include "mblast/files.h"
 #include "mblast/loop/run_store.h"
 
 #include <fcntl.h>
@@ -14,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/kb/records.h"
 
 namespace fs = std::filesystem;

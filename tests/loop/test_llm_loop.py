@@ -156,14 +156,20 @@ class LlmLoop(unittest.TestCase):
                 # Each step says where its time went; the LLM's share is measured apart from the
                 # loop's own (retrieval, prompt building, critic, KB writes).
                 with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
-                    steps = [e for e in map(json.loads, f) if e.get("type") == "step"]
+                    events = [json.loads(line) for line in f]
+                steps = [e for e in events if e.get("type") == "step"]
                 self.assertEqual(len(steps), r["steps"])
                 for e in steps:
                     t = e["timing"]
                     self.assertGreater(t["llm_s"], 0)
-                    self.assertGreaterEqual(t["evaluate_s"], 0)  # 0 when no answer had code
                     self.assertGreaterEqual(t["loop_s"], 0)
-                    self.assertAlmostEqual(t["step_s"], t["llm_s"] + t["evaluate_s"] + t["loop_s"], places=6)
+                    # The runner's share is the evaluations of this step's candidates: at least
+                    # the wall time each evaluation measured itself, and not much more.
+                    evals = [c["measured"]["phases"]["total_s"] for c in events
+                             if c.get("type") == "candidate" and c.get("step") == e["step"]
+                             and "phases" in c.get("measured", {})]
+                    self.assertGreaterEqual(t["evaluate_s"] + 1e-3, sum(evals))
+                    self.assertLessEqual(t["evaluate_s"], sum(evals) + 0.25 * len(evals) + 1e-3)
                     print(f"{target} step {e['step']}: step {t['step_s']:.3f} s = evaluate {t['evaluate_s']:.3f} + "
                           f"llm {t['llm_s']:.3f} + loop {t['loop_s']:.3f}", file=sys.stderr)
                 self.assertFalse(key in p.stderr or key in p.stdout, "the API key leaked into the output")

@@ -401,13 +401,13 @@ Variant layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
     k += "  __shared__ float sh[33];\n  const int lane = threadIdx.x;\n";
     k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
   }
-  const std::string sum = warp ? "mb_warp_sum({})" : fmt::format("mb_block_sum({{}}, sh, {})", block / 32);
+  auto sum = [&](const std::string& v) { return warp ? "mb_warp_sum(" + v + ")" : fmt::format("mb_block_sum({}, sh, {})", v, block / 32); };
   k += "  const float* row = " + c.x + " + o * R;\n";
   k += fmt::format("  float s = 0.0f;\n  for (int r = lane; r < R; r += {}) s += row[r];\n", threads_per_row);
-  k += "  const float mean = " + fmt::format(fmt::runtime(sum), "s") + " / static_cast<float>(R);\n";
+  k += "  const float mean = " + sum("s") + " / static_cast<float>(R);\n";
   k += fmt::format("  float d = 0.0f;\n  for (int r = lane; r < R; r += {}) {{\n    const float t = row[r] - mean;\n    d += t * t;\n  }}\n",
                    threads_per_row);
-  k += "  const float rstd = rsqrtf(" + fmt::format(fmt::runtime(sum), "d") + " / static_cast<float>(R) + EPS);\n";
+  k += "  const float rstd = rsqrtf(" + sum("d") + " / static_cast<float>(R) + EPS);\n";
   k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads_per_row);
   k += fmt::format("    const {} i = o * R + r;\n", c.idx);
   k += "    const float acc = (row[r] - mean) * rstd;\n";
