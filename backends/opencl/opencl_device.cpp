@@ -3,6 +3,8 @@
 #include "opencl_device.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <cstring>
 #include <vector>
 
@@ -323,10 +325,16 @@ Peaks OpenclDevice::measure_peaks() {
   cl_program prog = clCreateProgramWithSource(ctx_, 1, &src, nullptr, &err);
   MBLAST_CL_CHECK(err);
   MBLAST_CL_CHECK(clBuildProgram(prog, 1, &device_, "", nullptr, nullptr));
-  cl_kernel copy = clCreateKernel(prog, "mblast_copy", &err);
-  MBLAST_CL_CHECK(err);
-  cl_kernel fma = clCreateKernel(prog, "mblast_fma", &err);
-  MBLAST_CL_CHECK(err);
+  // The best of `reps` runs of kernel `name` over `global` work-items with these arguments.
+  auto best_of = [&](const char* name, std::initializer_list<std::pair<size_t, const void*>> args, size_t global, int reps) {
+    cl_kernel k = clCreateKernel(prog, name, &err);
+    MBLAST_CL_CHECK(err);
+    cl_uint i = 0;
+    for (const auto& [size, value] : args) MBLAST_CL_CHECK(clSetKernelArg(k, i++, size, value));
+    const double t = time_kernel(k, global, reps);
+    clReleaseKernel(k);
+    return t;
+  };
 
   const cl_ulong max_alloc = info_value<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   const size_t bytes = static_cast<size_t>(std::min<cl_ulong>(max_alloc / 2, std::max<cl_ulong>(8 * cache_bytes_, 256u << 20))) & ~size_t{63};
@@ -336,41 +344,28 @@ Peaks OpenclDevice::measure_peaks() {
   MBLAST_CL_CHECK(err);
   const cl_uchar z = 1;
   MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, a, &z, 1, 0, bytes, 0, nullptr, nullptr));
-  MBLAST_CL_CHECK(clSetKernelArg(copy, 0, sizeof(cl_mem), &a));
-  MBLAST_CL_CHECK(clSetKernelArg(copy, 1, sizeof(cl_mem), &b));
-  double t_copy = time_kernel(copy, bytes / 16, 6);
-  cl_kernel copy16 = clCreateKernel(prog, "mblast_copy16", &err);
-  MBLAST_CL_CHECK(err);
-  MBLAST_CL_CHECK(clSetKernelArg(copy16, 0, sizeof(cl_mem), &a));
-  MBLAST_CL_CHECK(clSetKernelArg(copy16, 1, sizeof(cl_mem), &b));
-  t_copy = std::min(t_copy, time_kernel(copy16, bytes / 64, 6));
-  clReleaseKernel(copy16);
+  // float4 suits GPUs; CPU devices need whole 64-byte lines per work-item.
+  const double t_copy = std::min(best_of("mblast_copy", {{sizeof a, &a}, {sizeof b, &b}}, bytes / 16, 6),
+                                 best_of("mblast_copy16", {{sizeof a, &a}, {sizeof b, &b}}, bytes / 64, 6));
 
   const cl_uint cus = info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS);
   const size_t items = std::max<size_t>(cus, 1) * 16384;
   cl_mem out = clCreateBuffer(ctx_, CL_MEM_WRITE_ONLY, items * sizeof(float), nullptr, &err);
   MBLAST_CL_CHECK(err);
-  float fa = 0.999f, fb = 0.001f;
-  MBLAST_CL_CHECK(clSetKernelArg(fma, 0, sizeof(cl_mem), &out));
-  MBLAST_CL_CHECK(clSetKernelArg(fma, 1, sizeof(float), &fa));
-  MBLAST_CL_CHECK(clSetKernelArg(fma, 2, sizeof(float), &fb));
-  const double t_fma = time_kernel(fma, items, 4);
-  cl_kernel fma16 = clCreateKernel(prog, "mblast_fma16", &err);
-  MBLAST_CL_CHECK(err);
-  MBLAST_CL_CHECK(clSetKernelArg(fma16, 0, sizeof(cl_mem), &out));
-  MBLAST_CL_CHECK(clSetKernelArg(fma16, 1, sizeof(float), &fa));
-  MBLAST_CL_CHECK(clSetKernelArg(fma16, 2, sizeof(float), &fb));
-  const double t_fma16 = time_kernel(fma16, items, 12);  // short runs; the best of many resists a busy neighbour
-  clReleaseKernel(fma16);
+  const float fa = 0.999f, fb = 0.001f;
+  // Each form does 8 x 1024 (scalar) or 8 x 16 x 1024 (float16) FMAs per work-item; the peak is
+  // the faster of the two, whichever way this device reaches it. The float16 runs are short:
+  // the best of many resists a busy neighbour.
+  const double scalar = 2.0 * 8 * 1024 * static_cast<double>(items) /
+                        best_of("mblast_fma", {{sizeof out, &out}, {sizeof fa, &fa}, {sizeof fb, &fb}}, items, 4);
+  const double vector = 2.0 * 128 * 1024 * static_cast<double>(items) /
+                        best_of("mblast_fma16", {{sizeof out, &out}, {sizeof fa, &fa}, {sizeof fb, &fb}}, items, 12);
 
   clReleaseMemObject(a); clReleaseMemObject(b); clReleaseMemObject(out);
-  clReleaseKernel(copy); clReleaseKernel(fma); clReleaseProgram(prog);
+  clReleaseProgram(prog);
   Peaks p;
   p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / t_copy;
-  // Each form does 8 x 1024 (scalar) or 8 x 16 x 1024 (float16) FMAs per work-item; the peak is
-  // the faster of the two, whichever way this device reaches it.
-  p.fp32_flops_per_s = std::max(2.0 * 8 * 1024 * static_cast<double>(items) / t_fma,
-                                2.0 * 128 * 1024 * static_cast<double>(items) / t_fma16);
+  p.fp32_flops_per_s = std::max(scalar, vector);
   p.method = "opencl: float4 or float16 copy of " + std::to_string(bytes >> 20) +
              " MiB (read+write bytes), the faster; fma x 1024 as 8 scalar or 8 float16 independent chains, the faster; best of several";
   return p;

@@ -288,7 +288,8 @@ void RunnerService::simple(const std::string& op, const json& req, int out_fd) {
 
 fs::path RunnerService::peaks_path(const std::string& target, const json& device) const {
   // Keyed by what identifies the device, not by what varies between openings (PoCL reports
-  // global memory from what is free); "2": the peak kernels changed (OpenCL float16 FMA form).
+  // global memory from what is free). The number changes with the peak kernels, so peaks
+  // measured the old way are measured again.
   json key = device;
   if (key.is_object()) key.erase("global_mem_bytes");
   const std::string d = "peaks 3\n" + key.dump();
