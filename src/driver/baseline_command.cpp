@@ -17,6 +17,7 @@
 
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/error.h"
+#include "mblast/kb/records.h"
 #include "mblast/problem.h"
 
 namespace mblast {
@@ -71,15 +72,6 @@ std::string baseline_device(const Target& t, std::string* why) {
 }
 
 namespace {
-
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 json read_json_file(const fs::path& p) {
   std::ifstream in(p);
@@ -189,7 +181,7 @@ int run_baseline(const BaselineArgs& a) {
   entry["target"] = t.name;
   entry["backend"] = t.backend;
   entry["torch_device"] = device;
-  entry["measured_at"] = utc_now();
+  entry["measured_at"] = kb::utc_now_iso();
   entry["python"] = python;
   if (p.provenance.contains("sha256")) entry["model_sha256"] = p.provenance["sha256"];
   store_baseline(p.dir.string(), t.name, entry);

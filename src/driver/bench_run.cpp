@@ -27,6 +27,7 @@
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/driver/runner_client.h"
 #include "mblast/error.h"
+#include "mblast/kb/records.h"
 #include "mblast/files.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
@@ -41,15 +42,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 
 json read_json(const fs::path& p) {
@@ -305,7 +297,7 @@ json measure_baseline(Run& run, const Problem& p) {
   entry["target"] = run.target.name;
   entry["backend"] = run.target.backend;
   entry["torch_device"] = run.torch_device;
-  entry["measured_at"] = utc_now();
+  entry["measured_at"] = kb::utc_now_iso();
   entry["python"] = run.python;
   if (p.provenance.contains("sha256")) entry["model_sha256"] = p.provenance["sha256"];
   store_baseline(p.dir.string(), run.target.name, entry);
@@ -568,7 +560,7 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
                {"python", run.python},
                {"torch_device", run.torch_device.empty() ? json() : json(run.torch_device)},
                {"runner_device", run.runner_device},
-               {"date", utc_now()},
+               {"date", kb::utc_now_iso()},
                {"machine", machine_facts()},
                {"suites", suites},
                {"filter", o.filter},
