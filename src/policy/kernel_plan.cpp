@@ -1,9 +1,10 @@
 // Recognising a problem's computation from its graph (include/mblast/policy/kernel_plan.h).
 //
 // The graph is walked once, in order. Every node becomes a symbolic value: a problem tensor
-// (placeholder / get_attr), an elementwise expression over the output's elements, or the
-// result of the one producer a plan may have (matmul, reduction, softmax). Elementwise work
-// after the producer becomes its epilogue. Anything else ends the walk with the reason.
+// (placeholder / get_attr), an elementwise expression, or the result of a producer (matmul,
+// reduction, softmax, layernorm). Elementwise work after a producer becomes its epilogue; a
+// graph that needs more than one kernel becomes a chain of such stages joined by temporaries.
+// Anything else ends the walk with the reason.
 #include "mblast/policy/kernel_plan.h"
 
 #include <cmath>
@@ -43,11 +44,14 @@ struct Unsupported {
 struct Value {
   enum class Kind { Tensor, Scalar, Expr, Producer } kind = Kind::Scalar;
   bool is_param = false;   // Tensor
-  int index = -1;          // Tensor: problem tensor index
+  int index = -1;          // Tensor: problem tensor index (inputs past the problem's are temporaries)
   std::vector<int64_t> shape;
   double scalar = 0;       // Scalar
-  int node = -1;           // Expr / Producer: expression node id (Producer: the Acc leaf)
+  int node = -1;           // Expr / Producer: expression node id in its stage (Producer: the Acc leaf)
+  int stage = -1;          // Expr / Producer: the stage whose expression holds `node`
   bool transposed = false; // Tensor viewed with its last two dims swapped
+
+  bool computed() const { return kind == Kind::Expr || kind == Kind::Producer; }
 
   static Value constant(double v) {
     Value r;
@@ -64,9 +68,27 @@ struct Value {
   }
 };
 
+// The shape two operands broadcast to (numpy rules); throws when they do not.
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& x, const std::vector<int64_t>& y, const std::string& what) {
+  std::vector<int64_t> r(std::max(x.size(), y.size()), 1);
+  for (size_t i = 0; i < r.size(); ++i) {
+    const int64_t a = i < r.size() - x.size() ? 1 : x[i - (r.size() - x.size())];
+    const int64_t b = i < r.size() - y.size() ? 1 : y[i - (r.size() - y.size())];
+    if (a != b && a != 1 && b != 1) throw Unsupported{fmt::format("{}: shapes {} and {} do not broadcast", what, shape_text(x), shape_text(y))};
+    r[i] = a == 1 ? b : a;
+  }
+  return r;
+}
+
+// Walks the graph into stages. A stage is one plan: at most one producer (matmul, reduction,
+// softmax, layernorm) with the elementwise work after it as its epilogue, or elementwise work
+// alone. A stage ends, its value written to a temporary that later stages read like an input,
+// when a producer needs a computed operand, when a second producer starts, or when a value of a
+// larger shape than the stage's producer makes would join it. A graph of one stage is that
+// stage's plan; of several, a chain.
 class Walker {
  public:
-  Walker(const Problem& p, KernelPlan& plan) : p_(p), plan_(plan) {}
+  Walker(const Problem& p, KernelPlan& plan) : p_(p), out_(plan), first_temp_(static_cast<int>(p.inputs.size())) {}
 
   void run(const nlohmann::json& graph) {
     if (!graph.is_object() || !graph.contains("nodes") || !graph["nodes"].is_array())
@@ -77,8 +99,6 @@ class Walker {
     for (const auto& t : p_.parameters)
       if (t.dtype != DType::f32) throw Unsupported{"parameter " + t.name + " is not f32"};
     if (p_.outputs[0].dtype != DType::f32) throw Unsupported{"the output is not f32"};
-    plan_.out_shape = p_.outputs[0].shape;
-    plan_.out_numel = numel_of(plan_.out_shape);
     for (const auto& n : graph["nodes"]) {
       std::string op = n.value("op", ""), name = n.value("name", "");
       if (op == "output") {
@@ -92,13 +112,36 @@ class Walker {
 
  private:
   const Problem& p_;
-  KernelPlan& plan_;
+  KernelPlan& out_;
+  const int first_temp_;
   std::map<std::string, Value> values_;
-  bool have_producer_ = false;
 
-  int add(ExprNode n) {
-    plan_.expr.nodes.push_back(std::move(n));
-    return static_cast<int>(plan_.expr.nodes.size()) - 1;
+  // The stage being built, and those finished (each wrote temps_[i]).
+  KernelPlan cur_;
+  bool have_producer_ = false;
+  int stage_id_ = 0;
+  std::vector<KernelPlan> done_;
+  std::vector<TensorSpec> temps_;
+  std::map<std::pair<int, int>, int> materialised_;  // (stage, node) -> temp index
+  std::vector<std::vector<int64_t>> leaf_shape_;      // per node of cur_: a leaf's tensor shape
+  std::vector<std::string> leaf_what_;                // per node of cur_: the op that read the leaf
+  std::optional<Value> last_;                         // the latest value computed in cur_
+
+  int add(ExprNode n, std::vector<int64_t> shape = {}, std::string what = {}) {
+    cur_.expr.nodes.push_back(std::move(n));
+    leaf_shape_.push_back(std::move(shape));
+    leaf_what_.push_back(std::move(what));
+    return static_cast<int>(cur_.expr.nodes.size()) - 1;
+  }
+
+  Value computed(Value::Kind kind, int node, std::vector<int64_t> shape) {
+    Value r;
+    r.kind = kind;
+    r.node = node;
+    r.stage = stage_id_;
+    r.shape = std::move(shape);
+    last_ = r;
+    return r;
   }
 
   std::optional<Value> tensor_named(const std::string& name) {
@@ -120,21 +163,55 @@ class Walker {
     throw Unsupported{"an argument that is neither a node nor a number: " + a.dump()};
   }
 
-  // The index map of a tensor of shape `t` broadcast against the output shape.
-  IndexMap index_map(const std::vector<int64_t>& t_in, const std::string& what) {
-    const auto& out = plan_.out_shape;
+  // A value computed in a finished stage is read from the temporary that stage wrote.
+  Value resolve(const Value& v) {
+    if (!v.computed() || v.stage == stage_id_) return v;
+    auto it = materialised_.find({v.stage, v.node});
+    if (it == materialised_.end())
+      throw Unsupported{"a value is used after a later kernel started and was not kept (a graph with branches the chain does not order)"};
+    return Value::tensor(false, first_temp_ + it->second, v.shape);
+  }
+
+  // Ends the current stage with `v` (computed in it) as its result, written to a new temporary.
+  Value materialise(const Value& v) {
+    const int t = static_cast<int>(temps_.size());
+    end_stage(v);
+    temps_.push_back(TensorSpec{fmt::format("mb_tmp{}", t), DType::f32, v.shape});
+    materialised_[{v.stage, v.node}] = t;
+    done_.push_back(std::move(cur_));
+    cur_ = KernelPlan();
+    have_producer_ = false;
+    leaf_shape_.clear();
+    leaf_what_.clear();
+    last_.reset();
+    ++stage_id_;
+    return Value::tensor(false, first_temp_ + t, v.shape);
+  }
+
+  // Makes `root` the stage's result: unused nodes dropped, leaves indexed against its shape.
+  void end_stage(const Value& root) {
+    cur_.expr.root = root.node;
+    if (!have_producer_) cur_.kind = "elementwise";
+    if (!have_producer_ || cur_.out_shape.empty()) cur_.out_shape = root.shape;
+    cur_.out_numel = numel_of(cur_.out_shape);
+    prune();
+    for (size_t i = 0; i < cur_.expr.nodes.size(); ++i) {
+      auto& n = cur_.expr.nodes[i];
+      if (n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) n.index = index_map(leaf_shape_[i], cur_.out_shape, leaf_what_[i]);
+    }
+  }
+
+  // The index map of a tensor of shape `t` broadcast against the stage's result shape `out`.
+  static IndexMap index_map(const std::vector<int64_t>& t_in, const std::vector<int64_t>& out, const std::string& what) {
     std::vector<int64_t> t = t_in;
     while (!t.empty() && t.front() == 1 && t.size() > out.size()) t.erase(t.begin());
-    if (t.size() > out.size())
-      throw Unsupported{what + " has more dims than the output" +
-                        (have_producer_ ? std::string() : " (work before a matmul / reduction is not fused by the generators)")};
+    if (t.size() > out.size()) throw Unsupported{what + " has more dims than the result it is part of"};
     t.insert(t.begin(), out.size() - t.size(), 1);
     int first = -1, last = -1;
     for (size_t d = 0; d < out.size(); ++d) {
       if (t[d] == 1 && out[d] != 1) continue;
       if (t[d] != out[d])
-        throw Unsupported{fmt::format("{} [{}] does not broadcast to the output [{}]{}", what, shape_text(t_in), shape_text(out),
-                                      have_producer_ ? "" : " (work before a matmul / reduction is not fused by the generators)")};
+        throw Unsupported{fmt::format("{} [{}] does not broadcast to the result [{}]", what, shape_text(t_in), shape_text(out))};
       if (first < 0) first = static_cast<int>(d);
       else if (last != static_cast<int>(d) - 1) throw Unsupported{what + " broadcasts over non-adjacent dims"};
       last = static_cast<int>(d);
@@ -148,8 +225,9 @@ class Walker {
     return m;
   }
 
-  // An expression node for v over the output's elements.
-  int as_expr(const Value& v, const std::string& what) {
+  // An expression node for v in the current stage.
+  int as_expr(const Value& vin, const std::string& what) {
+    const Value v = resolve(vin);
     switch (v.kind) {
       case Value::Kind::Expr:
       case Value::Kind::Producer:
@@ -165,64 +243,78 @@ class Walker {
         ExprNode n;
         n.kind = v.is_param ? ExprNode::Kind::Param : ExprNode::Kind::Input;
         n.tensor = v.index;
-        n.index = index_map(v.shape, what);
-        return add(n);
+        return add(n, v.shape, what);
       }
     }
     return -1;
   }
 
-  Value unary(const std::string& op, const Value& x, double a = 0, double b = 0) {
+  // Before elementwise work of result shape `shape` joins the current stage: a stage with a
+  // producer has that producer's shape, so a larger result starts a new stage (the operand
+  // computed here, or else the stage's latest value, kept in a temporary).
+  void make_room(std::vector<Value*> operands, const std::vector<int64_t>& shape) {
+    if (!have_producer_ || numel_of(shape) == cur_.out_numel) return;
+    for (Value* v : operands)
+      if (v->computed() && v->stage == stage_id_) {
+        *v = materialise(*v);
+        return;
+      }
+    if (last_) materialise(*last_);
+  }
+
+  Value unary(const std::string& op, const Value& xin, double a = 0, double b = 0) {
+    Value x = resolve(xin);
     if (x.kind == Value::Kind::Scalar) throw Unsupported{op + " of a constant"};
+    make_room({&x}, x.shape);
     ExprNode n;
     n.kind = ExprNode::Kind::Unary;
     n.op = op;
     n.value = a;
     n.value2 = b;
     n.args = {as_expr(x, op)};
-    Value r;
-    r.kind = Value::Kind::Expr;
-    r.node = add(n);
-    r.shape = x.shape;
-    return r;
+    const int id = add(n);
+    return computed(Value::Kind::Expr, id, x.shape);
   }
 
-  Value binary(const std::string& op, const Value& x, const Value& y) {
+  Value binary(const std::string& op, const Value& xin, const Value& yin) {
+    Value x = resolve(xin), y = resolve(yin);
     if (x.kind == Value::Kind::Scalar && y.kind == Value::Kind::Scalar) {
       double r = op == "add" ? x.scalar + y.scalar : op == "sub" ? x.scalar - y.scalar
                : op == "mul" ? x.scalar * y.scalar : op == "div" ? x.scalar / y.scalar
                : op == "max" ? std::max(x.scalar, y.scalar) : std::min(x.scalar, y.scalar);
       return Value::constant(r);
     }
+    const auto shape = broadcast_shape(x.shape, y.shape, op);
+    make_room({&x, &y}, shape);
     ExprNode n;
     n.kind = ExprNode::Kind::Binary;
     n.op = op;
     n.args = {as_expr(x, op), as_expr(y, op)};
-    Value r;
-    r.kind = Value::Kind::Expr;
-    r.node = add(n);
-    r.shape = x.shape.size() >= y.shape.size() ? x.shape : y.shape;
-    return r;
+    const int id = add(n);
+    return computed(Value::Kind::Expr, id, shape);
   }
 
-  Value producer_result() {
-    if (have_producer_) throw Unsupported{"more than one matmul / reduction / softmax (a multi-kernel graph)"};
+  // A producer reads tensors: a value computed in this stage is kept in a temporary first.
+  Value producer_operand(const Value& vin, const std::string& what) {
+    Value v = resolve(vin);
+    if (v.kind == Value::Kind::Scalar) throw Unsupported{what + " of a constant"};
+    if (v.computed()) v = materialise(v);
+    return v;
+  }
+
+  // The producer's result, in a stage of its own (the current one ends first if it has work).
+  Value producer_result(std::vector<int64_t> shape) {
+    if (have_producer_ || !cur_.expr.nodes.empty()) {
+      if (!last_) throw Unsupported{"a stage with nodes but no value"};
+      materialise(*last_);
+    }
     have_producer_ = true;
+    cur_.out_shape = shape;
+    cur_.out_numel = numel_of(shape);
     ExprNode acc;
     acc.kind = ExprNode::Kind::Acc;
-    Value r;
-    r.kind = Value::Kind::Producer;
-    r.node = add(acc);
-    r.shape = plan_.out_shape;
-    return r;
-  }
-
-  // A producer reads problem tensors only (no prologue), and nothing may come before it.
-  const Value& producer_operand(const Value& v, const std::string& what) {
-    if (v.kind != Value::Kind::Tensor)
-      throw Unsupported{what + " of a computed value (work before a matmul / reduction is not fused by the generators)"};
-    if (!plan_.expr.nodes.empty()) throw Unsupported{what + " after elementwise work"};
-    return v;
+    const int id = add(acc);
+    return computed(Value::Kind::Producer, id, std::move(shape));
   }
 
   static int normalise_dim(int64_t dim, size_t rank) {
@@ -231,18 +323,20 @@ class Walker {
     return static_cast<int>(dim);
   }
 
-  void set_reduce_shape(const Value& x, int dim) {
-    plan_.source = x.index;
-    plan_.rshape = {};
+  static ReduceShape reduce_shape(const Value& x, int dim) {
+    ReduceShape r;
     for (int d = 0; d < static_cast<int>(x.shape.size()); ++d) {
-      if (d < dim) plan_.rshape.outer *= x.shape[d];
-      else if (d == dim) plan_.rshape.reduce = x.shape[d];
-      else plan_.rshape.inner *= x.shape[d];
+      if (d < dim) r.outer *= x.shape[d];
+      else if (d == dim) r.reduce = x.shape[d];
+      else r.inner *= x.shape[d];
     }
+    return r;
   }
 
-  Value reduction(const std::string& op, const Value& xin, const nlohmann::json& dim_arg) {
-    const Value& x = producer_operand(xin, op);
+  // The operands are resolved (and kept in temporaries) before the producer's stage begins, so
+  // a stage's plan fields are set after producer_result().
+  Value reduction(const std::string& op, const Value& xin, const nlohmann::json& dim_arg, bool keepdim) {
+    const Value x = producer_operand(xin, op);
     if (x.is_param || x.transposed) throw Unsupported{op + " of a parameter"};
     if (dim_arg.is_null()) throw Unsupported{op + " over every dim (a full reduction)"};
     int64_t dim = 0;
@@ -252,27 +346,34 @@ class Walker {
     } else {
       dim = dim_arg.get<int64_t>();
     }
-    set_reduce_shape(x, normalise_dim(dim, x.shape.size()));
-    if (plan_.rshape.outer * plan_.rshape.inner != plan_.out_numel) throw Unsupported{op + ": the output is not the reduced tensor"};
-    plan_.kind = "reduce";
-    plan_.reduce_op = op;
-    return producer_result();
+    const int d = normalise_dim(dim, x.shape.size());
+    std::vector<int64_t> shape = x.shape;
+    if (keepdim) shape[static_cast<size_t>(d)] = 1;
+    else shape.erase(shape.begin() + d);
+    Value r = producer_result(shape);
+    cur_.kind = "reduce";
+    cur_.reduce_op = op;
+    cur_.source = x.index;
+    cur_.rshape = reduce_shape(x, d);
+    return r;
   }
 
   Value softmax(const std::string& kind, const Value& xin, int64_t dim) {
-    const Value& x = producer_operand(xin, kind);
+    const Value x = producer_operand(xin, kind);
     if (x.is_param) throw Unsupported{kind + " of a parameter"};
-    set_reduce_shape(x, normalise_dim(dim, x.shape.size()));
-    if (numel_of(x.shape) != plan_.out_numel) throw Unsupported{kind + ": the output is not the softmax"};
-    plan_.kind = kind;
-    return producer_result();
+    const int d = normalise_dim(dim, x.shape.size());
+    Value r = producer_result(x.shape);
+    cur_.kind = kind;
+    cur_.source = x.index;
+    cur_.rshape = reduce_shape(x, d);
+    return r;
   }
 
   // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
   // epilogue leaves broadcast along the rows.
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
                    const std::optional<Value>& b, double eps) {
-    const Value& x = producer_operand(xin, "layer_norm");
+    const Value x = producer_operand(xin, "layer_norm");
     if (x.is_param || x.transposed) throw Unsupported{"layer_norm of a parameter"};
     std::vector<int64_t> dims;
     if (normalized.is_number_integer()) dims.push_back(normalized.get<int64_t>());
@@ -284,20 +385,19 @@ class Walker {
       if (x.shape[x.shape.size() - dims.size() + i] != dims[i]) throw Unsupported{"layer_norm: normalized_shape is not x's trailing dims"};
       cols *= dims[i];
     }
-    if (numel_of(x.shape) != plan_.out_numel) throw Unsupported{"layer_norm: the output is not the normalised tensor"};
-    plan_.source = x.index;
-    plan_.rshape = {plan_.out_numel / cols, cols, 1};
-    plan_.kind = "layernorm";
-    plan_.eps = eps;
-    Value r = producer_result();
+    Value r = producer_result(x.shape);
+    cur_.kind = "layernorm";
+    cur_.source = x.index;
+    cur_.rshape = {numel_of(x.shape) / cols, cols, 1};
+    cur_.eps = eps;
     if (w) r = binary("mul", r, *w);
     if (b) r = binary("add", r, *b);
     return r;
   }
 
   Value matmul(const Value& a_in, const Value& b_in, bool b_is_linear_weight) {
-    const Value& a = producer_operand(a_in, "matmul");
-    const Value& b = producer_operand(b_in, "matmul");
+    const Value a = producer_operand(a_in, "matmul");
+    const Value b = producer_operand(b_in, "matmul");
     if (a.shape.size() < 2 || b.shape.size() < 2) throw Unsupported{"matmul of a vector (matvec is not generated)"};
     if (a.shape.size() > 3 || b.shape.size() > 3) throw Unsupported{"matmul with more than one batch dim"};
     bool at = a.transposed, bt = b.transposed != b_is_linear_weight;
@@ -312,23 +412,25 @@ class Walker {
     if (ka != kb) throw Unsupported{fmt::format("matmul inner dims differ ({} vs {})", ka, kb)};
     int64_t batch_a = a.shape.size() == 3 ? a.shape[0] : 1, batch_b = b.shape.size() == 3 ? b.shape[0] : 1;
     if (batch_a != batch_b && batch_a != 1 && batch_b != 1) throw Unsupported{"matmul batch dims differ"};
-    plan_.kind = "matmul";
-    plan_.a = a.index;
-    plan_.b = b.index;
-    plan_.a_is_param = a.is_param;
-    plan_.b_is_param = b.is_param;
-    plan_.a_transposed = at;
-    plan_.b_transposed = bt;
-    plan_.m = m;
-    plan_.n = n;
-    plan_.k = ka;
-    plan_.batch = std::max(batch_a, batch_b);
-    plan_.a_batched = a.shape.size() == 3;
-    plan_.b_batched = b.shape.size() == 3;
-    if (plan_.batch * m * n != plan_.out_numel) throw Unsupported{"matmul: the output is not the product"};
-    return producer_result();
+    const int64_t batch = std::max(batch_a, batch_b);
+    std::vector<int64_t> shape = {m, n};
+    if (a.shape.size() == 3 || b.shape.size() == 3) shape.insert(shape.begin(), batch);
+    Value r = producer_result(shape);
+    cur_.kind = "matmul";
+    cur_.a = a.index;
+    cur_.b = b.index;
+    cur_.a_is_param = a.is_param;
+    cur_.b_is_param = b.is_param;
+    cur_.a_transposed = at;
+    cur_.b_transposed = bt;
+    cur_.m = m;
+    cur_.n = n;
+    cur_.k = ka;
+    cur_.batch = batch;
+    cur_.a_batched = a.shape.size() == 3;
+    cur_.b_batched = b.shape.size() == 3;
+    return r;
   }
-
   // args[i] or kwargs[key]; null when neither is given.
   static nlohmann::json arg(const nlohmann::json& n, size_t i, const char* key) {
     const auto& args = n["args"];
@@ -337,8 +439,10 @@ class Walker {
     return nullptr;
   }
 
-  Value transposed(const Value& v) {
-    if (v.kind != Value::Kind::Tensor || v.shape.size() < 2) throw Unsupported{"a transpose of a computed value"};
+  Value transposed(const Value& vin) {
+    Value v = resolve(vin);
+    if (v.computed()) v = materialise(v);  // a computed value is transposed as the temporary it is kept in
+    if (v.kind != Value::Kind::Tensor || v.shape.size() < 2) throw Unsupported{"a transpose of a scalar or vector"};
     Value t = v;
     t.transposed = !t.transposed;
     std::swap(t.shape[t.shape.size() - 1], t.shape[t.shape.size() - 2]);
@@ -369,6 +473,13 @@ class Walker {
       return binary(it->second, a, b);
     }
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
+    if (fn == "pow" || fn == "square") {  // small integer exponents as products
+      nlohmann::json e = fn == "square" ? nlohmann::json(2) : arg(n, 1, "exponent");
+      if (!e.is_number() || (e.get<double>() != 2.0 && e.get<double>() != 3.0)) throw Unsupported{"pow with an exponent other than 2 or 3"};
+      Value v = x(0, "input");
+      Value sq = binary("mul", v, v);
+      return e.get<double>() == 3.0 ? binary("mul", sq, v) : sq;
+    }
     if (fn == "gelu" || fn == "GELU") {
       nlohmann::json approx = attributes.is_object() && attributes.contains("approximate") ? attributes["approximate"]
                                                                                              : arg(n, 1, "approximate");
@@ -395,12 +506,18 @@ class Walker {
     }
     if (fn == "Dropout" || fn == "dropout") {
       double p = attributes.is_object() && attributes.contains("p") ? attributes["p"].get<double>() : 0.5;
-      if (p != 0.0) throw Unsupported{"dropout with p > 0 (random)"};
+      if (fn == "dropout") {  // F.dropout(input, p=0.5, training=True)
+        nlohmann::json pa = arg(n, 1, "p"), training = arg(n, 2, "training");
+        p = pa.is_number() ? pa.get<double>() : 0.5;
+        if (training.is_boolean() && !training.get<bool>()) p = 0.0;  // not training: the identity
+      }
+      if (p != 0.0) throw Unsupported{"dropout with p > 0 while training (random)"};
       return x(0, "input");
     }
     if (fn == "sum" || fn == "mean" || fn == "amax" || fn == "amin") {
       std::string op = fn == "amax" ? "max" : fn == "amin" ? "min" : fn;
-      return reduction(op, x(0, "input"), arg(n, 1, "dim"));
+      nlohmann::json keepdim = arg(n, 2, "keepdim");
+      return reduction(op, x(0, "input"), arg(n, 1, "dim"), keepdim.is_boolean() && keepdim.get<bool>());
     }
     if (fn == "softmax" || fn == "log_softmax" || fn == "Softmax" || fn == "LogSoftmax") {
       nlohmann::json dim = attributes.is_object() && attributes.contains("dim") ? attributes["dim"] : arg(n, 1, "dim");
@@ -487,22 +604,40 @@ class Walker {
       if (a.size() != 1) throw Unsupported{"the graph returns several values"};
       a = a[0];
     }
-    Value v = arg_value(a);
-    if (v.kind == Value::Kind::Tensor) throw Unsupported{"the output is an input unchanged"};
-    if (v.kind == Value::Kind::Scalar) throw Unsupported{"the output is a constant"};
-    if (numel_of(v.shape) != plan_.out_numel && !v.shape.empty())
-      throw Unsupported{fmt::format("the graph's result [{}] is not the output [{}]", shape_text(v.shape), shape_text(plan_.out_shape))};
-    plan_.expr.root = v.node;
-    if (!have_producer_) plan_.kind = "elementwise";
-    prune();
+    const Value raw = arg_value(a);
+    if (raw.kind == Value::Kind::Scalar) throw Unsupported{"the output is a constant"};
+    if (raw.kind == Value::Kind::Tensor) throw Unsupported{"the output is an input unchanged"};
+    if (raw.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
+    const int64_t want = numel_of(p_.outputs[0].shape);
+    if (numel_of(raw.shape) != want)
+      throw Unsupported{fmt::format("the graph's result [{}] is not the output [{}]", shape_text(raw.shape), shape_text(p_.outputs[0].shape))};
+    end_stage(raw);
+    cur_.out_shape = p_.outputs[0].shape;  // same elements, row-major: the linear indices agree
+    if (done_.empty()) {
+      out_ = std::move(cur_);
+      return;
+    }
+    done_.push_back(std::move(cur_));
+    drop_unread_stages();
+    if (done_.size() == 1) {
+      out_ = std::move(done_[0]);
+      return;
+    }
+    out_.kind = "chain";
+    out_.out_shape = p_.outputs[0].shape;
+    out_.out_numel = want;
+    out_.stages = std::move(done_);
+    out_.temps = std::move(temps_);
+    out_.first_temp = first_temp_;
   }
 
-  // Keeps only the nodes the root uses (a traced graph may compute values it never returns).
+  // Keeps only the nodes the root uses (a traced graph may compute values it never returns),
+  // carrying the leaves' shapes along.
   void prune() {
-    auto& nodes = plan_.expr.nodes;
+    auto& nodes = cur_.expr.nodes;
     std::vector<bool> used(nodes.size(), false);
-    used[plan_.expr.root] = true;
-    for (int i = plan_.expr.root; i >= 0; --i)
+    used[cur_.expr.root] = true;
+    for (int i = cur_.expr.root; i >= 0; --i)
       if (used[i])
         for (int a : nodes[i].args) used[a] = true;
     if (have_producer_) {
@@ -512,15 +647,64 @@ class Walker {
     }
     std::vector<int> remap(nodes.size(), -1);
     std::vector<ExprNode> kept;
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::string> whats;
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!used[i]) continue;
       ExprNode n = nodes[i];
       for (int& a : n.args) a = remap[a];
       remap[i] = static_cast<int>(kept.size());
       kept.push_back(std::move(n));
+      shapes.push_back(std::move(leaf_shape_[i]));
+      whats.push_back(std::move(leaf_what_[i]));
     }
-    plan_.expr.root = remap[plan_.expr.root];
+    cur_.expr.root = remap[cur_.expr.root];
     nodes = std::move(kept);
+    leaf_shape_ = std::move(shapes);
+    leaf_what_ = std::move(whats);
+  }
+
+  // Every input index a stage reads (its producer's operands and its leaves).
+  static std::vector<int*> input_refs(KernelPlan& s) {
+    std::vector<int*> r;
+    if (is_row_kind(s.kind)) r.push_back(&s.source);
+    if (s.kind == "matmul") {
+      if (!s.a_is_param) r.push_back(&s.a);
+      if (!s.b_is_param) r.push_back(&s.b);
+    }
+    for (auto& n : s.expr.nodes)
+      if (n.kind == ExprNode::Kind::Input) r.push_back(&n.tensor);
+    return r;
+  }
+
+  // A stage whose temporary no later stage reads (a value kept for a use that never came) is
+  // dropped, and the temporaries renumbered.
+  void drop_unread_stages() {
+    const size_t n = done_.size();
+    std::vector<bool> needed(n, false);
+    needed[n - 1] = true;
+    for (size_t i = n; i-- > 0;) {
+      if (!needed[i]) continue;
+      for (int* ref : input_refs(done_[i]))
+        if (*ref >= first_temp_) needed[static_cast<size_t>(*ref - first_temp_)] = true;
+    }
+    std::vector<int> renumber(n, -1);
+    std::vector<KernelPlan> stages;
+    std::vector<TensorSpec> temps;
+    for (size_t i = 0; i < n; ++i) {
+      if (!needed[i]) continue;
+      if (i + 1 < n) {
+        renumber[i] = static_cast<int>(temps.size());
+        temps.push_back(temps_[i]);
+        temps.back().name = fmt::format("mb_tmp{}", renumber[i]);
+      }
+      stages.push_back(std::move(done_[i]));
+    }
+    for (auto& s : stages)
+      for (int* ref : input_refs(s))
+        if (*ref >= first_temp_) *ref = first_temp_ + renumber[static_cast<size_t>(*ref - first_temp_)];
+    done_ = std::move(stages);
+    temps_ = std::move(temps);
   }
 };
 
@@ -618,6 +802,13 @@ std::string render_expr(const Expr& e, const Dialect& d, const std::function<std
 
 nlohmann::json KernelPlan::to_json() const {
   nlohmann::json j = {{"kind", kind}, {"out_shape", out_shape}};
+  if (kind == "chain") {
+    j["first_temp"] = first_temp;
+    j["temps"] = temps;
+    j["stages"] = nlohmann::json::array();
+    for (const auto& s : stages) j["stages"].push_back(s.to_json());
+    return j;
+  }
   if (!reason.empty()) j["reason"] = reason;
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& node : expr.nodes) {
@@ -647,6 +838,11 @@ nlohmann::json KernelPlan::to_json() const {
 std::string KernelPlan::summary() const {
   std::string s;
   if (kind == "unsupported") return "unsupported: " + reason;
+  if (kind == "chain") {
+    s = fmt::format("chain of {} kernels:", stages.size());
+    for (size_t i = 0; i < stages.size(); ++i) s += (i ? " -> " : " ") + stages[i].summary();
+    return s;
+  }
   if (kind == "elementwise") s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
   else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
@@ -663,6 +859,13 @@ std::string KernelPlan::summary() const {
     s += " + epilogue(" + list + ")";
   }
   return s;
+}
+
+Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i) {
+  Problem p = problem;
+  p.inputs.insert(p.inputs.end(), chain.temps.begin(), chain.temps.end());
+  if (i + 1 < chain.stages.size()) p.outputs = {chain.temps.at(i)};
+  return p;
 }
 
 KernelPlan plan_kernel(const Problem& problem, const nlohmann::json& graph) {

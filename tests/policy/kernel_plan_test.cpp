@@ -154,21 +154,102 @@ TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  // relu before the reduction: a prologue the generators do not fuse
-  nlohmann::json g = {{"nodes",
-                       {x, node("r", "call_function", "torch.relu", {ref("x")}),
-                        node("s", "call_function", "torch.sum", {ref("r")}, {{"dim", 1}}),
-                        node("output", "output", "output", {ref("s")})}}};
-  KernelPlan plan = plan_kernel(p, g);
-  EXPECT_EQ(plan.kind, "unsupported");
-  EXPECT_NE(plan.reason.find("not fused"), std::string::npos) << plan.reason;
-
   EXPECT_EQ(plan_kernel(p, nlohmann::json::object()).kind, "unsupported");
+  // Two branches of which the first is needed after the second started: the chain keeps only
+  // a stage's latest value, so the first is lost; said, not guessed.
+  nlohmann::json branches = {{"nodes",
+                              {x, node("a", "call_function", "torch.relu", {ref("x")}),
+                               node("b", "call_function", "torch.tanh", {ref("x")}),
+                               node("s", "call_function", "torch.sum", {ref("b")}, {{"dim", 1}}),
+                               node("t", "call_function", "torch.sum", {ref("a")}, {{"dim", 1}}),
+                               node("o", "call_function", "torch.add", {ref("s"), ref("t")}),
+                               node("output", "output", "output", {ref("o")})}}};
+  KernelPlan plan = plan_kernel(p, branches);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("not kept"), std::string::npos) << plan.reason;
+  // The graph's output computed before its last kernel.
+  nlohmann::json early = {{"nodes",
+                           {x, node("s", "call_function", "torch.sum", {ref("x")}, {{"dim", 1}}),
+                            node("m", "call_function", "torch.amax", {ref("x")}, {{"dim", 1}}),
+                            node("output", "output", "output", {ref("s")})}}};
+  plan = plan_kernel(p, early);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("before"), std::string::npos) << plan.reason;
+}
+
+// Work before a producer, and a second producer, make a chain of stages joined by temporaries.
+TEST(KernelPlan, ChainsOfKernels) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
+  w["tensor"] = "w";
+  // RMSNorm: x * rsqrt(mean(x^2, -1, keepdim) + eps) * w
+  nlohmann::json g = {{"nodes",
+                       {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
+                        node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
+                        node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
+                        node("r", "call_function", "torch.rsqrt", {ref("e")}),
+                        node("y", "call_function", "operator.mul", {ref("x"), ref("r")}),
+                        node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
+                        node("output", "output", "output", {ref("z")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
+  EXPECT_EQ(plan.first_temp, 1);
+  ASSERT_EQ(plan.temps.size(), 2u);
+  // x*x into temp 0, its row means (+eps, rsqrt) into temp 1 [16, 1], then x * temp1 * w.
+  EXPECT_EQ(plan.stages[0].kind, "elementwise");
+  EXPECT_EQ(plan.temps[0].shape, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(plan.stages[1].kind, "reduce");
+  EXPECT_EQ(plan.stages[1].reduce_op, "mean");
+  EXPECT_EQ(plan.stages[1].source, 1);  // reads temp 0
+  EXPECT_EQ(plan.stages[1].rshape.reduce, 32);
+  EXPECT_FALSE(plan.stages[1].expr.is_identity_epilogue());  // + eps, rsqrt
+  EXPECT_EQ(plan.temps[1].shape, (std::vector<int64_t>{16, 1}));
+  const KernelPlan& last = plan.stages[2];
+  EXPECT_EQ(last.kind, "elementwise");
+  EXPECT_EQ(last.out_shape, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(last.expr.inputs_used(), (std::vector<int>{0, 2}));  // x and temp 1
+  for (const auto& n : last.expr.nodes)
+    if (n.kind == ExprNode::Kind::Input && n.tensor == 2) EXPECT_EQ(n.index.div, 32);  // one value per row
+  Problem s1 = stage_problem(p, plan, 1);
+  ASSERT_EQ(s1.inputs.size(), 3u);
+  EXPECT_EQ(s1.outputs[0].shape, (std::vector<int64_t>{16, 1}));
+  EXPECT_EQ(stage_problem(p, plan, 2).outputs[0].name, "out0");
+  EXPECT_NE(plan.summary().find("chain of 3 kernels"), std::string::npos) << plan.summary();
+  EXPECT_EQ(plan.to_json()["stages"].size(), 3u);
+
+  // softmax then a product with a parameter matrix: two producers, two stages.
+  Problem q = synthetic({{"in0", DType::f32, {16, 32}}}, {{"v", DType::f32, {32, 8}}}, {16, 8});
+  nlohmann::json v = node("v", "get_attr", "v", nlohmann::json::array());
+  v["tensor"] = "v";
   nlohmann::json two = {{"nodes",
-                         {x, node("a", "call_function", "torch.softmax", {ref("x")}, {{"dim", -1}}),
-                          node("b", "call_function", "torch.sum", {ref("a")}, {{"dim", -1}}),
-                          node("output", "output", "output", {ref("b")})}}};
-  EXPECT_EQ(plan_kernel(p, two).kind, "unsupported");
+                         {x, v, node("a", "call_function", "torch.softmax", {ref("x")}, {{"dim", -1}}),
+                          node("d", "call_function", "torch.nn.functional.dropout", {ref("a")}, {{"p", 0.1}, {"training", false}}),
+                          node("m", "call_function", "torch.matmul", {ref("d"), ref("v")}),
+                          node("r", "call_function", "torch.relu", {ref("m")}),
+                          node("output", "output", "output", {ref("r")})}}};
+  plan = plan_kernel(q, two);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[0].kind, "softmax");
+  EXPECT_EQ(plan.stages[1].kind, "matmul");
+  EXPECT_EQ(plan.stages[1].a, 1);  // the softmax's temporary
+  EXPECT_FALSE(plan.stages[1].a_is_param);
+  EXPECT_EQ(plan.stages[1].m, 16);
+  EXPECT_EQ(plan.stages[1].n, 8);
+
+  // A stage whose value nothing reads is dropped and the temporaries renumbered: tanh(x) is
+  // kept when the sum starts (it is the stage's latest value) but never used.
+  nlohmann::json dead = {{"nodes",
+                          {x, node("t", "call_function", "torch.tanh", {ref("x")}),
+                           node("s", "call_function", "torch.sum", {ref("x")}, {{"dim", 1}}),
+                           node("output", "output", "output", {ref("s")})}}};
+  Problem r = synthetic({{"in0", DType::f32, {16, 32}}}, {}, {16});
+  plan = plan_kernel(r, dead);
+  ASSERT_EQ(plan.kind, "reduce") << plan.summary();
+  EXPECT_EQ(plan.source, 0);
 }
 
 TEST(KernelPlan, RendersExpressions) {

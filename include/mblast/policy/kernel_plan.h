@@ -86,6 +86,9 @@ struct KernelPlan {
   // layernorm    output[o, r] = epilogue((x[o, r] - mean_o) * rsqrt(var_o + eps)) over the last
   //              axis (inner 1); the affine weight and bias are epilogue leaves
   // matmul       output[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
+  // chain        several of the above run in order (`stages`); each but the last writes a
+  //              temporary tensor that later stages read (a graph with more than one producer,
+  //              or with work before a producer)
   // unsupported  nothing the generators know (reason says why)
   std::string kind = "unsupported";
   std::string reason;
@@ -111,6 +114,13 @@ struct KernelPlan {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool a_batched = true, b_batched = true;  // false: one matrix shared by every batch
 
+  // chain: stage i < stages.size() - 1 writes temps[i]; a stage reads temps[j] as input index
+  // first_temp + j (first_temp = the problem's input count), so each stage is an ordinary plan
+  // over stage_problem(). The last stage writes outputs[0]. No stage is itself a chain.
+  std::vector<KernelPlan> stages;
+  std::vector<TensorSpec> temps;
+  int first_temp = -1;
+
   nlohmann::json to_json() const;
   // One line for logs and reports: "matmul 1024x1024x1024 + epilogue(add, relu)".
   std::string summary() const;
@@ -120,6 +130,11 @@ struct KernelPlan {
 inline bool is_row_kind(const std::string& kind) {
   return kind == "reduce" || kind == "softmax" || kind == "log_softmax" || kind == "layernorm";
 }
+
+// The problem a chain's stage `i` sees: the problem's inputs followed by the chain's temporaries,
+// its parameters, and as its one output the stage's result (temps[i], or outputs[0] for the
+// last stage).
+Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i);
 
 // Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
 // it does not understand: kind "unsupported" with the reason (a missing graph included).
