@@ -17,6 +17,7 @@
 #include "mblast/driver/optimize_command.h"
 #include "mblast/driver/export_command.h"
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/plan_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/paths.h"
@@ -84,6 +85,8 @@ int cli_main(int argc, char** argv) {
   add_targets(app, targets_args);
   DoctorArgs doctor_args;
   add_doctor(app, doctor_args);
+  PlanArgs plan_args;
+  add_plan(app, plan_args);
   KbArgs kb_args;
   add_kb(app, kb_args);
   ImportArgs import_args;
@@ -107,6 +110,7 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("eval")) return run_eval(eval_args);
     if (app.got_subcommand("targets")) return run_targets(targets_args);
     if (app.got_subcommand("doctor")) return run_doctor(doctor_args);
+    if (app.got_subcommand("plan")) return run_plan(plan_args);
     if (app.got_subcommand("kb")) return run_kb(kb_args);
     if (app.got_subcommand("import")) return run_import(import_args);
     if (app.got_subcommand("baseline")) return run_baseline(baseline_args);

@@ -1,0 +1,21 @@
+// `mblast plan`: what the builtin policy recognises in a problem, and how many candidates its
+// generators make for a target — before any time is spent optimizing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI { class App; }
+
+namespace mblast {
+
+struct PlanArgs {
+  std::vector<std::string> problems;
+  std::string target;
+  bool json = false;
+};
+
+void add_plan(CLI::App& app, PlanArgs& a);
+int run_plan(const PlanArgs& a);
+
+}  // namespace mblast
