@@ -56,6 +56,12 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
   auto add = [&](TensorRef t) {
     if (t.index >= 0 && std::find(r.begin(), r.end(), t) == r.end()) r.push_back(t);
   };
+  if (plan.kind == "chain") {  // the problem tensors any stage reads; temporaries are not among them
+    for (const auto& stage : plan.stages)
+      for (const auto& t : plan_tensors(stage))
+        if (t.is_param || t.index < plan.first_temp) add(t);
+    return r;
+  }
   if (is_row_kind(plan.kind)) add({false, plan.source});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});

@@ -26,7 +26,8 @@ struct TensorRef {
 std::string buffer_name(const TensorRef& t);
 
 // The tensors a plan's kernels read, each once: the producer's operands first (x; A then B),
-// then the expression's leaves in first-use order.
+// then the expression's leaves in first-use order. For a chain, the problem's tensors that any
+// stage reads (not its temporaries), stage by stage.
 std::vector<TensorRef> plan_tensors(const KernelPlan& plan);
 
 // True when every tensor the plan touches, and the output, is f32 and the plan is a kind the

@@ -15,7 +15,7 @@ namespace {
 
 using namespace gpu_test;
 
-TEST(CudaVariants, StructureAndSeedActions) { check_variant_structure("cuda", ".cuda.cu"); }
+TEST(CudaVariants, StructureAndSeedActions) { check_variant_structure("cuda", ".cuda.cu", true); }
 
 TEST(CudaVariants, RefusesWhatItCannotGenerate) { check_refusals("cuda"); }
 
@@ -55,6 +55,9 @@ TEST_P(CudaVariantsCompile, EveryVariantBuildsForSm90) {
   const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
   ASSERT_FALSE(variants.empty()) << c.plan.summary();
   for (size_t i = 0; i < variants.size(); ++i) {
+    // A chain's variants combine designs the single-kernel cases build in full; what is new is
+    // the composition (namespaces, #undefs, temporaries), which the first three and the last show.
+    if (c.plan.kind == "chain" && i >= 3 && i + 1 < variants.size()) continue;
     const Variant& v = variants[i];
     const fs::path src = write_variant("cuda", GetParam(), i, v);
     const fs::path so = fs::path(src).replace_extension(".so");
@@ -69,14 +72,14 @@ TEST_P(CudaVariantsCompile, EveryVariantBuildsForSm90) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Problems, CudaVariantsCompile, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Problems, CudaVariantsCompile, ::testing::ValuesIn(case_names(true)),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 class CudaVariantsOnTarget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaVariantsOnTarget, EveryVariantIsCorrect) { evaluate_every_variant("cuda", GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Problems, CudaVariantsOnTarget, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Problems, CudaVariantsOnTarget, ::testing::ValuesIn(case_names(true)),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

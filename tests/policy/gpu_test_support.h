@@ -376,6 +376,99 @@ inline std::vector<Synthetic> synthetic_problems() {
   return v;
 }
 
+// Chains of kernels (KernelPlan kind "chain"): stage plans over the problem's tensors and the
+// temporaries (input index first_temp + j), written out by hand like the plans above.
+inline std::vector<Synthetic> chain_problems() {
+  std::vector<Synthetic> v;
+  const std::string head = "import numpy as np\n\nfrom mblast_data import sample\n\n";
+  {  // softmax(x @ W * 0.5): a matrix product with an epilogue, then a softmax of its result
+    Synthetic s;
+    s.name = "pt_chain_mm_softmax";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {20, 40})}, {tensor("w", {40, 70})}, tensor("y", {20, 70}), 1e-5,
+                                  1e-4, 2 * 20 * 40 * 70);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (40, 70), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    z = inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) * 0.5\n"
+                     "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
+                     "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n";
+    KernelPlan mm;
+    mm.kind = "matmul";
+    mm.out_shape = {20, 70};
+    mm.out_numel = 1400;
+    mm.a = 0;
+    mm.b = 0;
+    mm.b_is_param = true;
+    mm.m = 20;
+    mm.n = 70;
+    mm.k = 40;
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.constant(0.5));
+    mm.expr = b.e;
+    KernelPlan sm = reduction("softmax", "", {20, 70, 1}, {20, 70}, identity_epilogue());
+    sm.source = 1;  // temporary 0
+    KernelPlan p;
+    p.kind = "chain";
+    p.out_shape = {20, 70};
+    p.out_numel = 1400;
+    p.first_temp = 1;
+    p.temps = {TensorSpec{"mb_tmp0", DType::f32, {20, 70}}};
+    p.stages = {mm, sm};
+    s.plan = p;
+    v.push_back(s);
+  }
+  {  // relu(rmsnorm(x) * g @ W^T): x*x, its row means (rsqrt(m + eps)), the scaling, a product
+    Synthetic s;
+    s.name = "pt_chain_rms_linear";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {12, 48})}, {tensor("g", {48}), tensor("weight", {30, 48})},
+                                  tensor("y", {12, 30}), 1e-5, 1e-4, 2 * 12 * 48 * 30);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 48), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"g\": sample(rng, (48,), \"normal\", \"f32\"), \"weight\": sample(rng, (30, 48), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    h = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * params[\"g\"].astype(np.float64)\n"
+                     "    return {\"y\": np.maximum(h @ params[\"weight\"].astype(np.float64).T, 0.0)}\n";
+    ExprBuilder sq;
+    sq.binary("mul", sq.input(0, 1, 576), sq.input(0, 1, 576));
+    KernelPlan s0 = elementwise({12, 48}, sq.e);
+    ExprBuilder r;
+    r.unary("rsqrt", r.binary("add", r.acc(), r.constant(1e-5)));
+    KernelPlan s1 = reduction("reduce", "mean", {12, 48, 1}, {12, 1}, r.e);
+    s1.source = 1;  // temporary 0
+    ExprBuilder sc;
+    sc.binary("mul", sc.binary("mul", sc.input(0, 1, 576), sc.input(2, 48, 12)), sc.param(0, 1, 48));
+    KernelPlan s2 = elementwise({12, 48}, sc.e);
+    KernelPlan s3;
+    s3.kind = "matmul";
+    s3.out_shape = {12, 30};
+    s3.out_numel = 360;
+    s3.a = 3;  // temporary 2
+    s3.b = 1;
+    s3.b_is_param = true;
+    s3.b_transposed = true;
+    s3.m = 12;
+    s3.n = 30;
+    s3.k = 48;
+    ExprBuilder re;
+    re.unary("relu", re.acc());
+    s3.expr = re.e;
+    KernelPlan p;
+    p.kind = "chain";
+    p.out_shape = {12, 30};
+    p.out_numel = 360;
+    p.first_temp = 1;
+    p.temps = {TensorSpec{"mb_tmp0", DType::f32, {12, 48}}, TensorSpec{"mb_tmp1", DType::f32, {12, 1}},
+               TensorSpec{"mb_tmp2", DType::f32, {12, 48}}};
+    p.stages = {s0, s1, s2, s3};
+    s.plan = p;
+    v.push_back(s);
+  }
+  return v;
+}
+
 // Writes the synthetic problem under the test cache (once; the data generator keeps its data
 // while problem.json and reference.py are unchanged) and loads it.
 inline Problem materialise(const Synthetic& s) {
@@ -421,12 +514,17 @@ inline Case load_case(const std::string& name) {
     if (h == name) return {load_problem(testing::source_dir() / "problems" / name), hand_plan(name), true};
   for (const auto& s : synthetic_problems())
     if (s.name == name) return {materialise(s), s.plan, false};
+  for (const auto& s : chain_problems())
+    if (s.name == name) return {materialise(s), s.plan, false};
   throw std::runtime_error("no policy test case " + name);
 }
 
-inline std::vector<std::string> case_names() {
+// The cases every GPU generator handles; with_chains adds the chains (CUDA only so far).
+inline std::vector<std::string> case_names(bool with_chains = false) {
   std::vector<std::string> v = hand_problems();
   for (const auto& s : synthetic_problems()) v.push_back(s.name);
+  if (with_chains)
+    for (const auto& s : chain_problems()) v.push_back(s.name);
   return v;
 }
 
@@ -533,10 +631,10 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
 // plan, the same source when generated again), a description, the candidate extension, a
 // source that opens with the comment naming family, params and plan, and actions that exist
 // in the seed knowledge.
-inline void check_variant_structure(const std::string& backend, const std::string& extension) {
+inline void check_variant_structure(const std::string& backend, const std::string& extension, bool with_chains = false) {
   const auto ids = seed_action_ids();
   ASSERT_GT(ids.size(), 20u) << "the seed knowledge was not found under " << testing::source_dir();
-  for (const auto& name : case_names()) {
+  for (const auto& name : case_names(with_chains)) {
     SCOPED_TRACE(name);
     const Case c = load_case(name);
     const auto variants = generate_variants(c.plan, c.problem, generation_target(backend));

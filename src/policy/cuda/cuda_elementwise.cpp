@@ -34,7 +34,7 @@ std::string grid_stride_launch(const std::string& kernel, int block, int64_t ite
   return s;
 }
 
-Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec4, bool wave) {
+Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4, bool wave) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const int64_t n = plan.out_numel;
@@ -110,13 +110,13 @@ Variant make(const KernelPlan& plan, const Problem& problem, int block, bool vec
   d.actions.push_back("cuda.read-only-data-path");
   d.device_code = k;
   d.launch_code = grid_stride_launch("mb_elementwise", block, vec4 ? n / 4 + (n % 4 != 0) : n, call_args(tensors), wave);
-  return finish(d, plan, problem);
+  return d;
 }
 
 }  // namespace
 
-std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem) {
-  std::vector<Variant> v;
+std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Design> v;
   for (bool vec4 : {false, true})
     for (bool wave : {true, false})
       for (int block : {128, 256, 512}) v.push_back(make(plan, problem, block, vec4, wave));

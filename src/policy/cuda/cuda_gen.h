@@ -24,6 +24,9 @@ struct Design {
   std::string launch_code;
   bool cublas = false;
   bool tf32 = false;  // the cuBLAS handle in TF32 tensor-op math
+  // Device buffers made in mblast_prepare and freed in mblast_release, in floats: `s->tmp[i]`
+  // in the launch code (a chain's temporaries).
+  std::vector<int64_t> temps;
 };
 
 // The complete candidate source for a design.
@@ -36,8 +39,12 @@ std::string index_type(const KernelPlan& plan, const Problem& problem);
 std::string kernel_params(const std::vector<gpu::TensorRef>& tensors);
 std::string call_args(const std::vector<gpu::TensorRef>& tensors);
 
-std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
-std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax
-std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
+// The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
+// A chain's designs: one design per stage, composed (cuda_chain.cpp).
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 
 }  // namespace mblast::policy::cuda

@@ -39,7 +39,7 @@ struct Tile {
   int bm, bn, bk, tm, tn;
 };
 
-Variant tiled(const Mm& c, const Tile& t) {
+Design tiled(const Mm& c, const Tile& t) {
   const int tx = t.bn / t.tn, ty = t.bm / t.tm, threads = tx * ty;
   const auto tensors = gpu::plan_tensors(c.plan);
   const bool m_even = c.m % t.bm == 0, n_even = c.n % t.bn == 0, k_even = c.k % t.bk == 0;
@@ -111,10 +111,10 @@ Variant tiled(const Mm& c, const Tile& t) {
       "  {{\n    const dim3 grid({}, {}, {});\n    mb_matmul<<<grid, {}, 0, stream>>>({});\n"
       "    if (mb_launched(\"mb_matmul\") != 0) return -1;\n  }}\n",
       gpu::ceil_div(c.n, t.bn), gpu::ceil_div(c.m, t.bm), c.batch, threads, call_args(tensors));
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant cublas(const Mm& c, bool tf32) {
+Design cublas(const Mm& c, bool tf32) {
   const KernelPlan& p = c.plan;
   // Column-major view: C^T (n x m, ld n) = op(B) (n x k) * op(A) (k x m).
   const char* op_b = p.b_transposed ? "CUBLAS_OP_T" : "CUBLAS_OP_N";
@@ -184,12 +184,12 @@ Variant cublas(const Mm& c, bool tf32) {
     launch += "    if (mb_launched(\"mb_epilogue\") != 0) return -1;\n  }\n";
   }
   d.launch_code = launch;
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 }  // namespace
 
-std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem) {
   Mm c{plan,
        problem,
        index_type(plan, problem),
@@ -199,10 +199,10 @@ std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& prob
        plan.m,
        plan.n,
        plan.k};
-  std::vector<Variant> v;
+  std::vector<Design> v;
   for (bool tf32 : {false, true}) {
-    Variant cb = cublas(c, tf32);
-    if (!cb.source.empty()) v.push_back(std::move(cb));
+    Design cb = cublas(c, tf32);
+    if (!cb.family.empty()) v.push_back(std::move(cb));
   }
   if (c.batch <= 65535 && gpu::ceil_div(c.m, 32) <= 65535) {
     for (const Tile& t : {Tile{32, 32, 8, 4, 4}, Tile{32, 32, 16, 4, 4}, Tile{64, 64, 8, 4, 4}, Tile{64, 64, 16, 4, 4},

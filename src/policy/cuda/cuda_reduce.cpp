@@ -272,7 +272,7 @@ int64_t cached_floats(const Ctx& c, int threads) {
   return gpu::ceil_div(units, threads) * (c.vec4() ? 4 : 1);
 }
 
-Variant row_per_warp(const Ctx& c, int warps, bool cached) {
+Design row_per_warp(const Ctx& c, int warps, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define OUTER {}\n#define WPB {}\n\n", c.r, c.outer, warps);
@@ -303,10 +303,10 @@ Variant row_per_warp(const Ctx& c, int warps, bool cached) {
   d.device_code = k;
   d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
                               gpu::ceil_div(c.outer, warps), warps * 32, call_args(tensors));
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant row_per_block(const Ctx& c, int block, bool cached) {
+Design row_per_block(const Ctx& c, int block, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define BLOCK {}\n\n", c.r, block);
@@ -339,10 +339,10 @@ Variant row_per_block(const Ctx& c, int block, bool cached) {
   d.device_code = k;
   d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n", c.outer,
                               block, call_args(tensors));
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant column_per_thread(const Ctx& c, int block) {
+Design column_per_thread(const Ctx& c, int block) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n\n", c.r, c.inner, c.outer * c.inner);
@@ -379,13 +379,13 @@ Variant column_per_thread(const Ctx& c, int block) {
   d.device_code = k;
   d.launch_code = fmt::format("  mb_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
                               gpu::ceil_div(c.outer * c.inner, block), block, call_args(tensors));
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 
 // LayerNorm (inner 1): `threads` per row sum x, then (x - mean)^2 from a second read (safe
 // against cancellation), then write (x - mean) * rstd through the epilogue.
-Variant layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
+Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const bool warp = threads_per_row == 32;
   const int block = threads_per_row * rows_per_block;
@@ -424,12 +424,12 @@ Variant layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   d.device_code = k;
   d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
                               warp ? gpu::ceil_div(c.outer, rows_per_block) : c.outer, block, call_args(tensors));
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 }  // namespace
 
-std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem) {
   Ctx c{plan,
         problem,
         index_type(plan, problem),
@@ -440,7 +440,7 @@ std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& p
         plan.kind == "reduce",
         plan.kind == "log_softmax",
         plan.eps};
-  std::vector<Variant> v;
+  std::vector<Design> v;
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
     for (int warps : {4, 8}) v.push_back(layernorm_rows(c, 32, warps));

@@ -35,9 +35,11 @@ static int mb_fail(const char* fmt, ...) {
   s += gpu::host_shape_check(problem, "mb_fail");
   s += "\nstruct mb_state {\n  int sms = 0;  // streaming multiprocessors, to size grid-stride grids\n";
   if (d.cublas) s += "  cublasHandle_t handle = nullptr;\n";
+  if (!d.temps.empty()) s += fmt::format("  float* tmp[{}] = {{}};  // intermediate tensors between the kernels\n", d.temps.size());
   s += "};\n\n";
   s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
   if (d.cublas) s += "  if (s->handle) cublasDestroy(s->handle);\n";
+  if (!d.temps.empty()) s += fmt::format("  for (int i = 0; i < {}; ++i)\n    if (s->tmp[i]) cudaFree(s->tmp[i]);\n", d.temps.size());
   s += "  delete s;\n}\n\n";
   s += R"CXX(static int mb_init(const mblast_context* ctx, mb_state** out) {
   *out = nullptr;
@@ -47,6 +49,10 @@ static int mb_fail(const char* fmt, ...) {
   if (e != cudaSuccess) return mb_free(s), mb_fail("cudaDeviceGetAttribute(multiProcessorCount) failed: %s", cudaGetErrorString(e));
   if (s->sms < 1) s->sms = 1;
 )CXX";
+  for (size_t i = 0; i < d.temps.size(); ++i) {
+    s += fmt::format("  if (cudaMalloc(&s->tmp[{0}], {1}ULL * sizeof(float)) != cudaSuccess) {{\n    s->tmp[{0}] = nullptr;\n", i, d.temps[i]);
+    s += fmt::format("    return mb_free(s), mb_fail(\"cudaMalloc of intermediate tensor {} ({} floats) failed\");\n  }}\n", i, d.temps[i]);
+  }
   if (d.cublas) {
     s += "  cublasStatus_t st = cublasCreate(&s->handle);\n";
     s += "  if (st != CUBLAS_STATUS_SUCCESS) {\n    s->handle = nullptr;\n";
@@ -122,14 +128,21 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
   return v;
 }
 
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
+  if (!gpu::plan_supported(plan, problem)) return {};
+  if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
+  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
+  if (plan.kind == "matmul") return matmul_designs(plan, problem);
+  return {};
+}
+
 }  // namespace cuda
 
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
-  if (!gpu::plan_supported(plan, problem)) return {};
-  if (plan.kind == "elementwise") return cuda::elementwise_variants(plan, problem);
-  if (is_row_kind(plan.kind)) return cuda::reduction_variants(plan, problem);  // reduce, softmax, layernorm
-  if (plan.kind == "matmul") return cuda::matmul_variants(plan, problem);
-  return {};
+  std::vector<Variant> v;
+  for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem) : cuda::designs_for(plan, problem))
+    v.push_back(cuda::finish(d, plan, problem));
+  return v;
 }
 
 }  // namespace mblast::policy

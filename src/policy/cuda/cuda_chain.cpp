@@ -1,0 +1,115 @@
+// CUDA candidates for a chain plan: each stage's kernels made by the generator of its kind,
+// launched in order on the runner's stream, the temporaries between them allocated once in
+// mblast_prepare. Each stage's device code lives in its own namespace (kernel names repeat
+// between stages) and its #defines are undone after it (they name sizes: M, N, R, ...).
+//
+// A chain's search space is the product of its stages' designs; the first few combinations in
+// order of the sum of the stages' ranks are offered (each generator lists its likely best first).
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cuda_gen.h"
+
+namespace mblast::policy::cuda {
+
+namespace {
+
+constexpr size_t kMaxCombinations = 16;
+
+// "#undef NAME" for every "#define NAME" in `code`.
+std::string undefs(const std::string& code) {
+  std::istringstream in(code);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("#define ")) continue;
+    std::string name = line.substr(8);
+    name = name.substr(0, name.find_first_of(" (\t"));
+    out += "#undef " + name + "\n";
+  }
+  return out;
+}
+
+std::string indent(const std::string& code) {
+  std::istringstream in(code);
+  std::string line, out;
+  while (std::getline(in, line)) out += (line.empty() ? "" : "  ") + line + "\n";
+  return out;
+}
+
+// Index tuples (one rank per stage) in order of their sum, then lexicographically, at most `cap`.
+std::vector<std::vector<size_t>> combinations(const std::vector<size_t>& sizes, size_t cap) {
+  std::vector<std::vector<size_t>> out;
+  size_t max_sum = 0;
+  for (size_t n : sizes) max_sum += n - 1;
+  std::vector<size_t> cur(sizes.size());
+  std::function<void(size_t, size_t)> fill = [&](size_t stage, size_t left) {
+    if (out.size() >= cap) return;
+    if (stage + 1 == sizes.size()) {
+      if (left < sizes[stage]) cur[stage] = left, out.push_back(cur);
+      return;
+    }
+    for (size_t r = 0; r < sizes[stage] && r <= left; ++r) {
+      cur[stage] = r;
+      fill(stage + 1, left - r);
+    }
+  };
+  for (size_t sum = 0; sum <= max_sum && out.size() < cap; ++sum) fill(0, sum);
+  return out;
+}
+
+Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts) {
+  Design d;
+  d.family = "cuda.chain";
+  d.params = {{"stages", nlohmann::json::array()}};
+  for (const auto& t : chain.temps) d.temps.push_back(static_cast<int64_t>(t.numel()));
+  std::vector<std::string> descriptions;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Design& p = *parts[i];
+    const KernelPlan& stage = chain.stages[i];
+    d.params["stages"].push_back({{"family", p.family}, {"params", p.params}});
+    descriptions.push_back(p.description);
+    for (const auto& a : p.actions)
+      if (std::find(d.actions.begin(), d.actions.end(), a) == d.actions.end()) d.actions.push_back(a);
+    d.cublas = d.cublas || p.cublas;
+    d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i, stage.summary(), i,
+                                 p.device_code, i, undefs(p.device_code));
+    std::string bind;
+    if (i + 1 < parts.size()) bind += fmt::format("    float* out0 = s->tmp[{}];\n", i);
+    for (const auto& t : gpu::plan_tensors(stage))
+      if (!t.is_param && t.index >= chain.first_temp)
+        bind += fmt::format("    const float* {} = s->tmp[{}];\n", gpu::buffer_name(t), t.index - chain.first_temp);
+    d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind, indent(p.launch_code));
+  }
+  std::string joined;
+  for (size_t i = 0; i < descriptions.size(); ++i) joined += (i ? "; then " : "") + descriptions[i];
+  d.description = fmt::format("{} kernels in order: {}", parts.size(), joined);
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "chain" || plan.stages.empty()) return {};
+  std::vector<std::vector<Design>> per_stage;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < plan.stages.size(); ++i) {
+    std::vector<Design> ds = designs_for(plan.stages[i], stage_problem(problem, plan, i));
+    // One cuBLAS handle serves every stage, in one math mode: FP32 (TF32 stays a single-kernel variant).
+    std::erase_if(ds, [](const Design& d) { return d.tf32; });
+    if (ds.empty()) return {};  // a stage no generator makes: no chain
+    sizes.push_back(ds.size());
+    per_stage.push_back(std::move(ds));
+  }
+  std::vector<Design> out;
+  for (const auto& combo : combinations(sizes, kMaxCombinations)) {
+    std::vector<const Design*> parts;
+    for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
+    out.push_back(compose(plan, parts));
+  }
+  return out;
+}
+
+}  // namespace mblast::policy::cuda
