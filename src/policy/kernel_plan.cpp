@@ -191,9 +191,11 @@ class Walker {
   // Makes `root` the stage's result: unused nodes dropped, leaves indexed against its shape.
   void end_stage(const Value& root) {
     cur_.expr.root = root.node;
-    if (!have_producer_) cur_.kind = "elementwise";
-    if (!have_producer_ || cur_.out_shape.empty()) cur_.out_shape = root.shape;
-    cur_.out_numel = numel_of(cur_.out_shape);
+    if (!have_producer_) {  // a producer's stage has its shape from producer_result()
+      cur_.kind = "elementwise";
+      cur_.out_shape = root.shape;
+      cur_.out_numel = numel_of(root.shape);
+    }
     prune();
     for (size_t i = 0; i < cur_.expr.nodes.size(); ++i) {
       auto& n = cur_.expr.nodes[i];

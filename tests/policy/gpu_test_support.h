@@ -113,6 +113,24 @@ inline KernelPlan reduction(const std::string& kind, const std::string& op, Redu
   return p;
 }
 
+// out[batch?, m, n] = epilogue(A @ B) with A = inputs[a], B = (b_is_param ? parameters : inputs)[b];
+// the caller sets the transposes and batching that differ from the plain case.
+inline KernelPlan matmul_plan(std::vector<int64_t> out, int a, int b, bool b_is_param, int64_t m, int64_t n, int64_t k, Expr e) {
+  KernelPlan p;
+  p.kind = "matmul";
+  p.out_shape = std::move(out);
+  p.out_numel = numel(p.out_shape);
+  p.a = a;
+  p.b = b;
+  p.b_is_param = b_is_param;
+  p.batch = p.out_numel / (m * n);
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.expr = std::move(e);
+  return p;
+}
+
 // The plans of the hand-made problems, as plan_kernel should find them.
 inline KernelPlan hand_plan(const std::string& problem) {
   if (problem == "vec_add") {
@@ -134,20 +152,7 @@ inline KernelPlan hand_plan(const std::string& problem) {
   }
   if (problem == "row_sum") return reduction("reduce", "sum", {2048, 1024, 1}, {2048}, identity_epilogue());
   if (problem == "softmax") return reduction("softmax", "", {1024, 1024, 1}, {1024, 1024}, identity_epilogue());
-  if (problem == "matmul") {
-    KernelPlan p;
-    p.kind = "matmul";
-    p.out_shape = {256, 384};
-    p.out_numel = 256 * 384;
-    p.a = 0;
-    p.b = 0;
-    p.b_is_param = true;
-    p.m = 256;
-    p.n = 384;
-    p.k = 512;
-    p.expr = identity_epilogue();
-    return p;
-  }
+  if (problem == "matmul") return matmul_plan({256, 384}, 0, 0, true, 256, 384, 512, identity_epilogue());
   KernelPlan none;
   none.reason = "no hand-written plan for " + problem;
   return none;
@@ -301,23 +306,11 @@ inline std::vector<Synthetic> synthetic_problems() {
                      "def reference(inputs, params):\n"
                      "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
                      "    return {\"y\": np.maximum(y, 0.0)}\n";
-    KernelPlan p;
-    p.kind = "matmul";
-    p.out_shape = {2, 3, 50};
-    p.out_numel = 300;
-    p.a = 0;
-    p.b = 0;
-    p.b_is_param = true;
-    p.b_transposed = true;
-    p.b_batched = false;
-    p.batch = 2;
-    p.m = 3;
-    p.n = 50;
-    p.k = 40;
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 1, 50)));
-    p.expr = b.e;
-    s.plan = p;
+    s.plan = matmul_plan({2, 3, 50}, 0, 0, true, 3, 50, 40, b.e);
+    s.plan.b_transposed = true;
+    s.plan.b_batched = false;
     v.push_back(s);
   }
   {  // a^T b + r per batch: A stored [b, k, m], a residual input in the epilogue
@@ -333,21 +326,10 @@ inline std::vector<Synthetic> synthetic_problems() {
                      "def reference(inputs, params):\n"
                      "    a = inputs[\"a\"].astype(np.float64).transpose(0, 2, 1)\n"
                      "    return {\"y\": a @ inputs[\"b\"].astype(np.float64) + inputs[\"r\"].astype(np.float64)}\n";
-    KernelPlan p;
-    p.kind = "matmul";
-    p.out_shape = {3, 17, 23};
-    p.out_numel = 3 * 17 * 23;
-    p.a = 0;
-    p.b = 1;
-    p.a_transposed = true;
-    p.batch = 3;
-    p.m = 17;
-    p.n = 23;
-    p.k = 20;
     ExprBuilder b;
     b.binary("add", b.acc(), b.input(2, 1, 3 * 17 * 23));
-    p.expr = b.e;
-    s.plan = p;
+    s.plan = matmul_plan({3, 17, 23}, 0, 1, false, 17, 23, 20, b.e);
+    s.plan.a_transposed = true;
     v.push_back(s);
   }
   {  // layernorm over the last dim of 130 (130 % 4 == 2: vector tails), affine, then relu
@@ -393,19 +375,9 @@ inline std::vector<Synthetic> chain_problems() {
                      "    z = inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) * 0.5\n"
                      "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
                      "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n";
-    KernelPlan mm;
-    mm.kind = "matmul";
-    mm.out_shape = {20, 70};
-    mm.out_numel = 1400;
-    mm.a = 0;
-    mm.b = 0;
-    mm.b_is_param = true;
-    mm.m = 20;
-    mm.n = 70;
-    mm.k = 40;
     ExprBuilder b;
     b.binary("mul", b.acc(), b.constant(0.5));
-    mm.expr = b.e;
+    KernelPlan mm = matmul_plan({20, 70}, 0, 0, true, 20, 70, 40, b.e);
     KernelPlan sm = reduction("softmax", "", {20, 70, 1}, {20, 70}, identity_epilogue());
     sm.source = 1;  // temporary 0
     KernelPlan p;
@@ -441,20 +413,10 @@ inline std::vector<Synthetic> chain_problems() {
     ExprBuilder sc;
     sc.binary("mul", sc.binary("mul", sc.input(0, 1, 576), sc.input(2, 48, 12)), sc.param(0, 1, 48));
     KernelPlan s2 = elementwise({12, 48}, sc.e);
-    KernelPlan s3;
-    s3.kind = "matmul";
-    s3.out_shape = {12, 30};
-    s3.out_numel = 360;
-    s3.a = 3;  // temporary 2
-    s3.b = 1;
-    s3.b_is_param = true;
-    s3.b_transposed = true;
-    s3.m = 12;
-    s3.n = 30;
-    s3.k = 48;
     ExprBuilder re;
     re.unary("relu", re.acc());
-    s3.expr = re.e;
+    KernelPlan s3 = matmul_plan({12, 30}, 3, 1, true, 12, 30, 48, re.e);  // A: temporary 2
+    s3.b_transposed = true;
     KernelPlan p;
     p.kind = "chain";
     p.out_shape = {12, 30};

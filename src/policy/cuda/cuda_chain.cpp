@@ -65,12 +65,12 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
   d.family = "cuda.chain";
   d.params = {{"stages", nlohmann::json::array()}};
   for (const auto& t : chain.temps) d.temps.push_back(static_cast<int64_t>(t.numel()));
-  std::vector<std::string> descriptions;
+  d.description = fmt::format("{} kernels in order: ", parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     const Design& p = *parts[i];
     const KernelPlan& stage = chain.stages[i];
     d.params["stages"].push_back({{"family", p.family}, {"params", p.params}});
-    descriptions.push_back(p.description);
+    d.description += (i ? "; then " : "") + p.description;
     for (const auto& a : p.actions)
       if (std::find(d.actions.begin(), d.actions.end(), a) == d.actions.end()) d.actions.push_back(a);
     d.cublas = d.cublas || p.cublas;
@@ -83,9 +83,6 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
         bind += fmt::format("    const float* {} = s->tmp[{}];\n", gpu::buffer_name(t), t.index - chain.first_temp);
     d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind, indent(p.launch_code));
   }
-  std::string joined;
-  for (size_t i = 0; i < descriptions.size(); ++i) joined += (i ? "; then " : "") + descriptions[i];
-  d.description = fmt::format("{} kernels in order: {}", parts.size(), joined);
   return d;
 }
 
