@@ -77,6 +77,11 @@ void add_bench(CLI::App& app, BenchArgs& a) {
       ->check(CLI::PositiveNumber);
   c->add_flag("--optimize", a.optimize, "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and bench the result");
   c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")->capture_default_str();
+  c->add_option("--optimize-from", a.optimize_from,
+                "With --optimize: start from the suite's candidate (default), or from the policy's first generated kernel "
+                "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")
+      ->check(CLI::IsMember({"candidate", "generated"}))
+      ->capture_default_str();
   c->add_option("--kb", a.kb, "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
 }
@@ -122,6 +127,7 @@ int run_bench(const BenchArgs& a) {
     provider = [files = provider, &a](const Problem& p, const Target& t, const std::string& level,
                                       const std::string& stem) -> std::optional<CandidateChoice> {
       std::optional<CandidateChoice> start = files(p, t, level, stem);
+      if (a.optimize_from == "generated" && builtin_generates(p, t)) start.reset();
       loop::OptimizeOptions oo;
       oo.kb_path = a.kb;
       oo.budget.max_evals = a.optimize_evals;

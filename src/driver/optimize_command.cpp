@@ -248,6 +248,12 @@ int run_optimize(const OptimizeArgs& args) {
   return print_result(r, a.json);
 }
 
+bool builtin_generates(const Problem& problem, const Target& target) {
+  std::string note;
+  return !loop::builtin_variants(problem, target, policy::plan_kernel(problem), "", extension_for(target.backend), &note)
+              .empty();
+}
+
 nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
                                      const std::optional<fs::path>& start, const loop::OptimizeOptions& options) {
   const std::string ext = extension_for(target.backend);

@@ -84,6 +84,7 @@ struct BenchArgs {
   bool table = false, json = false, no_baseline = false, no_compile = false;
   bool optimize = false;  // run the builtin policy per problem, from the file candidate
   int optimize_evals = 12;
+  std::string optimize_from = "candidate";  // or "generated": start from the policy's first kernel
   std::string kb;
 };
 
