@@ -76,7 +76,9 @@ void add_bench(CLI::App& app, BenchArgs& a) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_flag("--optimize", a.optimize, "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and bench the result");
-  c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")->capture_default_str();
+  c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--optimize-from", a.optimize_from,
                 "With --optimize: start from the suite's candidate (default), or from the policy's first generated kernel "
                 "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")

@@ -402,6 +402,8 @@ class Walker {
     const Value b = producer_operand(b_in, "matmul");
     if (a.shape.size() < 2 || b.shape.size() < 2) throw Unsupported{"matmul of a vector (matvec is not generated)"};
     if (a.shape.size() > 3 || b.shape.size() > 3) throw Unsupported{"matmul with more than one batch dim"};
+    // A value's shape is its logical one (transposed() swapped it already); only a linear weight,
+    // used as W^T, is read with its last two dims swapped here. The flags say how each is stored.
     bool at = a.transposed, bt = b.transposed != b_is_linear_weight;
     auto dims = [](const Value& v, bool t) {
       size_t r = v.shape.size();
@@ -409,8 +411,8 @@ class Walker {
       if (t) std::swap(rows, cols);
       return std::pair{rows, cols};
     };
-    auto [m, ka] = dims(a, at);
-    auto [kb, n] = dims(b, bt);
+    auto [m, ka] = dims(a, false);
+    auto [kb, n] = dims(b, b_is_linear_weight);
     if (ka != kb) throw Unsupported{fmt::format("matmul inner dims differ ({} vs {})", ka, kb)};
     int64_t batch_a = a.shape.size() == 3 ? a.shape[0] : 1, batch_b = b.shape.size() == 3 ? b.shape[0] : 1;
     if (batch_a != batch_b && batch_a != 1 && batch_b != 1) throw Unsupported{"matmul batch dims differ"};

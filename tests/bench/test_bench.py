@@ -288,6 +288,42 @@ class BenchTest(unittest.TestCase):
         _, cases = junit_cases(junit)
         self.assertEqual([k for k, (o, _) in cases.items() if o == "failure"], [])
 
+    # ---- --optimize: the builtin policy per problem, from the suite candidate or a generated kernel ----
+
+    def optimize_run(self, name, *extra):
+        out = os.path.join(self.tmp, name + ".json")
+        r = mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", self.work,
+                   "--out", out, "--min-time", MIN_TIME, "--no-baseline", "--filter", "relu",
+                   "--optimize", "--optimize-evals", "2", "--kb", os.path.join(self.tmp, name + ".sqlite"), *extra)
+        self.assertEqual(r.returncode, 0, f"{r.stdout}{r.stderr}")
+        res = read_json(out)
+        self.assertEqual([p["key"] for p in res["problems"]], ["level1/relu"])
+        return res["problems"][0]
+
+    def test_optimize_from_the_suite_candidate(self):
+        row = self.optimize_run("opt_candidate")
+        self.assertEqual(row["status"], "correct", row.get("reason"))
+        cand = row["candidate"]
+        self.assertIn("mblast optimize (builtin, ", cand["origin"])
+        self.assertTrue(cand["origin"].endswith(" from " + self.rows["level1/relu"]["candidate"]["origin"]), cand["origin"])
+        details = cand["details"]
+        self.assertTrue(details["optimize_run"])
+        self.assertGreaterEqual(details["speedup_vs_start"], 1.0)  # never worse than where it started
+        self.assertTrue(os.path.isfile(cand["file"]), cand["file"])
+
+    def test_optimize_from_a_generated_kernel(self):
+        row = self.optimize_run("opt_generated", "--optimize-from", "generated")
+        self.assertEqual(row["status"], "correct", row.get("reason"))
+        cand = row["candidate"]
+        self.assertTrue(cand["origin"].endswith("from a generated kernel"), cand["origin"])
+        with open(cand["file"], encoding="utf-8") as f, \
+             open(os.path.join(SUITE, "candidates", "level1", "relu.opencl.cpp"), encoding="utf-8") as g:
+            self.assertNotEqual(f.read(), g.read())  # the suite's candidate played no part
+
+    def test_optimize_from_rejects_other_values(self):
+        r = mblast("bench", SUITE, "--target", "pocl-cpu", "--optimize", "--optimize-from", "elsewhere", timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)
+
     @staticmethod
     def rows_of(res):
         return {p["key"]: p for p in res["problems"]}

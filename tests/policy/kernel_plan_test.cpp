@@ -150,6 +150,42 @@ TEST(KernelPlan, LayerNormModuleAndFunction) {
   EXPECT_NE(plan.reason.find("trailing"), std::string::npos) << plan.reason;
 }
 
+// Operands transposed in the graph (b.t(), x.transpose(-2, -1)) keep their storage and set the
+// plan's flags; the dims are the logical ones (a transposed value is not swapped twice).
+TEST(KernelPlan, TransposedOperands) {
+  Problem nt = synthetic({{"in0", DType::f32, {128, 512}}, {"in1", DType::f32, {384, 512}}}, {}, {128, 384});
+  nlohmann::json a = node("a", "placeholder", "a", nlohmann::json::array());
+  a["tensor"] = "in0";
+  nlohmann::json b = node("b", "placeholder", "b", nlohmann::json::array());
+  b["tensor"] = "in1";
+  nlohmann::json g = {{"nodes",
+                       {a, b, node("t", "call_method", "t", {ref("b")}),
+                        node("mm", "call_function", "torch.matmul", {ref("a"), ref("t")}),
+                        node("output", "output", "output", {ref("mm")})}}};
+  KernelPlan plan = plan_kernel(nt, g);
+  ASSERT_EQ(plan.kind, "matmul") << plan.reason;
+  EXPECT_EQ(plan.m, 128);
+  EXPECT_EQ(plan.n, 384);
+  EXPECT_EQ(plan.k, 512);
+  EXPECT_FALSE(plan.a_transposed);
+  EXPECT_TRUE(plan.b_transposed);
+  EXPECT_FALSE(plan.b_is_param);
+
+  Problem tn = synthetic({{"in0", DType::f32, {4, 64, 32}}, {"in1", DType::f32, {4, 64, 16}}}, {}, {4, 32, 16});
+  g = {{"nodes",
+        {a, b, node("at", "call_method", "transpose", {ref("a"), -2, -1}),
+         node("mm", "call_function", "torch.bmm", {ref("at"), ref("b")}),
+         node("output", "output", "output", {ref("mm")})}}};
+  plan = plan_kernel(tn, g);
+  ASSERT_EQ(plan.kind, "matmul") << plan.reason;
+  EXPECT_EQ(plan.batch, 4);
+  EXPECT_EQ(plan.m, 32);
+  EXPECT_EQ(plan.n, 16);
+  EXPECT_EQ(plan.k, 64);
+  EXPECT_TRUE(plan.a_transposed);
+  EXPECT_FALSE(plan.b_transposed);
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
