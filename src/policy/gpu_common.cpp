@@ -2,6 +2,8 @@
 #include "gpu_common.h"
 
 #include <algorithm>
+#include <functional>
+#include <sstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -214,6 +216,42 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
   each(problem.outputs, "out", "output");
   s += "  return 0;\n}\n";
   return s;
+}
+
+std::string undefs(const std::string& code) {
+  std::istringstream in(code);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("#define ")) continue;
+    std::string name = line.substr(8);
+    name = name.substr(0, name.find_first_of(" (\t"));
+    out += "#undef " + name + "\n";
+  }
+  return out;
+}
+
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap) {
+  std::vector<std::vector<size_t>> out;
+  if (sizes.empty()) return out;
+  size_t max_sum = 0;
+  for (size_t n : sizes) {
+    if (n == 0) return out;
+    max_sum += n - 1;
+  }
+  std::vector<size_t> cur(sizes.size());
+  std::function<void(size_t, size_t)> fill = [&](size_t stage, size_t left) {
+    if (out.size() >= cap) return;
+    if (stage + 1 == sizes.size()) {
+      if (left < sizes[stage]) cur[stage] = left, out.push_back(cur);
+      return;
+    }
+    for (size_t r = 0; r < sizes[stage] && r <= left; ++r) {
+      cur[stage] = r;
+      fill(stage + 1, left - r);
+    }
+  };
+  for (size_t sum = 0; sum <= max_sum && out.size() < cap; ++sum) fill(0, sum);
+  return out;
 }
 
 }  // namespace mblast::policy::gpu

@@ -70,6 +70,14 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
 // "{\"tile\": 16}" rendered compactly, for comments and descriptions.
 std::string params_text(const nlohmann::json& params);
 
+// Chains (a plan of several stages, each designed by its kind's generator):
+// "#undef NAME" for every "#define NAME" in `code`, so the next stage's sizes can be defined.
+std::string undefs(const std::string& code);
+// Which combinations of the stages' designs to offer, as one design index per stage: the search
+// space is their product, so at most `cap` tuples in order of the sum of the indices, then
+// lexicographically (each generator lists its likely best designs first).
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap = 16);
+
 // Integer ceil division.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -94,10 +94,8 @@ class Walker {
     if (!graph.is_object() || !graph.contains("nodes") || !graph["nodes"].is_array())
       throw Unsupported{"graph.json has no node list"};
     if (p_.outputs.size() != 1) throw Unsupported{fmt::format("{} outputs; the generators make one", p_.outputs.size())};
-    for (const auto& t : p_.inputs)
-      if (t.dtype != DType::f32) throw Unsupported{"input " + t.name + " is not f32"};
-    for (const auto& t : p_.parameters)
-      if (t.dtype != DType::f32) throw Unsupported{"parameter " + t.name + " is not f32"};
+    // Inputs and parameters must be f32 where the graph reads them (tensor_named); others, such
+    // as BatchNorm's int64 num_batches_tracked, are passed to the kernel and left alone.
     if (p_.outputs[0].dtype != DType::f32) throw Unsupported{"the output is not f32"};
     for (const auto& n : graph["nodes"]) {
       std::string op = n.value("op", ""), name = n.value("name", "");
@@ -145,10 +143,16 @@ class Walker {
   }
 
   std::optional<Value> tensor_named(const std::string& name) {
-    for (size_t i = 0; i < p_.inputs.size(); ++i)
-      if (p_.inputs[i].name == name) return Value::tensor(false, static_cast<int>(i), p_.inputs[i].shape);
-    for (size_t i = 0; i < p_.parameters.size(); ++i)
-      if (p_.parameters[i].name == name) return Value::tensor(true, static_cast<int>(i), p_.parameters[i].shape);
+    for (size_t i = 0; i < p_.inputs.size(); ++i) {
+      if (p_.inputs[i].name != name) continue;
+      if (p_.inputs[i].dtype != DType::f32) throw Unsupported{"input " + name + " is not f32"};
+      return Value::tensor(false, static_cast<int>(i), p_.inputs[i].shape);
+    }
+    for (size_t i = 0; i < p_.parameters.size(); ++i) {
+      if (p_.parameters[i].name != name) continue;
+      if (p_.parameters[i].dtype != DType::f32) throw Unsupported{"parameter " + name + " is not f32"};
+      return Value::tensor(true, static_cast<int>(i), p_.parameters[i].shape);
+    }
     return std::nullopt;
   }
 
@@ -371,6 +375,28 @@ class Walker {
     return r;
   }
 
+  // A per-channel tensor ([C]) viewed as [C, 1, ..., 1] so that it broadcasts along dim 1 of a
+  // tensor of rank `rank` (its memory is the same).
+  static Value per_channel(const Value& v, size_t rank, const std::string& what) {
+    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.transposed) throw Unsupported{what + " is not a per-channel tensor"};
+    Value r = v;
+    r.shape.resize(rank - 1, 1);
+    return r;
+  }
+
+  // BatchNorm in eval mode: elementwise with the running statistics, per channel (dim 1):
+  // (x - mean) * rsqrt(var + eps) * weight + bias.
+  Value batch_norm_eval(const Value& x, const Value& mean, const Value& var, const std::optional<Value>& w,
+                        const std::optional<Value>& b, double eps) {
+    if (x.shape.size() < 2) throw Unsupported{"batch_norm of a tensor without a channel dim"};
+    const size_t rank = x.shape.size();
+    const Value inv = unary("rsqrt", binary("add", per_channel(var, rank, "running_var"), Value::constant(eps)));
+    Value r = binary("mul", binary("sub", x, per_channel(mean, rank, "running_mean")), inv);
+    if (w) r = binary("mul", r, per_channel(*w, rank, "weight"));
+    if (b) r = binary("add", r, per_channel(*b, rank, "bias"));
+    return r;
+  }
+
   // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
   // epilogue leaves broadcast along the rows.
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
@@ -401,7 +427,12 @@ class Walker {
     const Value a = producer_operand(a_in, "matmul");
     const Value b = producer_operand(b_in, "matmul");
     if (a.shape.size() < 2 || b.shape.size() < 2) throw Unsupported{"matmul of a vector (matvec is not generated)"};
-    if (a.shape.size() > 3 || b.shape.size() > 3) throw Unsupported{"matmul with more than one batch dim"};
+    // Leading (batch) dims: a 2-D operand is broadcast over the other's; otherwise both must have
+    // the same ones, which a contiguous tensor lays out as one flattened batch dim.
+    const std::vector<int64_t> lead_a(a.shape.begin(), a.shape.end() - 2), lead_b(b.shape.begin(), b.shape.end() - 2);
+    if (!lead_a.empty() && !lead_b.empty() && lead_a != lead_b)
+      throw Unsupported{"matmul batch dims differ (broadcast between batched operands is not generated)"};
+    const std::vector<int64_t>& lead = lead_a.empty() ? lead_b : lead_a;
     // A value's shape is its logical one (transposed() swapped it already); only a linear weight,
     // used as W^T, is read with its last two dims swapped here. The flags say how each is stored.
     bool at = a.transposed, bt = b.transposed != b_is_linear_weight;
@@ -414,11 +445,11 @@ class Walker {
     auto [m, ka] = dims(a, false);
     auto [kb, n] = dims(b, b_is_linear_weight);
     if (ka != kb) throw Unsupported{fmt::format("matmul inner dims differ ({} vs {})", ka, kb)};
-    int64_t batch_a = a.shape.size() == 3 ? a.shape[0] : 1, batch_b = b.shape.size() == 3 ? b.shape[0] : 1;
-    if (batch_a != batch_b && batch_a != 1 && batch_b != 1) throw Unsupported{"matmul batch dims differ"};
-    const int64_t batch = std::max(batch_a, batch_b);
-    std::vector<int64_t> shape = {m, n};
-    if (a.shape.size() == 3 || b.shape.size() == 3) shape.insert(shape.begin(), batch);
+    int64_t batch = 1;
+    for (int64_t d : lead) batch *= d;
+    std::vector<int64_t> shape = lead;
+    shape.push_back(m);
+    shape.push_back(n);
     Value r = producer_result(shape);
     cur_.kind = "matmul";
     cur_.a = a.index;
@@ -431,8 +462,8 @@ class Walker {
     cur_.n = n;
     cur_.k = ka;
     cur_.batch = batch;
-    cur_.a_batched = a.shape.size() == 3;
-    cur_.b_batched = b.shape.size() == 3;
+    cur_.a_batched = !lead_a.empty();
+    cur_.b_batched = !lead_b.empty();
     return r;
   }
   // args[i] or kwargs[key]; null when neither is given.
@@ -477,6 +508,13 @@ class Walker {
       return binary(it->second, a, b);
     }
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
+    if (fn == "batch_norm") {  // F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+      nlohmann::json training = arg(n, 5, "training"), eps = arg(n, 7, "eps"), w = arg(n, 3, "weight"), b = arg(n, 4, "bias");
+      if (!training.is_boolean() || training.get<bool>()) throw Unsupported{"batch_norm in training mode (batch statistics)"};
+      return batch_norm_eval(x(0, "input"), x(1, "running_mean"), x(2, "running_var"),
+                             w.is_null() ? std::nullopt : std::optional<Value>(arg_value(w)),
+                             b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), eps.is_number() ? eps.get<double>() : 1e-5);
+    }
     if (fn == "pow" || fn == "square") {  // small integer exponents as products
       nlohmann::json e = fn == "square" ? nlohmann::json(2) : arg(n, 1, "exponent");
       if (!e.is_number() || (e.get<double>() != 2.0 && e.get<double>() != 3.0)) throw Unsupported{"pow with an exponent other than 2 or 3"};

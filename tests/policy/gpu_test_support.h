@@ -481,7 +481,7 @@ inline Case load_case(const std::string& name) {
   throw std::runtime_error("no policy test case " + name);
 }
 
-// The cases every GPU generator handles; with_chains adds the chains (CUDA only so far).
+// The cases every GPU generator handles; with_chains adds the chains (CUDA and OpenCL; RVV has no chain generator yet).
 inline std::vector<std::string> case_names(bool with_chains = false) {
   std::vector<std::string> v = hand_problems();
   for (const auto& s : synthetic_problems()) v.push_back(s.name);

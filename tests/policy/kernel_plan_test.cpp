@@ -1,4 +1,6 @@
 // plan_kernel: what the builtin policy recognises in a problem's graph, and render_expr.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "mblast/policy/kernel_plan.h"
@@ -184,6 +186,74 @@ TEST(KernelPlan, TransposedOperands) {
   EXPECT_EQ(plan.k, 64);
   EXPECT_TRUE(plan.a_transposed);
   EXPECT_FALSE(plan.b_transposed);
+}
+
+// Several leading dims (attention's [batch, heads, s, d]) are one flattened batch of a contiguous
+// tensor; a 2-D operand is shared by every batch; batched operands with other leading dims are refused.
+TEST(KernelPlan, MatmulFlattensLeadingBatchDims) {
+  nlohmann::json a = node("a", "placeholder", "a", nlohmann::json::array());
+  a["tensor"] = "in0";
+  nlohmann::json b = node("b", "placeholder", "b", nlohmann::json::array());
+  b["tensor"] = "in1";
+  const nlohmann::json g = {{"nodes",
+                             {a, b, node("mm", "call_function", "torch.matmul", {ref("a"), ref("b")}),
+                              node("output", "output", "output", {ref("mm")})}}};
+  KernelPlan plan =
+      plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {2, 3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
+  ASSERT_EQ(plan.kind, "matmul") << plan.reason;
+  EXPECT_EQ(plan.batch, 6);
+  EXPECT_EQ(plan.m, 8);
+  EXPECT_EQ(plan.n, 5);
+  EXPECT_EQ(plan.k, 4);
+  EXPECT_TRUE(plan.a_batched && plan.b_batched);
+  EXPECT_EQ(plan.out_shape, (std::vector<int64_t>{2, 3, 8, 5}));
+
+  plan = plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {4, 5}}}, {}, {2, 3, 8, 5}), g);
+  ASSERT_EQ(plan.kind, "matmul") << plan.reason;
+  EXPECT_EQ(plan.batch, 6);
+  EXPECT_FALSE(plan.b_batched);
+
+  plan = plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("batch dims differ"), std::string::npos) << plan.reason;
+}
+
+// BatchNorm in eval mode is elementwise with per-channel (dim 1) statistics; the int64 counter
+// it carries is not read, so it does not stop the plan; in training mode it is refused.
+TEST(KernelPlan, BatchNormEval) {
+  Problem p = synthetic({{"in0", DType::f32, {2, 3, 4, 5}}},
+                        {{"bn.weight", DType::f32, {3}}, {"bn.bias", DType::f32, {3}}, {"bn.running_mean", DType::f32, {3}},
+                         {"bn.running_var", DType::f32, {3}}, {"bn.num_batches_tracked", DType::i64, {1}}},
+                        {2, 3, 4, 5});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  std::vector<nlohmann::json> nodes = {x};
+  for (std::string t : {"weight", "bias", "running_mean", "running_var"}) {
+    nlohmann::json a = node("bn_" + t, "get_attr", "bn." + t, nlohmann::json::array());
+    a["tensor"] = "bn." + t;
+    nodes.push_back(a);
+  }
+  auto graph = [&](bool training) {
+    nlohmann::json g = {{"nodes", nodes}};
+    g["nodes"].push_back(node("bn", "call_function", "torch.nn.functional.batch_norm",
+                              {ref("x"), ref("bn_running_mean"), ref("bn_running_var")},
+                              {{"weight", ref("bn_weight")}, {"bias", ref("bn_bias")}, {"training", training}, {"eps", 1e-5}}));
+    g["nodes"].push_back(node("output", "output", "output", {ref("bn")}));
+    return g;
+  };
+  KernelPlan plan = plan_kernel(p, graph(false));
+  ASSERT_EQ(plan.kind, "elementwise") << plan.reason;
+  std::vector<int> used = plan.expr.params_used();  // in first-use order
+  std::sort(used.begin(), used.end());
+  EXPECT_EQ(used, (std::vector<int>{0, 1, 2, 3}));  // not 4, the counter
+  for (const auto& n : plan.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) {
+      EXPECT_EQ(n.index.div, 20) << "channel = (i / (4 * 5)) % 3";
+      EXPECT_EQ(n.index.mod, 3);
+    }
+  plan = plan_kernel(p, graph(true));
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("training"), std::string::npos) << plan.reason;
 }
 
 TEST(KernelPlan, SaysWhyItCannot) {

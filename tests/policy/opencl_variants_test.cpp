@@ -11,7 +11,7 @@ namespace {
 
 using namespace gpu_test;
 
-TEST(OpenclVariants, StructureAndSeedActions) { check_variant_structure("opencl", ".opencl.cpp"); }
+TEST(OpenclVariants, StructureAndSeedActions) { check_variant_structure("opencl", ".opencl.cpp", true); }
 
 TEST(OpenclVariants, RefusesWhatItCannotGenerate) { check_refusals("opencl"); }
 
@@ -52,7 +52,7 @@ class OpenclVariantsOnTarget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpenclVariantsOnTarget, EveryVariantIsCorrect) { evaluate_every_variant("opencl", GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Problems, OpenclVariantsOnTarget, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Problems, OpenclVariantsOnTarget, ::testing::ValuesIn(case_names(true)),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

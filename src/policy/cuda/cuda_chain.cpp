@@ -3,10 +3,8 @@
 // mblast_prepare. Each stage's device code lives in its own namespace (kernel names repeat
 // between stages) and its #defines are undone after it (they name sizes: M, N, R, ...).
 //
-// A chain's search space is the product of its stages' designs; the first few combinations in
-// order of the sum of the stages' ranks are offered (each generator lists its likely best first).
+// Which combinations of the stages' designs are offered: gpu::chain_combinations.
 #include <algorithm>
-#include <functional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -17,46 +15,10 @@ namespace mblast::policy::cuda {
 
 namespace {
 
-constexpr size_t kMaxCombinations = 16;
-
-// "#undef NAME" for every "#define NAME" in `code`.
-std::string undefs(const std::string& code) {
-  std::istringstream in(code);
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (!line.starts_with("#define ")) continue;
-    std::string name = line.substr(8);
-    name = name.substr(0, name.find_first_of(" (\t"));
-    out += "#undef " + name + "\n";
-  }
-  return out;
-}
-
 std::string indent(const std::string& code) {
   std::istringstream in(code);
   std::string line, out;
   while (std::getline(in, line)) out += (line.empty() ? "" : "  ") + line + "\n";
-  return out;
-}
-
-// Index tuples (one rank per stage) in order of their sum, then lexicographically, at most `cap`.
-std::vector<std::vector<size_t>> combinations(const std::vector<size_t>& sizes, size_t cap) {
-  std::vector<std::vector<size_t>> out;
-  size_t max_sum = 0;
-  for (size_t n : sizes) max_sum += n - 1;
-  std::vector<size_t> cur(sizes.size());
-  std::function<void(size_t, size_t)> fill = [&](size_t stage, size_t left) {
-    if (out.size() >= cap) return;
-    if (stage + 1 == sizes.size()) {
-      if (left < sizes[stage]) cur[stage] = left, out.push_back(cur);
-      return;
-    }
-    for (size_t r = 0; r < sizes[stage] && r <= left; ++r) {
-      cur[stage] = r;
-      fill(stage + 1, left - r);
-    }
-  };
-  for (size_t sum = 0; sum <= max_sum && out.size() < cap; ++sum) fill(0, sum);
   return out;
 }
 
@@ -75,7 +37,7 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
       if (std::find(d.actions.begin(), d.actions.end(), a) == d.actions.end()) d.actions.push_back(a);
     d.cublas = d.cublas || p.cublas;
     d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i, stage.summary(), i,
-                                 p.device_code, i, undefs(p.device_code));
+                                 p.device_code, i, gpu::undefs(p.device_code));
     std::string bind;
     if (i + 1 < parts.size()) bind += fmt::format("    float* out0 = s->tmp[{}];\n", i);
     for (const auto& t : gpu::plan_tensors(stage))
@@ -101,7 +63,7 @@ std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem
     per_stage.push_back(std::move(ds));
   }
   std::vector<Design> out;
-  for (const auto& combo : combinations(sizes, kMaxCombinations)) {
+  for (const auto& combo : gpu::chain_combinations(sizes)) {
     std::vector<const Design*> parts;
     for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
     out.push_back(compose(plan, parts));

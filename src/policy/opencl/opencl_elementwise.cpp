@@ -44,7 +44,7 @@ void set_wg(Launch& l, int wg) {
 }
 
 // ept elements per work-item, element i = g + j * items.
-Variant scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
+Design scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const int64_t n = plan.out_numel;
@@ -76,13 +76,13 @@ Variant scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, 
   set_wg(l, wg);
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, plan, problem);
+  return d;
 }
 
 // vec consecutive elements per work-item; the expression per lane (`vector_math` false) or on
 // floatN values at once (OpenCL's built-ins are vectorised: on a CPU device one call covers
 // every lane).
-Variant vector_variant(const KernelPlan& plan, const Problem& problem, int vec, int wg, bool vector_math) {
+Design vector_variant(const KernelPlan& plan, const Problem& problem, int vec, int wg, bool vector_math) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const int64_t n = plan.out_numel;
@@ -133,7 +133,7 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, int vec, 
   set_wg(l, wg);
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, plan, problem);
+  return d;
 }
 
 }  // namespace
@@ -201,8 +201,8 @@ std::string LaneLeaves::vector_expr(const std::string& base, const std::string& 
   });
 }
 
-std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem) {
-  std::vector<Variant> v;
+std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Design> v;
   // wg: 0 = NULL (the implementation picks), -1 = from the kernel's info, else fixed.
   for (int ept : {1, 4, 16})
     for (int wg : {0, 256}) v.push_back(scalar_variant(plan, problem, ept, wg));

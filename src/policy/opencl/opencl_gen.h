@@ -1,6 +1,7 @@
 // Inside the OpenCL generator: a candidate is designed as OpenCL C kernels plus a list of
-// launches (and optionally a CLBlast GEMM before them); finish() wraps that in the host code
-// of the candidate ABI (include/mblast/abi.h). One file per plan kind makes the kernels.
+// launches (kernels or CLBlast GEMMs, in order) and the temporaries they share; finish() wraps
+// that in the host code of the candidate ABI (include/mblast/abi.h). One file per plan kind
+// makes the kernels; opencl_chain.cpp composes them for a chain plan.
 #pragma once
 
 #include <array>
@@ -12,22 +13,23 @@
 
 namespace mblast::policy::opencl {
 
-// One clEnqueueNDRangeKernel of a generated candidate.
-struct Launch {
-  std::string kernel;                      // function name in the program
-  int dims = 1;                            // 1..3
-  std::array<int64_t, 3> global{1, 1, 1};  // work-items the kernel needs; rounded up to `local` (kernels guard)
-  std::array<int64_t, 3> local{0, 0, 0};   // 0: NULL, the implementation chooses
-  bool local_from_kernel_info = false;     // 1-D: a multiple of the kernel's preferred multiple, at most 256
-  std::vector<std::string> args;           // "out" or gpu::buffer_name() of a tensor, in kernel order
-};
-
-// A row-major (batched) SGEMM through CLBlast on the runner's queue, written to the output.
+// A row-major (batched) SGEMM through CLBlast on the runner's queue: C = A B, the buffers
+// being the launch's args (C, A, B).
 struct ClblastGemm {
   bool a_trans = false, b_trans = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  std::string a, b;  // buffer names
+};
+
+// One clEnqueueNDRangeKernel of a generated candidate, or one CLBlast call (`gemm`).
+struct Launch {
+  std::string kernel;                      // function name in the program (empty for a GEMM)
+  std::optional<ClblastGemm> gemm;
+  int dims = 1;                            // 1..3
+  std::array<int64_t, 3> global{1, 1, 1};  // work-items the kernel needs; rounded up to `local` (kernels guard)
+  std::array<int64_t, 3> local{0, 0, 0};   // 0: NULL, the implementation chooses
+  bool local_from_kernel_info = false;     // 1-D: a multiple of the kernel's preferred multiple, at most 256
+  std::vector<std::string> args;           // "out", "tmpJ" (temporary J) or gpu::buffer_name() of a tensor, in kernel order
 };
 
 struct Design {
@@ -37,7 +39,7 @@ struct Design {
   std::vector<std::string> actions;
   std::string kernels;  // OpenCL C
   std::vector<Launch> launches;
-  std::optional<ClblastGemm> gemm;
+  std::vector<int64_t> temps;  // elements of each temporary (f32), allocated once in mblast_prepare
 };
 
 // The complete candidate source for a design.
@@ -82,8 +84,12 @@ class LaneLeaves {
   std::vector<Leaf> leaves_;
 };
 
-std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
-std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax
-std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
+// The designs for a single-kernel plan (not a chain), by its kind; none for a kind not generated.
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
+// The designs for a chain plan: its stages' designs composed (opencl_chain.cpp).
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 
 }  // namespace mblast::policy::opencl

@@ -57,7 +57,7 @@ struct Tile {
   int bm, bn, bk, rm, rn;
 };
 
-Variant tiled(const Mm& c, const Tile& t) {
+Design tiled(const Mm& c, const Tile& t) {
   const int wgx = t.bn / t.rn, wgy = t.bm / t.rm, wg = wgx * wgy;
   const auto tensors = gpu::plan_tensors(c.plan);
   const bool m_even = c.m % t.bm == 0, n_even = c.n % t.bn == 0, k_even = c.k % t.bk == 0;
@@ -137,10 +137,10 @@ Variant tiled(const Mm& c, const Tile& t) {
   l.local = {wgx, wgy, 1};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant row_vector(const Mm& c, int vec, int rm) {
+Design row_vector(const Mm& c, int vec, int rm) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   std::string s;
@@ -185,14 +185,12 @@ Variant row_vector(const Mm& c, int vec, int rm) {
   l.global = {c.n / vec, c.m / rm, c.batch};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant clblast(const Mm& c) {
+Design clblast(const Mm& c) {
   const KernelPlan& p = c.plan;
   ClblastGemm g;
-  g.a = c.a;
-  g.b = c.b;
   g.a_trans = p.a_transposed;
   g.b_trans = p.b_transposed;
   g.m = c.m;
@@ -220,7 +218,10 @@ Variant clblast(const Mm& c) {
   // No seed action names a vendor library yet; CLBlast's kernel is local-memory tiled and
   // register blocked, which is what these describe.
   d.actions = {"opencl.local-memory-tiling", "opencl.register-blocking"};
-  d.gemm = g;
+  Launch gemm;
+  gemm.gemm = g;
+  gemm.args = {"out", c.a, c.b};
+  d.launches.push_back(gemm);
   if (!p.expr.empty() && !p.expr.is_identity_epilogue()) {
     std::vector<gpu::TensorRef> leaves;
     for (const auto& t : gpu::plan_tensors(p)) {
@@ -244,12 +245,12 @@ Variant clblast(const Mm& c) {
     l.args = launch_args(leaves);
     d.launches.push_back(l);
   }
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 }  // namespace
 
-std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem) {
   Mm c{plan,
        problem,
        index_type(plan, problem),
@@ -259,7 +260,7 @@ std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& prob
        plan.m,
        plan.n,
        plan.k};
-  std::vector<Variant> v;
+  std::vector<Design> v;
   if (c.batch <= 65535) {
     for (const Tile& t : {Tile{16, 16, 16, 1, 1}, Tile{32, 32, 16, 2, 2}, Tile{32, 32, 8, 4, 4}, Tile{64, 64, 8, 4, 4},
                           Tile{64, 64, 16, 4, 4}, Tile{64, 64, 16, 8, 8}, Tile{128, 128, 8, 8, 8}})

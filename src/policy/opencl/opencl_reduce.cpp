@@ -109,7 +109,7 @@ std::string group_write(const Ctx& c) {
   return s;
 }
 
-Variant row_per_group(const Ctx& c, int wg, bool online) {
+Design row_per_group(const Ctx& c, int wg, bool online) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define R4 (R / 4)\n#define WG {}\n\n", c.r, wg);
@@ -179,7 +179,7 @@ Variant row_per_group(const Ctx& c, int wg, bool online) {
   l.local = {wg, 1, 1};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ Variant row_per_group(const Ctx& c, int wg, bool online) {
 // Softmax with one work-item per row: the statistics either online (one read, but a rescale
 // exp per chunk) or as a max pass and a sum pass (two reads of a row that stays in cache, one
 // exp per element), then the write pass.
-Variant row_per_item(const Ctx& c, int vec, bool online) {
+Design row_per_item(const Ctx& c, int vec, bool online) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   auto lane = [&](const std::string& v, int i) { return v + ".s" + kLane[i]; };
@@ -281,13 +281,13 @@ Variant row_per_item(const Ctx& c, int vec, bool online) {
   l.global = {c.outer, 1, 1};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 // ---------------------------------------------------------------------------------------------
 // One work-item per column (inner > 1).
 
-Variant column_per_item(const Ctx& c, int wg) {
+Design column_per_item(const Ctx& c, int wg) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n\n", c.r, c.inner, c.outer * c.inner);
@@ -329,7 +329,7 @@ Variant column_per_item(const Ctx& c, int wg) {
   if (wg > 0) l.local[0] = wg;
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 
@@ -346,7 +346,7 @@ std::string norm_write(const Ctx& c, const std::string& first, const std::string
   return s;
 }
 
-Variant norm_per_group(const Ctx& c, int wg) {
+Design norm_per_group(const Ctx& c, int wg) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define R4 (R / 4)\n#define WG {}\n#define EPS {:.9g}f\n\n", c.r, wg, c.eps);
@@ -380,10 +380,10 @@ Variant norm_per_group(const Ctx& c, int wg) {
   l.local = {wg, 1, 1};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
-Variant norm_per_item(const Ctx& c, int vec) {
+Design norm_per_item(const Ctx& c, int vec) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   auto horizontal = [&](const std::string& v) {
@@ -421,12 +421,12 @@ Variant norm_per_item(const Ctx& c, int vec) {
   l.global = {c.outer, 1, 1};
   l.args = launch_args(tensors);
   d.launches.push_back(l);
-  return finish(d, c.plan, c.problem);
+  return d;
 }
 
 }  // namespace
 
-std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem) {
   Ctx c{plan,
         problem,
         index_type(plan, problem),
@@ -437,7 +437,7 @@ std::vector<Variant> reduction_variants(const KernelPlan& plan, const Problem& p
         plan.kind == "reduce",
         plan.kind == "log_softmax",
         plan.eps};
-  std::vector<Variant> v;
+  std::vector<Design> v;
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
     for (int wg : {64, 128, 256}) v.push_back(norm_per_group(c, wg));

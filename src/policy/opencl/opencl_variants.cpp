@@ -17,7 +17,12 @@ std::string host_code(const Design& d, const Problem& problem) {
   // Distinct kernels in launch order, with the fixed work-group size each needs (0: none).
   std::vector<std::string> names;
   std::vector<int64_t> fixed;
+  bool gemm = false;
   for (const auto& l : d.launches) {
+    if (l.gemm) {
+      gemm = true;
+      continue;
+    }
     auto it = std::find(names.begin(), names.end(), l.kernel);
     const int64_t wg = l.local[0] ? l.local[0] * std::max<int64_t>(l.local[1], 1) * std::max<int64_t>(l.local[2], 1) : 0;
     if (it == names.end()) {
@@ -32,7 +37,7 @@ std::string host_code(const Design& d, const Problem& problem) {
 
   std::string s;
   s += "#include <mblast/opencl_candidate.h>\n";
-  if (d.gemm) s += "#include <clblast_c.h>\n";
+  if (gemm) s += "#include <clblast_c.h>\n";
   s += "\n";
   s += "static const char* kSource = R\"CLC(\n" + d.kernels + ")CLC\";\n\n";
   if (have_program) {
@@ -52,15 +57,16 @@ std::string host_code(const Design& d, const Problem& problem) {
     s += "  cl_program program = nullptr;\n";
     s += "  cl_kernel kernels[kNumKernels] = {};\n";
     s += "  size_t info_wg[kNumKernels] = {};  // from CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE and CL_KERNEL_WORK_GROUP_SIZE\n";
-  } else {
-    s += "  int unused = 0;\n";
   }
+  if (!d.temps.empty()) s += fmt::format("  cl_mem tmp[{}] = {{}};  // the temporaries between the kernels\n", d.temps.size());
+  if (!have_program && d.temps.empty()) s += "  int unused = 0;\n";
   s += "};\n\n";
   s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
   if (have_program) {
     s += "  for (cl_kernel k : s->kernels)\n    if (k) clReleaseKernel(k);\n";
     s += "  if (s->program) clReleaseProgram(s->program);\n";
   }
+  if (!d.temps.empty()) s += "  for (cl_mem m : s->tmp)\n    if (m) clReleaseMemObject(m);\n";
   s += "  delete s;\n}\n\n";
 
   s += "static int mb_build(const mblast_context* ctx, mb_state** out) {\n";
@@ -100,6 +106,18 @@ std::string host_code(const Design& d, const Problem& problem) {
   }
 )CXX";
   }
+  if (!d.temps.empty()) {
+    s += "  {\n";
+    s += "    static const size_t kTempBytes[] = {";
+    for (size_t i = 0; i < d.temps.size(); ++i) s += (i ? ", " : "") + fmt::format("{}u * sizeof(float)", d.temps[i]);
+    s += "};\n";
+    s += "    cl_int terr = CL_SUCCESS;\n";
+    s += "    for (size_t i = 0; i < sizeof kTempBytes / sizeof kTempBytes[0]; ++i) {\n";
+    s += "      s->tmp[i] = clCreateBuffer(static_cast<cl_context>(ctx->cl_context), CL_MEM_READ_WRITE, kTempBytes[i], nullptr, &terr);\n";
+    s += "      if (terr != CL_SUCCESS)\n";
+    s += "        return mb_free(s), mblast_cl::fail(\"clCreateBuffer of temporary %zu (%zu bytes) failed with cl_int %d\", i, kTempBytes[i], terr);\n";
+    s += "    }\n  }\n";
+  }
   s += "  *out = s;\n  return 0;\n}\n\n";
 
   // The launches.
@@ -109,42 +127,51 @@ std::string host_code(const Design& d, const Problem& problem) {
   };
   for (const auto& l : d.launches)
     for (const auto& a : l.args) need(a);
-  if (d.gemm) need(d.gemm->a), need(d.gemm->b);
+  auto mem = [](const std::string& b) { return b == "out" ? std::string("out_mem") : b; };
   s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
   s += "                      mblast_tensor* out) {\n";
   s += "  (void)s;\n  (void)in;\n  (void)par;\n";
   s += "  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);\n";
   s += "  cl_mem out_mem = static_cast<cl_mem>(out[0].data);\n";
   for (const auto& b : buffers) {
-    const bool param = b.rfind("par", 0) == 0;
+    if (b.starts_with("tmp")) {
+      s += fmt::format("  cl_mem {} = s->tmp[{}];\n", b, b.substr(3));
+      continue;
+    }
+    const bool param = b.starts_with("par");
     s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in", b.substr(param ? 3 : 2));
   }
-  if (d.gemm) {
-    const ClblastGemm& g = *d.gemm;
+  auto emit_gemm = [&](const Launch& l) {
+    const ClblastGemm& g = *l.gemm;
+    const std::string c = mem(l.args.at(0)), a = l.args.at(1), b = l.args.at(2);
     const char* ta = g.a_trans ? "CLBlastTransposeYes" : "CLBlastTransposeNo";
     const char* tb = g.b_trans ? "CLBlastTransposeYes" : "CLBlastTransposeNo";
     s += "  {\n    cl_command_queue q = queue;\n";
     if (g.batch == 1) {
       s += fmt::format(
           "    const CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {}, 0, {}, 0.0f,\n"
-          "                                              out_mem, 0, {}, &q, nullptr);\n",
-          ta, tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.ldc);
+          "                                              {}, 0, {}, &q, nullptr);\n",
+          ta, tb, g.m, g.n, g.k, a, g.lda, b, g.ldb, c, g.ldc);
       s += "    if (st != CLBlastSuccess) return mblast_cl::fail(\"CLBlastSgemm failed with status %d\", static_cast<int>(st));\n";
     } else {
       s += fmt::format(
           "    const CLBlastStatusCode st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {},\n"
-          "                                                            {}, 0, {}, {}, 0.0f, out_mem, 0, {}, {}, {}, &q, nullptr);\n",
-          ta, tb, g.m, g.n, g.k, g.a, g.lda, g.stride_a, g.b, g.ldb, g.stride_b, g.ldc, g.stride_c, g.batch);
+          "                                                            {}, 0, {}, {}, 0.0f, {}, 0, {}, {}, {}, &q, nullptr);\n",
+          ta, tb, g.m, g.n, g.k, a, g.lda, g.stride_a, b, g.ldb, g.stride_b, c, g.ldc, g.stride_c, g.batch);
       s += "    if (st != CLBlastSuccess)\n      return mblast_cl::fail(\"CLBlastSgemmStridedBatched failed with status %d\", static_cast<int>(st));\n";
     }
     s += "  }\n";
-  }
+  };
   for (const auto& l : d.launches) {
+    if (l.gemm) {
+      emit_gemm(l);
+      continue;
+    }
     const size_t ki = static_cast<size_t>(std::find(names.begin(), names.end(), l.kernel) - names.begin());
     s += "  {\n";
     s += fmt::format("    cl_kernel k = s->kernels[{}];\n", ki);
     s += "    const cl_mem args[] = {";
-    for (size_t i = 0; i < l.args.size(); ++i) s += (i ? ", " : "") + (l.args[i] == "out" ? std::string("out_mem") : l.args[i]);
+    for (size_t i = 0; i < l.args.size(); ++i) s += (i ? ", " : "") + mem(l.args[i]);
     s += "};\n";
     s += "    cl_int err = CL_SUCCESS;\n    cl_uint index = 0;\n";
     s += "    for (const cl_mem& m : args)\n      if (err == CL_SUCCESS) err = clSetKernelArg(k, index++, sizeof(cl_mem), &m);\n";
@@ -211,6 +238,14 @@ std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors)
   return a;
 }
 
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
+  if (!gpu::plan_supported(plan, problem)) return {};
+  if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
+  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
+  if (plan.kind == "matmul") return matmul_designs(plan, problem);
+  return {};
+}
+
 Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) {
   Variant v;
   v.family = d.family;
@@ -225,11 +260,10 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
 }  // namespace opencl
 
 std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
-  if (!gpu::plan_supported(plan, problem)) return {};
-  if (plan.kind == "elementwise") return opencl::elementwise_variants(plan, problem);
-  if (is_row_kind(plan.kind)) return opencl::reduction_variants(plan, problem);  // reduce, softmax, layernorm
-  if (plan.kind == "matmul") return opencl::matmul_variants(plan, problem);
-  return {};
+  std::vector<Variant> v;
+  for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem) : opencl::designs_for(plan, problem))
+    v.push_back(opencl::finish(d, plan, problem));
+  return v;
 }
 
 }  // namespace mblast::policy

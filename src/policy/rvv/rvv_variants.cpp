@@ -25,8 +25,8 @@ std::string check_one(const TensorSpec& t, const std::string& array, size_t inde
   if (dims.empty()) dims = "0";
   return fmt::format(
       "  {{\n    static const int64_t s[] = {{{}}};\n"
-      "    if (!mb_shape_is(&{}[{}], {}, s)) {{\n      g_error = \"{} {}: expected f32 {}\";\n      return 0;\n    }}\n  }}\n",
-      dims, array, index, t.shape.size(), what, t.name, shape_text(t.shape));
+      "    if (!mb_shape_is(&{}[{}], {}, {}, s)) {{\n      g_error = \"{} {}: expected {} {}\";\n      return 0;\n    }}\n  }}\n",
+      dims, array, index, static_cast<int>(t.dtype), t.shape.size(), what, t.name, dtype_name(t.dtype), shape_text(t.shape));
 }
 
 std::string check_params_body(const Problem& p) {
@@ -36,12 +36,19 @@ std::string check_params_body(const Problem& p) {
   return s;
 }
 
-// The plan names tensors that exist, with the element counts its kind implies.
+// The plan names tensors that exist, with the element counts its kind implies; every tensor
+// it reads, and the output, is f32 (others, unread, are only shape-checked).
 bool plan_fits(const KernelPlan& plan, const Problem& problem) {
-  if (problem.outputs.size() != 1) return false;
-  for (const auto* list : {&problem.inputs, &problem.parameters, &problem.outputs})
-    for (const auto& t : *list)
-      if (t.dtype != DType::f32) return false;
+  if (problem.outputs.size() != 1 || problem.outputs[0].dtype != DType::f32) return false;
+  auto f32 = [&](bool param, int i) {
+    const auto& list = param ? problem.parameters : problem.inputs;
+    return i >= 0 && i < static_cast<int>(list.size()) && list[i].dtype == DType::f32;
+  };
+  for (const auto& n : plan.expr.nodes)
+    if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
+      return false;
+  if (is_row_kind(plan.kind) && !f32(false, plan.source)) return false;
+  if (plan.kind == "matmul" && (!f32(plan.a_is_param, plan.a) || !f32(plan.b_is_param, plan.b))) return false;
   const int64_t numel = static_cast<int64_t>(problem.outputs[0].numel());
   if (plan.out_numel != numel || numel <= 0 || numel >= (int64_t{1} << 31)) return false;
   for (const auto& n : plan.expr.nodes) {
@@ -92,8 +99,8 @@ std::string file_header(const std::string& family, const nlohmann::json& params,
 
 std::string shape_check(const Problem& p, bool with_params_check) {
   std::string s =
-      "static int mb_shape_is(const mblast_tensor* t, int32_t ndim, const int64_t* shape) {\n"
-      "  if (t->dtype != MBLAST_F32 || t->ndim != ndim) return 0;\n"
+      "static int mb_shape_is(const mblast_tensor* t, int dtype, int32_t ndim, const int64_t* shape) {\n"
+      "  if ((int)t->dtype != dtype || t->ndim != ndim) return 0;\n"
       "  for (int32_t d = 0; d < ndim; ++d)\n    if (t->shape[d] != shape[d]) return 0;\n"
       "  return 1;\n}\n\n";
   if (with_params_check)
