@@ -364,6 +364,18 @@ class Walker {
     return r;
   }
 
+  // logsumexp(x, dim) = log(sum(exp(x - m), dim)) + m with m = amax(x, dim): a max, an
+  // elementwise pass and a sum whose epilogue adds m back (kernels the generators know).
+  Value logsumexp(const Value& x, const nlohmann::json& dim, const nlohmann::json& keepdim_arg) {
+    const bool keepdim = keepdim_arg.is_boolean() && keepdim_arg.get<bool>();
+    const Value m = reduction("max", x, dim, true);
+    const Value s = reduction("sum", unary("exp", binary("sub", x, m)), dim, keepdim);
+    Value kept = resolve(m);  // the max's temporary, its stage over by now
+    if (kept.kind != Value::Kind::Tensor) throw Unsupported{"logsumexp: the row maxima were not kept"};
+    kept.shape = s.shape;  // the same elements, with or without the reduced dim
+    return binary("add", unary("log", s), kept);
+  }
+
   Value softmax(const std::string& kind, const Value& xin, int64_t dim) {
     const Value x = producer_operand(xin, kind);
     if (x.is_param) throw Unsupported{kind + " of a parameter"};
@@ -556,6 +568,7 @@ class Walker {
       if (p != 0.0) throw Unsupported{"dropout with p > 0 while training (random)"};
       return x(0, "input");
     }
+    if (fn == "logsumexp") return logsumexp(x(0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim"));
     if (fn == "sum" || fn == "mean" || fn == "amax" || fn == "amin") {
       std::string op = fn == "amax" ? "max" : fn == "amin" ? "min" : fn;
       nlohmann::json keepdim = arg(n, 2, "keepdim");

@@ -256,6 +256,32 @@ TEST(KernelPlan, BatchNormEval) {
   EXPECT_NE(plan.reason.find("training"), std::string::npos) << plan.reason;
 }
 
+// logsumexp becomes max -> exp(x - max) -> sum + epilogue(log(acc) + max): the row maxima stay in
+// temporary 0, read by the last stage as a row vector whether or not the dim is kept.
+TEST(KernelPlan, LogSumExpAsAChain) {
+  for (bool keepdim : {false, true}) {
+    SCOPED_TRACE(keepdim);
+    const std::vector<int64_t> out = keepdim ? std::vector<int64_t>{4, 1} : std::vector<int64_t>{4};
+    Problem p = synthetic({{"in0", DType::f32, {4, 6}}}, {}, out);
+    nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+    x["tensor"] = "in0";
+    nlohmann::json g = {{"nodes",
+                         {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", keepdim}}),
+                          node("output", "output", "output", {ref("l")})}}};
+    KernelPlan plan = plan_kernel(p, g);
+    ASSERT_EQ(plan.kind, "chain") << plan.reason;
+    ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
+    EXPECT_EQ(plan.stages[0].reduce_op, "max");
+    EXPECT_EQ(plan.stages[1].kind, "elementwise");
+    EXPECT_EQ(plan.stages[2].reduce_op, "sum");
+    EXPECT_EQ(plan.temps[0].shape, (std::vector<int64_t>{4, 1}));
+    bool reads_max = false;
+    for (const auto& n : plan.stages[2].expr.nodes)
+      reads_max |= n.kind == ExprNode::Kind::Input && n.tensor == plan.first_temp && n.index.div == 1 && n.index.mod == 4;
+    EXPECT_TRUE(reads_max) << plan.stages[2].to_json().dump();
+  }
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
