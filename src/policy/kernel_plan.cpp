@@ -409,6 +409,25 @@ class Walker {
     return r;
   }
 
+  // GroupNorm: x [N, C, ...] in `groups` groups of C / groups channels, each group of each sample
+  // normalised over its channels and positions: contiguous rows of a layernorm over
+  // [N * groups, C / groups * prod(...)]; weight and bias are per channel.
+  Value group_norm(const Value& xin, int64_t groups, const std::optional<Value>& w, const std::optional<Value>& b, double eps) {
+    const Value x = producer_operand(xin, "group_norm");
+    if (x.is_param || x.transposed) throw Unsupported{"group_norm of a parameter"};
+    if (x.shape.size() < 2) throw Unsupported{"group_norm of a tensor without a channel dim"};
+    if (groups < 1 || x.shape[1] % groups != 0) throw Unsupported{fmt::format("group_norm: {} channels in {} groups", x.shape[1], groups)};
+    const int64_t rows = x.shape[0] * groups;
+    Value r = producer_result(x.shape);
+    cur_.kind = "layernorm";
+    cur_.source = x.index;
+    cur_.rshape = {rows, numel_of(x.shape) / rows, 1};
+    cur_.eps = eps;
+    if (w) r = binary("mul", r, per_channel(*w, x.shape.size(), "group_norm weight"));
+    if (b) r = binary("add", r, per_channel(*b, x.shape.size(), "group_norm bias"));
+    return r;
+  }
+
   // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
   // epilogue leaves broadcast along the rows.
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
@@ -520,6 +539,12 @@ class Walker {
       return binary(it->second, a, b);
     }
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
+    if (fn == "group_norm") {  // F.group_norm(input, num_groups, weight, bias, eps)
+      nlohmann::json g = arg(n, 1, "num_groups"), eps = arg(n, 4, "eps"), w = arg(n, 2, "weight"), b = arg(n, 3, "bias");
+      if (!g.is_number_integer()) throw Unsupported{"group_norm without a number of groups"};
+      return group_norm(x(0, "input"), g.get<int64_t>(), w.is_null() ? std::nullopt : std::optional<Value>(arg_value(w)),
+                        b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), eps.is_number() ? eps.get<double>() : 1e-5);
+    }
     if (fn == "batch_norm") {  // F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
       nlohmann::json training = arg(n, 5, "training"), eps = arg(n, 7, "eps"), w = arg(n, 3, "weight"), b = arg(n, 4, "bias");
       if (!training.is_boolean() || training.get<bool>()) throw Unsupported{"batch_norm in training mode (batch statistics)"};
@@ -642,6 +667,12 @@ class Walker {
         Value out = matmul(arg_value(n["args"][0]), *w, true);
         if (auto b = tensor_named(target + ".bias")) return binary("add", out, *b);
         return out;
+      }
+      if (type == "GroupNorm") {
+        const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
+        if (!attrs.contains("num_groups") || !attrs["num_groups"].is_number_integer()) throw Unsupported{"GroupNorm without num_groups"};
+        return group_norm(arg_value(n["args"][0]), attrs["num_groups"].get<int64_t>(), tensor_named(target + ".weight"),
+                          tensor_named(target + ".bias"), eps);
       }
       if (type == "LayerNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;

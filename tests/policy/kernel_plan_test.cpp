@@ -282,6 +282,36 @@ TEST(KernelPlan, LogSumExpAsAChain) {
   }
 }
 
+// GroupNorm: rows of a layernorm are (sample, group) blocks of C / G channels x positions; the
+// affine tensors are per channel. Groups that do not divide the channels are refused.
+TEST(KernelPlan, GroupNormModule) {
+  for (int64_t groups : {4, 5}) {
+    SCOPED_TRACE(groups);
+    Problem p = synthetic({{"in0", DType::f32, {2, 8, 3, 3}}}, {{"gn.weight", DType::f32, {8}}, {"gn.bias", DType::f32, {8}}},
+                          {2, 8, 3, 3});
+    nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+    x["tensor"] = "in0";
+    nlohmann::json gn = node("gn", "call_module", "gn", {ref("x")});
+    gn["module"] = "torch.nn.modules.normalization.GroupNorm";
+    gn["attributes"] = {{"num_groups", groups}, {"num_channels", 8}, {"eps", 1e-5}};
+    KernelPlan plan = plan_kernel(p, {{"nodes", {x, gn, node("output", "output", "output", {ref("gn")})}}});
+    if (groups == 5) {
+      EXPECT_EQ(plan.kind, "unsupported");
+      EXPECT_NE(plan.reason.find("groups"), std::string::npos) << plan.reason;
+      continue;
+    }
+    ASSERT_EQ(plan.kind, "layernorm") << plan.reason;
+    EXPECT_EQ(plan.rshape.outer, 8);    // 2 samples x 4 groups
+    EXPECT_EQ(plan.rshape.reduce, 18);  // 2 channels x 3 x 3
+    EXPECT_EQ(plan.rshape.inner, 1);
+    for (const auto& n : plan.expr.nodes)
+      if (n.kind == ExprNode::Kind::Param) {
+        EXPECT_EQ(n.index.div, 9);
+        EXPECT_EQ(n.index.mod, 8);
+      }
+  }
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
