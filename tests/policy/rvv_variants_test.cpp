@@ -1,6 +1,7 @@
 // rvv_variants(): every generated candidate is built and verified through the real runner on the
 // rvv-qemu targets (skipped with the reason when clang-19 / qemu are missing). Plans are made by
-// hand here, so these tests do not depend on plan_kernel. Besides the hand-made problems,
+// hand here, so these tests do not depend on plan_kernel, except the chains, planned from a small
+// graph (a chain's stages and temporaries are the planner's to lay out). Besides the hand-made problems,
 // small synthetic problems (written to a temporary directory with a numpy reference) cover the
 // paths those do not: every epilogue op, broadcast and gathered leaves, inner-axis reductions
 // and softmax, log_softmax, transposed and batched matmul operands, row tails. The accuracy of
@@ -21,6 +22,7 @@
 
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/runner_client.h"
+#include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
 #include "test_env.h"
 
@@ -184,6 +186,8 @@ std::string file_stem(const Variant& v) {
   std::string s = v.family;
   for (auto it = v.params.begin(); it != v.params.end(); ++it)
     s += "-" + it.key() + (it->is_string() ? it->get<std::string>() : it->dump());
+  // A chain's params (every stage's) make names past the file system's limit: a digest then.
+  if (s.size() > 120) s = fmt::format("{}-{:016x}", v.family, std::hash<std::string>{}(v.params.dump()));
   return s;
 }
 
@@ -684,6 +688,69 @@ TEST_F(SyntheticProblems, BatchedAWithSharedB) {
   expect_variants_correct(p, matmul(p, {.a = 0, .b = 0, .b_param = true, .a_batched = true, .b_batched = false, .batch = 3,
                                         .m = 10, .n = 21, .k = 16},
                                     b.done(b.u("relu", b.acc()))));
+}
+
+// ---- chains: several kernels joined by temporaries (planned from a graph) --------------------
+
+nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,
+                          nlohmann::json kwargs = nlohmann::json::object()) {
+  return {{"name", name}, {"op", op}, {"target", target}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}};
+}
+
+nlohmann::json graph_ref(const std::string& n) { return {{"node", n}}; }
+
+nlohmann::json graph_tensor(const std::string& name, const std::string& op, const std::string& tensor) {
+  nlohmann::json n = graph_node(name, op, name, nlohmann::json::array());
+  n["tensor"] = tensor;
+  return n;
+}
+
+// softmax(x @ W * 0.5): a matrix product with an epilogue, then a softmax of the temporary.
+TEST_F(SyntheticProblems, ChainMatmulThenSoftmax) {
+  Synthetic s{"chain_mm_softmax",
+              nlohmann::json::array({spec("x", {20, 40})}),
+              nlohmann::json::array({spec("w", {40, 70})}),
+              spec("y", {20, 70}),
+              "    return {'x': sample(rng, (20, 40), distribution, 'f32')}",
+              "    return {'w': sample(rng, (40, 70), 'normal', 'f32')}",
+              "    z = inputs['x'].astype(np.float64) @ params['w'].astype(np.float64) * 0.5\n"
+              "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
+              "    return {'y': e / e.sum(axis=1, keepdims=True)}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  const nlohmann::json g = {
+      {"nodes",
+       {graph_tensor("x", "placeholder", "x"), graph_tensor("w", "get_attr", "w"),
+        graph_node("mm", "call_function", "torch.matmul", {graph_ref("x"), graph_ref("w")}),
+        graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
+        graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
+        graph_node("output", "output", "output", {graph_ref("sm")})}}};
+  const KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  expect_variants_correct(p, plan);
+}
+
+// logsumexp over rows: max -> exp(x - max) -> sum with log(acc) + max, the last stage reading
+// the first stage's temporary as well as its own.
+TEST_F(SyntheticProblems, ChainLogSumExp) {
+  Synthetic s{"chain_logsumexp",
+              nlohmann::json::array({spec("x", {24, 50})}),
+              nlohmann::json::array(),
+              spec("y", {24}),
+              "    return {'x': sample(rng, (24, 50), distribution, 'f32') * 4}",
+              "    return {}",
+              "    x = inputs['x'].astype(np.float64); m = x.max(axis=1)\n"
+              "    return {'y': np.log(np.exp(x - m[:, None]).sum(axis=1)) + m}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  const nlohmann::json g = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"),
+                              graph_node("l", "call_function", "torch.logsumexp", {graph_ref("x")}, {{"dim", 1}}),
+                              graph_node("output", "output", "output", {graph_ref("l")})}}};
+  const KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
+  expect_variants_correct(p, plan);
 }
 
 // ---- accuracy of the vector math ------------------------------------------------------------

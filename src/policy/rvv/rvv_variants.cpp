@@ -175,18 +175,22 @@ std::string accumulate_row(Lmul lm, int u, const std::string& op, const std::str
   return s;
 }
 
+std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem) {
+  // Ops that neither the vector renderer nor render_expr (the scalar fallback) cover: nothing to offer.
+  if (!plan_fits(plan, problem) || (!has_vector_form(plan.expr) && !renderable(plan.expr))) return {};
+  if (plan.kind == "elementwise") return elementwise_variants(plan, problem);
+  if (plan.kind == "reduce") return reduce_variants(plan, problem);
+  if (plan.kind == "softmax" || plan.kind == "log_softmax") return softmax_variants(plan, problem);
+  if (plan.kind == "layernorm") return layernorm_variants(plan, problem);
+  if (plan.kind == "matmul") return matmul_variants(plan, problem);
+  return {};
+}
+
 }  // namespace rvv
 
 std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
   (void)target;  // every candidate is VLEN-agnostic: one set of variants serves every rvv target
-  // Ops that neither the vector renderer nor render_expr (the scalar fallback) cover: nothing to offer.
-  if (!rvv::plan_fits(plan, problem) || (!rvv::has_vector_form(plan.expr) && !rvv::renderable(plan.expr))) return {};
-  if (plan.kind == "elementwise") return rvv::elementwise_variants(plan, problem);
-  if (plan.kind == "reduce") return rvv::reduce_variants(plan, problem);
-  if (plan.kind == "softmax" || plan.kind == "log_softmax") return rvv::softmax_variants(plan, problem);
-  if (plan.kind == "layernorm") return rvv::layernorm_variants(plan, problem);
-  if (plan.kind == "matmul") return rvv::matmul_variants(plan, problem);
-  return {};
+  return plan.kind == "chain" ? rvv::chain_variants(plan, problem) : rvv::variants_for(plan, problem);
 }
 
 }  // namespace mblast::policy
