@@ -4,6 +4,7 @@
 // emitted once here; kernels differ per backend and live in src/policy/<backend>/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +78,45 @@ std::string undefs(const std::string& code);
 // space is their product, so at most `cap` tuples in order of the sum of the indices, then
 // lexicographically (each generator lists its likely best designs first).
 std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap = 16);
+
+// A chain's candidates, for any backend's design type D (with family, params, description and
+// actions): `make(stage plan, stage problem)` lists each stage's designs (none: no chain), and
+// `compose(parts)` joins one design per stage, for each combination chain_combinations() offers.
+template <class D, class Make, class Compose>
+std::vector<D> compose_chain(const KernelPlan& plan, const Problem& problem, Make make, Compose compose) {
+  if (plan.kind != "chain" || plan.stages.empty() || plan.temps.size() + 1 != plan.stages.size()) return {};
+  std::vector<std::vector<D>> per_stage;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < plan.stages.size(); ++i) {
+    std::vector<D> ds = make(plan.stages[i], stage_problem(problem, plan, i));
+    if (ds.empty()) return {};  // a stage no generator makes: no chain
+    sizes.push_back(ds.size());
+    per_stage.push_back(std::move(ds));
+  }
+  std::vector<D> out;
+  for (const auto& combo : chain_combinations(sizes)) {
+    std::vector<const D*> parts;
+    for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
+    out.push_back(compose(parts));
+  }
+  return out;
+}
+
+// What a composed chain says of itself, from its parts: family, params {"stages": [{family,
+// params}...]}, "N kernels in order: a; then b", and the union of the parts' actions.
+template <class D>
+void describe_chain(const std::vector<const D*>& parts, const std::string& family, D* out) {
+  out->family = family;
+  out->params = {{"stages", nlohmann::json::array()}};
+  out->description = std::to_string(parts.size()) + " kernels in order: ";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const D& p = *parts[i];
+    out->params["stages"].push_back({{"family", p.family}, {"params", p.params}});
+    out->description += (i ? "; then " : "") + p.description;
+    for (const auto& a : p.actions)
+      if (std::find(out->actions.begin(), out->actions.end(), a) == out->actions.end()) out->actions.push_back(a);
+  }
+}
 
 // Integer ceil division.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

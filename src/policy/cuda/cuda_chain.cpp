@@ -4,7 +4,6 @@
 // between stages) and its #defines are undone after it (they name sizes: M, N, R, ...).
 //
 // Which combinations of the stages' designs are offered: gpu::chain_combinations.
-#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -24,17 +23,11 @@ std::string indent(const std::string& code) {
 
 Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts) {
   Design d;
-  d.family = "cuda.chain";
-  d.params = {{"stages", nlohmann::json::array()}};
+  gpu::describe_chain(parts, "cuda.chain", &d);
   for (const auto& t : chain.temps) d.temps.push_back(static_cast<int64_t>(t.numel()));
-  d.description = fmt::format("{} kernels in order: ", parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     const Design& p = *parts[i];
     const KernelPlan& stage = chain.stages[i];
-    d.params["stages"].push_back({{"family", p.family}, {"params", p.params}});
-    d.description += (i ? "; then " : "") + p.description;
-    for (const auto& a : p.actions)
-      if (std::find(d.actions.begin(), d.actions.end(), a) == d.actions.end()) d.actions.push_back(a);
     d.cublas = d.cublas || p.cublas;
     d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i, stage.summary(), i,
                                  p.device_code, i, gpu::undefs(p.device_code));
@@ -51,24 +44,15 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
 }  // namespace
 
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem) {
-  if (plan.kind != "chain" || plan.stages.empty()) return {};
-  std::vector<std::vector<Design>> per_stage;
-  std::vector<size_t> sizes;
-  for (size_t i = 0; i < plan.stages.size(); ++i) {
-    std::vector<Design> ds = designs_for(plan.stages[i], stage_problem(problem, plan, i));
-    // One cuBLAS handle serves every stage, in one math mode: FP32 (TF32 stays a single-kernel variant).
-    std::erase_if(ds, [](const Design& d) { return d.tf32; });
-    if (ds.empty()) return {};  // a stage no generator makes: no chain
-    sizes.push_back(ds.size());
-    per_stage.push_back(std::move(ds));
-  }
-  std::vector<Design> out;
-  for (const auto& combo : gpu::chain_combinations(sizes)) {
-    std::vector<const Design*> parts;
-    for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
-    out.push_back(compose(plan, parts));
-  }
-  return out;
+  return gpu::compose_chain<Design>(
+      plan, problem,
+      [](const KernelPlan& stage, const Problem& sp) {
+        std::vector<Design> ds = designs_for(stage, sp);
+        // One cuBLAS handle serves every stage, in one math mode: FP32 (TF32 stays a single-kernel variant).
+        std::erase_if(ds, [](const Design& d) { return d.tf32; });
+        return ds;
+      },
+      [&](const std::vector<const Design*>& parts) { return compose(plan, parts); });
 }
 
 }  // namespace mblast::policy::cuda

@@ -3,8 +3,6 @@
 // one's results), the temporaries between them created once in mblast_prepare. All stages'
 // kernels share one program: each stage's kernels are renamed mb_s<i>_..., and its #defines
 // (they name sizes: M, N, R, ...) are undone after it.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -23,17 +21,11 @@ std::string stage_kernels(const std::string& kernels, size_t i) {
 
 Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts) {
   Design d;
-  d.family = "opencl.chain";
-  d.params = {{"stages", nlohmann::json::array()}};
+  gpu::describe_chain(parts, "opencl.chain", &d);
   for (const auto& t : chain.temps) d.temps.push_back(static_cast<int64_t>(t.numel()));
-  d.description = fmt::format("{} kernels in order: ", parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     const Design& p = *parts[i];
     const KernelPlan& stage = chain.stages[i];
-    d.params["stages"].push_back({{"family", p.family}, {"params", p.params}});
-    d.description += (i ? "; then " : "") + p.description;
-    for (const auto& a : p.actions)
-      if (std::find(d.actions.begin(), d.actions.end(), a) == d.actions.end()) d.actions.push_back(a);
     if (!p.kernels.empty())
       d.kernels += fmt::format("// stage {}: {}\n{}\n{}\n", i, stage.summary(), stage_kernels(p.kernels, i), gpu::undefs(p.kernels));
     // The stage writes its temporary (the last one the output) and reads earlier temporaries
@@ -58,22 +50,8 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
 }  // namespace
 
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem) {
-  if (plan.kind != "chain" || plan.stages.empty()) return {};
-  std::vector<std::vector<Design>> per_stage;
-  std::vector<size_t> sizes;
-  for (size_t i = 0; i < plan.stages.size(); ++i) {
-    std::vector<Design> ds = designs_for(plan.stages[i], stage_problem(problem, plan, i));
-    if (ds.empty()) return {};  // a stage no generator makes: no chain
-    sizes.push_back(ds.size());
-    per_stage.push_back(std::move(ds));
-  }
-  std::vector<Design> out;
-  for (const auto& combo : gpu::chain_combinations(sizes)) {
-    std::vector<const Design*> parts;
-    for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
-    out.push_back(compose(plan, parts));
-  }
-  return out;
+  return gpu::compose_chain<Design>(plan, problem, designs_for,
+                                    [&](const std::vector<const Design*>& parts) { return compose(plan, parts); });
 }
 
 }  // namespace mblast::policy::opencl

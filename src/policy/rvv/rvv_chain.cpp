@@ -42,18 +42,12 @@ std::string tensor_literal(const TensorSpec& t, const std::string& data) {
 
 Variant compose(const KernelPlan& chain, const Problem& problem, const std::vector<const Variant*>& parts) {
   Variant v;
-  v.family = "rvv.chain";
+  gpu::describe_chain(parts, "rvv.chain", &v);
   v.extension = ".rvv.c";
-  v.params = {{"stages", nlohmann::json::array()}};
-  v.description = fmt::format("{} kernels in order: ", parts.size());
   std::vector<bool> prepares;
   std::string stages;
   for (size_t i = 0; i < parts.size(); ++i) {
     const Variant& p = *parts[i];
-    v.params["stages"].push_back({{"family", p.family}, {"params", p.params}});
-    v.description += (i ? "; then " : "") + p.description;
-    for (const auto& a : p.actions)
-      if (std::find(v.actions.begin(), v.actions.end(), a) == v.actions.end()) v.actions.push_back(a);
     prepares.push_back(p.source.find("\nint mblast_prepare(") != std::string::npos);
     stages += fmt::format("// ---- stage {}: {} ({})\n{}\n", i, chain.stages[i].summary(), p.family, stage_code(p.source, i));
   }
@@ -102,22 +96,8 @@ Variant compose(const KernelPlan& chain, const Problem& problem, const std::vect
 }  // namespace
 
 std::vector<Variant> chain_variants(const KernelPlan& plan, const Problem& problem) {
-  if (plan.kind != "chain" || plan.stages.empty() || plan.temps.size() + 1 != plan.stages.size()) return {};
-  std::vector<std::vector<Variant>> per_stage;
-  std::vector<size_t> sizes;
-  for (size_t i = 0; i < plan.stages.size(); ++i) {
-    std::vector<Variant> vs = variants_for(plan.stages[i], stage_problem(problem, plan, i));
-    if (vs.empty()) return {};  // a stage no generator makes: no chain
-    sizes.push_back(vs.size());
-    per_stage.push_back(std::move(vs));
-  }
-  std::vector<Variant> out;
-  for (const auto& combo : gpu::chain_combinations(sizes)) {
-    std::vector<const Variant*> parts;
-    for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
-    out.push_back(compose(plan, problem, parts));
-  }
-  return out;
+  return gpu::compose_chain<Variant>(plan, problem, variants_for,
+                                     [&](const std::vector<const Variant*>& parts) { return compose(plan, problem, parts); });
 }
 
 }  // namespace mblast::policy::rvv
