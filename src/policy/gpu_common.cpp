@@ -46,7 +46,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -64,7 +64,7 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind)) add({false, plan.source});
+  if (is_row_kind(plan.kind) || plan.kind == "pool") add({false, plan.source});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
     add({plan.b_is_param, plan.b});
@@ -74,6 +74,45 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
     if (n.kind == ExprNode::Kind::Param) add({true, n.tensor});
   }
   return r;
+}
+
+bool pool_fits(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "pool" || (plan.pool_op != "max" && plan.pool_op != "avg")) return false;
+  const PoolShape& p = plan.pool;
+  const auto* x = spec_of(problem, {false, plan.source});
+  if (!x || x->dtype != DType::f32 || static_cast<int64_t>(x->numel()) != p.planes * p.h * p.w) return false;
+  if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.ph < 0 || p.pw < 0) return false;
+  if (p.out_h != (p.h + 2 * p.ph - p.dh * (p.kh - 1) - 1) / p.sh + 1) return false;
+  if (p.out_w != (p.w + 2 * p.pw - p.dw * (p.kw - 1) - 1) / p.sw + 1) return false;
+  return p.out_h >= 1 && p.out_w >= 1 && plan.out_numel == p.planes * p.out_h * p.out_w;
+}
+
+std::string pool_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
+                        const std::string& indent, const std::string& space) {
+  const PoolShape& p = plan.pool;
+  const bool is_max = plan.pool_op == "max";
+  const std::string in = indent + "  ", in2 = indent + "    ";
+  std::string s;
+  s += fmt::format("{}const {} plane = {} / {}, ohw = {} % {};\n", indent, idx, i, p.out_h * p.out_w, i, p.out_h * p.out_w);
+  s += fmt::format("{}const {} oh = ohw / {}, ow = ohw % {};\n", indent, idx, p.out_w, p.out_w);
+  s += fmt::format("{}const {}float* xp = {} + plane * {};\n", indent, space, x, p.h * p.w);
+  s += fmt::format("{}float acc = {};\n", indent, is_max ? "-INFINITY" : "0.0f");
+  if (!is_max && !p.count_include_pad) s += indent + "int count = 0;\n";
+  s += fmt::format("{}for (int r = 0; r < {}; ++r) {{\n", indent, p.kh);
+  s += fmt::format("{}const {} ih = oh * {} - {} + r * {};\n", in, idx, p.sh, p.ph, p.dh);
+  s += fmt::format("{}if (ih < 0 || ih >= {}) continue;\n", in, p.h);
+  s += fmt::format("{}for (int c = 0; c < {}; ++c) {{\n", in, p.kw);
+  s += fmt::format("{}const {} iw = ow * {} - {} + c * {};\n", in2, idx, p.sw, p.pw, p.dw);
+  s += fmt::format("{}if (iw < 0 || iw >= {}) continue;\n", in2, p.w);
+  s += fmt::format("{}const float v = xp[ih * {} + iw];\n", in2, p.w);
+  if (is_max) s += in2 + "acc = (v > acc || v != v) ? v : acc;  // NaN propagates, as in PyTorch\n";
+  else s += in2 + "acc += v;\n" + (p.count_include_pad ? "" : in2 + "++count;\n");
+  s += in + "}\n" + indent + "}\n";
+  if (!is_max) {
+    if (p.count_include_pad) s += fmt::format("{}acc = acc / {}.0f;  // PyTorch divides the sum\n", indent, p.kh * p.kw);
+    else s += indent + "acc = count > 0 ? acc / (float)count : 0.0f;\n";
+  }
+  return s;
 }
 
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {
@@ -106,6 +145,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     if (plan.kind != "reduce" && plan.out_numel != r.outer * r.reduce * r.inner) return false;
     if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
+  if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
     if (plan.out_numel != plan.batch * plan.m * plan.n) return false;

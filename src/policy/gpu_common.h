@@ -35,6 +35,18 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan);
 // GPU generators handle (elementwise, reduce, softmax, log_softmax, matmul) with sane sizes.
 bool plan_supported(const KernelPlan& plan, const Problem& problem);
 
+// A pool plan's window: its sizes consistent with the input and the output (PyTorch's rule for
+// the output size, no ceil mode).
+bool pool_fits(const KernelPlan& plan, const Problem& problem);
+
+// C statements (valid CUDA, OpenCL C and C) that compute `float acc`, the max or average over
+// the window of output element `i` (an expression of type `idx`) of a pool plan, `x` being the
+// input's pointer (in address space `space`: "__global " in OpenCL C, else ""); `plane`, `oh`,
+// `ow` are declared for the epilogue. Padding is skipped (-inf for max, 0 for avg); NaN
+// propagates through max as in PyTorch.
+std::string pool_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
+                        const std::string& indent, const std::string& space = "");
+
 // True when every index the plan's kernels form fits in a signed 32-bit int (then kernels use
 // int index math, which is cheaper on GPUs than 64-bit).
 bool fits_int32(const KernelPlan& plan, const Problem& problem);

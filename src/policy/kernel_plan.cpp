@@ -8,6 +8,7 @@
 #include "mblast/policy/kernel_plan.h"
 
 #include <cmath>
+#include <tuple>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -364,6 +365,48 @@ class Walker {
     return r;
   }
 
+  // 2-D max or average pooling of an NCHW tensor (ceil_mode and return_indices refused).
+  // `k`, `stride`, `pad`, `dil` are ints or [h, w] pairs; a null stride is the kernel size.
+  Value pool2d(const std::string& op, const Value& xin, const nlohmann::json& k, const nlohmann::json& stride,
+               const nlohmann::json& pad, const nlohmann::json& dil, bool count_include_pad) {
+    const Value x = producer_operand(xin, op + "_pool2d");
+    if (x.is_param || x.transposed) throw Unsupported{op + "_pool2d of a parameter"};
+    if (x.shape.size() != 4 && x.shape.size() != 3) throw Unsupported{op + "_pool2d of a tensor that is not [N,] C, H, W"};
+    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
+      if (v.is_null()) return {dflt, dflt};
+      if (v.is_number_integer()) return {v.get<int64_t>(), v.get<int64_t>()};
+      if (v.is_array() && v.size() == 1 && v[0].is_number_integer()) return {v[0].get<int64_t>(), v[0].get<int64_t>()};
+      if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
+        return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+      throw Unsupported{fmt::format("{}_pool2d: {} is not an int or a pair", op, what)};
+    };
+    PoolShape ps;
+    const size_t r = x.shape.size();
+    ps.h = x.shape[r - 2], ps.w = x.shape[r - 1];
+    ps.planes = numel_of(x.shape) / (ps.h * ps.w);
+    std::tie(ps.kh, ps.kw) = pair(k, 1, "kernel_size");
+    const bool no_stride = stride.is_null() || (stride.is_array() && stride.empty());
+    std::tie(ps.sh, ps.sw) = no_stride ? std::pair{ps.kh, ps.kw} : pair(stride, 1, "stride");
+    std::tie(ps.ph, ps.pw) = pair(pad, 0, "padding");
+    std::tie(ps.dh, ps.dw) = pair(dil, 1, "dilation");
+    if (ps.kh < 1 || ps.kw < 1 || ps.sh < 1 || ps.sw < 1 || ps.dh < 1 || ps.dw < 1 || ps.ph < 0 || ps.pw < 0 ||
+        2 * ps.ph > ps.kh || 2 * ps.pw > ps.kw)
+      throw Unsupported{op + "_pool2d with a window PyTorch refuses"};
+    ps.out_h = (ps.h + 2 * ps.ph - ps.dh * (ps.kh - 1) - 1) / ps.sh + 1;
+    ps.out_w = (ps.w + 2 * ps.pw - ps.dw * (ps.kw - 1) - 1) / ps.sw + 1;
+    if (ps.out_h < 1 || ps.out_w < 1) throw Unsupported{op + "_pool2d: the window is larger than the input"};
+    ps.count_include_pad = count_include_pad;
+    std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 2);
+    shape.push_back(ps.out_h);
+    shape.push_back(ps.out_w);
+    Value res = producer_result(shape);
+    cur_.kind = "pool";
+    cur_.pool_op = op;
+    cur_.source = x.index;
+    cur_.pool = ps;
+    return res;
+  }
+
   // logsumexp(x, dim) = log(sum(exp(x - m), dim)) + m with m = amax(x, dim): a max, an
   // elementwise pass and a sum whose epilogue adds m back (kernels the generators know).
   Value logsumexp(const Value& x, const nlohmann::json& dim, const nlohmann::json& keepdim_arg) {
@@ -539,6 +582,22 @@ class Walker {
       return binary(it->second, a, b);
     }
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
+    if (fn == "max_pool2d" || fn == "avg_pool2d") {
+      // F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+      // F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+      const bool is_max = fn == "max_pool2d";
+      const nlohmann::json ceil = arg(n, is_max ? 5 : 4, "ceil_mode");
+      if (ceil.is_boolean() && ceil.get<bool>()) throw Unsupported{fn + " with ceil_mode"};
+      if (is_max) {
+        const nlohmann::json ri = arg(n, 6, "return_indices");
+        if (ri.is_boolean() && ri.get<bool>()) throw Unsupported{fn + " returning indices"};
+      } else if (!arg(n, 6, "divisor_override").is_null()) {
+        throw Unsupported{fn + " with divisor_override"};
+      }
+      const nlohmann::json cip = is_max ? nlohmann::json() : arg(n, 5, "count_include_pad");
+      return pool2d(is_max ? "max" : "avg", x(0, "input"), arg(n, 1, "kernel_size"), arg(n, 2, "stride"), arg(n, 3, "padding"),
+                    is_max ? arg(n, 4, "dilation") : nlohmann::json(1), !cip.is_boolean() || cip.get<bool>());
+    }
     if (fn == "group_norm") {  // F.group_norm(input, num_groups, weight, bias, eps)
       nlohmann::json g = arg(n, 1, "num_groups"), eps = arg(n, 4, "eps"), w = arg(n, 2, "weight"), b = arg(n, 3, "bias");
       if (!g.is_number_integer()) throw Unsupported{"group_norm without a number of groups"};
@@ -668,6 +727,16 @@ class Walker {
         if (auto b = tensor_named(target + ".bias")) return binary("add", out, *b);
         return out;
       }
+      if (type == "MaxPool2d" || type == "AvgPool2d") {
+        const bool is_max = type == "MaxPool2d";
+        auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
+        if (at("ceil_mode").is_boolean() && at("ceil_mode").get<bool>()) throw Unsupported{type + " with ceil_mode"};
+        if (at("return_indices").is_boolean() && at("return_indices").get<bool>()) throw Unsupported{type + " returning indices"};
+        if (!at("divisor_override").is_null()) throw Unsupported{type + " with divisor_override"};
+        const nlohmann::json cip = at("count_include_pad");
+        return pool2d(is_max ? "max" : "avg", arg_value(n["args"][0]), at("kernel_size"), at("stride"), at("padding"),
+                      is_max ? at("dilation") : nlohmann::json(1), !cip.is_boolean() || cip.get<bool>());
+      }
       if (type == "GroupNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
         if (!attrs.contains("num_groups") || !attrs["num_groups"].is_number_integer()) throw Unsupported{"GroupNorm without num_groups"};
@@ -753,7 +822,7 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind)) r.push_back(&s.source);
+    if (is_row_kind(s.kind) || s.kind == "pool") r.push_back(&s.source);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
       if (!s.b_is_param) r.push_back(&s.b);
@@ -913,6 +982,13 @@ nlohmann::json KernelPlan::to_json() const {
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
     if (!reduce_op.empty()) j["reduce_op"] = reduce_op;
   }
+  if (kind == "pool") {
+    j["source"] = source;
+    j["pool_op"] = pool_op;
+    j["pool"] = {{"planes", pool.planes}, {"h", pool.h}, {"w", pool.w}, {"out_h", pool.out_h}, {"out_w", pool.out_w},
+                 {"kernel", {pool.kh, pool.kw}}, {"stride", {pool.sh, pool.sw}}, {"padding", {pool.ph, pool.pw}},
+                 {"dilation", {pool.dh, pool.dw}}, {"count_include_pad", pool.count_include_pad}};
+  }
   if (kind == "matmul") {
     j["a"] = {{"tensor", a}, {"param", a_is_param}, {"transposed", a_transposed}, {"batched", a_batched}};
     j["b"] = {{"tensor", b}, {"param", b_is_param}, {"transposed", b_transposed}, {"batched", b_batched}};
@@ -933,6 +1009,9 @@ std::string KernelPlan::summary() const {
   else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
     s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", kind, rshape.outer, rshape.reduce, rshape.inner);
+  else if (kind == "pool")
+    s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh, pool.sw,
+                    pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);
   else if (kind == "matmul")
     s = fmt::format("matmul {}{}x{}x{}{}{}", batch > 1 ? std::to_string(batch) + "x" : "", m, n, k,
                     a_transposed ? " A^T" : "", b_transposed ? " B^T" : "");

@@ -195,6 +195,41 @@ inline std::string problem_json(const std::string& name, const std::string& op_c
   return j.dump(1) + "\n";
 }
 
+// NCHW pooling in numpy (float64), for the pooling cases' references: window kh x kw, strides,
+// padding (skipped), dilation; avg divides by the whole window or by the taps inside.
+inline const std::string kPoolReference = R"PY(def pool(x, kh, kw, sh, sw, ph, pw, dh, dw, op, include_pad):
+    n, c, h, w = x.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.empty((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            taps = []
+            for r in range(kh):
+                for q in range(kw):
+                    y0, x0 = i * sh - ph + r * dh, j * sw - pw + q * dw
+                    if 0 <= y0 < h and 0 <= x0 < w:
+                        taps.append(x[:, :, y0, x0])
+            t = np.stack(taps, axis=-1)
+            out[:, :, i, j] = t.max(axis=-1) if op == "max" else t.sum(axis=-1) / (kh * kw if include_pad else len(taps))
+    return out
+
+
+)PY";
+
+inline KernelPlan pool_plan(const std::string& op, std::vector<int64_t> out, PoolShape shape, Expr epilogue) {
+  KernelPlan p;
+  p.kind = "pool";
+  p.pool_op = op;
+  p.source = 0;
+  p.pool = shape;
+  p.out_numel = 1;
+  for (int64_t d : out) p.out_numel *= d;
+  p.out_shape = std::move(out);
+  p.expr = std::move(epilogue);
+  return p;
+}
+
 inline std::vector<Synthetic> synthetic_problems() {
   std::vector<Synthetic> v;
   const std::string head = "import math\nimport numpy as np\n\nfrom mblast_data import sample\n\n";
@@ -353,6 +388,34 @@ inline std::vector<Synthetic> synthetic_problems() {
     b.unary("relu", b.binary("add", b.binary("mul", b.acc(), b.param(0, 1, 130)), b.param(1, 1, 130)));
     p.expr = b.e;
     s.plan = p;
+    v.push_back(s);
+  }
+  {  // relu(max_pool2d(x, 3, stride 2, padding 1, dilation 2)): padding as -inf, odd sizes, a fused epilogue
+    Synthetic s;
+    s.name = "pt_maxpool";
+    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {2, 3, 11, 9})}, nlohmann::json::array(), tensor("y", {2, 3, 5, 4}),
+                                  1e-6, 1e-6, 2 * 3 * 5 * 4 * 9);
+    s.reference_py = head + kPoolReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 11, 9), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.maximum(pool(inputs[\"x\"].astype(np.float64), 3, 3, 2, 2, 1, 1, 2, 2, \"max\", True), 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.acc());
+    s.plan = pool_plan("max", {2, 3, 5, 4}, PoolShape{6, 11, 9, 5, 4, 3, 3, 2, 2, 1, 1, 2, 2, true}, b.e);
+    v.push_back(s);
+  }
+  {  // avg_pool2d(x, (2, 3), stride (1, 2), padding 1, count_include_pad=False): the divisor counts the taps inside
+    Synthetic s;
+    s.name = "pt_avgpool";
+    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {1, 4, 7, 10})}, nlohmann::json::array(), tensor("y", {1, 4, 8, 5}),
+                                  1e-6, 1e-5, 4 * 8 * 5 * 6);
+    s.reference_py = head + kPoolReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 7, 10), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": pool(inputs[\"x\"].astype(np.float64), 2, 3, 1, 2, 1, 1, 1, 1, \"avg\", False)}\n";
+    s.plan = pool_plan("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}, identity_epilogue());
     v.push_back(s);
   }
   return v;

@@ -312,6 +312,44 @@ TEST(KernelPlan, GroupNormModule) {
   }
 }
 
+// Pooling: the module's attributes or the function's arguments give the window; what follows is
+// the epilogue; ceil_mode is refused (its output size rule is not generated).
+TEST(KernelPlan, Pooling) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json mp = node("mp", "call_module", "mp", {ref("x")});
+  mp["module"] = "torch.nn.modules.pooling.MaxPool2d";
+  mp["attributes"] = {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"dilation", 1}, {"ceil_mode", false}};
+  Problem p = synthetic({{"in0", DType::f32, {2, 4, 9, 9}}}, {}, {2, 4, 5, 5});
+  KernelPlan plan = plan_kernel(p, {{"nodes", {x, mp, node("r", "call_function", "torch.relu", {ref("mp")}),
+                                              node("output", "output", "output", {ref("r")})}}});
+  ASSERT_EQ(plan.kind, "pool") << plan.reason;
+  EXPECT_EQ(plan.pool_op, "max");
+  EXPECT_EQ(plan.pool.planes, 8);
+  EXPECT_EQ(plan.pool.out_h, 5);
+  EXPECT_EQ(plan.pool.out_w, 5);
+  EXPECT_EQ(plan.pool.sh, 2);
+  EXPECT_EQ(plan.pool.ph, 1);
+  EXPECT_FALSE(plan.expr.is_identity_epilogue());
+
+  Problem q = synthetic({{"in0", DType::f32, {1, 3, 8, 10}}}, {}, {1, 3, 4, 4});
+  plan = plan_kernel(q, {{"nodes", {x,
+                                    node("ap", "call_function", "torch.nn.functional.avg_pool2d", {ref("x"), nlohmann::json::array({2, 3})},
+                                         {{"stride", nlohmann::json::array({2, 2})}, {"count_include_pad", false}}),
+                                    node("output", "output", "output", {ref("ap")})}}});
+  ASSERT_EQ(plan.kind, "pool") << plan.reason;
+  EXPECT_EQ(plan.pool_op, "avg");
+  EXPECT_EQ(plan.pool.kh, 2);
+  EXPECT_EQ(plan.pool.kw, 3);
+  EXPECT_EQ(plan.pool.out_w, 4);
+  EXPECT_FALSE(plan.pool.count_include_pad);
+
+  mp["attributes"]["ceil_mode"] = true;
+  plan = plan_kernel(p, {{"nodes", {x, mp, node("output", "output", "output", {ref("mp")})}}});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("ceil_mode"), std::string::npos) << plan.reason;
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());

@@ -690,6 +690,69 @@ TEST_F(SyntheticProblems, BatchedAWithSharedB) {
                                     b.done(b.u("relu", b.acc()))));
 }
 
+// ---- pooling --------------------------------------------------------------------------------
+
+KernelPlan pool(const std::string& op, std::vector<int64_t> out, PoolShape shape, Expr epilogue = {}) {
+  KernelPlan p;
+  p.kind = "pool";
+  p.pool_op = op;
+  p.source = 0;
+  p.pool = shape;
+  p.out_numel = 1;
+  for (int64_t d : out) p.out_numel *= d;
+  p.out_shape = std::move(out);
+  p.expr = std::move(epilogue);
+  return p;
+}
+
+// The reference's window loop, for output [n, c, oh, ow] (float64, padding skipped).
+std::string pool_reference(const std::string& geometry, const std::string& reduce_taps) {
+  return "    x = inputs['x'].astype(np.float64)\n"
+         "    n, c, h, w = x.shape\n"
+         "    " + geometry + "\n"
+         "    out = np.empty((n, c, oh, ow))\n"
+         "    for i in range(oh):\n"
+         "        for j in range(ow):\n"
+         "            taps = [x[:, :, i * sh - ph + r * dh, j * sw - pw + q * dw] for r in range(kh) for q in range(kw)\n"
+         "                    if 0 <= i * sh - ph + r * dh < h and 0 <= j * sw - pw + q * dw < w]\n"
+         "            t = np.stack(taps, axis=-1)\n"
+         "            out[:, :, i, j] = " + reduce_taps + "\n";
+}
+
+// Max pooling with padding (as -inf), stride 2 and dilation 2, odd sizes, a ReLU epilogue: the
+// strided strips, the border columns in scalar C, and the scalar variant.
+TEST_F(SyntheticProblems, MaxPoolPaddedDilatedWithRelu) {
+  Synthetic s{"pool_max",
+              nlohmann::json::array({spec("x", {2, 3, 11, 9})}),
+              nlohmann::json::array(),
+              spec("y", {2, 3, 5, 4}),
+              "    return {'x': sample(rng, (2, 3, 11, 9), distribution, 'f32')}",
+              "    return {}",
+              pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 5, 4, 3, 3, 2, 2, 1, 1, 2, 2", "t.max(axis=-1)") +
+                  "    return {'y': np.maximum(out, 0.0)}",
+              1e-6, 1e-6};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  expect_variants_correct(p, pool("max", {2, 3, 5, 4}, PoolShape{6, 11, 9, 5, 4, 3, 3, 2, 2, 1, 1, 2, 2, true}, b.done(b.u("relu", b.acc()))),
+                          true);
+}
+
+// Average pooling of a 2x3 window, stride (1, 2), padding 1, count_include_pad=False: the divisor
+// counts the taps inside (rows cut by the padding change it within a vector strip too).
+TEST_F(SyntheticProblems, AvgPoolExcludingPadding) {
+  Synthetic s{"pool_avg",
+              nlohmann::json::array({spec("x", {1, 4, 7, 10})}),
+              nlohmann::json::array(),
+              spec("y", {1, 4, 8, 5}),
+              "    return {'x': sample(rng, (1, 4, 7, 10), distribution, 'f32')}",
+              "    return {}",
+              pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 8, 5, 2, 3, 1, 2, 1, 1, 1, 1", "t.sum(axis=-1) / len(taps)") +
+                  "    return {'y': out}",
+              1e-6, 1e-5};
+  const Problem p = write_problem(s);
+  expect_variants_correct(p, pool("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}), true);
+}
+
 // ---- chains: several kernels joined by temporaries (planned from a graph) --------------------
 
 nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,

@@ -79,6 +79,14 @@ struct ReduceShape {
   int64_t outer = 1, reduce = 1, inner = 1;
 };
 
+// 2-D pooling of a [planes, h, w] tensor (planes = batch x channels, NCHW) to
+// [planes, out_h, out_w]: window kh x kw, strides, zero-based padding and dilation.
+struct PoolShape {
+  int64_t planes = 1, h = 1, w = 1, out_h = 1, out_w = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool count_include_pad = true;  // avg: divide by the whole window (padding counted) or by the elements inside
+};
+
 struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
@@ -86,6 +94,8 @@ struct KernelPlan {
   // layernorm    output[o, r] = epilogue((x[o, r] - mean_o) * rsqrt(var_o + eps)) over the last
   //              axis (inner 1); the affine weight and bias are epilogue leaves
   // matmul       output[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
+  // pool         output[p, oh, ow] = epilogue(max | avg over the window of x[p, ...]) (padding is
+  //              -inf for max, 0 for avg)
   // chain        several of the above run in order (`stages`); each but the last writes a
   //              temporary tensor that later stages read (a graph with more than one producer,
   //              or with work before a producer)
@@ -105,6 +115,10 @@ struct KernelPlan {
   ReduceShape rshape;
   std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax
   double eps = 1e-5;      // layernorm: added to the (biased) variance
+
+  // pool (x is input `source`)
+  std::string pool_op;  // max | avg
+  PoolShape pool;
 
   // matmul: A and B are problem tensors (`a_is_param` / `b_is_param` say which list)
   int a = -1, b = -1;

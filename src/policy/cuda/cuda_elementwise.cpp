@@ -18,22 +18,6 @@ int op_count(const Expr& e) {
   return n;
 }
 
-// Launch of a 1-D grid-stride kernel over `items` work units: a grid of at most one wave of
-// resident blocks (`wave`), or one thread per unit (more loads in flight, no loop).
-std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave) {
-  std::string s;
-  s += "  {\n";
-  if (wave)
-    s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
-                     gpu::ceil_div(items, block), 2048 / block);
-  else
-    s += fmt::format("    const long long need = {}, cap = 0x7fffffffLL;  // one thread per unit\n", gpu::ceil_div(items, block));
-  s += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
-  s += fmt::format("    {}<<<grid, {}, 0, stream>>>({});\n", kernel, block, args);
-  s += fmt::format("    if (mb_launched(\"{}\") != 0) return -1;\n  }}\n", kernel);
-  return s;
-}
-
 Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4, bool wave) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
@@ -114,6 +98,20 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4
 }
 
 }  // namespace
+
+std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave) {
+  std::string s;
+  s += "  {\n";
+  if (wave)
+    s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
+                     gpu::ceil_div(items, block), 2048 / block);
+  else
+    s += fmt::format("    const long long need = {}, cap = 0x7fffffffLL;  // one thread per unit\n", gpu::ceil_div(items, block));
+  s += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
+  s += fmt::format("    {}<<<grid, {}, 0, stream>>>({});\n", kernel, block, args);
+  s += fmt::format("    if (mb_launched(\"{}\") != 0) return -1;\n  }}\n", kernel);
+  return s;
+}
 
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem) {
   std::vector<Design> v;

@@ -39,11 +39,16 @@ std::string index_type(const KernelPlan& plan, const Problem& problem);
 std::string kernel_params(const std::vector<gpu::TensorRef>& tensors);
 std::string call_args(const std::vector<gpu::TensorRef>& tensors);
 
+// Launch code for a 1-D grid-stride kernel over `items` work units: a grid of at most one wave of
+// resident blocks (`wave`), or one thread per unit (more loads in flight, no loop).
+std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave);
+
 // The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> pool_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 
