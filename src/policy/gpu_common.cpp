@@ -46,7 +46,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -64,7 +64,8 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "pool") add({false, plan.source});
+  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv") add({false, plan.source});
+  if (plan.kind == "conv") add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
     add({plan.b_is_param, plan.b});
@@ -115,6 +116,45 @@ std::string pool_window(const KernelPlan& plan, const std::string& x, const std:
   return s;
 }
 
+bool conv_fits(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "conv") return false;
+  const ConvShape& c = plan.conv;
+  const auto* x = spec_of(problem, {false, plan.source});
+  const auto* w = spec_of(problem, {plan.conv_weight_is_param, plan.conv_weight});
+  if (!x || !w || x->dtype != DType::f32 || w->dtype != DType::f32) return false;
+  if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups) return false;
+  if (static_cast<int64_t>(x->numel()) != c.n * c.cin * c.h * c.w) return false;
+  if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;
+  if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) return false;
+  if (c.out_h != (c.h + 2 * c.ph - c.dh * (c.kh - 1) - 1) / c.sh + 1) return false;
+  if (c.out_w != (c.w + 2 * c.pw - c.dw * (c.kw - 1) - 1) / c.sw + 1) return false;
+  return c.out_h >= 1 && c.out_w >= 1 && plan.out_numel == c.n * c.cout * c.out_h * c.out_w;
+}
+
+std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
+                        const std::string& idx, const std::string& indent, const std::string& space) {
+  const ConvShape& c = plan.conv;
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, ohw = c.out_h * c.out_w;
+  const std::string in = indent + "  ", in2 = indent + "    ", in3 = indent + "      ";
+  std::string s;
+  s += fmt::format("{}const {} n = {} / {}, co = ({} / {}) % {};\n", indent, idx, i, c.cout * ohw, i, ohw, c.cout);
+  s += fmt::format("{}const {} oh = ({} % {}) / {}, ow = {} % {};\n", indent, idx, i, ohw, c.out_w, i, c.out_w);
+  s += fmt::format("{}const {}float* xg = {} + (n * {} + co / {} * {}) * {};  // the group's first input channel\n", indent, space, x,
+                   c.cin, cog, cig, c.h * c.w);
+  s += fmt::format("{}const {}float* wg = {} + co * {};\n", indent, space, wt, cig * c.kh * c.kw);
+  s += indent + "float acc = 0.0f;\n";
+  s += fmt::format("{}for (int ci = 0; ci < {}; ++ci) {{\n", indent, cig);
+  s += fmt::format("{}for (int r = 0; r < {}; ++r) {{\n", in, c.kh);
+  s += fmt::format("{}const {} ih = oh * {} - {} + r * {};\n", in2, idx, c.sh, c.ph, c.dh);
+  s += fmt::format("{}if (ih < 0 || ih >= {}) continue;\n", in2, c.h);
+  s += fmt::format("{}for (int q = 0; q < {}; ++q) {{\n", in2, c.kw);
+  s += fmt::format("{}const {} iw = ow * {} - {} + q * {};\n", in3, idx, c.sw, c.pw, c.dw);
+  s += fmt::format("{}if (iw >= 0 && iw < {}) acc += xg[ci * {} + ih * {} + iw] * wg[(ci * {} + r) * {} + q];\n", in3, c.w,
+                   c.h * c.w, c.w, c.kh, c.kw);
+  s += in2 + "}\n" + in + "}\n" + indent + "}\n";
+  return s;
+}
+
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (!kKinds.count(plan.kind)) return false;
   if (problem.outputs.empty() || problem.outputs[0].dtype != DType::f32) return false;
@@ -146,6 +186,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
   if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
+  if (plan.kind == "conv" && !conv_fits(plan, problem)) return false;
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
     if (plan.out_numel != plan.batch * plan.m * plan.n) return false;

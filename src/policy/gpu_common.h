@@ -47,6 +47,15 @@ bool pool_fits(const KernelPlan& plan, const Problem& problem);
 std::string pool_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
                         const std::string& indent, const std::string& space = "");
 
+// A conv plan's geometry consistent with its input, weight and output.
+bool conv_fits(const KernelPlan& plan, const Problem& problem);
+
+// Like pool_window for a conv plan: `float acc`, the sum over the output element's input channels
+// (those of its group) and window taps of x * w, `x` and `wt` the input's and weight's pointers;
+// `n`, `co`, `oh`, `ow` are declared. Zero padding is skipped.
+std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
+                        const std::string& idx, const std::string& indent, const std::string& space = "");
+
 // True when every index the plan's kernels form fits in a signed 32-bit int (then kernels use
 // int index math, which is cheaper on GPUs than 64-bit).
 bool fits_int32(const KernelPlan& plan, const Problem& problem);

@@ -407,6 +407,48 @@ class Walker {
     return res;
   }
 
+  // A direct convolution of an NCHW (or NCL: height 1) tensor by a weight tensor; the bias, when
+  // given, joins the epilogue per output channel. Zero padding only; `k` comes from the weight.
+  Value conv(const Value& xin, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
+             const nlohmann::json& pad, const nlohmann::json& dil, int64_t groups) {
+    const Value x = producer_operand(xin, "conv");
+    if (x.is_param || x.transposed || w.kind != Value::Kind::Tensor || w.transposed) throw Unsupported{"conv of a computed weight"};
+    const bool one_d = x.shape.size() == 3;
+    if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size()) throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
+    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
+      if (v.is_null()) return {dflt, dflt};
+      if (v.is_number_integer()) return {one_d ? dflt : v.get<int64_t>(), v.get<int64_t>()};
+      if (v.is_array() && v.size() == 1 && v[0].is_number_integer()) return {one_d ? dflt : v[0].get<int64_t>(), v[0].get<int64_t>()};
+      if (!one_d && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
+        return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+      throw Unsupported{std::string("conv: ") + what + " is not an int or a pair (or a string padding)"};
+    };
+    ConvShape c;
+    c.n = x.shape[0], c.cin = x.shape[1], c.h = one_d ? 1 : x.shape[2], c.w = x.shape.back();
+    c.cout = w.shape[0], c.groups = groups;
+    c.kh = one_d ? 1 : w.shape[2], c.kw = w.shape.back();
+    std::tie(c.sh, c.sw) = pair(stride, 1, "stride");
+    std::tie(c.ph, c.pw) = pair(pad, 0, "padding");
+    std::tie(c.dh, c.dw) = pair(dil, 1, "dilation");
+    if (one_d) c.sh = 1, c.ph = 0, c.dh = 1;
+    if (groups < 1 || c.cin % groups || c.cout % groups || w.shape[1] != c.cin / groups) throw Unsupported{"conv: weight and groups disagree"};
+    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) throw Unsupported{"conv with a geometry PyTorch refuses"};
+    c.out_h = (c.h + 2 * c.ph - c.dh * (c.kh - 1) - 1) / c.sh + 1;
+    c.out_w = (c.w + 2 * c.pw - c.dw * (c.kw - 1) - 1) / c.sw + 1;
+    if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv: the kernel is larger than the padded input"};
+    std::vector<int64_t> shape = {c.n, c.cout};
+    if (!one_d) shape.push_back(c.out_h);
+    shape.push_back(c.out_w);
+    Value r = producer_result(shape);
+    cur_.kind = "conv";
+    cur_.source = x.index;
+    cur_.conv = c;
+    cur_.conv_weight = w.index;
+    cur_.conv_weight_is_param = w.is_param;
+    if (bias) r = binary("add", r, per_channel(*bias, shape.size(), "conv bias"));
+    return r;
+  }
+
   // logsumexp(x, dim) = log(sum(exp(x - m), dim)) + m with m = amax(x, dim): a max, an
   // elementwise pass and a sum whose epilogue adds m back (kernels the generators know).
   Value logsumexp(const Value& x, const nlohmann::json& dim, const nlohmann::json& keepdim_arg) {
@@ -582,6 +624,11 @@ class Walker {
       return binary(it->second, a, b);
     }
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
+    if (fn == "conv2d" || fn == "conv1d") {  // F.conv2d(input, weight, bias, stride, padding, dilation, groups)
+      nlohmann::json b = arg(n, 2, "bias"), g = arg(n, 6, "groups");
+      return conv(x(0, "input"), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
+                  arg(n, 4, "padding"), arg(n, 5, "dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
+    }
     if (fn == "max_pool2d" || fn == "avg_pool2d") {
       // F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
       // F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
@@ -727,6 +774,17 @@ class Walker {
         if (auto b = tensor_named(target + ".bias")) return binary("add", out, *b);
         return out;
       }
+      if (type == "Conv2d" || type == "Conv1d") {
+        auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
+        if (at("transposed").is_boolean() && at("transposed").get<bool>()) throw Unsupported{type + " transposed"};
+        if (at("padding_mode").is_string() && at("padding_mode").get<std::string>() != "zeros")
+          throw Unsupported{type + " with padding_mode " + at("padding_mode").get<std::string>()};
+        auto w = tensor_named(target + ".weight");
+        if (!w) throw Unsupported{type + " " + target + " has no weight tensor"};
+        const nlohmann::json g = at("groups");
+        return conv(arg_value(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"), at("dilation"),
+                    g.is_number_integer() ? g.get<int64_t>() : 1);
+      }
       if (type == "MaxPool2d" || type == "AvgPool2d") {
         const bool is_max = type == "MaxPool2d";
         auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
@@ -822,7 +880,8 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool") r.push_back(&s.source);
+    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv") r.push_back(&s.source);
+    if (s.kind == "conv" && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
       if (!s.b_is_param) r.push_back(&s.b);
@@ -989,6 +1048,13 @@ nlohmann::json KernelPlan::to_json() const {
                  {"kernel", {pool.kh, pool.kw}}, {"stride", {pool.sh, pool.sw}}, {"padding", {pool.ph, pool.pw}},
                  {"dilation", {pool.dh, pool.dw}}, {"count_include_pad", pool.count_include_pad}};
   }
+  if (kind == "conv") {
+    j["source"] = source;
+    j["weight"] = {{"tensor", conv_weight}, {"param", conv_weight_is_param}};
+    j["conv"] = {{"n", conv.n}, {"cin", conv.cin}, {"cout", conv.cout}, {"groups", conv.groups}, {"h", conv.h}, {"w", conv.w},
+                 {"out_h", conv.out_h}, {"out_w", conv.out_w}, {"kernel", {conv.kh, conv.kw}}, {"stride", {conv.sh, conv.sw}},
+                 {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
+  }
   if (kind == "matmul") {
     j["a"] = {{"tensor", a}, {"param", a_is_param}, {"transposed", a_transposed}, {"batched", a_batched}};
     j["b"] = {{"tensor", b}, {"param", b_is_param}, {"transposed", b_transposed}, {"batched", b_batched}};
@@ -1012,6 +1078,9 @@ std::string KernelPlan::summary() const {
   else if (kind == "pool")
     s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh, pool.sw,
                     pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);
+  else if (kind == "conv")
+    s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
+                    conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
   else if (kind == "matmul")
     s = fmt::format("matmul {}{}x{}x{}{}{}", batch > 1 ? std::to_string(batch) + "x" : "", m, n, k,
                     a_transposed ? " A^T" : "", b_transposed ? " B^T" : "");

@@ -230,6 +230,41 @@ inline KernelPlan pool_plan(const std::string& op, std::vector<int64_t> out, Poo
   return p;
 }
 
+// NCHW convolution in numpy (float64), zero padding, groups, for the conv cases' references.
+inline const std::string kConvReference = R"PY(def conv(x, wt, sh, sw, ph, pw, dh, dw, groups):
+    n, cin, h, w = x.shape
+    cout, cig, kh, kw = wt.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.zeros((n, cin, h + 2 * ph, w + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + w] = x
+    out = np.zeros((n, cout, oh, ow))
+    cog = cout // groups
+    for co in range(cout):
+        g = co // cog
+        for r in range(kh):
+            for q in range(kw):
+                patch = xp[:, g * cig:(g + 1) * cig, r * dh:r * dh + sh * (oh - 1) + 1:sh, q * dw:q * dw + sw * (ow - 1) + 1:sw]
+                out[:, co] += np.einsum("nchw,c->nhw", patch, wt[co, :, r, q])
+    return out
+
+
+)PY";
+
+inline KernelPlan conv_plan(std::vector<int64_t> out, ConvShape shape, int weight_param, Expr epilogue) {
+  KernelPlan p;
+  p.kind = "conv";
+  p.source = 0;
+  p.conv = shape;
+  p.conv_weight = weight_param;
+  p.conv_weight_is_param = true;
+  p.out_numel = 1;
+  for (int64_t d : out) p.out_numel *= d;
+  p.out_shape = std::move(out);
+  p.expr = std::move(epilogue);
+  return p;
+}
+
 inline std::vector<Synthetic> synthetic_problems() {
   std::vector<Synthetic> v;
   const std::string head = "import math\nimport numpy as np\n\nfrom mblast_data import sample\n\n";
@@ -388,6 +423,23 @@ inline std::vector<Synthetic> synthetic_problems() {
     b.unary("relu", b.binary("add", b.binary("mul", b.acc(), b.param(0, 1, 130)), b.param(1, 1, 130)));
     p.expr = b.e;
     s.plan = p;
+    v.push_back(s);
+  }
+  {  // relu(conv2d(x, w, b, stride (2, 1), padding 1, dilation (1, 2), groups 2)): every geometry knob, the bias per channel
+    Synthetic s;
+    s.name = "pt_conv";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 4, 9, 8})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
+                                  tensor("y", {2, 6, 5, 6}), 1e-5, 1e-4, 2 * 2 * 6 * 5 * 6 * 18);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 9, 8), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 1, 1, 1, 1, 2, 2)\n"
+                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 30, 6)));
+    s.plan = conv_plan({2, 6, 5, 6}, ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2}, 0, b.e);
     v.push_back(s);
   }
   {  // relu(max_pool2d(x, 3, stride 2, padding 1, dilation 2)): padding as -inf, odd sizes, a fused epilogue

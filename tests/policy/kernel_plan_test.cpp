@@ -47,8 +47,10 @@ TEST(KernelPlan, HandMadeProblems) {
   EXPECT_FALSE(mm.b_transposed);
 
   KernelPlan conv = plan_kernel(hand_made("conv2d"));
-  EXPECT_EQ(conv.kind, "unsupported");
-  EXPECT_NE(conv.reason.find("conv2d"), std::string::npos) << conv.reason;
+  ASSERT_EQ(conv.kind, "conv") << conv.reason;
+  EXPECT_EQ(conv.conv.cout, 32);
+  EXPECT_EQ(conv.conv.kh, 3);
+  EXPECT_FALSE(conv.expr.is_identity_epilogue());  // the bias
 }
 
 // A Problem with the given tensors, for synthetic graphs.
@@ -348,6 +350,46 @@ TEST(KernelPlan, Pooling) {
   plan = plan_kernel(p, {{"nodes", {x, mp, node("output", "output", "output", {ref("mp")})}}});
   EXPECT_EQ(plan.kind, "unsupported");
   EXPECT_NE(plan.reason.find("ceil_mode"), std::string::npos) << plan.reason;
+}
+
+// Convolution modules: the weight gives the kernel, the bias joins the epilogue per channel (and
+// what follows, here a ReLU); Conv1d is a conv of height 1; a string padding ('same') is refused.
+TEST(KernelPlan, ConvolutionModules) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json cv = node("cv", "call_module", "cv", {ref("x")});
+  cv["module"] = "torch.nn.modules.conv.Conv2d";
+  cv["attributes"] = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}}, {"dilation", {1, 1}},
+                      {"groups", 2},       {"padding_mode", "zeros"}, {"transposed", false}};
+  Problem p = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}}, {{"cv.weight", DType::f32, {6, 2, 3, 3}}, {"cv.bias", DType::f32, {6}}},
+                        {1, 6, 4, 4});
+  KernelPlan plan = plan_kernel(p, {{"nodes", {x, cv, node("r", "call_function", "torch.relu", {ref("cv")}),
+                                              node("output", "output", "output", {ref("r")})}}});
+  ASSERT_EQ(plan.kind, "conv") << plan.reason;
+  EXPECT_EQ(plan.conv.groups, 2);
+  EXPECT_EQ(plan.conv.out_h, 4);
+  EXPECT_EQ(plan.conv.out_w, 4);
+  EXPECT_EQ(plan.conv_weight, 0);
+  EXPECT_TRUE(plan.conv_weight_is_param);
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{1}));  // the bias, per output channel
+  for (const auto& n : plan.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) EXPECT_EQ(n.index.div, 16);
+
+  nlohmann::json c1 = node("c1", "call_module", "c1", {ref("x")});
+  c1["module"] = "torch.nn.modules.conv.Conv1d";
+  c1["attributes"] = {{"kernel_size", {5}}, {"stride", {1}}, {"padding", {2}}, {"dilation", {1}}, {"groups", 1}};
+  Problem q = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {{"c1.weight", DType::f32, {4, 3, 5}}}, {2, 4, 20});
+  plan = plan_kernel(q, {{"nodes", {x, c1, node("output", "output", "output", {ref("c1")})}}});
+  ASSERT_EQ(plan.kind, "conv") << plan.reason;
+  EXPECT_EQ(plan.conv.h, 1);
+  EXPECT_EQ(plan.conv.kh, 1);
+  EXPECT_EQ(plan.conv.kw, 5);
+  EXPECT_EQ(plan.conv.out_w, 20);
+
+  c1["attributes"]["padding"] = "same";
+  plan = plan_kernel(q, {{"nodes", {x, c1, node("output", "output", "output", {ref("c1")})}}});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("padding"), std::string::npos) << plan.reason;
 }
 
 TEST(KernelPlan, SaysWhyItCannot) {

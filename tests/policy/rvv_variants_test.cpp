@@ -753,6 +753,40 @@ TEST_F(SyntheticProblems, AvgPoolExcludingPadding) {
   expect_variants_correct(p, pool("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}), true);
 }
 
+// A grouped convolution with stride (2, 1), padding 1, dilation (1, 2), the bias and a ReLU as
+// the epilogue: vector strips (unit-stride loads at stride 1 along the row), border columns and
+// the scalar variant.
+TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasRelu) {
+  Synthetic s{"conv_grouped",
+              nlohmann::json::array({spec("x", {2, 4, 9, 8})}),
+              nlohmann::json::array({spec("w", {6, 2, 3, 3}), spec("b", {6})}),
+              spec("y", {2, 6, 5, 6}),
+              "    return {'x': sample(rng, (2, 4, 9, 8), distribution, 'f32')}",
+              "    return {'w': sample(rng, (6, 2, 3, 3), 'normal', 'f32'), 'b': sample(rng, (6,), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64); wt = params['w'].astype(np.float64)\n"
+              "    xp = np.zeros((2, 4, 11, 10)); xp[:, :, 1:10, 1:9] = x\n"
+              "    y = np.zeros((2, 6, 5, 6))\n"
+              "    for co in range(6):\n"
+              "        g = co // 3\n"
+              "        for r in range(3):\n"
+              "            for q in range(3):\n"
+              "                patch = xp[:, 2 * g:2 * g + 2, r:r + 9:2, 2 * q:2 * q + 6]\n"
+              "                y[:, co] += np.einsum('nchw,c->nhw', patch, wt[co, :, r, q])\n"
+              "    return {'y': np.maximum(y + params['b'].astype(np.float64)[None, :, None, None], 0.0)}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  KernelPlan plan;
+  plan.kind = "conv";
+  plan.source = 0;
+  plan.conv = ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2};
+  plan.conv_weight = 0;
+  plan.out_shape = {2, 6, 5, 6};
+  plan.out_numel = 360;
+  ExprBuilder b;
+  plan.expr = b.done(b.u("relu", b.b("add", b.acc(), b.pr(1, 30, 6))));
+  expect_variants_correct(p, plan, true);
+}
+
 // ---- chains: several kernels joined by temporaries (planned from a graph) --------------------
 
 nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,

@@ -87,6 +87,13 @@ struct PoolShape {
   bool count_include_pad = true;  // avg: divide by the whole window (padding counted) or by the elements inside
 };
 
+// A direct 2-D convolution (1-D as height 1), NCHW: x [n, cin, h, w], weight
+// [cout, cin / groups, kh, kw], output [n, cout, out_h, out_w]; zero padding.
+struct ConvShape {
+  int64_t n = 1, cin = 1, cout = 1, groups = 1, h = 1, w = 1, out_h = 1, out_w = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
 struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
@@ -96,6 +103,8 @@ struct KernelPlan {
   // matmul       output[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
   // pool         output[p, oh, ow] = epilogue(max | avg over the window of x[p, ...]) (padding is
   //              -inf for max, 0 for avg)
+  // conv         output[n, co, oh, ow] = epilogue(sum over ci, r, c of x[n, ci, ...] * w[co, ci, r, c])
+  //              (the bias, a following batch norm and activations are the epilogue)
   // chain        several of the above run in order (`stages`); each but the last writes a
   //              temporary tensor that later stages read (a graph with more than one producer,
   //              or with work before a producer)
@@ -119,6 +128,11 @@ struct KernelPlan {
   // pool (x is input `source`)
   std::string pool_op;  // max | avg
   PoolShape pool;
+
+  // conv (x is input `source`; the weight is `conv_weight`, a parameter or an input)
+  ConvShape conv;
+  int conv_weight = -1;
+  bool conv_weight_is_param = true;
 
   // matmul: A and B are problem tensors (`a_is_param` / `b_is_param` say which list)
   int a = -1, b = -1;

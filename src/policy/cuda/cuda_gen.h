@@ -48,7 +48,8 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> pool_designs(const KernelPlan& plan, const Problem& problem);
+// pool and conv: one work-item per output walking its window (*_window.cpp).
+std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 

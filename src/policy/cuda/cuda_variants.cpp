@@ -133,7 +133,7 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
-  if (plan.kind == "pool") return pool_designs(plan, problem);
+  if (plan.kind == "pool" || plan.kind == "conv") return window_designs(plan, problem);
   return {};
 }
 

@@ -87,7 +87,8 @@ class LaneLeaves {
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> pool_designs(const KernelPlan& plan, const Problem& problem);
+// pool and conv: one work-item per output walking its window (*_window.cpp).
+std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // The designs for a single-kernel plan (not a chain), by its kind; none for a kind not generated.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 // The designs for a chain plan: its stages' designs composed (opencl_chain.cpp).

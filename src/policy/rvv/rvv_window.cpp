@@ -1,0 +1,203 @@
+// rvv candidates for the window kinds, 2-D pooling and direct convolution: for each plane (or
+// output channel) and output row, the output columns whose whole window lies inside the input
+// horizontally are computed VLMAX at a time, one strided load (vlse32; unit-stride for stride 1)
+// per window tap, rows outside the input skipped for the whole strip; the few border columns,
+// and every column in the scalar variants, walk their window in C (gpu::pool_window /
+// gpu::conv_window). Max keeps NaN as PyTorch does; avg divides the sum by the window size (or by
+// the taps inside, without count_include_pad); a conv tap is one vfmacc by the scalar weight.
+// The epilogue (a conv's bias included) is a separate pass.
+#include <fmt/format.h>
+
+#include "../gpu_common.h"
+#include "rvv/rvv_codegen.h"
+
+namespace mblast::policy::rvv {
+
+namespace {
+
+// static float mb_pool_one(const float* x, int64_t i): output element i (scalar C).
+std::string pool_one(const KernelPlan& plan) {
+  std::string s = "static float mb_pool_one(const float* restrict x, int64_t i) {\n";
+  s += gpu::pool_window(plan, "x", "i", "int64_t", "  ");
+  s += "  (void)plane;\n  return acc;\n}\n\n";
+  return s;
+}
+
+Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
+  Variant v;
+  v.family = "rvv.pool.scalar";
+  v.extension = ".rvv.c";
+  v.params = nlohmann::json::object();
+  v.actions = {"rvv.vector-length-agnostic"};
+  v.description = fmt::format("{} pooling in scalar C, one output at a time (left to clang's auto-vectoriser)", plan.pool_op);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + pool_one(plan);
+  s += run_begin(problem);
+  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = mb_pool_one(in{}, i);\n", plan.out_numel, plan.source);
+  s += epilogue_pass(plan.expr, plan.out_numel, Lmul{1}, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
+Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
+  const PoolShape& p = plan.pool;
+  const bool is_max = plan.pool_op == "max";
+  // Output columns [lo, hi) read only columns inside the input for every tap.
+  const int64_t lo = std::min<int64_t>(p.out_w, gpu::ceil_div(p.pw, p.sw));
+  const int64_t last = p.w - 1 + p.pw - (p.kw - 1) * p.dw;  // the largest ow * sw that stays inside
+  const int64_t hi = std::max<int64_t>(lo, last < 0 ? 0 : std::min<int64_t>(p.out_w, last / p.sw + 1));
+
+  Variant v;
+  v.family = "rvv.pool.strided-strips";
+  v.extension = ".rvv.c";
+  v.params = {{"lmul", lm.name()}};
+  v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic",
+               p.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
+               lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
+  v.description = fmt::format("{} pooling, output columns {}..{} of each row VLMAX at a time at LMUL {} ({} load per tap), "
+                              "the {} border column(s) in scalar C",
+                              plan.pool_op, lo, hi, lm.name(), p.sw == 1 ? "a unit-stride" : "a strided",
+                              p.out_w - (hi - lo));
+  const std::string mask = lm.mask(), ms = "_" + lm.mask_suffix();
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + pool_one(plan);
+  s += run_begin(problem);
+  s += fmt::format("  for (int64_t plane = 0; plane < {}; ++plane) {{\n", p.planes);
+  s += fmt::format("    const float* restrict xp = in{} + plane * {};\n", plan.source, p.h * p.w);
+  s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", p.out_h);
+  s += fmt::format("      float* restrict orow = out + (plane * {} + oh) * {};\n", p.out_h, p.out_w);
+  s += fmt::format("      const int64_t first = (plane * {} + oh) * {};\n", p.out_h, p.out_w);
+  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", lo, plan.source);
+  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", hi, p.out_w, plan.source);
+  if (hi > lo) {
+    s += "      int rows = 0;\n";
+    s += fmt::format("      for (size_t j = {}, vl; j < {}; j += vl) {{\n", lo, hi);
+    s += fmt::format("        vl = {}({} - j);\n", lm.vsetvl(), hi);
+    s += fmt::format("        {} acc = {}({}, vl);\n", lm.f32(), lm.f("vfmv_v_f"), is_max ? "-INFINITY" : "0.0f");
+    if (is_max) s += fmt::format("        {} nan = __riscv_vmclr_m{}(vl);\n", mask, ms);
+    s += "        rows = 0;\n";
+    s += fmt::format("        for (int r = 0; r < {}; ++r) {{\n", p.kh);
+    s += fmt::format("          const int64_t ih = oh * {} - {} + r * {};\n", p.sh, p.ph, p.dh);
+    s += fmt::format("          if (ih < 0 || ih >= {}) continue;\n", p.h);
+    s += "          ++rows;\n";
+    s += fmt::format("          for (int c = 0; c < {}; ++c) {{\n", p.kw);
+    s += fmt::format("            const float* restrict src = xp + ih * {} + (int64_t)j * {} - {} + c * {};\n", p.w, p.sw, p.pw, p.dw);
+    if (p.sw == 1) s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
+    else s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), p.sw);
+    if (is_max) {
+      s += fmt::format("            nan = __riscv_vmor_mm{}(nan, {}{}(x, x, vl), vl);\n", ms, lm.f("vmfne_vv"), ms);
+      s += fmt::format("            acc = {}(acc, x, vl);\n", lm.f("vfmax_vv"));
+    } else {
+      s += fmt::format("            acc = {}(acc, x, vl);\n", lm.f("vfadd_vv"));
+    }
+    s += "          }\n        }\n";
+    if (is_max) s += fmt::format("        acc = {}(acc, NAN, nan, vl);  // NaN propagates, as in PyTorch\n", lm.f("vfmerge_vfm"));
+    else if (p.count_include_pad) s += fmt::format("        acc = {}(acc, {}.0f, vl);\n", lm.f("vfdiv_vf"), p.kh * p.kw);
+    else s += fmt::format("        acc = {}(acc, (float)(rows * {}), vl);\n", lm.f("vfdiv_vf"), p.kw);
+    s += fmt::format("        {}(orow + j, acc, vl);\n      }}\n      (void)rows;\n", lm.f("vse32_v"));
+  }
+  s += "    }\n  }\n";
+  s += epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
+
+// static float mb_conv_one(const float* x, const float* w, int64_t i): output element i (scalar C).
+std::string conv_one(const KernelPlan& plan) {
+  std::string s = "static float mb_conv_one(const float* restrict x, const float* restrict wt, int64_t i) {\n";
+  s += gpu::conv_window(plan, "x", "wt", "i", "int64_t", "  ");
+  s += "  (void)n;\n  return acc;\n}\n\n";
+  return s;
+}
+
+std::string weight_name(const KernelPlan& plan) {
+  return fmt::format("{}{}", plan.conv_weight_is_param ? "pr" : "in", plan.conv_weight);
+}
+
+Variant conv_scalar_variant(const KernelPlan& plan, const Problem& problem) {
+  Variant v;
+  v.family = "rvv.conv.scalar";
+  v.extension = ".rvv.c";
+  v.params = nlohmann::json::object();
+  v.actions = {"rvv.vector-length-agnostic"};
+  v.description = "direct convolution in scalar C, one output at a time (left to clang's auto-vectoriser)";
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + conv_one(plan);
+  s += run_begin(problem);
+  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = mb_conv_one(in{}, {}, i);\n", plan.out_numel, plan.source,
+                   weight_name(plan));
+  s += epilogue_pass(plan.expr, plan.out_numel, Lmul{1}, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
+Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
+  const ConvShape& c = plan.conv;
+  const int64_t lo = std::min<int64_t>(c.out_w, gpu::ceil_div(c.pw, c.sw));
+  const int64_t last = c.w - 1 + c.pw - (c.kw - 1) * c.dw;
+  const int64_t hi = std::max<int64_t>(lo, last < 0 ? 0 : std::min<int64_t>(c.out_w, last / c.sw + 1));
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
+  Variant v;
+  v.family = "rvv.conv.strided-strips";
+  v.extension = ".rvv.c";
+  v.params = {{"lmul", lm.name()}};
+  v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic", "rvv.scalar-operand-forms", "rvv.fused-multiply-add",
+               c.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
+               lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
+  v.description = fmt::format("direct convolution, output columns {}..{} of each row VLMAX at a time at LMUL {} (a {} load and a "
+                              "vfmacc by the scalar weight per tap), the {} border column(s) in scalar C",
+                              lo, hi, lm.name(), c.sw == 1 ? "unit-stride" : "strided", c.out_w - (hi - lo));
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + conv_one(plan);
+  s += run_begin(problem);
+  const std::string wname = weight_name(plan);
+  s += fmt::format("  for (int64_t n = 0; n < {}; ++n)\n  for (int64_t co = 0; co < {}; ++co) {{\n", c.n, c.cout);
+  s += fmt::format("    const float* restrict xg = in{} + (n * {} + co / {} * {}) * {};\n", plan.source, c.cin, cog, cig, c.h * c.w);
+  s += fmt::format("    const float* restrict wg = {} + co * {};\n", wname, cig * c.kh * c.kw);
+  s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", c.out_h);
+  s += fmt::format("      const int64_t first = ((n * {} + co) * {} + oh) * {};\n", c.cout, c.out_h, c.out_w);
+  s += "      float* restrict orow = out + first;\n";
+  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", lo, plan.source, wname);
+  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", hi, c.out_w,
+                   plan.source, wname);
+  if (hi > lo) {
+    s += fmt::format("      for (size_t j = {}, vl; j < {}; j += vl) {{\n", lo, hi);
+    s += fmt::format("        vl = {}({} - j);\n", lm.vsetvl(), hi);
+    s += fmt::format("        {} acc = {}(0.0f, vl);\n", lm.f32(), lm.f("vfmv_v_f"));
+    s += fmt::format("        for (int ci = 0; ci < {}; ++ci)\n", cig);
+    s += fmt::format("        for (int r = 0; r < {}; ++r) {{\n", c.kh);
+    s += fmt::format("          const int64_t ih = oh * {} - {} + r * {};\n", c.sh, c.ph, c.dh);
+    s += fmt::format("          if (ih < 0 || ih >= {}) continue;\n", c.h);
+    s += fmt::format("          for (int q = 0; q < {}; ++q) {{\n", c.kw);
+    s += fmt::format("            const float* restrict src = xg + ci * {} + ih * {} + (int64_t)j * {} - {} + q * {};\n", c.h * c.w, c.w,
+                     c.sw, c.pw, c.dw);
+    if (c.sw == 1) s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
+    else s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), c.sw);
+    s += fmt::format("            acc = {}(acc, wg[(ci * {} + r) * {} + q], x, vl);\n", lm.f("vfmacc_vf"), c.kh, c.kw);
+    s += "          }\n        }\n";
+    s += fmt::format("        {}(orow + j, acc, vl);\n      }}\n", lm.f("vse32_v"));
+  }
+  s += "    }\n  }\n";
+  s += epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
+}  // namespace
+
+std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Variant> v;
+  for (int m : {1, 2, 4}) v.push_back(vector_variant(plan, problem, Lmul{m}));
+  v.push_back(scalar_variant(plan, problem));
+  return v;
+}
+
+std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Variant> v;
+  for (int m : {1, 2, 4}) v.push_back(conv_vector_variant(plan, problem, Lmul{m}));
+  v.push_back(conv_scalar_variant(plan, problem));
+  return v;
+}
+
+}  // namespace mblast::policy::rvv
