@@ -23,16 +23,30 @@ std::string pool_one(const KernelPlan& plan) {
   return s;
 }
 
+// Output columns [lo, hi) whose window reads only columns inside the input for every tap.
+std::pair<int64_t, int64_t> interior_columns(int64_t out_w, int64_t w, int64_t pw, int64_t sw, int64_t kw, int64_t dw) {
+  const int64_t lo = std::min<int64_t>(out_w, gpu::ceil_div(pw, sw));
+  const int64_t last = w - 1 + pw - (kw - 1) * dw;  // the largest ow * sw that stays inside
+  return {lo, std::max<int64_t>(lo, last < 0 ? 0 : std::min<int64_t>(out_w, last / sw + 1))};
+}
+
+std::string conv_one(const KernelPlan& plan);
+std::string weight_name(const KernelPlan& plan);
+
+// Every output through mb_pool_one / mb_conv_one: the scalar variant of either kind.
 Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
+  const bool conv = plan.kind == "conv";
   Variant v;
-  v.family = "rvv.pool.scalar";
+  v.family = conv ? "rvv.conv.scalar" : "rvv.pool.scalar";
   v.extension = ".rvv.c";
   v.params = nlohmann::json::object();
   v.actions = {"rvv.vector-length-agnostic"};
-  v.description = fmt::format("{} pooling in scalar C, one output at a time (left to clang's auto-vectoriser)", plan.pool_op);
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + pool_one(plan);
+  v.description = fmt::format("{} in scalar C, one output at a time (left to clang's auto-vectoriser)",
+                              conv ? std::string("direct convolution") : plan.pool_op + " pooling");
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + (conv ? conv_one(plan) : pool_one(plan));
   s += run_begin(problem);
-  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = mb_pool_one(in{}, i);\n", plan.out_numel, plan.source);
+  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = {}(in{}{}, i);\n", plan.out_numel, conv ? "mb_conv_one" : "mb_pool_one",
+                   plan.source, conv ? ", " + weight_name(plan) : std::string());
   s += epilogue_pass(plan.expr, plan.out_numel, Lmul{1}, "  ");
   s += "  return 0;\n}\n";
   v.source = std::move(s);
@@ -42,10 +56,7 @@ Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
 Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
   const PoolShape& p = plan.pool;
   const bool is_max = plan.pool_op == "max";
-  // Output columns [lo, hi) read only columns inside the input for every tap.
-  const int64_t lo = std::min<int64_t>(p.out_w, gpu::ceil_div(p.pw, p.sw));
-  const int64_t last = p.w - 1 + p.pw - (p.kw - 1) * p.dw;  // the largest ow * sw that stays inside
-  const int64_t hi = std::max<int64_t>(lo, last < 0 ? 0 : std::min<int64_t>(p.out_w, last / p.sw + 1));
+  const auto [lo, hi] = interior_columns(p.out_w, p.w, p.pw, p.sw, p.kw, p.dw);
 
   Variant v;
   v.family = "rvv.pool.strided-strips";
@@ -115,28 +126,9 @@ std::string weight_name(const KernelPlan& plan) {
   return fmt::format("{}{}", plan.conv_weight_is_param ? "pr" : "in", plan.conv_weight);
 }
 
-Variant conv_scalar_variant(const KernelPlan& plan, const Problem& problem) {
-  Variant v;
-  v.family = "rvv.conv.scalar";
-  v.extension = ".rvv.c";
-  v.params = nlohmann::json::object();
-  v.actions = {"rvv.vector-length-agnostic"};
-  v.description = "direct convolution in scalar C, one output at a time (left to clang's auto-vectoriser)";
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + conv_one(plan);
-  s += run_begin(problem);
-  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = mb_conv_one(in{}, {}, i);\n", plan.out_numel, plan.source,
-                   weight_name(plan));
-  s += epilogue_pass(plan.expr, plan.out_numel, Lmul{1}, "  ");
-  s += "  return 0;\n}\n";
-  v.source = std::move(s);
-  return v;
-}
-
 Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
   const ConvShape& c = plan.conv;
-  const int64_t lo = std::min<int64_t>(c.out_w, gpu::ceil_div(c.pw, c.sw));
-  const int64_t last = c.w - 1 + c.pw - (c.kw - 1) * c.dw;
-  const int64_t hi = std::max<int64_t>(lo, last < 0 ? 0 : std::min<int64_t>(c.out_w, last / c.sw + 1));
+  const auto [lo, hi] = interior_columns(c.out_w, c.w, c.pw, c.sw, c.kw, c.dw);
   const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
   Variant v;
   v.family = "rvv.conv.strided-strips";
@@ -196,7 +188,7 @@ std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& proble
 std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> v;
   for (int m : {1, 2, 4}) v.push_back(conv_vector_variant(plan, problem, Lmul{m}));
-  v.push_back(conv_scalar_variant(plan, problem));
+  v.push_back(scalar_variant(plan, problem));
   return v;
 }
 
