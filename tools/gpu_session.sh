@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A GPU session in calls of at most ten minutes: `start` copies this tree to /tmp/snap and runs
+# the pipeline there detached (it survives the call while the machine stays held); `collect S`
+# waits up to S seconds for it and copies the results to $OUT (at most 8 files: the main ones
+# plus res.tgz with everything). Results live in /tmp/res on the GPU machine.
+#
+#   BENCH_FILES="benchmarks/suite/level2/07_rmsnorm_linear.py ..." tools/gpu_session.sh start
+#   tools/gpu_session.sh collect 520            # again in the next call, until PIPELINE_DONE
+#
+# Pipeline (after tools/gpu_check.sh builds mblast and mblast-runner; CTEST_ARGS for its tests):
+#   BENCH_FILES  KernelBench files: imported in parallel (8 at a time), then one `mblast bench
+#                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
+#                generated|candidate, default generated)
+#   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
+# A `collect` on a machine without /tmp/res (a fresh one: the last was released) says so at once.
+set -u
+R=/tmp/res
+case ${1:-} in
+start)
+  rm -rf /tmp/snap "$R"
+  mkdir -p /tmp/snap "$R"
+  cp -a . /tmp/snap/
+  setsid nohup bash /tmp/snap/tools/gpu_session.sh pipeline >"$R/pipeline.out" 2>&1 </dev/null &
+  ;;
+collect)
+  [[ -d $R ]] || { echo "NO_PIPELINE_HERE (a fresh machine: the last one was released)"; exit 3; }
+  end=$(($(date +%s) + ${2:-500}))
+  while [[ ! -f $R/DONE && $(date +%s) -lt $end ]]; do sleep 5; done
+  for f in bench.json bench.log progress.log gpu_check.log opt.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
+  (cd "$R" && tar czf "$OUT/res.tgz" --exclude='*.tgz' . 2>/dev/null)
+  cat "$R/progress.log"
+  tail -30 "$R/bench.log" 2>/dev/null
+  cat "$R/opt.log" 2>/dev/null
+  [[ -f $R/DONE ]] && echo PIPELINE_DONE || echo PIPELINE_RUNNING
+  ;;
+pipeline)
+  cd /tmp/snap || exit 1
+  export MBLAST_HOME=$PWD PYTHONUNBUFFERED=1
+  B=/tmp/snap/build-gpu/bin
+  echo "== build $(date -u +%T)" >>"$R/progress.log"
+  python3 tools/mblast_data.py problems/vec_add/ >"$R/data.log" 2>&1
+  OUT=$R/gc BUILD_TARGETS="mblast mblast-runner ${EXTRA_TARGETS:-}" CTEST_ARGS="${CTEST_ARGS:--R zzzz_none}" \
+    bash tools/gpu_check.sh >"$R/gpu_check.log" 2>&1
+  echo "== gpu_check rc $? $(date -u +%T)" >>"$R/progress.log"
+  if [[ -n ${BENCH_FILES:-} ]]; then
+    mkdir -p /tmp/none /tmp/pre
+    echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
+    # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw).
+    # shellcheck disable=SC2086,SC2016  # a list of files; $1 is expanded by the inner shell
+    printf '%s\n' $BENCH_FILES | xargs -P 8 -I{} sh -c '"$0" bench "$1" --target h200 --size full --no-baseline \
+      --candidates /tmp/none --work /tmp/bw --out "/tmp/pre/$(basename "$1").json"' "$B/mblast" {} >"$R/preimport.log" 2>&1
+    echo "== bench $(date -u +%T)" >>"$R/progress.log"
+    # shellcheck disable=SC2086
+    "$B/mblast" bench $BENCH_FILES --target h200 --size full --optimize --optimize-evals "${EVALS:-3}" \
+      --optimize-from "${FROM:-generated}" --work /tmp/bw --kb /tmp/bench_kb.sqlite --out "$R/bench.json" >"$R/bench.log" 2>&1
+    echo "== bench rc $? $(date -u +%T)" >>"$R/progress.log"
+  fi
+  for d in ${OPT_DIRS:-}; do
+    echo "== optimize $d $(date -u +%T)" >>"$R/progress.log"
+    log=$R/opt_$(basename "$d").log
+    timeout 300 "$B/mblast" optimize "$d" --target h200 --max-evals "${OPT_EVALS:-3}" --kb /tmp/opt_kb.sqlite >"$log" 2>&1
+    { echo "== $d rc $?"; grep -E "result|not correct|error|vs start" "$log" | head -12; } >>"$R/opt.log"
+  done
+  touch "$R/DONE"
+  ;;
+*)
+  echo "usage: tools/gpu_session.sh start | collect SECONDS | pipeline" >&2
+  exit 2
+  ;;
+esac
