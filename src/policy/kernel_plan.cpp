@@ -69,6 +69,16 @@ struct Value {
   }
 };
 
+// True when `from` broadcasts (numpy rules) to exactly `to`.
+bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+    if (f != t && f != 1) return false;
+  }
+  return true;
+}
+
 // The shape two operands broadcast to (numpy rules); throws when they do not.
 std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& x, const std::vector<int64_t>& y, const std::string& what) {
   std::vector<int64_t> r(std::max(x.size(), y.size()), 1);
@@ -261,6 +271,9 @@ class Walker {
   // computed here, or else the stage's latest value, kept in a temporary).
   void make_room(std::vector<Value*> operands, const std::vector<int64_t>& shape) {
     if (!have_producer_ || numel_of(shape) == cur_.out_numel) return;
+    // A smaller value that broadcasts to the producer's result (per-channel batch-norm statistics,
+    // say) is computed per output element in this stage: nothing needs room.
+    if (numel_of(shape) < cur_.out_numel && broadcasts_to(shape, cur_.out_shape)) return;
     for (Value* v : operands)
       if (v->computed() && v->stage == stage_id_) {
         *v = materialise(*v);

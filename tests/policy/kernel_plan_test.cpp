@@ -386,6 +386,24 @@ TEST(KernelPlan, ConvolutionModules) {
   EXPECT_EQ(plan.conv.kw, 5);
   EXPECT_EQ(plan.conv.out_w, 20);
 
+  // A batch norm (eval) and an activation after the conv join its epilogue: one kernel, not a
+  // chain (the per-channel statistics are smaller than the conv's result but broadcast to it).
+  Problem bn = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}},
+                         {{"cv.weight", DType::f32, {6, 2, 3, 3}}, {"cv.bias", DType::f32, {6}}, {"m", DType::f32, {6}},
+                          {"v", DType::f32, {6}}},
+                         {1, 6, 4, 4});
+  nlohmann::json m = node("m", "get_attr", "m", nlohmann::json::array()), v = node("v", "get_attr", "v", nlohmann::json::array());
+  m["tensor"] = "m";
+  v["tensor"] = "v";
+  plan = plan_kernel(bn, {{"nodes",
+                           {x, m, v, cv,
+                            node("bn", "call_function", "torch.nn.functional.batch_norm", {ref("cv"), ref("m"), ref("v")},
+                                 {{"training", false}, {"eps", 1e-5}}),
+                            node("s", "call_function", "torch.nn.functional.silu", {ref("bn")}),
+                            node("output", "output", "output", {ref("s")})}}});
+  ASSERT_EQ(plan.kind, "conv") << plan.summary();
+  EXPECT_NE(plan.summary().find("silu"), std::string::npos) << plan.summary();
+
   c1["attributes"]["padding"] = "same";
   plan = plan_kernel(q, {{"nodes", {x, c1, node("output", "output", "output", {ref("c1")})}}});
   EXPECT_EQ(plan.kind, "unsupported");

@@ -753,10 +753,10 @@ TEST_F(SyntheticProblems, AvgPoolExcludingPadding) {
   expect_variants_correct(p, pool("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}), true);
 }
 
-// A grouped convolution with stride (2, 1), padding 1, dilation (1, 2), the bias and a ReLU as
-// the epilogue: vector strips (unit-stride loads at stride 1 along the row), border columns and
-// the scalar variant.
-TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasRelu) {
+// A grouped convolution with stride (2, 1), padding 1, dilation (1, 2), the bias and a SiLU as
+// the epilogue (a vector math helper the epilogue pass needs): vector strips (unit-stride loads
+// at stride 1 along the row), border columns and the scalar variant.
+TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasSilu) {
   Synthetic s{"conv_grouped",
               nlohmann::json::array({spec("x", {2, 4, 9, 8})}),
               nlohmann::json::array({spec("w", {6, 2, 3, 3}), spec("b", {6})}),
@@ -772,7 +772,8 @@ TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasRelu) {
               "            for q in range(3):\n"
               "                patch = xp[:, 2 * g:2 * g + 2, r:r + 9:2, 2 * q:2 * q + 6]\n"
               "                y[:, co] += np.einsum('nchw,c->nhw', patch, wt[co, :, r, q])\n"
-              "    return {'y': np.maximum(y + params['b'].astype(np.float64)[None, :, None, None], 0.0)}",
+              "    z = y + params['b'].astype(np.float64)[None, :, None, None]\n"
+              "    return {'y': z / (1.0 + np.exp(-z))}",
               1e-5, 1e-4};
   const Problem p = write_problem(s);
   KernelPlan plan;
@@ -783,7 +784,7 @@ TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasRelu) {
   plan.out_shape = {2, 6, 5, 6};
   plan.out_numel = 360;
   ExprBuilder b;
-  plan.expr = b.done(b.u("relu", b.b("add", b.acc(), b.pr(1, 30, 6))));
+  plan.expr = b.done(b.u("silu", b.b("add", b.acc(), b.pr(1, 30, 6))));
   expect_variants_correct(p, plan, true);
 }
 
