@@ -83,8 +83,7 @@ bool pool_fits(const KernelPlan& plan, const Problem& problem) {
   const auto* x = spec_of(problem, {false, plan.source});
   if (!x || x->dtype != DType::f32 || static_cast<int64_t>(x->numel()) != p.planes * p.h * p.w) return false;
   if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.ph < 0 || p.pw < 0) return false;
-  if (p.out_h != (p.h + 2 * p.ph - p.dh * (p.kh - 1) - 1) / p.sh + 1) return false;
-  if (p.out_w != (p.w + 2 * p.pw - p.dw * (p.kw - 1) - 1) / p.sw + 1) return false;
+  if (p.out_h != window_out(p.h, p.kh, p.sh, p.ph, p.dh) || p.out_w != window_out(p.w, p.kw, p.sw, p.pw, p.dw)) return false;
   return p.out_h >= 1 && p.out_w >= 1 && plan.out_numel == p.planes * p.out_h * p.out_w;
 }
 
@@ -126,8 +125,7 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem) {
   if (static_cast<int64_t>(x->numel()) != c.n * c.cin * c.h * c.w) return false;
   if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;
   if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) return false;
-  if (c.out_h != (c.h + 2 * c.ph - c.dh * (c.kh - 1) - 1) / c.sh + 1) return false;
-  if (c.out_w != (c.w + 2 * c.pw - c.dw * (c.kw - 1) - 1) / c.sw + 1) return false;
+  if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw)) return false;
   return c.out_h >= 1 && c.out_w >= 1 && plan.out_numel == c.n * c.cout * c.out_h * c.out_w;
 }
 

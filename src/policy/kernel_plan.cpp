@@ -405,8 +405,8 @@ class Walker {
     if (ps.kh < 1 || ps.kw < 1 || ps.sh < 1 || ps.sw < 1 || ps.dh < 1 || ps.dw < 1 || ps.ph < 0 || ps.pw < 0 ||
         2 * ps.ph > ps.kh || 2 * ps.pw > ps.kw)
       throw Unsupported{op + "_pool2d with a window PyTorch refuses"};
-    ps.out_h = (ps.h + 2 * ps.ph - ps.dh * (ps.kh - 1) - 1) / ps.sh + 1;
-    ps.out_w = (ps.w + 2 * ps.pw - ps.dw * (ps.kw - 1) - 1) / ps.sw + 1;
+    ps.out_h = window_out(ps.h, ps.kh, ps.sh, ps.ph, ps.dh);
+    ps.out_w = window_out(ps.w, ps.kw, ps.sw, ps.pw, ps.dw);
     if (ps.out_h < 1 || ps.out_w < 1) throw Unsupported{op + "_pool2d: the window is larger than the input"};
     ps.count_include_pad = count_include_pad;
     std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 2);
@@ -446,8 +446,8 @@ class Walker {
     if (one_d) c.sh = 1, c.ph = 0, c.dh = 1;
     if (groups < 1 || c.cin % groups || c.cout % groups || w.shape[1] != c.cin / groups) throw Unsupported{"conv: weight and groups disagree"};
     if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) throw Unsupported{"conv with a geometry PyTorch refuses"};
-    c.out_h = (c.h + 2 * c.ph - c.dh * (c.kh - 1) - 1) / c.sh + 1;
-    c.out_w = (c.w + 2 * c.pw - c.dw * (c.kw - 1) - 1) / c.sw + 1;
+    c.out_h = window_out(c.h, c.kh, c.sh, c.ph, c.dh);
+    c.out_w = window_out(c.w, c.kw, c.sw, c.pw, c.dw);
     if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv: the kernel is larger than the padded input"};
     std::vector<int64_t> shape = {c.n, c.cout};
     if (!one_d) shape.push_back(c.out_h);

@@ -314,6 +314,16 @@ TEST(KernelPlan, GroupNormModule) {
   }
 }
 
+// The sliding-window output length: PyTorch's floor rule, also when the window does not fit.
+TEST(KernelPlan, WindowOutputLength) {
+  EXPECT_EQ(window_out(32, 3, 2, 1, 1), 16);  // 3x3 stride 2 pad 1
+  EXPECT_EQ(window_out(11, 3, 2, 1, 2), 5);   // dilation 2
+  EXPECT_EQ(window_out(3, 3, 2, 0, 1), 1);
+  EXPECT_EQ(window_out(2, 3, 2, 0, 1), 0);    // one element short: none, not one (truncation would say 1)
+  EXPECT_EQ(window_out(3, 5, 2, 0, 1), 0);   // floor(-2 / 2) + 1
+  EXPECT_EQ(window_out(1, 5, 1, 0, 1), -3);  // floor(-4 / 1) + 1
+}
+
 // Pooling: the module's attributes or the function's arguments give the window; what follows is
 // the epilogue; ceil_mode is refused (its output size rule is not generated).
 TEST(KernelPlan, Pooling) {

@@ -94,6 +94,14 @@ struct ConvShape {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 
+// Output length of a sliding window along one dim (PyTorch's rule without ceil mode): `in`
+// elements, zero padding `pad` each side, window `k` with dilation `dil`, stride `stride`; 0 or
+// less when the window does not fit (floor division, as PyTorch, also when it is negative).
+inline int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  const int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  return (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+}
+
 struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)

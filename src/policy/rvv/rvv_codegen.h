@@ -136,6 +136,9 @@ std::vector<Variant> chain_variants(const KernelPlan& plan, const Problem& probl
 // An epilogue applied in a separate pass over the whole output (Acc = the output's value):
 // vectorised when it can be, scalar otherwise. Empty for an identity epilogue.
 std::string epilogue_pass(const Expr& e, int64_t total, Lmul lm, const std::string& indent);
+// The vector math helpers (silu, exp, ...) that epilogue_pass(e, total, lm) calls, to be defined
+// before mblast_run; empty when it calls none.
+std::string epilogue_helpers(const Expr& e, int64_t total, Lmul lm);
 
 // Streams `len` floats from `ptr` (a const float* in scope, as is `vlmax`) into `u` vector
 // accumulators with `op` ("vfadd", "vfmax", "vfmin"): U strips of VLMAX per iteration, the first

@@ -55,9 +55,8 @@ Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm
                               r.outer, r.reduce, u, lm.name(), op.red, epi.empty() ? "" : ", then a vector epilogue pass");
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (!epi.empty()) {
-    VectorExpr ve(plan.expr, lm, choose_block(plan.expr, plan.out_numel));
-    if (!ve.helpers().empty()) s += math_helpers(ve.helpers(), lm) + "\n";
-    add_expr_actions(ve, &v.actions);
+    s += epilogue_helpers(plan.expr, plan.out_numel, lm);
+    add_expr_actions(VectorExpr(plan.expr, lm, choose_block(plan.expr, plan.out_numel)), &v.actions);
   }
   s += run_begin(problem);
   const std::string L = lm.name();

@@ -148,6 +148,12 @@ std::string epilogue_pass(const Expr& e, int64_t total, Lmul lm, const std::stri
   return s;
 }
 
+std::string epilogue_helpers(const Expr& e, int64_t total, Lmul lm) {
+  if (e.empty() || e.is_identity_epilogue()) return "";
+  VectorExpr ve(e, lm, choose_block(e, total));
+  return ve.helpers().empty() ? "" : math_helpers(ve.helpers(), lm) + "\n";
+}
+
 std::string run_begin(const Problem& problem) {
   return "int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,\n"
          "               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs) {\n"

@@ -23,13 +23,6 @@ std::string pool_one(const KernelPlan& plan) {
   return s;
 }
 
-// The vector math helpers the epilogue pass calls (silu, exp, ...), for epilogue_pass at `lm`.
-std::string epilogue_helpers(const KernelPlan& plan, Lmul lm) {
-  if (plan.expr.empty() || plan.expr.is_identity_epilogue()) return "";
-  VectorExpr ve(plan.expr, lm, choose_block(plan.expr, plan.out_numel));
-  return ve.helpers().empty() ? "" : math_helpers(ve.helpers(), lm) + "\n";
-}
-
 // Output columns [lo, hi) whose window reads only columns inside the input for every tap.
 std::pair<int64_t, int64_t> interior_columns(int64_t out_w, int64_t w, int64_t pw, int64_t sw, int64_t kw, int64_t dw) {
   const int64_t lo = std::min<int64_t>(out_w, gpu::ceil_div(pw, sw));
@@ -50,7 +43,7 @@ Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
   v.actions = {"rvv.vector-length-agnostic"};
   v.description = fmt::format("{} in scalar C, one output at a time (left to clang's auto-vectoriser)",
                               conv ? std::string("direct convolution") : plan.pool_op + " pooling");
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan, Lmul{1}) +
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, Lmul{1}) +
                   (conv ? conv_one(plan) : pool_one(plan));
   s += run_begin(problem);
   s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = {}(in{}{}, i);\n", plan.out_numel, conv ? "mb_conv_one" : "mb_pool_one",
@@ -78,7 +71,7 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
                               plan.pool_op, lo, hi, lm.name(), p.sw == 1 ? "a unit-stride" : "a strided",
                               p.out_w - (hi - lo));
   const std::string mask = lm.mask(), ms = "_" + lm.mask_suffix();
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan, lm) + pool_one(plan);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm) + pool_one(plan);
   s += run_begin(problem);
   s += fmt::format("  for (int64_t plane = 0; plane < {}; ++plane) {{\n", p.planes);
   s += fmt::format("    const float* restrict xp = in{} + plane * {};\n", plan.source, p.h * p.w);
@@ -148,7 +141,7 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
   v.description = fmt::format("direct convolution, output columns {}..{} of each row VLMAX at a time at LMUL {} (a {} load and a "
                               "vfmacc by the scalar weight per tap), the {} border column(s) in scalar C",
                               lo, hi, lm.name(), c.sw == 1 ? "unit-stride" : "strided", c.out_w - (hi - lo));
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan, lm) + conv_one(plan);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm) + conv_one(plan);
   s += run_begin(problem);
   const std::string wname = weight_name(plan);
   s += fmt::format("  for (int64_t n = 0; n < {}; ++n)\n  for (int64_t co = 0; co < {}; ++co) {{\n", c.n, c.cout);
