@@ -67,6 +67,7 @@ TEST_P(CudaVariantsCompile, EveryVariantBuildsForSm90) {
                                      "-I" + (testing::source_dir() / "include").string(), src.string(), "-o", so.string(),
                                      "-Xlinker", "--no-undefined"};
     if (v.source.find("#include <cublas_v2.h>") != std::string::npos) argv.insert(argv.end(), {"-lcublas", "-lcublasLt"});
+    if (v.source.find("#include <cudnn.h>") != std::string::npos) argv.push_back("-lcudnn");
     const auto r = run_command(argv, 300);
     EXPECT_TRUE(r.ok()) << label(v) << " does not build: " << shell_quote(argv) << "\n" << r.output;
   }

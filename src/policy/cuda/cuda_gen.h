@@ -27,6 +27,13 @@ struct Design {
   // Device buffers made in mblast_prepare and freed in mblast_release, in floats: `s->tmp[i]`
   // in the launch code (a chain's temporaries).
   std::vector<int64_t> temps;
+  // A library of its own (cuDNN): its #include lines, members of mb_state, statements that set
+  // them up at the end of mb_init (on failure `return mb_free(s), mb_fail(...)`; `ctx` and `s` in
+  // scope) and that release them in mb_free (members may still be null there).
+  std::string includes;
+  std::string state_fields;
+  std::string init_code;
+  std::string free_code;
 };
 
 // The complete candidate source for a design.
@@ -43,6 +50,11 @@ std::string call_args(const std::vector<gpu::TensorRef>& tensors);
 // resident blocks (`wave`), or one thread per unit (more loads in flight, no loop).
 std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave);
 
+// For designs whose library writes the plan's accumulator into out0 (cuBLAS, cuDNN): a kernel
+// `mb_epilogue` applying the plan's epilogue in place (appended to d.device_code) and its launch
+// (appended to d.launch_code). Nothing when the epilogue is the identity.
+void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& idx);
+
 // The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
@@ -50,6 +62,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
+// conv through cuDNN's forward convolution, then the epilogue in place (cuda_cudnn.cpp).
+std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 

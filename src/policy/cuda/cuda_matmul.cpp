@@ -160,30 +160,8 @@ Design cublas(const Mm& c, bool tf32) {
   // register tiled, which is what these describe.
   if (tf32) d.actions = {"cuda.tf32-tensor-cores"};
   else d.actions = {"cuda.shared-memory-tiling", "cuda.register-tiling"};
-  if (has_epilogue(p)) {
-    std::vector<gpu::TensorRef> leaves;
-    for (const auto& t : gpu::plan_tensors(p))
-      for (const auto& node : p.expr.nodes)
-        if ((node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
-            (node.kind == ExprNode::Kind::Param) == t.is_param) {
-          leaves.push_back(t);
-          break;
-        }
-    std::string k;
-    k += fmt::format("#define TOTAL {}\n\n", p.out_numel);
-    k += "__global__ void __launch_bounds__(256) mb_epilogue(" + kernel_params(leaves) + ") {\n";
-    k += fmt::format("  const {0} stride = static_cast<{0}>(gridDim.x) * 256;\n", c.idx);
-    k += fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * 256 + threadIdx.x; i < TOTAL; i += stride) {{\n", c.idx);
-    k += "    const float acc = out[i];\n";
-    k += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n}\n";
-    d.device_code = k;
-    launch += "  {\n";
-    launch += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * 8;\n", gpu::ceil_div(p.out_numel, 256));
-    launch += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
-    launch += "    mb_epilogue<<<grid, 256, 0, stream>>>(" + call_args(leaves) + ");\n";
-    launch += "    if (mb_launched(\"mb_epilogue\") != 0) return -1;\n  }\n";
-  }
   d.launch_code = launch;
+  add_inplace_epilogue(d, p, c.idx);
   return d;
 }
 

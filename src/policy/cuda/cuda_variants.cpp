@@ -14,6 +14,7 @@ std::string host_code(const Design& d, const KernelPlan& plan, const Problem& pr
   std::string s;
   s += "#include <mblast/abi.h>\n\n#include <cuda_runtime.h>\n";
   if (d.cublas) s += "#include <cublas_v2.h>\n";
+  s += d.includes;
   s += "\n#include <cstdarg>\n#include <cstddef>\n#include <cstdio>\n\n";
   s += R"CXX(static char g_err[1024];
 
@@ -36,10 +37,12 @@ static int mb_fail(const char* fmt, ...) {
   s += "\nstruct mb_state {\n  int sms = 0;  // streaming multiprocessors, to size grid-stride grids\n";
   if (d.cublas) s += "  cublasHandle_t handle = nullptr;\n";
   if (!d.temps.empty()) s += fmt::format("  float* tmp[{}] = {{}};  // intermediate tensors between the kernels\n", d.temps.size());
+  s += d.state_fields;
   s += "};\n\n";
   s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
   if (d.cublas) s += "  if (s->handle) cublasDestroy(s->handle);\n";
   if (!d.temps.empty()) s += fmt::format("  for (int i = 0; i < {}; ++i)\n    if (s->tmp[i]) cudaFree(s->tmp[i]);\n", d.temps.size());
+  s += d.free_code;
   s += "  delete s;\n}\n\n";
   s += R"CXX(static int mb_init(const mblast_context* ctx, mb_state** out) {
   *out = nullptr;
@@ -60,6 +63,7 @@ static int mb_fail(const char* fmt, ...) {
     s += std::string("  st = cublasSetMathMode(s->handle, ") + (d.tf32 ? "CUBLAS_TF32_TENSOR_OP_MATH" : "CUBLAS_DEFAULT_MATH") + ");\n";
     s += "  if (st != CUBLAS_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cublasSetMathMode failed with status %d\", static_cast<int>(st));\n";
   }
+  s += d.init_code;
   s += "  *out = s;\n  return 0;\n}\n\n";
   s += d.device_code;
   s += "\nstatic int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
@@ -117,6 +121,33 @@ std::string call_args(const std::vector<gpu::TensorRef>& tensors) {
   return s;
 }
 
+void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx) {
+  if (p.expr.empty() || p.expr.is_identity_epilogue()) return;
+  std::vector<gpu::TensorRef> leaves;  // the tensors the epilogue reads
+  for (const auto& t : gpu::plan_tensors(p))
+    for (const auto& node : p.expr.nodes)
+      if ((node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
+          (node.kind == ExprNode::Kind::Param) == t.is_param) {
+        leaves.push_back(t);
+        break;
+      }
+  std::string k;
+  k += fmt::format("#define TOTAL {}\n\n", p.out_numel);
+  k += "__global__ void __launch_bounds__(256) mb_epilogue(" + kernel_params(leaves) + ") {\n";
+  k += fmt::format("  const {0} stride = static_cast<{0}>(gridDim.x) * 256;\n", idx);
+  k += fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * 256 + threadIdx.x; i < TOTAL; i += stride) {{\n", idx);
+  k += "    const float acc = out[i];\n";
+  k += "    out[i] = " + gpu::render_at(p, kCuda, "i", "acc") + ";\n  }\n}\n";
+  d.device_code += k;
+  std::string launch;
+  launch += "  {\n";
+  launch += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * 8;\n", gpu::ceil_div(p.out_numel, 256));
+  launch += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
+  launch += "    mb_epilogue<<<grid, 256, 0, stream>>>(" + call_args(leaves) + ");\n";
+  launch += "    if (mb_launched(\"mb_epilogue\") != 0) return -1;\n  }\n";
+  d.launch_code += launch;
+}
+
 Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) {
   Variant v;
   v.family = d.family;
@@ -133,7 +164,12 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
-  if (plan.kind == "pool" || plan.kind == "conv") return window_designs(plan, problem);
+  if (plan.kind == "pool") return window_designs(plan, problem);
+  if (plan.kind == "conv") {
+    std::vector<Design> v = cudnn_conv_designs(plan, problem);
+    for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
+    return v;
+  }
   return {};
 }
 

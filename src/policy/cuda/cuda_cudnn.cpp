@@ -1,0 +1,124 @@
+// conv plans through cuDNN, the vendor library eager PyTorch calls: cudnnConvolutionForward on the
+// runner's stream writes the plain convolution into out0, then the plan's epilogue (its bias, a
+// batch norm, activations) runs in place as one elementwise kernel, where eager launches one
+// kernel per op. Two math modes, kept apart as with cuBLAS: strict FP32 (CUDNN_FMA_MATH) and
+// TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32 default gives its
+// convolutions); the verifier judges whether the problem's tolerance admits TF32. The algorithm
+// is the fastest that cudnnFindConvolutionForwardAlgorithm measures in mblast_prepare, with its
+// workspace allocated there, so a timed run only enqueues.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "cuda_gen.h"
+
+namespace mblast::policy::cuda {
+
+namespace {
+
+bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
+
+// `return mb_free(s), mb_fail(...)` when a cuDNN call in mb_init fails.
+std::string checked_init(const std::string& call, const std::string& what) {
+  return fmt::format(
+      "  st = {};\n  if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n", call,
+      what);
+}
+
+Design design(const KernelPlan& plan, const Problem& problem, bool tf32) {
+  const ConvShape& c = plan.conv;
+  Design d;
+  d.family = "cuda.conv.cudnn";
+  d.params = {{"math", tf32 ? "tf32" : "fp32"}};
+  d.description = std::string("cuDNN forward convolution (") + (tf32 ? "TF32 tensor cores allowed" : "strict FP32") +
+                  ", the fastest algorithm found in mblast_prepare)" + (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.actions = {"cuda.implicit-gemm-convolution"};
+  if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
+  d.includes = "#include <cudnn.h>\n";
+  d.state_fields =
+      "  cudnnHandle_t dnn = nullptr;\n"
+      "  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
+      "  cudnnFilterDescriptor_t wd = nullptr;\n"
+      "  cudnnConvolutionDescriptor_t cd = nullptr;\n"
+      "  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;\n"
+      "  void* ws = nullptr;  // the algorithm's workspace\n"
+      "  size_t ws_bytes = 0;\n";
+  d.free_code =
+      "  if (s->ws) cudaFree(s->ws);\n"
+      "  if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);\n"
+      "  if (s->wd) cudnnDestroyFilterDescriptor(s->wd);\n"
+      "  if (s->yd) cudnnDestroyTensorDescriptor(s->yd);\n"
+      "  if (s->xd) cudnnDestroyTensorDescriptor(s->xd);\n"
+      "  if (s->dnn) cudnnDestroy(s->dnn);\n";
+  std::string init;
+  init += "  cudnnStatus_t st = cudnnCreate(&s->dnn);\n";
+  init += "  if (st != CUDNN_STATUS_SUCCESS) {\n    s->dnn = nullptr;\n";
+  init += "    return mb_free(s), mb_fail(\"cudnnCreate failed: %s\", cudnnGetErrorString(st));\n  }\n";
+  init += checked_init("cudnnCreateTensorDescriptor(&s->xd)", "cudnnCreateTensorDescriptor");
+  init += checked_init("cudnnCreateTensorDescriptor(&s->yd)", "cudnnCreateTensorDescriptor");
+  init += checked_init("cudnnCreateFilterDescriptor(&s->wd)", "cudnnCreateFilterDescriptor");
+  init += checked_init("cudnnCreateConvolutionDescriptor(&s->cd)", "cudnnCreateConvolutionDescriptor");
+  init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cin, c.h, c.w),
+                       "cudnnSetTensor4dDescriptor (input)");
+  init += checked_init(fmt::format("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, {}, {}, {}, {})", c.cout,
+                                   c.cin / c.groups, c.kh, c.kw),
+                       "cudnnSetFilter4dDescriptor");
+  init += checked_init(fmt::format("cudnnSetConvolution2dDescriptor(s->cd, {}, {}, {}, {}, {}, {}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
+                                   c.ph, c.pw, c.sh, c.sw, c.dh, c.dw),
+                       "cudnnSetConvolution2dDescriptor");
+  init += checked_init(fmt::format("cudnnSetConvolutionGroupCount(s->cd, {})", c.groups), "cudnnSetConvolutionGroupCount");
+  init += checked_init(std::string("cudnnSetConvolutionMathType(s->cd, ") + (tf32 ? "CUDNN_DEFAULT_MATH" : "CUDNN_FMA_MATH") + ")",
+                       "cudnnSetConvolutionMathType");
+  init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cout,
+                                   c.out_h, c.out_w),
+                       "cudnnSetTensor4dDescriptor (output)");
+  // cuDNN's own view of the output must be the problem's: a disagreement is refused, not run.
+  init += "  {\n    int on = 0, oc = 0, oh = 0, ow = 0;\n";
+  init += "    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->xd, s->wd, &on, &oc, &oh, &ow);\n";
+  init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnGetConvolution2dForwardOutputDim failed: %s\", "
+          "cudnnGetErrorString(st));\n";
+  init += fmt::format("    if (on != {0} || oc != {1} || oh != {2} || ow != {3})\n", c.n, c.cout, c.out_h, c.out_w);
+  init += fmt::format(
+      "      return mb_free(s), mb_fail(\"cuDNN computes a %dx%dx%dx%d output, the problem a {}x{}x{}x{} one\", on, oc, oh, ow);\n  }}\n",
+      c.n, c.cout, c.out_h, c.out_w);
+  init += "  {\n    cudnnConvolutionFwdAlgoPerf_t perf[8];\n    int found = 0;\n";
+  init += "    st = cudnnFindConvolutionForwardAlgorithm(s->dnn, s->xd, s->wd, s->cd, s->yd, 8, &found, perf);\n";
+  init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnFindConvolutionForwardAlgorithm failed: %s\", "
+          "cudnnGetErrorString(st));\n";
+  init += "    int pick = -1;\n";
+  init += "    for (int i = 0; i < found && pick < 0; ++i)  // sorted fastest first\n";
+  init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n";
+  init += "    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN found no forward algorithm for this convolution (%d tried)\", found);\n";
+  init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
+  init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
+  init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
+  d.init_code = init;
+
+  const std::string x = gpu::buffer_name({false, plan.source});
+  const std::string w = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
+  std::string launch;
+  launch += "  {\n";
+  launch += "    cudnnStatus_t st = cudnnSetStream(s->dnn, stream);\n";
+  launch += "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnSetStream failed: %s\", cudnnGetErrorString(st));\n";
+  launch += "    const float alpha = 1.0f, beta = 0.0f;  // beta 0: out0 is not read (it holds poison)\n";
+  launch += fmt::format("    st = cudnnConvolutionForward(s->dnn, &alpha, s->xd, {}, s->wd, {}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0);\n",
+                        x, w);
+  launch += "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnConvolutionForward failed: %s\", cudnnGetErrorString(st));\n";
+  launch += "  }\n";
+  d.launch_code = launch;
+  add_inplace_epilogue(d, plan, index_type(plan, problem));
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem) {
+  const ConvShape& c = plan.conv;
+  // cuDNN's 4-d descriptors take int dimensions.
+  for (int64_t v : {c.n, c.cin, c.cout, c.h, c.w, c.out_h, c.out_w, c.kh, c.kw, c.n * c.cin * c.h * c.w, c.n * c.cout * c.out_h * c.out_w})
+    if (!fits_int(v)) return {};
+  return {design(plan, problem, false), design(plan, problem, true)};
+}
+
+}  // namespace mblast::policy::cuda
