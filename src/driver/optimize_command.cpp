@@ -73,11 +73,20 @@ std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, cons
 }
 
 // With no start candidate, the builtin policy's first kernel is the start (speedups are counted
-// from it): written under the runs root and taken out of the variants.
-fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext, std::vector<policy::Variant>& variants) {
-  fs::path f = loop::runs_root() / "starts" / (problem.name + "." + variants.front().family + ext);
-  write_file_atomically(f, variants.front().source);
+// from it): written under the runs root and taken out of the variants. The next few are written
+// too, as fallback starts should the first not be correct on the target (they stay among the
+// variants: one tried as a start is not proposed again).
+fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext, std::vector<policy::Variant>& variants,
+                                     std::vector<fs::path>* fallbacks) {
+  constexpr size_t kFallbacks = 3;
+  auto file_of = [&](const policy::Variant& v, size_t i) {
+    fs::path f = loop::runs_root() / "starts" / (problem.name + "." + v.family + (i ? "." + std::to_string(i) : "") + ext);
+    write_file_atomically(f, v.source);
+    return f;
+  };
+  fs::path f = file_of(variants.front(), 0);
   variants.erase(variants.begin());
+  for (size_t i = 0; i < variants.size() && i < kFallbacks; ++i) fallbacks->push_back(file_of(variants[i], i + 1));
   return f;
 }
 
@@ -222,7 +231,7 @@ int run_optimize(const OptimizeArgs& args) {
                                   oi.problem.name, oi.target.name, oi.target.backend));
     std::fprintf(stderr, "mblast: no naive candidate: the start is the builtin policy's %s kernel\n",
                  variants.front().family.c_str());
-    start_file = take_first_variant_as_start(oi.problem, ext, variants);
+    start_file = take_first_variant_as_start(oi.problem, ext, variants, &oi.fallback_starts);
   }
   oi.start = *start_file;
   if (client) {
@@ -264,7 +273,7 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   if (!start) {
     if (variants.empty())
       throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
-    oi.start = take_first_variant_as_start(problem, ext, variants);
+    oi.start = take_first_variant_as_start(problem, ext, variants, &oi.fallback_starts);
   }
   loop::BuiltinActor actor(std::move(variants), options.seed);
   loop::RuleCritic critic;

@@ -240,22 +240,39 @@ class Loop {
   }
 
   void start() {
-    Known s;
-    s.source = read_file(in_.start);
-    s.extension = extension_of(in_.start);
-    s.family = "start";
-    s.description = "the starting candidate (" + in_.start.filename().string() + ")";
-    progress("measuring the starting candidate " + in_.start.string());
-    s.measured = evaluate_file(in_.start);
-    if (!s.measured.correct)
-      throw UserError(fmt::format("the starting candidate {} is not correct on {} ({}): {}", in_.start.string(),
-                                  in_.target.name, s.measured.failure_kind, s.measured.reason));
-    record_candidate(s, "");
-    store_.save_candidate(s.id, s.extension, s.source);
-    tried_.insert(s.id);
-    history_.push_back(s);
-    store_.append_event(known_event(history_.back(), "start"));
-    progress(fmt::format("start: {}", history_.back().state_text));
+    std::vector<fs::path> files{in_.start};
+    files.insert(files.end(), in_.fallback_starts.begin(), in_.fallback_starts.end());
+    std::string first_failure;
+    for (size_t i = 0; i < files.size(); ++i) {
+      Known s;
+      s.source = read_file(files[i]);
+      s.extension = extension_of(files[i]);
+      s.family = "start";
+      s.description = "the starting candidate (" + files[i].filename().string() + ")";
+      progress("measuring the starting candidate " + files[i].string());
+      s.measured = evaluate_file(files[i]);
+      const std::string why = fmt::format("the starting candidate {} is not correct on {} ({}): {}", files[i].string(), in_.target.name,
+                                          s.measured.failure_kind, s.measured.reason);
+      if (!s.measured.correct) {
+        if (i + 1 == files.size()) {
+          if (i == 0) throw UserError(why);
+          throw UserError(fmt::format("none of the {} generated starting kernels is correct on {}; the first: {}", files.size(),
+                                      in_.target.name, first_failure));
+        }
+        if (first_failure.empty()) first_failure = why;
+        record_candidate(s, "");  // a failure is knowledge too
+        tried_.insert(s.id);
+        progress(why + "; trying the next generated kernel as the start");
+        continue;
+      }
+      record_candidate(s, "");
+      store_.save_candidate(s.id, s.extension, s.source);
+      tried_.insert(s.id);
+      history_.push_back(s);
+      store_.append_event(known_event(history_.back(), "start"));
+      progress(fmt::format("start: {}", history_.back().state_text));
+      return;
+    }
   }
 
   void restore() {

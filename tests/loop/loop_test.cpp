@@ -178,6 +178,39 @@ TEST_F(LoopTest, NothingFasterReturnsTheStartAndSaysSo) {
   EXPECT_EQ(returned, kScalarRelu);
 }
 
+TEST_F(LoopTest, AWrongGeneratedStartGivesWayToTheNextOne) {
+  std::ofstream(dir_ / "wrong.rvv.c") << kWrongRelu;
+  std::ofstream(dir_ / "broken.rvv.c") << kBroken;
+  OptimizeInput in = input();
+  in.start = dir_ / "wrong.rvv.c";
+  in.fallback_starts = {dir_ / "broken.rvv.c", dir_ / "start.rvv.c"};
+  ScriptedActor actor;
+  actor.steps = {{proposal(kVectorRelu, "rvv.lmul-large-for-streaming", "vectorised at m8")}};
+  RuleCritic critic;
+  nlohmann::json r = optimize(in, actor, critic, options_);
+  EXPECT_TRUE(r["correct"].get<bool>());
+  EXPECT_TRUE(r["improved"].get<bool>()) << r.dump(2);
+  EXPECT_EQ(actor.seen_tried, 3u);  // the two rejected starts and the scalar one
+  RunStore run = RunStore::open(options_.runs_dir, r["run"]);
+  ASSERT_FALSE(run.events().empty());
+  EXPECT_EQ(run.events().front()["type"], "start");
+  EXPECT_NE(run.events().front()["description"].get<std::string>().find("start.rvv.c"), std::string::npos);
+  kb::KnowledgeBase kb(options_.kb_path);
+  // the rejected starts are runs in the KB, failed ones
+  EXPECT_EQ(kb.db().query_int("SELECT count(*) FROM runs WHERE correct = 0"), 2);
+
+  // None correct: one line naming how many were tried and why the first failed.
+  in.fallback_starts = {dir_ / "broken.rvv.c"};
+  ScriptedActor idle;
+  try {
+    optimize(in, idle, critic, options_);
+    ADD_FAILURE() << "no correct start, and no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("none of the 2 generated starting kernels is correct"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wrong_output"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(LoopTest, ResumeContinuesWhereTheRunStopped) {
   ScriptedActor first;
   first.steps = {{proposal(kWrongRelu, "rvv.lmul-large-for-streaming", "wrong clamp")}};

@@ -33,6 +33,30 @@ TEST(CudaVariants, CublasVariantsOfferFp32AndTf32Apart) {
   EXPECT_EQ(maths, (std::set<std::string>{"fp32", "tf32"}));
 }
 
+TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
+  const Case c = load_case("pt_conv");
+  const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(variants.size(), 4u);
+  // The start of a generated run is the strict, direct-sum cuDNN design: the likeliest to pass a
+  // strict FP32 tolerance and, on a GPU, far faster than the direct kernels after it.
+  EXPECT_EQ(variants.front().family, "cuda.conv.cudnn");
+  EXPECT_EQ(variants.front().params.value("math", ""), "fp32");
+  std::vector<std::string> maths;
+  for (const auto& v : variants) {
+    if (v.family != "cuda.conv.cudnn") continue;
+    maths.push_back(v.params.value("math", ""));
+    EXPECT_NE(v.source.find("#include <cudnn.h>"), std::string::npos);  // the backend links -lcudnn for it
+    const bool tf32 = maths.back() == "tf32";
+    EXPECT_EQ(v.source.find("CUDNN_DEFAULT_MATH") != std::string::npos, tf32);
+    EXPECT_EQ(v.source.find("CUDNN_FMA_MATH") != std::string::npos, !tf32);
+    // only the direct-sum design leaves Winograd and FFT out
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM") != std::string::npos, maths.back() == "fp32");
+    // the epilogue (bias, activation) runs in place after the convolution
+    EXPECT_NE(v.source.find("mb_epilogue<<<"), std::string::npos);
+  }
+  EXPECT_EQ(maths, (std::vector<std::string>{"fp32", "fp32-any", "tf32"}));
+}
+
 // nvcc as the cuda backend finds it: $MBLAST_NVCC, the toolkit under CUDA_HOME or
 // /usr/local/cuda, then PATH.
 std::string find_nvcc() {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +50,10 @@ struct OptimizeInput {
   Target target;
   std::filesystem::path start;  // the starting candidate file
   std::string problem_source;   // what the user gave (problem dir, KernelBench file, kernel + spec)
+  // When the start is a generated kernel (not the user's): the next generated kernels, tried in
+  // order as the start when the one before is not correct on the target. Each rejected one is
+  // recorded in the KB as a failed run.
+  std::vector<std::filesystem::path> fallback_starts;
 };
 
 // $MBLAST_RUNS_DIR, else $XDG_DATA_HOME/mblast/runs, else ~/.local/share/mblast/runs.
