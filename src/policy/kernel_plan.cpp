@@ -7,6 +7,7 @@
 // Anything else ends the walk with the reason.
 #include "mblast/policy/kernel_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <fstream>
@@ -343,15 +344,18 @@ class Walker {
     return static_cast<int>(dim);
   }
 
-  static ReduceShape reduce_shape(const Value& x, int dim) {
+  // Dims first..last (contiguous in memory) reduced: the dims before are `outer`, those after `inner`.
+  static ReduceShape reduce_shape(const Value& x, int first, int last) {
     ReduceShape r;
+    r.reduce = 1;
     for (int d = 0; d < static_cast<int>(x.shape.size()); ++d) {
-      if (d < dim) r.outer *= x.shape[d];
-      else if (d == dim) r.reduce = x.shape[d];
+      if (d < first) r.outer *= x.shape[d];
+      else if (d <= last) r.reduce *= x.shape[d];
       else r.inner *= x.shape[d];
     }
     return r;
   }
+  static ReduceShape reduce_shape(const Value& x, int dim) { return reduce_shape(x, dim, dim); }
 
   // The operands are resolved (and kept in temporaries) before the producer's stage begins, so
   // a stage's plan fields are set after producer_result().
@@ -359,22 +363,28 @@ class Walker {
     const Value x = producer_operand(xin, op);
     if (x.is_param || x.transposed) throw Unsupported{op + " of a parameter"};
     if (dim_arg.is_null()) throw Unsupported{op + " over every dim (a full reduction)"};
-    int64_t dim = 0;
-    if (dim_arg.is_array()) {
-      if (dim_arg.size() != 1) throw Unsupported{op + " over several dims"};
-      dim = dim_arg[0].get<int64_t>();
-    } else {
-      dim = dim_arg.get<int64_t>();
+    // One dim, or several adjacent ones (a global average pool: mean over (2, 3)): one reduction
+    // over their product, the dims being contiguous in memory.
+    std::vector<int> dims;
+    for (const auto& v : dim_arg.is_array() ? dim_arg : nlohmann::json::array({dim_arg})) {
+      if (!v.is_number_integer()) throw Unsupported{op + " over a dim that is not an int"};
+      dims.push_back(normalise_dim(v.get<int64_t>(), x.shape.size()));
     }
-    const int d = normalise_dim(dim, x.shape.size());
-    std::vector<int64_t> shape = x.shape;
-    if (keepdim) shape[static_cast<size_t>(d)] = 1;
-    else shape.erase(shape.begin() + d);
+    if (dims.empty()) throw Unsupported{op + " over every dim (a full reduction)"};
+    std::sort(dims.begin(), dims.end());
+    for (size_t i = 1; i < dims.size(); ++i)
+      if (dims[i] != dims[i - 1] + 1) throw Unsupported{op + " over several dims that are not adjacent"};
+    std::vector<int64_t> shape;
+    for (int d = 0; d < static_cast<int>(x.shape.size()); ++d) {
+      const bool reduced = d >= dims.front() && d <= dims.back();
+      if (!reduced) shape.push_back(x.shape[static_cast<size_t>(d)]);
+      else if (keepdim) shape.push_back(1);
+    }
     Value r = producer_result(shape);
     cur_.kind = "reduce";
     cur_.reduce_op = op;
     cur_.source = x.index;
-    cur_.rshape = reduce_shape(x, d);
+    cur_.rshape = reduce_shape(x, dims.front(), dims.back());
     return r;
   }
 

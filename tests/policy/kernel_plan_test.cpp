@@ -315,6 +315,31 @@ TEST(KernelPlan, GroupNormModule) {
 }
 
 // The sliding-window output length: PyTorch's floor rule, also when the window does not fit.
+TEST(KernelPlan, MeanOverAdjacentDimsIsOneReduction) {
+  // A global average pool, x.mean(dim=(2, 3)): one reduction over H * W per (n, c).
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  auto plan_of = [&](const nlohmann::json& dim, bool keepdim, const std::vector<int64_t>& out) {
+    Problem p = synthetic({{"in0", DType::f32, {2, 3, 4, 5}}}, {}, out);
+    return plan_kernel(p, {{"nodes", {x, node("m", "call_method", "mean", {ref("x")}, {{"dim", dim}, {"keepdim", keepdim}}),
+                                      node("output", "output", "output", {ref("m")})}}});
+  };
+  KernelPlan plan = plan_of({2, 3}, false, {2, 3});
+  ASSERT_EQ(plan.kind, "reduce") << plan.reason;
+  EXPECT_EQ(plan.reduce_op, "mean");
+  EXPECT_EQ(plan.rshape.outer, 6);
+  EXPECT_EQ(plan.rshape.reduce, 20);
+  EXPECT_EQ(plan.rshape.inner, 1);
+  plan = plan_of({-2, 1}, true, {2, 1, 1, 5});  // negative, unsorted, keepdim
+  ASSERT_EQ(plan.kind, "reduce") << plan.reason;
+  EXPECT_EQ(plan.rshape.outer, 2);
+  EXPECT_EQ(plan.rshape.reduce, 12);
+  EXPECT_EQ(plan.rshape.inner, 5);
+  plan = plan_of({1, 3}, false, {2, 4});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("not adjacent"), std::string::npos) << plan.reason;
+}
+
 TEST(KernelPlan, WindowOutputLength) {
   EXPECT_EQ(window_out(32, 3, 2, 1, 1), 16);  // 3x3 stride 2 pad 1
   EXPECT_EQ(window_out(11, 3, 2, 1, 2), 5);   // dilation 2
