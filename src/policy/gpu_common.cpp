@@ -124,8 +124,8 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem) {
   if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups) return false;
   if (static_cast<int64_t>(x->numel()) != c.n * c.cin * c.h * c.w) return false;
   if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;
-  if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) return false;
-  if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw)) return false;
+  if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || c.pw_end() < 0) return false;
+  if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end())) return false;
   return c.out_h >= 1 && c.out_w >= 1 && plan.out_numel == c.n * c.cout * c.out_h * c.out_w;
 }
 

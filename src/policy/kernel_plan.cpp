@@ -115,6 +115,10 @@ class Walker {
         finish(n);
         return;
       }
+      if (op == "call_function" && last_name(n.value("target", "")) == "pad") {
+        padded_[name] = zero_pad(n);
+        continue;
+      }
       values_[name] = evaluate(n, op);
     }
     throw Unsupported{"graph.json has no output node"};
@@ -125,6 +129,12 @@ class Walker {
   KernelPlan& out_;
   const int first_temp_;
   std::map<std::string, Value> values_;
+  // F.pad results, kept apart: only a convolution may read one, as padding of its input's width.
+  struct Padded {
+    Value v;  // the unpadded value
+    int64_t left = 0, right = 0;
+  };
+  std::map<std::string, Padded> padded_;
 
   // The stage being built, and those finished (each wrote temps_[i]).
   KernelPlan cur_;
@@ -169,6 +179,8 @@ class Walker {
   }
 
   Value arg_value(const nlohmann::json& a) {
+    if (a.is_object() && a.contains("node") && padded_.count(a["node"].get<std::string>()))
+      throw Unsupported{"F.pad feeding something other than a convolution"};
     if (a.is_object() && a.contains("node")) {
       auto it = values_.find(a["node"].get<std::string>());
       if (it == values_.end()) throw Unsupported{"a node uses " + a["node"].get<std::string>() + " before it is defined"};
@@ -430,11 +442,33 @@ class Walker {
     return res;
   }
 
+  // F.pad(x, (left, right)) with zeros, of the last dim (a causal conv's left padding); pads of
+  // more dims, other modes and other values are refused.
+  Padded zero_pad(const nlohmann::json& n) {
+    const nlohmann::json pad = arg(n, 1, "pad"), mode = arg(n, 2, "mode"), value = arg(n, 3, "value");
+    if (mode.is_string() && mode.get<std::string>() != "constant") throw Unsupported{"F.pad in mode " + mode.get<std::string>()};
+    if (!value.is_null() && !(value.is_number() && value.get<double>() == 0.0)) throw Unsupported{"F.pad with a value other than 0"};
+    if (!pad.is_array() || pad.size() % 2 || pad.empty()) throw Unsupported{"F.pad without a list of (begin, end) pairs"};
+    for (size_t i = 0; i < pad.size(); ++i)
+      if (!pad[i].is_number_integer() || pad[i].get<int64_t>() < 0 || (i >= 2 && pad[i].get<int64_t>() != 0))
+        throw Unsupported{"F.pad of more than the last dim, or negative (cropping)"};
+    return {arg_value(arg(n, 0, "input")), pad[0].get<int64_t>(), pad[1].get<int64_t>()};
+  }
+
+  // A convolution's input: a value, or an F.pad of one (its padding joins the conv's).
+  Padded conv_input(const nlohmann::json& a) {
+    if (a.is_object() && a.contains("node")) {
+      auto it = padded_.find(a["node"].get<std::string>());
+      if (it != padded_.end()) return it->second;
+    }
+    return {arg_value(a), 0, 0};
+  }
+
   // A direct convolution of an NCHW (or NCL: height 1) tensor by a weight tensor; the bias, when
   // given, joins the epilogue per output channel. Zero padding only; `k` comes from the weight.
-  Value conv(const Value& xin, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
+  Value conv(const Padded& in, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
              const nlohmann::json& pad, const nlohmann::json& dil, int64_t groups) {
-    const Value x = producer_operand(xin, "conv");
+    const Value x = producer_operand(in.v, "conv");
     if (x.is_param || x.transposed || w.kind != Value::Kind::Tensor || w.transposed) throw Unsupported{"conv of a computed weight"};
     const bool one_d = x.shape.size() == 3;
     if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size()) throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
@@ -454,10 +488,15 @@ class Walker {
     std::tie(c.ph, c.pw) = pair(pad, 0, "padding");
     std::tie(c.dh, c.dw) = pair(dil, 1, "dilation");
     if (one_d) c.sh = 1, c.ph = 0, c.dh = 1;
+    if (in.left || in.right) {  // an F.pad before: zeros either way
+      if (c.pw < 0) throw Unsupported{"conv with a geometry PyTorch refuses"};
+      c.pw_right = c.pw + in.right;
+      c.pw += in.left;
+    }
     if (groups < 1 || c.cin % groups || c.cout % groups || w.shape[1] != c.cin / groups) throw Unsupported{"conv: weight and groups disagree"};
     if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) throw Unsupported{"conv with a geometry PyTorch refuses"};
     c.out_h = window_out(c.h, c.kh, c.sh, c.ph, c.dh);
-    c.out_w = window_out(c.w, c.kw, c.sw, c.pw, c.dw);
+    c.out_w = window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end());
     if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv: the kernel is larger than the padded input"};
     std::vector<int64_t> shape = {c.n, c.cout};
     if (!one_d) shape.push_back(c.out_h);
@@ -649,7 +688,7 @@ class Walker {
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
     if (fn == "conv2d" || fn == "conv1d") {  // F.conv2d(input, weight, bias, stride, padding, dilation, groups)
       nlohmann::json b = arg(n, 2, "bias"), g = arg(n, 6, "groups");
-      return conv(x(0, "input"), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
+      return conv(conv_input(arg(n, 0, "input")), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
                   arg(n, 4, "padding"), arg(n, 5, "dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
     }
     if (fn == "max_pool2d" || fn == "avg_pool2d") {
@@ -805,7 +844,7 @@ class Walker {
         auto w = tensor_named(target + ".weight");
         if (!w) throw Unsupported{type + " " + target + " has no weight tensor"};
         const nlohmann::json g = at("groups");
-        return conv(arg_value(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"), at("dilation"),
+        return conv(conv_input(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"), at("dilation"),
                     g.is_number_integer() ? g.get<int64_t>() : 1);
       }
       if (type == "MaxPool2d" || type == "AvgPool2d") {
@@ -1077,6 +1116,7 @@ nlohmann::json KernelPlan::to_json() const {
     j["conv"] = {{"n", conv.n}, {"cin", conv.cin}, {"cout", conv.cout}, {"groups", conv.groups}, {"h", conv.h}, {"w", conv.w},
                  {"out_h", conv.out_h}, {"out_w", conv.out_w}, {"kernel", {conv.kh, conv.kw}}, {"stride", {conv.sh, conv.sw}},
                  {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
+    if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
   if (kind == "matmul") {
     j["a"] = {{"tensor", a}, {"param", a_is_param}, {"transposed", a_transposed}, {"batched", a_batched}};

@@ -231,12 +231,13 @@ inline KernelPlan pool_plan(const std::string& op, std::vector<int64_t> out, Poo
 }
 
 // NCHW convolution in numpy (float64), zero padding, groups, for the conv cases' references.
-inline const std::string kConvReference = R"PY(def conv(x, wt, sh, sw, ph, pw, dh, dw, groups):
+inline const std::string kConvReference = R"PY(def conv(x, wt, sh, sw, ph, pw, dh, dw, groups, pw_right=None):
     n, cin, h, w = x.shape
     cout, cig, kh, kw = wt.shape
+    pr = pw if pw_right is None else pw_right
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    xp = np.zeros((n, cin, h + 2 * ph, w + 2 * pw))
+    ow = (w + pw + pr - dw * (kw - 1) - 1) // sw + 1
+    xp = np.zeros((n, cin, h + 2 * ph, w + pw + pr))
     xp[:, :, ph:ph + h, pw:pw + w] = x
     out = np.zeros((n, cout, oh, ow))
     cog = cout // groups
@@ -440,6 +441,24 @@ inline std::vector<Synthetic> synthetic_problems() {
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 30, 6)));
     s.plan = conv_plan({2, 6, 5, 6}, ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2}, 0, b.e);
+    v.push_back(s);
+  }
+  {  // relu(conv1d(F.pad(x, (3, 1)), w, stride 2, dilation 2, depthwise)): uneven padding from an F.pad (a causal conv)
+    Synthetic s;
+    s.name = "pt_conv_causal";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 1, 20})}, {tensor("w", {3, 1, 1, 3})},
+                                  tensor("y", {2, 3, 1, 10}), 1e-5, 1e-4, 2 * 2 * 3 * 10 * 3);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 1, 20), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (3, 1, 1, 3), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 0, 3, 1, 2, 3, pw_right=1)\n"
+                     "    return {\"y\": np.maximum(y, 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.acc());
+    ConvShape c{2, 3, 3, 3, 1, 20, 1, 10, 1, 3, 1, 2, 0, 3, 1, 2};
+    c.pw_right = 1;
+    s.plan = conv_plan({2, 3, 1, 10}, c, 0, b.e);
     v.push_back(s);
   }
   {  // relu(max_pool2d(x, 3, stride 2, padding 1, dilation 2)): padding as -inf, odd sizes, a fused epilogue

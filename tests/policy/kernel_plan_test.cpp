@@ -389,6 +389,37 @@ TEST(KernelPlan, Pooling) {
 
 // Convolution modules: the weight gives the kernel, the bias joins the epilogue per channel (and
 // what follows, here a ReLU); Conv1d is a conv of height 1; a string padding ('same') is refused.
+TEST(KernelPlan, PadBeforeAConvBecomesItsPadding) {
+  // A causal conv: F.pad(x, (6, 0)) then Conv1d(kernel 7, padding 1): 7 zeros on the left, 1 on
+  // the right, one kernel and no padded copy of x.
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json pad = node("pd", "call_function", "torch.nn.functional.pad", {ref("x"), nlohmann::json::array({6, 0})});
+  nlohmann::json c1 = node("c1", "call_module", "c1", {ref("pd")});
+  c1["module"] = "torch.nn.modules.conv.Conv1d";
+  c1["attributes"] = {{"kernel_size", {7}}, {"stride", {1}}, {"padding", {1}}, {"dilation", {1}}, {"groups", 3}};
+  Problem p = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {{"c1.weight", DType::f32, {3, 1, 7}}}, {2, 3, 22});
+  KernelPlan plan = plan_kernel(p, {{"nodes", {x, pad, c1, node("output", "output", "output", {ref("c1")})}}});
+  ASSERT_EQ(plan.kind, "conv") << plan.reason;
+  EXPECT_EQ(plan.conv.w, 20);
+  EXPECT_EQ(plan.conv.pw, 7);
+  EXPECT_EQ(plan.conv.pw_end(), 1);
+  EXPECT_FALSE(plan.conv.symmetric());
+  EXPECT_EQ(plan.conv.out_w, 22);  // 20 + 7 + 1 - 6
+
+  // Anything else reading the padded tensor is refused, not computed on the unpadded one.
+  Problem q = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {}, {2, 3, 26});
+  plan = plan_kernel(q, {{"nodes", {x, pad, node("r", "call_function", "torch.relu", {ref("pd")}),
+                                    node("output", "output", "output", {ref("r")})}}});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("F.pad"), std::string::npos) << plan.reason;
+  // and so are other modes
+  pad["kwargs"] = {{"mode", "reflect"}};
+  plan = plan_kernel(p, {{"nodes", {x, pad, c1, node("output", "output", "output", {ref("c1")})}}});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("reflect"), std::string::npos) << plan.reason;
+}
+
 TEST(KernelPlan, ConvolutionModules) {
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";

@@ -788,6 +788,37 @@ TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasSilu) {
   expect_variants_correct(p, plan, true);
 }
 
+TEST_F(SyntheticProblems, ConvDepthwiseCausalPaddedUnevenly) {
+  // F.pad(x, (3, 1)) then a depthwise Conv1d, kernel 3, dilation 2, stride 2: the padding is
+  // uneven (3 left, 1 right), so the interior columns and the output length differ from any
+  // symmetric conv's.
+  Synthetic s{"conv_causal",
+              nlohmann::json::array({spec("x", {2, 3, 1, 20})}),
+              nlohmann::json::array({spec("w", {3, 1, 1, 3})}),
+              spec("y", {2, 3, 1, 10}),
+              "    return {'x': sample(rng, (2, 3, 1, 20), distribution, 'f32')}",
+              "    return {'w': sample(rng, (3, 1, 1, 3), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64); wt = params['w'].astype(np.float64)\n"
+              "    xp = np.zeros((2, 3, 1, 24)); xp[..., 3:23] = x\n"
+              "    y = np.zeros((2, 3, 1, 10))\n"
+              "    for q in range(3):\n"
+              "        y += xp[..., 2 * q:2 * q + 19:2] * wt[:, 0, 0, q][None, :, None, None]\n"
+              "    return {'y': np.maximum(y, 0.0)}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  KernelPlan plan;
+  plan.kind = "conv";
+  plan.source = 0;
+  plan.conv = ConvShape{2, 3, 3, 3, 1, 20, 1, 10, 1, 3, 1, 2, 0, 3, 1, 2};
+  plan.conv.pw_right = 1;
+  plan.conv_weight = 0;
+  plan.out_shape = {2, 3, 1, 10};
+  plan.out_numel = 60;
+  ExprBuilder b;
+  plan.expr = b.done(b.u("relu", b.acc()));
+  expect_variants_correct(p, plan, true);
+}
+
 // ---- chains: several kernels joined by temporaries (planned from a graph) --------------------
 
 nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,

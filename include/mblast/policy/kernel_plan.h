@@ -88,17 +88,22 @@ struct PoolShape {
 };
 
 // A direct 2-D convolution (1-D as height 1), NCHW: x [n, cin, h, w], weight
-// [cout, cin / groups, kh, kw], output [n, cout, out_h, out_w]; zero padding.
+// [cout, cin / groups, kh, kw], output [n, cout, out_h, out_w]; zero padding, `pw` columns on
+// the left and pw_end() on the right (F.pad before a conv, a causal conv's left-only padding).
 struct ConvShape {
   int64_t n = 1, cin = 1, cout = 1, groups = 1, h = 1, w = 1, out_h = 1, out_w = 1;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t pw_right = -1;  // -1: the same as pw
+  int64_t pw_end() const { return pw_right < 0 ? pw : pw_right; }
+  bool symmetric() const { return pw_end() == pw; }
 };
 
 // Output length of a sliding window along one dim (PyTorch's rule without ceil mode): `in`
 // elements, zero padding `pad` each side, window `k` with dilation `dil`, stride `stride`; 0 or
 // less when the window does not fit (floor division, as PyTorch, also when it is negative).
-inline int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-  const int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+// With `pad_end` given, `pad` is the padding before the first element only.
+inline int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t pad_end = -1) {
+  const int64_t span = in + pad + (pad_end < 0 ? pad : pad_end) - dil * (k - 1) - 1;
   return (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
 }
 

@@ -135,6 +135,7 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
 
 std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem) {
   const ConvShape& c = plan.conv;
+  if (!c.symmetric()) return {};  // cuDNN pads both sides alike
   // cuDNN's 4-d descriptors take int dimensions.
   for (int64_t v : {c.n, c.cin, c.cout, c.h, c.w, c.out_h, c.out_w, c.kh, c.kw, c.n * c.cin * c.h * c.w, c.n * c.cout * c.out_h * c.out_w})
     if (!fits_int(v)) return {};
