@@ -443,6 +443,53 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = conv_plan({2, 6, 5, 6}, ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2}, 0, b.e);
     v.push_back(s);
   }
+  {  // relu(conv2d(x, w, b, stride (1, 2), padding 1, dilation (2, 1))), one group: the im2col + GEMM path's batched case
+    Synthetic s;
+    s.name = "pt_conv_dense";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 7, 6})}, {tensor("w", {4, 3, 3, 2}), tensor("b", {4})},
+                                  tensor("y", {2, 4, 5, 4}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 18);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 7, 6), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (4, 3, 3, 2), \"normal\", \"f32\"), \"b\": sample(rng, (4,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 1, 1, 2, 1, 1)\n"
+                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 20, 4)));
+    s.plan = conv_plan({2, 4, 5, 4}, ConvShape{2, 3, 4, 1, 7, 6, 5, 4, 3, 2, 1, 2, 1, 1, 2, 1}, 0, b.e);
+    v.push_back(s);
+  }
+  {  // conv2d(x, w) 1x1: a pointwise conv is a GEMM on x itself, no epilogue
+    Synthetic s;
+    s.name = "pt_conv_pointwise";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 5, 4, 3})}, {tensor("w", {6, 5, 1, 1})},
+                                  tensor("y", {2, 6, 4, 3}), 1e-5, 1e-4, 2 * 2 * 6 * 12 * 5);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 4, 3), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (6, 5, 1, 1), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)}\n";
+    s.plan = conv_plan({2, 6, 4, 3}, ConvShape{2, 5, 6, 1, 4, 3, 4, 3, 1, 1, 1, 1, 0, 0, 1, 1}, 0, identity_epilogue());
+    v.push_back(s);
+  }
+  {  // sigmoid(conv2d(x, w, b, padding 1, groups 2)) of one sample: the GEMM path's per-group weights
+    Synthetic s;
+    s.name = "pt_conv_one_sample";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 4, 6, 5})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
+                                  tensor("y", {1, 6, 6, 5}), 1e-5, 1e-4, 2 * 6 * 30 * 18);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 6, 5), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 2)\n"
+                     "    return {\"y\": 1.0 / (1.0 + np.exp(-(y + params[\"b\"].astype(np.float64)[None, :, None, None])))}\n";
+    ExprBuilder b;
+    b.unary("sigmoid", b.binary("add", b.acc(), b.param(1, 30, 6)));
+    s.plan = conv_plan({1, 6, 6, 5}, ConvShape{1, 4, 6, 2, 6, 5, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
+    v.push_back(s);
+  }
   {  // relu(conv1d(F.pad(x, (3, 1)), w, stride 2, dilation 2, depthwise)): uneven padding from an F.pad (a causal conv)
     Synthetic s;
     s.name = "pt_conv_causal";

@@ -4,6 +4,8 @@
 // available here (pocl-cpu on the development machine). Timing is printed, never asserted.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "gpu_test_support.h"
 
 namespace mblast::policy {
@@ -26,6 +28,26 @@ TEST(OpenclVariants, ClblastVariantLinksTheLibrary) {
     EXPECT_NE(v.source.find("CLBlastSgemm("), std::string::npos);
   }
   EXPECT_TRUE(found);
+}
+
+TEST(OpenclVariants, ConvAsGemmWhereOneStridePerOperandHolds) {
+  auto gemm_of = [](const std::string& name) -> std::optional<Variant> {
+    const Case c = load_case(name);
+    const auto variants = opencl_variants(c.plan, c.problem, generation_target("opencl"));
+    if (!variants.empty() && variants.front().family == "opencl.conv.gemm") return variants.front();
+    return std::nullopt;
+  };
+  auto dense = gemm_of("pt_conv_dense");  // one group, two samples: W shared (stride 0)
+  ASSERT_TRUE(dense);
+  EXPECT_NE(dense->source.find("mb_im2col"), std::string::npos);
+  EXPECT_NE(dense->source.find("CLBlastSgemmStridedBatched("), std::string::npos);
+  EXPECT_NE(dense->source.find("mb_epilogue"), std::string::npos);
+  auto pointwise = gemm_of("pt_conv_pointwise");  // x is already the column matrix
+  ASSERT_TRUE(pointwise);
+  EXPECT_EQ(pointwise->source.find("mb_im2col"), std::string::npos);
+  EXPECT_EQ(pointwise->source.find("mb_epilogue"), std::string::npos);  // nothing to apply
+  EXPECT_TRUE(gemm_of("pt_conv_one_sample"));  // groups of one sample: W's groups in turn
+  EXPECT_FALSE(gemm_of("pt_conv"));            // two groups and two samples: no single stride for W
 }
 
 // A generated candidate has its plan's shapes compiled in: given other tensors, mblast_run

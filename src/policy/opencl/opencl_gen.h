@@ -89,6 +89,14 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
+// conv as GEMMs through CLBlast: im2col into a temporary (none for a pointwise conv), one
+// strided-batched SGEMM, the epilogue in place (opencl_conv_gemm.cpp).
+std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& problem);
+
+// For designs whose library writes the plan's accumulator into `out` (CLBlast): a kernel
+// `mb_epilogue` applying the plan's epilogue in place (appended to d.kernels) and its launch
+// (appended to d.launches). Nothing when the epilogue is the identity.
+void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& idx);
 // The designs for a single-kernel plan (not a chain), by its kind; none for a kind not generated.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 // The designs for a chain plan: its stages' designs composed (opencl_chain.cpp).

@@ -222,29 +222,7 @@ Design clblast(const Mm& c) {
   gemm.gemm = g;
   gemm.args = {"out", c.a, c.b};
   d.launches.push_back(gemm);
-  if (!p.expr.empty() && !p.expr.is_identity_epilogue()) {
-    std::vector<gpu::TensorRef> leaves;
-    for (const auto& t : gpu::plan_tensors(p)) {
-      bool used = false;
-      for (const auto& node : p.expr.nodes)
-        used |= (node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
-                (node.kind == ExprNode::Kind::Param) == t.is_param;
-      if (used) leaves.push_back(t);
-    }
-    std::string s;
-    s += fmt::format("#define TOTAL {}\n\n", p.out_numel);
-    s += "__kernel void mb_epilogue(" + kernel_params(leaves) + ") {\n";
-    s += fmt::format("  const {0} i = ({0})get_global_id(0);\n", c.idx);
-    s += "  if (i >= TOTAL) return;\n";
-    s += "  const float acc = out[i];\n";
-    s += "  out[i] = " + epilogue(c, "i", "acc") + ";\n}\n";
-    d.kernels = s;
-    Launch l;
-    l.kernel = "mb_epilogue";
-    l.global = {p.out_numel, 1, 1};
-    l.args = launch_args(leaves);
-    d.launches.push_back(l);
-  }
+  add_inplace_epilogue(d, p, c.idx);
   return d;
 }
 

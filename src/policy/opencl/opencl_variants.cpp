@@ -238,12 +238,42 @@ std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors)
   return a;
 }
 
+void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx) {
+  if (p.expr.empty() || p.expr.is_identity_epilogue()) return;
+  std::vector<gpu::TensorRef> leaves;  // the tensors the epilogue reads
+  for (const auto& t : gpu::plan_tensors(p)) {
+    bool used = false;
+    for (const auto& node : p.expr.nodes)
+      used |= (node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
+              (node.kind == ExprNode::Kind::Param) == t.is_param;
+    if (used) leaves.push_back(t);
+  }
+  std::string s;
+  s += fmt::format("#define TOTAL {}\n\n", p.out_numel);
+  s += "__kernel void mb_epilogue(" + kernel_params(leaves) + ") {\n";
+  s += fmt::format("  const {0} i = ({0})get_global_id(0);\n", idx);
+  s += "  if (i >= TOTAL) return;\n";
+  s += "  const float acc = out[i];\n";
+  s += "  out[i] = " + gpu::render_at(p, kOpenCL, "i", "acc") + ";\n}\n";
+  d.kernels += s;
+  Launch l;
+  l.kernel = "mb_epilogue";
+  l.global = {p.out_numel, 1, 1};
+  l.args = launch_args(leaves);
+  d.launches.push_back(l);
+}
+
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
-  if (plan.kind == "pool" || plan.kind == "conv") return window_designs(plan, problem);
+  if (plan.kind == "pool") return window_designs(plan, problem);
+  if (plan.kind == "conv") {
+    std::vector<Design> v = conv_gemm_designs(plan, problem);
+    for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
+    return v;
+  }
   return {};
 }
 
