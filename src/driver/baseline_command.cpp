@@ -130,6 +130,7 @@ std::string stat_line(const json& s) {
                                  s.value("p25_us", 0.0), s.value("p75_us", 0.0), s.value("spread_pct", 0.0),
                                  s.value("samples", 0));
   if (s.contains("check") && !s["check"].value("within_tolerance", true)) line += "  [output outside the problem's tolerance]";
+  if (s.contains("tf32")) line += "  [TF32 off: the default is outside the problem's tolerance]";
   return line;
 }
 

@@ -227,6 +227,8 @@ std::string format_bench_table(const json& results) {
         o << fmt::format("    {} baseline failed: {}\n", which, one_line(str(b, "failed"), 150));
       if (b.is_object() && !b.value("within_tolerance", true))
         o << fmt::format("    {} output is outside the problem's tolerance (its time is still shown)\n", which);
+      if (b.is_object() && b.contains("tf32_off"))
+        o << fmt::format("    {} timed with TF32 off: PyTorch's default (TF32 convolutions) is outside the tolerance\n", which);
     }
   }
   const json& sum = results.value("summary", json::object());

@@ -262,6 +262,7 @@ json timing_entry(const json& s) {
             {"p25_us", s.value("p25_us", 0.0)},      {"p75_us", s.value("p75_us", 0.0)},
             {"samples", s.value("samples", 0)}};
   if (s.contains("check")) t["within_tolerance"] = s["check"].value("within_tolerance", true);
+  if (s.contains("tf32")) t["tf32_off"] = s["tf32"];  // PyTorch's default was outside the tolerance
   if (s.contains("compile_seconds")) t["compile_seconds"] = s["compile_seconds"];
   return t;
 }

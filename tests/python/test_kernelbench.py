@@ -323,6 +323,35 @@ class BaselineTest(unittest.TestCase):
             self.assertIn("1.13", res["compile"]["unavailable"])
         else:
             self.assertTrue("median_us" in res["compile"] or "unavailable" in res["compile"])
+        # within the tolerance on the CPU: no TF32-off re-measurement, no second eager figure
+        self.assertNotIn("tf32", e)
+        self.assertNotIn("eager_default", res)
+
+    def test_tf32_off_restores_the_flags(self):
+        # The CUDA baseline re-times eager with TF32 off when PyTorch's default is outside the
+        # tolerance; the flags must be off inside and as they were after, even on an error.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from kernelbench.baseline import tf32_off
+        finally:
+            sys.path.pop(0)
+        b = torch.backends
+        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):  # torch >= 2.9
+            flags, on, off = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
+        else:
+            flags, on, off = [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")], True, False
+        before = [getattr(o, n) for o, n in flags]
+        try:
+            for o, n in flags:
+                setattr(o, n, on)
+            with self.assertRaises(RuntimeError):
+                with tf32_off():
+                    self.assertEqual([getattr(o, n) for o, n in flags], [off, off])
+                    raise RuntimeError("inside")
+            self.assertEqual([getattr(o, n) for o, n in flags], [on, on])
+        finally:
+            for (o, n), v in zip(flags, before):
+                setattr(o, n, v)
 
     @unittest.skipUnless(have_mblast(), f"{MBLAST} is not built")
     def test_cli_baseline_stores_per_target(self):
