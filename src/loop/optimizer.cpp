@@ -251,23 +251,21 @@ class Loop {
       s.description = "the starting candidate (" + files[i].filename().string() + ")";
       progress("measuring the starting candidate " + files[i].string());
       s.measured = evaluate_file(files[i]);
-      const std::string why = fmt::format("the starting candidate {} is not correct on {} ({}): {}", files[i].string(), in_.target.name,
-                                          s.measured.failure_kind, s.measured.reason);
-      if (!s.measured.correct) {
-        if (i + 1 == files.size()) {
-          if (i == 0) throw UserError(why);
-          throw UserError(fmt::format("none of the {} generated starting kernels is correct on {}; the first: {}", files.size(),
-                                      in_.target.name, first_failure));
-        }
-        if (first_failure.empty()) first_failure = why;
-        record_candidate(s, "");  // a failure is knowledge too
-        tried_.insert(s.id);
-        progress(why + "; trying the next generated kernel as the start");
-        continue;
-      }
-      record_candidate(s, "");
-      store_.save_candidate(s.id, s.extension, s.source);
+      record_candidate(s, "");  // a failed start is knowledge too
       tried_.insert(s.id);
+      if (!s.measured.correct) {
+        const std::string why = fmt::format("the starting candidate {} is not correct on {} ({}): {}", files[i].string(),
+                                            in_.target.name, s.measured.failure_kind, s.measured.reason);
+        if (first_failure.empty()) first_failure = why;
+        if (i + 1 < files.size()) {
+          progress(why + "; trying the next generated kernel as the start");
+          continue;
+        }
+        if (i == 0) throw UserError(why);
+        throw UserError(fmt::format("none of the {} generated starting kernels is correct on {}; the first: {}", files.size(),
+                                    in_.target.name, first_failure));
+      }
+      store_.save_candidate(s.id, s.extension, s.source);
       history_.push_back(s);
       store_.append_event(known_event(history_.back(), "start"));
       progress(fmt::format("start: {}", history_.back().state_text));

@@ -53,6 +53,18 @@ const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 std::string buffer_name(const TensorRef& t) { return (t.is_param ? "par" : "in") + std::to_string(t.index); }
 
+std::vector<TensorRef> expr_tensors(const KernelPlan& plan) {
+  std::vector<TensorRef> v;
+  for (const auto& t : plan_tensors(plan))
+    for (const auto& node : plan.expr.nodes)
+      if ((node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
+          (node.kind == ExprNode::Kind::Param) == t.is_param) {
+        v.push_back(t);
+        break;
+      }
+  return v;
+}
+
 std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
   std::vector<TensorRef> r;
   auto add = [&](TensorRef t) {

@@ -30,6 +30,8 @@ std::string buffer_name(const TensorRef& t);
 // then the expression's leaves in first-use order. For a chain, the problem's tensors that any
 // stage reads (not its temporaries), stage by stage.
 std::vector<TensorRef> plan_tensors(const KernelPlan& plan);
+// Those of plan_tensors that the plan's expression reads (an in-place epilogue's arguments).
+std::vector<TensorRef> expr_tensors(const KernelPlan& plan);
 
 // True when every tensor the plan touches, and the output, is f32 and the plan is a kind the
 // GPU generators handle (elementwise, reduce, softmax, log_softmax, matmul) with sane sizes.

@@ -123,14 +123,7 @@ std::string call_args(const std::vector<gpu::TensorRef>& tensors) {
 
 void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx) {
   if (p.expr.empty() || p.expr.is_identity_epilogue()) return;
-  std::vector<gpu::TensorRef> leaves;  // the tensors the epilogue reads
-  for (const auto& t : gpu::plan_tensors(p))
-    for (const auto& node : p.expr.nodes)
-      if ((node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
-          (node.kind == ExprNode::Kind::Param) == t.is_param) {
-        leaves.push_back(t);
-        break;
-      }
+  const auto leaves = gpu::expr_tensors(p);
   std::string k;
   k += fmt::format("#define TOTAL {}\n\n", p.out_numel);
   k += "__global__ void __launch_bounds__(256) mb_epilogue(" + kernel_params(leaves) + ") {\n";

@@ -240,14 +240,7 @@ std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors)
 
 void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx) {
   if (p.expr.empty() || p.expr.is_identity_epilogue()) return;
-  std::vector<gpu::TensorRef> leaves;  // the tensors the epilogue reads
-  for (const auto& t : gpu::plan_tensors(p)) {
-    bool used = false;
-    for (const auto& node : p.expr.nodes)
-      used |= (node.kind == ExprNode::Kind::Input || node.kind == ExprNode::Kind::Param) && node.tensor == t.index &&
-              (node.kind == ExprNode::Kind::Param) == t.is_param;
-    if (used) leaves.push_back(t);
-  }
+  const auto leaves = gpu::expr_tensors(p);
   std::string s;
   s += fmt::format("#define TOTAL {}\n\n", p.out_numel);
   s += "__kernel void mb_epilogue(" + kernel_params(leaves) + ") {\n";
