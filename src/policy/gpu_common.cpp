@@ -46,7 +46,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -76,7 +76,7 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv") add({false, plan.source});
+  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather") add({false, plan.source});
   if (plan.kind == "conv") add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
@@ -165,6 +165,34 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   return s;
 }
 
+bool gather_fits(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "gather") return false;
+  const auto& shape = plan.gather_shape;
+  const auto& st = plan.gather_strides;
+  const auto* x = spec_of(problem, {false, plan.source});
+  if (!x || x->dtype != DType::f32 || shape.empty() || st.size() != shape.size() || plan.gather_offset < 0) return false;
+  int64_t last = plan.gather_offset;  // the largest element read
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 1 || st[d] < 0) return false;
+    last += (shape[d] - 1) * st[d];
+  }
+  return last < static_cast<int64_t>(x->numel()) && plan.out_numel == numel_of(shape);
+}
+
+std::string gather_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
+                          const std::string& indent) {
+  const auto& shape = plan.gather_shape;
+  const auto& st = plan.gather_strides;
+  std::string s = fmt::format("{}{} rest = {}, src = {};\n", indent, idx, i, plan.gather_offset);
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (d == 0) s += fmt::format("{}src += rest * {};\n", indent, st[d]);
+    else s += fmt::format("{}src += (rest % {}) * {};\n{}rest /= {};\n", indent, shape[d], st[d], indent, shape[d]);
+  }
+  s += fmt::format("{}(void)rest;\n{}float acc = {}[src];\n", indent, indent, x);
+  return s;
+}
+
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (!kKinds.count(plan.kind)) return false;
   if (problem.outputs.empty() || problem.outputs[0].dtype != DType::f32) return false;
@@ -197,6 +225,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   }
   if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
   if (plan.kind == "conv" && !conv_fits(plan, problem)) return false;
+  if (plan.kind == "gather" && !gather_fits(plan, problem)) return false;
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
     if (plan.out_numel != plan.batch * plan.m * plan.n) return false;

@@ -58,6 +58,14 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem);
 std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
                         const std::string& idx, const std::string& indent, const std::string& space = "");
 
+// A gather plan's view inside its source tensor (every element it reads exists).
+bool gather_fits(const KernelPlan& plan, const Problem& problem);
+
+// Like pool_window for a gather plan: `float acc`, the source element that output element `i`
+// copies (its offset and strides applied to i's coordinates in the gather's shape).
+std::string gather_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
+                          const std::string& indent);
+
 // True when every index the plan's kernels form fits in a signed 32-bit int (then kernels use
 // int index math, which is cheaper on GPUs than 64-bit).
 bool fits_int32(const KernelPlan& plan, const Problem& problem);

@@ -52,6 +52,12 @@ struct Value {
   int node = -1;           // Expr / Producer: expression node id in its stage (Producer: the Acc leaf)
   int stage = -1;          // Expr / Producer: the stage whose expression holds `node`
   bool transposed = false; // Tensor viewed with its last two dims swapped
+  // Tensor: a strided view of problem tensor `index` (a permute, a transpose of other dims, a
+  // select): element (i_0, ..., i_r) of `shape` is element offset + sum_d i_d * strides[d] of
+  // the tensor's memory. Empty: the tensor itself, dense (or `transposed`).
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  bool is_view() const { return kind == Kind::Tensor && !strides.empty(); }
 
   bool computed() const { return kind == Kind::Expr || kind == Kind::Producer; }
 
@@ -143,6 +149,8 @@ class Walker {
   std::vector<KernelPlan> done_;
   std::vector<TensorSpec> temps_;
   std::map<std::pair<int, int>, int> materialised_;  // (stage, node) -> temp index
+  // (tensor, offset, shape, strides) of a view -> the temp its gather stage wrote
+  std::map<std::tuple<int, int64_t, std::vector<int64_t>, std::vector<int64_t>>, int> gathers_;
   std::vector<std::vector<int64_t>> leaf_shape_;      // per node of cur_: a leaf's tensor shape
   std::vector<std::string> leaf_what_;                // per node of cur_: the op that read the leaf
   std::optional<Value> last_;                         // the latest value computed in cur_
@@ -191,13 +199,87 @@ class Walker {
     throw Unsupported{"an argument that is neither a node nor a number: " + a.dump()};
   }
 
-  // A value computed in a finished stage is read from the temporary that stage wrote.
-  Value resolve(const Value& v) {
+  // A value computed in a finished stage is read from the temporary that stage wrote. Views
+  // stay views (for the shape ops and matmul operands; resolve() makes them dense).
+  Value resolve_view(const Value& v) {
     if (!v.computed() || v.stage == stage_id_) return v;
     auto it = materialised_.find({v.stage, v.node});
     if (it == materialised_.end())
       throw Unsupported{"a value is used after a later kernel started and was not kept (a graph with branches the chain does not order)"};
     return Value::tensor(false, first_temp_ + it->second, v.shape);
+  }
+  // resolve_view, with a strided view copied into a dense temporary first.
+  Value resolve(const Value& v) {
+    Value r = resolve_view(v);
+    return r.is_view() ? gathered(r) : r;
+  }
+
+  static std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> st(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+    return st;
+  }
+  // A tensor (dense, transposed or a view) as an explicit strided view.
+  static Value view_of(const Value& v) {
+    if (v.is_view()) return v;
+    Value r = v;
+    std::vector<int64_t> stored = v.shape;
+    if (v.transposed) std::swap(stored[stored.size() - 1], stored[stored.size() - 2]);
+    r.strides = row_major(stored);
+    if (v.transposed) std::swap(r.strides[r.strides.size() - 1], r.strides[r.strides.size() - 2]);
+    r.transposed = false;
+    r.offset = 0;
+    return r;
+  }
+  // The plainest form of a view: the dense tensor, or it with its last two dims swapped.
+  static Value simplified(Value v) {
+    if (!v.is_view() || v.offset != 0) return v;
+    if (v.strides == row_major(v.shape)) {
+      v.strides.clear();
+      return v;
+    }
+    const size_t r = v.shape.size();
+    if (r >= 2) {
+      std::vector<int64_t> stored = v.shape;
+      std::swap(stored[r - 1], stored[r - 2]);
+      std::vector<int64_t> st = row_major(stored);
+      std::swap(st[r - 1], st[r - 2]);
+      if (st == v.strides) {
+        v.strides.clear();
+        v.transposed = true;
+      }
+    }
+    return v;
+  }
+  // A view (or a transposed tensor) copied into a dense temporary by a gather stage of its own,
+  // placed before the stage being built (it reads only tensors that exist already). The same
+  // view gathered twice is copied once.
+  Value gathered(const Value& vin) {
+    const Value v = view_of(vin);
+    if (v.is_param) throw Unsupported{"a permuted or sliced parameter"};
+    const auto key = std::make_tuple(v.index, v.offset, v.shape, v.strides);
+    auto it = gathers_.find(key);
+    if (it != gathers_.end()) return Value::tensor(false, first_temp_ + it->second, v.shape);
+    KernelPlan g;
+    set_gather(g, v);
+    ExprNode acc;
+    acc.kind = ExprNode::Kind::Acc;
+    g.expr.nodes.push_back(acc);
+    g.expr.root = 0;
+    const int t = static_cast<int>(temps_.size());
+    temps_.push_back(TensorSpec{fmt::format("mb_tmp{}", t), DType::f32, v.shape});
+    done_.push_back(std::move(g));
+    gathers_[key] = t;
+    return Value::tensor(false, first_temp_ + t, v.shape);
+  }
+  static void set_gather(KernelPlan& g, const Value& v) {
+    g.kind = "gather";
+    g.source = v.index;
+    g.gather_shape = v.shape;
+    g.gather_strides = v.strides;
+    g.gather_offset = v.offset;
+    g.out_shape = v.shape;
+    g.out_numel = numel_of(v.shape);
   }
 
   // Ends the current stage with `v` (computed in it) as its result, written to a new temporary.
@@ -269,7 +351,7 @@ class Walker {
         return add(n);
       }
       case Value::Kind::Tensor: {
-        if (v.transposed) throw Unsupported{what + ": a transposed tensor in elementwise work"};
+        if (v.transposed) return as_expr(gathered(v), what);
         ExprNode n;
         n.kind = v.is_param ? ExprNode::Kind::Param : ExprNode::Kind::Input;
         n.tensor = v.index;
@@ -327,12 +409,34 @@ class Walker {
     return computed(Value::Kind::Expr, id, shape);
   }
 
-  // A producer reads tensors: a value computed in this stage is kept in a temporary first.
+  // A producer reads tensors: a value computed in this stage is kept in a temporary first, and a
+  // view is copied dense (a transposed tensor too, except for matmul, which reads either).
   Value producer_operand(const Value& vin, const std::string& what) {
-    Value v = resolve(vin);
+    Value v = resolve_view(vin);
     if (v.kind == Value::Kind::Scalar) throw Unsupported{what + " of a constant"};
     if (v.computed()) v = materialise(v);
+    if (v.is_view() || v.transposed) return gathered(v);
     return v;
+  }
+  // A matmul operand: as producer_operand, but a transposed tensor is read as it is, and a view
+  // whose last two dims swapped have dense rows (k.transpose(-2, -1) of a permuted k) is copied
+  // in that order and read transposed: the copy stays coalesced and the matmul reads B^T.
+  Value matmul_operand(const Value& vin) {
+    Value v = resolve_view(vin);
+    if (v.kind == Value::Kind::Scalar) throw Unsupported{"matmul of a constant"};
+    if (v.computed()) v = materialise(v);
+    if (!v.is_view()) return v;
+    const size_t r = v.shape.size();
+    if (r >= 2 && v.strides[r - 1] != 1 && v.strides[r - 2] == 1) {
+      Value sw = v;
+      std::swap(sw.shape[r - 1], sw.shape[r - 2]);
+      std::swap(sw.strides[r - 1], sw.strides[r - 2]);
+      Value t = gathered(sw);
+      t.transposed = true;
+      std::swap(t.shape[r - 1], t.shape[r - 2]);
+      return t;
+    }
+    return gathered(v);
   }
 
   // The producer's result, in a stage of its own (the current one ends first if it has work).
@@ -373,7 +477,7 @@ class Walker {
   // a stage's plan fields are set after producer_result().
   Value reduction(const std::string& op, const Value& xin, const nlohmann::json& dim_arg, bool keepdim) {
     const Value x = producer_operand(xin, op);
-    if (x.is_param || x.transposed) throw Unsupported{op + " of a parameter"};
+    if (x.is_param) throw Unsupported{op + " of a parameter"};
     if (dim_arg.is_null()) throw Unsupported{op + " over every dim (a full reduction)"};
     // One dim, or several adjacent ones (a global average pool: mean over (2, 3)): one reduction
     // over their product, the dims being contiguous in memory.
@@ -405,7 +509,7 @@ class Walker {
   Value pool2d(const std::string& op, const Value& xin, const nlohmann::json& k, const nlohmann::json& stride,
                const nlohmann::json& pad, const nlohmann::json& dil, bool count_include_pad) {
     const Value x = producer_operand(xin, op + "_pool2d");
-    if (x.is_param || x.transposed) throw Unsupported{op + "_pool2d of a parameter"};
+    if (x.is_param) throw Unsupported{op + "_pool2d of a parameter"};
     if (x.shape.size() != 4 && x.shape.size() != 3) throw Unsupported{op + "_pool2d of a tensor that is not [N,] C, H, W"};
     auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
       if (v.is_null()) return {dflt, dflt};
@@ -469,7 +573,7 @@ class Walker {
   Value conv(const Padded& in, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
              const nlohmann::json& pad, const nlohmann::json& dil, int64_t groups) {
     const Value x = producer_operand(in.v, "conv");
-    if (x.is_param || x.transposed || w.kind != Value::Kind::Tensor || w.transposed) throw Unsupported{"conv of a computed weight"};
+    if (x.is_param || w.kind != Value::Kind::Tensor || w.transposed || w.is_view()) throw Unsupported{"conv of a computed weight"};
     const bool one_d = x.shape.size() == 3;
     if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size()) throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
     auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
@@ -537,7 +641,7 @@ class Walker {
   // A per-channel tensor ([C]) viewed as [C, 1, ..., 1] so that it broadcasts along dim 1 of a
   // tensor of rank `rank` (its memory is the same).
   static Value per_channel(const Value& v, size_t rank, const std::string& what) {
-    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.transposed) throw Unsupported{what + " is not a per-channel tensor"};
+    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.transposed || v.is_view()) throw Unsupported{what + " is not a per-channel tensor"};
     Value r = v;
     r.shape.resize(rank - 1, 1);
     return r;
@@ -561,7 +665,7 @@ class Walker {
   // [N * groups, C / groups * prod(...)]; weight and bias are per channel.
   Value group_norm(const Value& xin, int64_t groups, const std::optional<Value>& w, const std::optional<Value>& b, double eps) {
     const Value x = producer_operand(xin, "group_norm");
-    if (x.is_param || x.transposed) throw Unsupported{"group_norm of a parameter"};
+    if (x.is_param) throw Unsupported{"group_norm of a parameter"};
     if (x.shape.size() < 2) throw Unsupported{"group_norm of a tensor without a channel dim"};
     if (groups < 1 || x.shape[1] % groups != 0) throw Unsupported{fmt::format("group_norm: {} channels in {} groups", x.shape[1], groups)};
     const int64_t rows = x.shape[0] * groups;
@@ -580,7 +684,7 @@ class Walker {
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
                    const std::optional<Value>& b, double eps) {
     const Value x = producer_operand(xin, "layer_norm");
-    if (x.is_param || x.transposed) throw Unsupported{"layer_norm of a parameter"};
+    if (x.is_param) throw Unsupported{"layer_norm of a parameter"};
     std::vector<int64_t> dims;
     if (normalized.is_number_integer()) dims.push_back(normalized.get<int64_t>());
     else if (normalized.is_array())
@@ -602,8 +706,8 @@ class Walker {
   }
 
   Value matmul(const Value& a_in, const Value& b_in, bool b_is_linear_weight) {
-    const Value a = producer_operand(a_in, "matmul");
-    const Value b = producer_operand(b_in, "matmul");
+    const Value a = matmul_operand(a_in);
+    const Value b = matmul_operand(b_in);
     if (a.shape.size() < 2 || b.shape.size() < 2) throw Unsupported{"matmul of a vector (matvec is not generated)"};
     // Leading (batch) dims: a 2-D operand is broadcast over the other's; otherwise both must have
     // the same ones, which a contiguous tensor lays out as one flattened batch dim.
@@ -652,14 +756,161 @@ class Walker {
     return nullptr;
   }
 
-  Value transposed(const Value& vin) {
-    Value v = resolve(vin);
-    if (v.computed()) v = materialise(v);  // a computed value is transposed as the temporary it is kept in
-    if (v.kind != Value::Kind::Tensor || v.shape.size() < 2) throw Unsupported{"a transpose of a scalar or vector"};
-    Value t = v;
-    t.transposed = !t.transposed;
-    std::swap(t.shape[t.shape.size() - 1], t.shape[t.shape.size() - 2]);
-    return t;
+  // A tensor to take a view of: a computed value is kept in its temporary first.
+  Value viewable(const Value& vin, const std::string& what) {
+    Value v = resolve_view(vin);
+    if (v.computed()) v = materialise(v);
+    if (v.kind != Value::Kind::Tensor) throw Unsupported{what + " of a constant"};
+    return v;
+  }
+
+  // x.permute(perm): dim d of the result is dim perm[d] of x (no copy: a view).
+  Value permuted(const Value& vin, const std::vector<int64_t>& perm_in) {
+    const Value v = view_of(viewable(vin, "a permute"));
+    const size_t r = v.shape.size();
+    if (perm_in.size() != r) throw Unsupported{"a permute whose dims are not the tensor's"};
+    std::vector<bool> seen(r, false);
+    Value p = v;
+    for (size_t d = 0; d < r; ++d) {
+      const int s = normalise_dim(perm_in[d], r);
+      if (seen[static_cast<size_t>(s)]) throw Unsupported{"a permute that repeats a dim"};
+      seen[static_cast<size_t>(s)] = true;
+      p.shape[d] = v.shape[static_cast<size_t>(s)];
+      p.strides[d] = v.strides[static_cast<size_t>(s)];
+    }
+    return simplified(p);
+  }
+
+  Value transposed(const Value& vin, int64_t d0 = -2, int64_t d1 = -1) {
+    const Value v = viewable(vin, "a transpose");
+    const size_t r = v.shape.size();
+    if (r < 2) throw Unsupported{"a transpose of a vector"};
+    std::vector<int64_t> perm(r);
+    for (size_t d = 0; d < r; ++d) perm[d] = static_cast<int64_t>(d);
+    std::swap(perm[static_cast<size_t>(normalise_dim(d0, r))], perm[static_cast<size_t>(normalise_dim(d1, r))]);
+    return permuted(v, perm);
+  }
+
+  // x.select(dim, index), x[index] for dim 0: a view without that dim.
+  Value selected(const Value& vin, int64_t dim, int64_t index) {
+    Value v = view_of(viewable(vin, "indexing"));
+    const size_t d = static_cast<size_t>(normalise_dim(dim, v.shape.size()));
+    if (index < 0) index += v.shape[d];
+    if (index < 0 || index >= v.shape[d]) throw Unsupported{"an index out of range"};
+    if (v.shape.size() == 1) throw Unsupported{"a single element taken out of a tensor"};
+    v.offset += index * v.strides[d];
+    v.shape.erase(v.shape.begin() + static_cast<std::ptrdiff_t>(d));
+    v.strides.erase(v.strides.begin() + static_cast<std::ptrdiff_t>(d));
+    return simplified(v);
+  }
+
+  // x.reshape(shape) (view, flatten, unsqueeze, squeeze): the same elements in row-major order.
+  // A computed value is kept in its temporary first and a view copied dense, so that the new
+  // shape describes memory as it is.
+  Value reshaped(const Value& vin, std::vector<int64_t> shape) {
+    Value v = resolve_view(vin);
+    if (v.kind == Value::Kind::Scalar) throw Unsupported{"a reshape of a constant"};
+    const int64_t total = numel_of(v.shape);
+    int64_t known = 1, infer = -1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == -1 && infer < 0) infer = static_cast<int64_t>(d);
+      else if (shape[d] < 0) throw Unsupported{"a reshape with a negative size"};
+      else known *= shape[d];
+    }
+    if (infer >= 0) {
+      if (known == 0 || total % known) throw Unsupported{"a reshape whose -1 cannot be inferred"};
+      shape[static_cast<size_t>(infer)] = total / known;
+    }
+    if (numel_of(shape) != total)
+      throw Unsupported{fmt::format("a reshape of [{}] to [{}]", shape_text(v.shape), shape_text(shape))};
+    if (shape == v.shape) return v;
+    if (v.computed()) v = materialise(v);
+    if (v.is_view() || v.transposed) v = gathered(v);
+    v.shape = std::move(shape);
+    return v;
+  }
+
+  // The ints of a shape or dims argument: a list, or the call's positional args from `first` on
+  // (x.reshape(b, s, 3) and x.reshape((b, s, 3)) alike); x.size(d) results are ints too.
+  std::vector<int64_t> int_list(const nlohmann::json& n, size_t first, const char* key) {
+    nlohmann::json list = arg(n, first, key);
+    const auto& args = n["args"];
+    if (!list.is_array()) {
+      list = nlohmann::json::array();
+      if (args.is_array())
+        for (size_t i = first; i < args.size(); ++i) list.push_back(args[i]);
+    }
+    std::vector<int64_t> out;
+    for (const auto& e : list) {
+      if (e.is_number_integer()) {
+        out.push_back(e.get<int64_t>());
+        continue;
+      }
+      const Value v = arg_value(e);
+      if (v.kind != Value::Kind::Scalar || v.scalar != std::floor(v.scalar)) throw Unsupported{"a shape that is not a list of ints"};
+      out.push_back(static_cast<int64_t>(v.scalar));
+    }
+    return out;
+  }
+
+  // The shape ops: views, reshapes and sizes (torch.fx method names and aten names alike).
+  std::optional<Value> shape_op(const std::string& fn, const nlohmann::json& n) {
+    auto x = [&]() { return arg_value(arg(n, 0, "input")); };
+    auto int_arg = [&](size_t i, const char* key, std::optional<int64_t> dflt) -> int64_t {
+      const nlohmann::json a = arg(n, i, key);
+      if (a.is_number_integer()) return a.get<int64_t>();
+      if (a.is_null() && dflt) return *dflt;
+      const Value v = a.is_null() ? Value() : arg_value(a);
+      if (!a.is_null() && v.kind == Value::Kind::Scalar && v.scalar == std::floor(v.scalar)) return static_cast<int64_t>(v.scalar);
+      throw Unsupported{fn + ": " + key + " is not an int"};
+    };
+    if (fn == "size" || fn == "sym_size") {
+      const Value v = x();
+      if (arg(n, 1, "dim").is_null()) throw Unsupported{"size() of every dim (a tuple)"};
+      return Value::constant(static_cast<double>(v.shape.at(static_cast<size_t>(normalise_dim(int_arg(1, "dim", {}), v.shape.size())))));
+    }
+    if (fn == "getitem") {
+      if (!arg(n, 1, "idx").is_number_integer()) throw Unsupported{"indexing by other than one int (slices, tensors)"};
+      return selected(x(), 0, int_arg(1, "idx", {}));
+    }
+    if (fn == "select") return selected(x(), int_arg(1, "dim", {}), int_arg(2, "index", {}));
+    if (fn == "reshape" || fn == "view" || fn == "_unsafe_view") return reshaped(x(), int_list(n, 1, fn == "reshape" ? "shape" : "size"));
+    if (fn == "permute") return permuted(x(), int_list(n, 1, "dims"));
+    if (fn == "t" || fn == "T") return transposed(x());
+    if (fn == "transpose") return transposed(x(), int_arg(1, "dim0", {}), int_arg(2, "dim1", {}));
+    if (fn == "flatten") {
+      const Value v = x();
+      const size_t r = std::max<size_t>(v.shape.size(), 1);
+      const int s = normalise_dim(int_arg(1, "start_dim", 0), r), e = normalise_dim(int_arg(2, "end_dim", -1), r);
+      if (v.shape.empty() || s > e) return reshaped(v, v.shape);
+      std::vector<int64_t> shape(v.shape.begin(), v.shape.begin() + s);
+      int64_t merged = 1;
+      for (int d = s; d <= e; ++d) merged *= v.shape[static_cast<size_t>(d)];
+      shape.push_back(merged);
+      shape.insert(shape.end(), v.shape.begin() + e + 1, v.shape.end());
+      return reshaped(v, shape);
+    }
+    if (fn == "unsqueeze") {
+      const Value v = x();
+      std::vector<int64_t> shape = v.shape;
+      const int d = normalise_dim(int_arg(1, "dim", {}), shape.size() + 1);
+      shape.insert(shape.begin() + d, 1);
+      return reshaped(v, shape);
+    }
+    if (fn == "squeeze") {
+      const Value v = x();
+      std::vector<int64_t> shape;
+      const nlohmann::json dim = arg(n, 1, "dim");
+      const int only = dim.is_null() ? -1 : normalise_dim(int_arg(1, "dim", {}), v.shape.size());
+      for (size_t d = 0; d < v.shape.size(); ++d)
+        if (v.shape[d] != 1 || (only >= 0 && static_cast<int>(d) != only)) shape.push_back(v.shape[d]);
+      return reshaped(v, shape);
+    }
+    if (fn == "contiguous" || fn == "clone") {
+      const Value v = resolve_view(x());
+      return v.is_view() || v.transposed ? gathered(v) : v;
+    }
+    return std::nullopt;
   }
 
   Value call(const std::string& fn, const nlohmann::json& n, const nlohmann::json& attributes) {
@@ -784,14 +1035,7 @@ class Walker {
                         eps.is_number() ? eps.get<double>() : 1e-5);
     }
     if (fn == "matmul" || fn == "mm" || fn == "bmm") return matmul(x(0, "input"), x(1, "other"), false);
-    if (fn == "t" || fn == "T") return transposed(x(0, "input"));
-    if (fn == "transpose") {
-      Value v = x(0, "input");
-      int r = static_cast<int>(v.shape.size());
-      int d0 = normalise_dim(arg(n, 1, "dim0").get<int64_t>(), r), d1 = normalise_dim(arg(n, 2, "dim1").get<int64_t>(), r);
-      if (std::min(d0, d1) != r - 2 || std::max(d0, d1) != r - 1) throw Unsupported{"a transpose of other than the last two dims"};
-      return transposed(v);
-    }
+    if (auto v = shape_op(fn, n)) return *v;
     if (fn == "linear") {
       Value out = matmul(x(0, "input"), x(1, "weight"), true);
       nlohmann::json bias = arg(n, 2, "bias");
@@ -879,14 +1123,33 @@ class Walker {
       if (a.size() != 1) throw Unsupported{"the graph returns several values"};
       a = a[0];
     }
-    const Value raw = arg_value(a);
-    if (raw.kind == Value::Kind::Scalar) throw Unsupported{"the output is a constant"};
-    if (raw.kind == Value::Kind::Tensor) throw Unsupported{"the output is an input unchanged"};
-    if (raw.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
+    const Value given = arg_value(a);
+    Value raw = resolve_view(given);
+    // The output is a view of a tensor (a permute of an input, of a computed value's temporary):
+    // the last stage copies it, with the view's offset and strides.
+    if (raw.kind == Value::Kind::Tensor && (raw.is_view() || raw.transposed)) {
+      const Value v = view_of(raw);
+      if (v.is_param) throw Unsupported{"a permuted or sliced parameter"};
+      raw = producer_result(v.shape);
+      set_gather(cur_, v);
+    }
     const int64_t want = numel_of(p_.outputs[0].shape);
+    if (raw.kind == Value::Kind::Scalar) throw Unsupported{"the output is a constant"};
     if (numel_of(raw.shape) != want)
       throw Unsupported{fmt::format("the graph's result [{}] is not the output [{}]", shape_text(raw.shape), shape_text(p_.outputs[0].shape))};
-    end_stage(raw);
+    const bool last_temp = raw.kind == Value::Kind::Tensor && !raw.is_param && raw.index == first_temp_ + static_cast<int>(temps_.size()) - 1;
+    if (last_temp && !have_producer_ && cur_.expr.nodes.empty()) {
+      // The last finished stage wrote the output, reshaped after (x.view(...) of its result): it
+      // is the last stage again, writing the output instead of a temporary.
+      cur_ = std::move(done_.back());
+      done_.pop_back();
+      temps_.pop_back();
+    } else {
+      if (given.computed() && given.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
+      if (raw.kind == Value::Kind::Tensor) throw Unsupported{"the output is an input unchanged"};
+      if (raw.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
+      end_stage(raw);
+    }
     cur_.out_shape = p_.outputs[0].shape;  // same elements, row-major: the linear indices agree
     if (done_.empty()) {
       out_ = std::move(cur_);
@@ -942,7 +1205,7 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv") r.push_back(&s.source);
+    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather") r.push_back(&s.source);
     if (s.kind == "conv" && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
@@ -1118,6 +1381,10 @@ nlohmann::json KernelPlan::to_json() const {
                  {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
     if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
+  if (kind == "gather") {
+    j["source"] = source;
+    j["gather"] = {{"shape", gather_shape}, {"strides", gather_strides}, {"offset", gather_offset}};
+  }
   if (kind == "matmul") {
     j["a"] = {{"tensor", a}, {"param", a_is_param}, {"transposed", a_transposed}, {"batched", a_batched}};
     j["b"] = {{"tensor", b}, {"param", b_is_param}, {"transposed", b_transposed}, {"batched", b_batched}};
@@ -1144,6 +1411,8 @@ std::string KernelPlan::summary() const {
   else if (kind == "conv")
     s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
                     conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+  else if (kind == "gather")
+    s = fmt::format("copy of {} (strides {}, offset {})", shape_text(gather_shape), shape_text(gather_strides), gather_offset);
   else if (kind == "matmul")
     s = fmt::format("matmul {}{}x{}x{}{}{}", batch > 1 ? std::to_string(batch) + "x" : "", m, n, k,
                     a_transposed ? " A^T" : "", b_transposed ? " B^T" : "");

@@ -536,6 +536,53 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = pool_plan("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}, identity_epilogue());
     v.push_back(s);
   }
+  {  // relu(x.permute(2, 0, 3, 1, 4)[1]): the key heads of a fused QKV tensor [B, S, 3, H, Dh] made dense
+    Synthetic s;
+    s.name = "pt_gather_heads";
+    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {2, 5, 3, 4, 6})}, nlohmann::json::array(),
+                                  tensor("y", {2, 4, 5, 6}), 0.0, 0.0, 240);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 3, 4, 6), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).transpose(2, 0, 3, 1, 4)[1], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.acc());
+    KernelPlan g;
+    g.kind = "gather";
+    g.source = 0;
+    g.gather_shape = {2, 4, 5, 6};
+    g.gather_strides = {360, 6, 72, 1};
+    g.gather_offset = 24;
+    g.out_shape = {2, 4, 5, 6};
+    g.out_numel = 240;
+    g.expr = b.e;
+    s.plan = g;
+    v.push_back(s);
+  }
+  {  // x.transpose(1, 2) * 0.5: a strided innermost dim (stride 9)
+    Synthetic s;
+    s.name = "pt_gather_transpose";
+    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {3, 7, 9})}, nlohmann::json::array(), tensor("y", {3, 9, 7}),
+                                  0.0, 0.0, 189);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 7, 9), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": inputs[\"x\"].astype(np.float64).transpose(0, 2, 1) * 0.5}\n";
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.constant(0.5));
+    KernelPlan g;
+    g.kind = "gather";
+    g.source = 0;
+    g.gather_shape = {3, 9, 7};
+    g.gather_strides = {63, 1, 9};
+    g.out_shape = {3, 9, 7};
+    g.out_numel = 189;
+    g.expr = b.e;
+    s.plan = g;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -823,6 +870,10 @@ inline void check_refusals(const std::string& backend) {
   KernelPlan bad_leaf = c.plan;
   bad_leaf.expr.nodes[0].index.mod = 1 << 30;  // reads past its tensor
   EXPECT_TRUE(generate_variants(bad_leaf, c.problem, generation_target(backend)).empty());
+  const Case g = load_case("pt_gather_heads");
+  KernelPlan past = g.plan;
+  past.gather_offset = 2 * 24 + 1;  // the last view element one past the end of x
+  EXPECT_TRUE(generate_variants(past, g.problem, generation_target(backend)).empty());
 }
 
 }  // namespace mblast::policy::gpu_test

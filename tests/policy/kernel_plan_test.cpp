@@ -592,5 +592,102 @@ TEST(KernelPlan, RendersExpressions) {
   EXPECT_NE(cl.find("(0.1f)"), std::string::npos) << cl;  // the leaky_relu slope
 }
 
+// Attention written out as in a transformer block: the fused QKV tensor reshaped by sizes read
+// from the input, permuted to (3, B, H, S, Dh) and indexed; q, k and v are views, each copied
+// dense once by a gather stage (k in its own row order, read as B^T); the context transposed
+// back and reshaped is one more gather, the chain's last stage.
+TEST(KernelPlan, AttentionHeadsAreViewsCopiedByGatherStages) {
+  const int64_t B = 2, S = 5, H = 4, Dh = 6, D = H * Dh;
+  Problem p = synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {B, S, D});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  auto call = [](const std::string& name, const std::string& fn, nlohmann::json args) {
+    return node(name, "call_method", fn, std::move(args));
+  };
+  auto get = [](const std::string& name, const std::string& of, int i) {
+    return node(name, "call_function", "_operator.getitem", {ref(of), i});
+  };
+  nlohmann::json g = {{"nodes",
+                       {x, call("b", "size", {ref("x"), 0}), call("s", "size", {ref("x"), 1}),
+                        call("r", "reshape", {ref("x"), ref("b"), ref("s"), 3, H, Dh}), call("pm", "permute", {ref("r"), 2, 0, 3, 1, 4}),
+                        get("q", "pm", 0), get("k", "pm", 1), get("v", "pm", 2), call("kt", "transpose", {ref("k"), -2, -1}),
+                        node("sc", "call_function", "torch.matmul", {ref("q"), ref("kt")}),
+                        node("sm", "call_function", "torch.softmax", {ref("sc")}, {{"dim", -1}}),
+                        node("ctx", "call_function", "torch.matmul", {ref("sm"), ref("v")}), call("ct", "transpose", {ref("ctx"), 1, 2}),
+                        call("out", "reshape", {ref("ct"), ref("b"), ref("s"), D}), node("output", "output", "output", {ref("out")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  std::vector<std::string> kinds;
+  for (const auto& st : plan.stages) kinds.push_back(st.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"gather", "gather", "matmul", "softmax", "gather", "matmul", "gather"}))
+      << plan.summary();
+  // q = x.reshape(B, S, 3, H, Dh).permute(2, 0, 3, 1, 4)[0]: [B, H, S, Dh] with strides (S*3D, Dh, 3D, 1)
+  const KernelPlan& q = plan.stages[0];
+  EXPECT_EQ(q.source, 0);
+  EXPECT_EQ(q.gather_shape, (std::vector<int64_t>{B, H, S, Dh}));
+  EXPECT_EQ(q.gather_strides, (std::vector<int64_t>{S * 3 * D, Dh, 3 * D, 1}));
+  EXPECT_EQ(q.gather_offset, 0);
+  // k^T is copied as k ([B, H, S, Dh], offset D) and the product reads it transposed
+  const KernelPlan& k = plan.stages[1];
+  EXPECT_EQ(k.gather_shape, (std::vector<int64_t>{B, H, S, Dh}));
+  EXPECT_EQ(k.gather_offset, D);
+  const KernelPlan& scores = plan.stages[2];
+  EXPECT_TRUE(scores.b_transposed);
+  EXPECT_FALSE(scores.a_transposed);
+  EXPECT_EQ(scores.batch, B * H);
+  EXPECT_EQ(scores.m, S);
+  EXPECT_EQ(scores.n, S);
+  EXPECT_EQ(scores.k, Dh);
+  EXPECT_EQ(plan.stages[4].gather_offset, 2 * D);  // v
+  // the context [B, H, S, Dh] read as [B, S, H, Dh]
+  const KernelPlan& last = plan.stages[6];
+  EXPECT_EQ(last.gather_shape, (std::vector<int64_t>{B, S, H, Dh}));
+  EXPECT_EQ(last.gather_strides, (std::vector<int64_t>{H * S * Dh, Dh, S * Dh, 1}));
+  EXPECT_EQ(last.out_shape, (std::vector<int64_t>{B, S, D}));
+
+  // A view used twice is copied once; an index past the end, slices and a permuted parameter are refused.
+  nlohmann::json twice = {{"nodes",
+                           {x, call("t", "transpose", {ref("x"), 0, 1}), node("a", "call_function", "torch.relu", {ref("t")}),
+                            node("e", "call_function", "torch.exp", {ref("t")}), node("m", "call_function", "operator.add", {ref("a"), ref("e")}),
+                            node("output", "output", "output", {ref("m")})}}};
+  KernelPlan tw = plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {S, B, 3 * D}), twice);
+  ASSERT_EQ(tw.kind, "chain") << tw.reason;
+  ASSERT_EQ(tw.stages.size(), 2u) << tw.summary();
+  EXPECT_EQ(tw.stages[0].kind, "gather");
+  EXPECT_EQ(tw.stages[1].kind, "elementwise");
+  nlohmann::json past = {{"nodes", {x, get("i", "x", 2), node("output", "output", "output", {ref("i")})}}};
+  EXPECT_EQ(plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {S, 3 * D}), past).kind, "unsupported");
+  nlohmann::json sliced = {{"nodes", {x, node("i", "call_function", "_operator.getitem", {ref("x"), {{"slice", {nullptr, 1, nullptr}}}}),
+                                      node("output", "output", "output", {ref("i")})}}};
+  KernelPlan sl = plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {1, S, 3 * D}), sliced);
+  EXPECT_EQ(sl.kind, "unsupported");
+  EXPECT_NE(sl.reason.find("slices"), std::string::npos) << sl.reason;
+}
+
+// A permute of a plain input is the whole problem: one gather.
+TEST(KernelPlan, APermutedOutputIsOneGather) {
+  Problem p = synthetic({{"in0", DType::f32, {3, 7, 9}}}, {}, {9, 3, 7});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json g = {{"nodes",
+                       {x, node("pm", "call_method", "permute", {ref("x"), nlohmann::json::array({2, 0, 1})}),
+                        node("output", "output", "output", {ref("pm")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "gather") << plan.reason;
+  EXPECT_EQ(plan.gather_shape, (std::vector<int64_t>{9, 3, 7}));
+  EXPECT_EQ(plan.gather_strides, (std::vector<int64_t>{1, 63, 9}));
+  // x.t() of a matrix followed by work: the transposed input is copied, then the work runs
+  Problem m = synthetic({{"in0", DType::f32, {4, 6}}}, {}, {6, 4});
+  nlohmann::json y = node("y", "placeholder", "y", nlohmann::json::array());
+  y["tensor"] = "in0";
+  nlohmann::json h = {{"nodes",
+                       {y, node("t", "call_method", "t", {ref("y")}), node("r", "call_function", "torch.relu", {ref("t")}),
+                        node("output", "output", "output", {ref("r")})}}};
+  KernelPlan tr = plan_kernel(m, h);
+  ASSERT_EQ(tr.kind, "chain") << tr.reason;
+  EXPECT_EQ(tr.stages[0].kind, "gather");
+  EXPECT_EQ(tr.stages[0].gather_strides, (std::vector<int64_t>{1, 6}));
+}
+
 }  // namespace
 }  // namespace mblast::policy

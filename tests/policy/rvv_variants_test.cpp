@@ -882,6 +882,70 @@ TEST_F(SyntheticProblems, ChainLogSumExp) {
   expect_variants_correct(p, plan);
 }
 
+// Attention over a fused QKV tensor [B, S, 3 * D], written as a transformer block writes it:
+// reshape by sizes read from x, permute to (3, B, H, S, Dh), q/k/v by index, softmax(q k^T / 2)
+// v, the heads merged back by transpose and reshape: four gathers (q, k, v, the context) around
+// two batched products and a softmax, every stage's variants correct.
+TEST_F(SyntheticProblems, ChainAttentionHeadsThroughViews) {
+  Synthetic s{"chain_attention_views",
+              nlohmann::json::array({spec("x", {2, 5, 72})}),
+              nlohmann::json::array(),
+              spec("y", {2, 5, 24}),
+              "    return {'x': sample(rng, (2, 5, 72), distribution, 'f32')}",
+              "    return {}",
+              "    t = inputs['x'].astype(np.float64).reshape(2, 5, 3, 4, 6).transpose(2, 0, 3, 1, 4)\n"
+              "    z = t[0] @ t[1].transpose(0, 1, 3, 2) * 0.5\n"
+              "    e = np.exp(z - z.max(axis=-1, keepdims=True))\n"
+              "    ctx = (e / e.sum(axis=-1, keepdims=True)) @ t[2]\n"
+              "    return {'y': ctx.transpose(0, 2, 1, 3).reshape(2, 5, 24)}",
+              1e-5, 1e-5};
+  const Problem p = write_problem(s);
+  auto method = [](const std::string& name, const std::string& fn, nlohmann::json args) {
+    return graph_node(name, "call_method", fn, std::move(args));
+  };
+  auto item = [](const std::string& name, int i) { return graph_node(name, "call_function", "_operator.getitem", {graph_ref("pm"), i}); };
+  const nlohmann::json g = {
+      {"nodes",
+       {graph_tensor("x", "placeholder", "x"), method("b", "size", {graph_ref("x"), 0}), method("s", "size", {graph_ref("x"), 1}),
+        method("r", "reshape", {graph_ref("x"), graph_ref("b"), graph_ref("s"), 3, 4, 6}),
+        method("pm", "permute", {graph_ref("r"), 2, 0, 3, 1, 4}), item("q", 0), item("k", 1), item("v", 2),
+        method("kt", "transpose", {graph_ref("k"), -2, -1}),
+        graph_node("mm", "call_function", "torch.matmul", {graph_ref("q"), graph_ref("kt")}),
+        graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
+        graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
+        graph_node("ctx", "call_function", "torch.matmul", {graph_ref("sm"), graph_ref("v")}),
+        method("ct", "transpose", {graph_ref("ctx"), 1, 2}), method("y", "reshape", {graph_ref("ct"), graph_ref("b"), graph_ref("s"), 24}),
+        graph_node("output", "output", "output", {graph_ref("y")})}}};
+  const KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "chain") << plan.reason;
+  ASSERT_EQ(plan.stages.size(), 7u) << plan.summary();
+  expect_variants_correct(p, plan);
+}
+
+// A strided copy on its own: x.transpose(1, 2) * 0.5 (the innermost stride 9: strided loads)
+// and the scalar variant.
+TEST_F(SyntheticProblems, GatherTransposedWithEpilogue) {
+  Synthetic s{"gather_transpose",
+              nlohmann::json::array({spec("x", {3, 7, 9})}),
+              nlohmann::json::array(),
+              spec("y", {3, 9, 7}),
+              "    return {'x': sample(rng, (3, 7, 9), distribution, 'f32')}",
+              "    return {}",
+              "    return {'y': inputs['x'].astype(np.float64).transpose(0, 2, 1) * 0.5}",
+              0.0, 0.0};
+  const Problem p = write_problem(s);
+  KernelPlan plan;
+  plan.kind = "gather";
+  plan.source = 0;
+  plan.gather_shape = {3, 9, 7};
+  plan.gather_strides = {63, 1, 9};
+  plan.out_shape = {3, 9, 7};
+  plan.out_numel = 189;
+  ExprBuilder b;
+  plan.expr = b.done(b.b("mul", b.acc(), b.c(0.5)));
+  expect_variants_correct(p, plan, true);
+}
+
 // ---- accuracy of the vector math ------------------------------------------------------------
 
 struct MathCase {

@@ -118,6 +118,9 @@ struct KernelPlan {
   //              -inf for max, 0 for avg)
   // conv         output[n, co, oh, ow] = epilogue(sum over ci, r, c of x[n, ci, ...] * w[co, ci, r, c])
   //              (the bias, a following batch norm and activations are the epilogue)
+  // gather       output = epilogue(x viewed with strides): element (i_0, ..., i_r) of
+  //              `gather_shape` is x[gather_offset + sum_d i_d * gather_strides[d]] (a permute,
+  //              a transpose of any two dims or an x[i] made dense)
   // chain        several of the above run in order (`stages`); each but the last writes a
   //              temporary tensor that later stages read (a graph with more than one producer,
   //              or with work before a producer)
@@ -146,6 +149,10 @@ struct KernelPlan {
   ConvShape conv;
   int conv_weight = -1;
   bool conv_weight_is_param = true;
+
+  // gather (x is input `source`)
+  std::vector<int64_t> gather_shape, gather_strides;
+  int64_t gather_offset = 0;
 
   // matmul: A and B are problem tensors (`a_is_param` / `b_is_param` say which list)
   int a = -1, b = -1;

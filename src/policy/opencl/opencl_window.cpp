@@ -1,6 +1,7 @@
-// OpenCL kernels for the window kinds, pooling and direct convolution: one work-item per output
-// element (or a few, strided) walks its window (gpu::pool_window / gpu::conv_window), the
-// epilogue applied before the one store.
+// OpenCL kernels for the window kinds, pooling, direct convolution and gather (a strided copy):
+// one work-item per output element (or a few, strided) walks its window (gpu::pool_window /
+// gpu::conv_window) or reads its one source element (gpu::gather_window), the epilogue applied
+// before the one store.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -27,16 +28,18 @@ Design make(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
   if (conv) {
     k += gpu::conv_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ", "__global ");
     k += "    (void)n;\n";
+  } else if (plan.kind == "gather") {
+    k += gpu::gather_window(plan, x, "i", idx, "    ");
   } else {
     k += gpu::pool_window(plan, x, "i", idx, "    ", "__global ");
     k += "    (void)plane;\n";
   }
   k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n}\n";
   Design d;
-  d.family = conv ? "opencl.conv.direct" : "opencl.pool.direct";
+  d.family = conv ? "opencl.conv.direct" : plan.kind == "gather" ? "opencl.gather.direct" : "opencl.pool.direct";
   d.params = {{"ept", ept}, {"wg", wg}};
   d.description = fmt::format("{}, {} output(s) per work-item (strided), work-group {}{}",
-                              conv ? std::string("direct convolution") : plan.pool_op + " pooling", ept,
+                              conv ? std::string("direct convolution") : plan.kind == "gather" ? std::string("strided copy") : plan.pool_op + " pooling", ept,
                               wg ? std::to_string(wg) : std::string("chosen by the implementation"),
                               gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"opencl.coalesced-access", "opencl.pocl-cpu-friendly-kernels"};

@@ -128,6 +128,7 @@ std::vector<Variant> layernorm_variants(const KernelPlan& plan, const Problem& p
 std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
 std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
+std::vector<Variant> gather_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
 // The variants of a single-kernel plan (not a chain), by its kind; none for a kind not generated.
 std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem);
 // A chain plan's variants: its stages' candidates composed into one file (rvv_chain.cpp).

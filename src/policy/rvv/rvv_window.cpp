@@ -6,6 +6,8 @@
 // gpu::conv_window). Max keeps NaN as PyTorch does; avg divides the sum by the window size (or by
 // the taps inside, without count_include_pad); a conv tap is one vfmacc by the scalar weight.
 // The epilogue (a conv's bias included) is a separate pass.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "../gpu_common.h"
@@ -177,7 +179,62 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
   return v;
 }
 
+// A gather (a permute or slice made dense): one output row (the innermost dim) at a time, its
+// source offset from the row's coordinates, the row copied VLMAX at a time by a strided load
+// (unit-stride where the innermost stride is 1); the scalar variant copies element by element.
+Variant gather_variant(const KernelPlan& plan, const Problem& problem, std::optional<Lmul> lm) {
+  const auto& shape = plan.gather_shape;
+  const auto& st = plan.gather_strides;
+  const int64_t inner = shape.back(), step = st.back(), rows = plan.out_numel / inner;
+  Variant v;
+  v.family = lm ? "rvv.gather.strided-rows" : "rvv.gather.scalar";
+  v.extension = ".rvv.c";
+  v.params = lm ? nlohmann::json{{"lmul", lm->name()}} : nlohmann::json::object();
+  v.actions = {"rvv.vector-length-agnostic"};
+  if (lm) {
+    v.actions.push_back("rvv.strip-mining-vsetvl");
+    v.actions.push_back(step == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns");
+  }
+  v.description = lm ? fmt::format("strided copy, rows of {} copied VLMAX at a time at LMUL {} ({} load)", inner, lm->name(),
+                                   step == 1 ? "a unit-stride" : "a strided")
+                     : std::string("strided copy in scalar C, one element at a time");
+  const Lmul l = lm.value_or(Lmul{1});
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, l);
+  s += run_begin(problem);
+  const std::string x = fmt::format("in{}", plan.source);
+  if (!lm) {
+    s += fmt::format("  for (int64_t i = 0; i < {}; ++i) {{\n", plan.out_numel);
+    s += gpu::gather_window(plan, x, "i", "int64_t", "    ");
+    s += "    out[i] = acc;\n  }\n";
+  } else {
+    KernelPlan rows_plan = plan;  // the row's first element: the gather over all dims but the last
+    rows_plan.gather_shape.pop_back();
+    rows_plan.gather_strides.pop_back();
+    s += fmt::format("  for (int64_t row = 0; row < {}; ++row) {{\n", rows);
+    if (rows_plan.gather_shape.empty()) s += fmt::format("    const int64_t src = {};\n", plan.gather_offset);
+    else s += gpu::gather_window(rows_plan, x, "row", "int64_t", "    ") + "    (void)acc;\n";
+    s += fmt::format("    const float* restrict from = {} + src;\n    float* restrict to = out + row * {};\n", x, inner);
+    s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", inner, l.vsetvl(), inner);
+    if (step == 1) s += fmt::format("      {}(to + j, {}(from + j, vl), vl);\n", l.f("vse32_v"), l.f("vle32_v"));
+    else
+      s += fmt::format("      {}(to + j, {}(from + (int64_t)j * {}, {} * sizeof(float), vl), vl);\n", l.f("vse32_v"), l.f("vlse32_v"),
+                       step, step);
+    s += "    }\n  }\n";
+  }
+  s += epilogue_pass(plan.expr, plan.out_numel, l, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
 }  // namespace
+
+std::vector<Variant> gather_variants(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Variant> v;
+  for (int m : {1, 4}) v.push_back(gather_variant(plan, problem, Lmul{m}));
+  v.push_back(gather_variant(plan, problem, std::nullopt));
+  return v;
+}
 
 std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> v;
