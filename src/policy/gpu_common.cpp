@@ -46,7 +46,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather", "cumsum"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -76,7 +76,9 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather") add({false, plan.source});
+  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" ||
+      plan.kind == "cumsum")
+    add({false, plan.source});
   if (plan.kind == "conv") add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
@@ -165,6 +167,14 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   return s;
 }
 
+bool scan_fits(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "cumsum") return false;
+  const ReduceShape& r = plan.rshape;
+  const auto* x = spec_of(problem, {false, plan.source});
+  return x && x->dtype == DType::f32 && r.outer >= 1 && r.reduce >= 1 && r.inner >= 1 &&
+         static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner && plan.out_numel == r.outer * r.reduce * r.inner;
+}
+
 bool gather_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "gather") return false;
   const auto& shape = plan.gather_shape;
@@ -226,6 +236,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
   if (plan.kind == "conv" && !conv_fits(plan, problem)) return false;
   if (plan.kind == "gather" && !gather_fits(plan, problem)) return false;
+  if (plan.kind == "cumsum" && !scan_fits(plan, problem)) return false;
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
     if (plan.out_numel != plan.batch * plan.m * plan.n) return false;

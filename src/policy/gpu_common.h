@@ -58,6 +58,9 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem);
 std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
                         const std::string& idx, const std::string& indent, const std::string& space = "");
 
+// A cumsum plan's [outer, reduce, inner] consistent with its input and output.
+bool scan_fits(const KernelPlan& plan, const Problem& problem);
+
 // A gather plan's view inside its source tensor (every element it reads exists).
 bool gather_fits(const KernelPlan& plan, const Problem& problem);
 

@@ -627,6 +627,18 @@ class Walker {
     return binary("add", unary("log", s), kept);
   }
 
+  // The inclusive cumulative sum along `dim`, x seen as [outer, reduce, inner].
+  Value cumsum(const Value& xin, int64_t dim) {
+    const Value x = producer_operand(xin, "cumsum");
+    if (x.is_param) throw Unsupported{"cumsum of a parameter"};
+    const int d = normalise_dim(dim, x.shape.size());
+    Value r = producer_result(x.shape);
+    cur_.kind = "cumsum";
+    cur_.source = x.index;
+    cur_.rshape = reduce_shape(x, d);
+    return r;
+  }
+
   Value softmax(const std::string& kind, const Value& xin, int64_t dim) {
     const Value x = producer_operand(xin, kind);
     if (x.is_param) throw Unsupported{kind + " of a parameter"};
@@ -1012,6 +1024,12 @@ class Walker {
       if (p != 0.0) throw Unsupported{"dropout with p > 0 while training (random)"};
       return x(0, "input");
     }
+    if (fn == "cumsum") {  // torch.cumsum(input, dim, dtype=None)
+      if (!arg(n, 2, "dtype").is_null()) throw Unsupported{"cumsum with a dtype"};
+      const nlohmann::json dim = arg(n, 1, "dim");
+      if (!dim.is_number_integer()) throw Unsupported{"cumsum without a dim"};
+      return cumsum(x(0, "input"), dim.get<int64_t>());
+    }
     if (fn == "logsumexp") return logsumexp(x(0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim"));
     if (fn == "sum" || fn == "mean" || fn == "amax" || fn == "amin") {
       std::string op = fn == "amax" ? "max" : fn == "amin" ? "min" : fn;
@@ -1205,7 +1223,7 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather") r.push_back(&s.source);
+    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather" || s.kind == "cumsum") r.push_back(&s.source);
     if (s.kind == "conv" && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
@@ -1381,6 +1399,10 @@ nlohmann::json KernelPlan::to_json() const {
                  {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
     if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
+  if (kind == "cumsum") {
+    j["source"] = source;
+    j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
+  }
   if (kind == "gather") {
     j["source"] = source;
     j["gather"] = {{"shape", gather_shape}, {"strides", gather_strides}, {"offset", gather_offset}};
@@ -1411,6 +1433,8 @@ std::string KernelPlan::summary() const {
   else if (kind == "conv")
     s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
                     conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+  else if (kind == "cumsum")
+    s = fmt::format("cumsum over [{}, {}, {}] (outer, reduce, inner)", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "gather")
     s = fmt::format("copy of {} (strides {}, offset {})", shape_text(gather_shape), shape_text(gather_strides), gather_offset);
   else if (kind == "matmul")

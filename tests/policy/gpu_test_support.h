@@ -560,6 +560,35 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = g;
     v.push_back(s);
   }
+  {  // cumsum(x, -1) * 0.5 over rows of 1500: more than one tile of every row design (a carry), a ragged last tile
+    Synthetic s;
+    s.name = "pt_cumsum_rows";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 1500})}, nlohmann::json::array(), tensor("y", {3, 1500}),
+                                  1e-4, 1e-4, 4500);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 1500), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) * 0.5}\n";
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.constant(0.5));
+    KernelPlan c = reduction("cumsum", "", {3, 1500, 1}, {3, 1500}, b.e);
+    s.plan = c;
+    v.push_back(s);
+  }
+  {  // cumsum(x, 1) of [2, 50, 7]: along a middle axis (inner 7)
+    Synthetic s;
+    s.name = "pt_cumsum_columns";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 50, 7})}, nlohmann::json::array(), tensor("y", {2, 50, 7}),
+                                  1e-5, 1e-5, 700);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 50, 7), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1)}\n";
+    s.plan = reduction("cumsum", "", {2, 50, 7}, {2, 50, 7}, identity_epilogue());
+    v.push_back(s);
+  }
   {  // x.transpose(1, 2) * 0.5: a strided innermost dim (stride 9)
     Synthetic s;
     s.name = "pt_gather_transpose";

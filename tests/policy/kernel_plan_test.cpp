@@ -689,5 +689,25 @@ TEST(KernelPlan, APermutedOutputIsOneGather) {
   EXPECT_EQ(tr.stages[0].gather_strides, (std::vector<int64_t>{1, 6}));
 }
 
+// cumsum along any dim, its epilogue fused; with a dtype it is refused.
+TEST(KernelPlan, CumsumAlongADim) {
+  Problem p = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 5, 6});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json g = {{"nodes",
+                       {x, node("c", "call_function", "torch.cumsum", {ref("x")}, {{"dim", 1}}),
+                        node("r", "call_function", "torch.relu", {ref("c")}), node("output", "output", "output", {ref("r")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "cumsum") << plan.reason;
+  EXPECT_EQ(plan.rshape.outer, 4);
+  EXPECT_EQ(plan.rshape.reduce, 5);
+  EXPECT_EQ(plan.rshape.inner, 6);
+  EXPECT_FALSE(plan.expr.is_identity_epilogue());
+  g["nodes"][1]["kwargs"]["dtype"] = "torch.float64";
+  plan = plan_kernel(p, g);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("dtype"), std::string::npos) << plan.reason;
+}
+
 }  // namespace
 }  // namespace mblast::policy

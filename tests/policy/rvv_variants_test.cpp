@@ -946,6 +946,47 @@ TEST_F(SyntheticProblems, GatherTransposedWithEpilogue) {
   expect_variants_correct(p, plan, true);
 }
 
+// cumsum(x, -1) * 0.5 of rows of 300 (several strips at any VLEN: the carry) and cumsum(x, 1)
+// of [2, 50, 7] (VLMAX columns at a time), planned from their graphs.
+TEST_F(SyntheticProblems, CumsumRowsAndColumns) {
+  Synthetic rows{"cumsum_rows",
+                 nlohmann::json::array({spec("x", {3, 300})}),
+                 nlohmann::json::array(),
+                 spec("y", {3, 300}),
+                 "    return {'x': sample(rng, (3, 300), distribution, 'f32')}",
+                 "    return {}",
+                 "    return {'y': np.cumsum(inputs['x'].astype(np.float64), axis=1) * 0.5}",
+                 1e-5, 1e-5};
+  const Problem p = write_problem(rows);
+  const nlohmann::json g = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"),
+                              graph_node("c", "call_function", "torch.cumsum", {graph_ref("x")}, {{"dim", -1}}),
+                              graph_node("y", "call_function", "operator.mul", {graph_ref("c"), 0.5}),
+                              graph_node("output", "output", "output", {graph_ref("y")})}}};
+  const KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "cumsum") << plan.reason;
+  EXPECT_EQ(plan.rshape.inner, 1);
+  expect_variants_correct(p, plan, true);
+
+  Synthetic cols{"cumsum_columns",
+                 nlohmann::json::array({spec("x", {2, 50, 7})}),
+                 nlohmann::json::array(),
+                 spec("y", {2, 50, 7}),
+                 "    return {'x': sample(rng, (2, 50, 7), distribution, 'f32')}",
+                 "    return {}",
+                 "    return {'y': np.cumsum(inputs['x'].astype(np.float64), axis=1)}",
+                 1e-5, 1e-5};
+  const Problem q = write_problem(cols);
+  const nlohmann::json h = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"),
+                              graph_node("c", "call_method", "cumsum", {graph_ref("x"), 1}),
+                              graph_node("output", "output", "output", {graph_ref("c")})}}};
+  const KernelPlan cp = plan_kernel(q, h);
+  ASSERT_EQ(cp.kind, "cumsum") << cp.reason;
+  EXPECT_EQ(cp.rshape.inner, 7);
+  expect_variants_correct(q, cp, true);
+}
+
 // ---- accuracy of the vector math ------------------------------------------------------------
 
 struct MathCase {

@@ -118,6 +118,7 @@ struct KernelPlan {
   //              -inf for max, 0 for avg)
   // conv         output[n, co, oh, ow] = epilogue(sum over ci, r, c of x[n, ci, ...] * w[co, ci, r, c])
   //              (the bias, a following batch norm and activations are the epilogue)
+  // cumsum       output[o, r, i] = epilogue(sum over r' <= r of x[o, r', i]) (source, rshape)
   // gather       output = epilogue(x viewed with strides): element (i_0, ..., i_r) of
   //              `gather_shape` is x[gather_offset + sum_d i_d * gather_strides[d]] (a permute,
   //              a transpose of any two dims or an x[i] made dense)
@@ -135,7 +136,7 @@ struct KernelPlan {
   // element, with Kind::Acc standing for the producer's value (identity when there is none).
   Expr expr;
 
-  // reduce / softmax / log_softmax / layernorm
+  // reduce / softmax / log_softmax / layernorm / cumsum
   int source = -1;  // input index of x
   ReduceShape rshape;
   std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax

@@ -62,6 +62,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
+// cumsum: block-wide scans of contiguous rows, or a thread per column (cuda_scan.cpp).
+std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);
 // conv through cuDNN's forward convolution, then the epilogue in place (cuda_cudnn.cpp).
 std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).

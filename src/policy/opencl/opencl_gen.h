@@ -89,6 +89,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
+// cumsum: a work-item per column, or work-group scans of contiguous rows (opencl_scan.cpp).
+std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);
 // conv as GEMMs through CLBlast: im2col into a temporary (none for a pointwise conv), one
 // strided-batched SGEMM, the epilogue in place (opencl_conv_gemm.cpp).
 std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& problem);

@@ -48,7 +48,8 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   for (const auto& n : plan.expr.nodes)
     if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
       return false;
-  if ((is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather") && !f32(false, plan.source))
+  if ((is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" || plan.kind == "cumsum") &&
+      !f32(false, plan.source))
     return false;
   if (plan.kind == "matmul" && (!f32(plan.a_is_param, plan.a) || !f32(plan.b_is_param, plan.b))) return false;
   const int64_t numel = static_cast<int64_t>(problem.outputs[0].numel());
@@ -67,6 +68,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "pool") return gpu::pool_fits(plan, problem);
   if (plan.kind == "conv") return gpu::conv_fits(plan, problem);
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
+  if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
   if (is_row_kind(plan.kind)) {
     const auto& r = plan.rshape;
     if (plan.kind == "layernorm" && r.inner != 1) return false;
@@ -197,6 +199,7 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
   if (plan.kind == "pool") return pool_variants(plan, problem);
   if (plan.kind == "conv") return conv_variants(plan, problem);
   if (plan.kind == "gather") return gather_variants(plan, problem);
+  if (plan.kind == "cumsum") return scan_variants(plan, problem);
   return {};
 }
 

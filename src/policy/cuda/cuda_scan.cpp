@@ -1,0 +1,105 @@
+// CUDA kernels for the scan kind (an inclusive cumulative sum along one axis, then the
+// epilogue). Contiguous rows (inner 1): one block per row walks it in tiles of block x V
+// elements; each thread sums its V consecutive elements, warp shuffles and one shared-memory
+// pass turn the threads' totals into a block-wide prefix, and the tile's total carries into the
+// next tile. Any axis: one thread per (outer, inner) column walks the axis in order, neighbouring
+// threads on neighbouring columns (coalesced when inner > 1).
+#include <fmt/format.h>
+
+#include "cuda_gen.h"
+
+namespace mblast::policy::cuda {
+
+namespace {
+
+Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_thread) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  const int warps = block / 32;
+  std::string k;
+  k += fmt::format("#define L {}\n#define V {}\n#define WARPS {}\n\n", r.reduce, per_thread, warps);
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_scan_rows({}) {{\n", block, kernel_params(tensors));
+  k += "  __shared__ float warp_total[WARPS];\n";
+  k += fmt::format("  const {0} row = static_cast<{0}>(blockIdx.x);\n", idx);
+  k += fmt::format("  const float* xr = {} + row * L;\n", x);
+  k += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
+  k += "  float carry = 0.0f;  // the sum of the row's earlier tiles\n";
+  k += fmt::format("  for ({} base = 0; base < L; base += {} * V) {{\n", idx, block);
+  k += fmt::format("    const {} first = base + static_cast<{}>(threadIdx.x) * V;\n", idx, idx);
+  k += "    float part[V];\n    float run = 0.0f;\n";
+  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) {\n";
+  k += "      run += first + j < L ? xr[first + j] : 0.0f;\n      part[j] = run;\n    }\n";
+  k += "    float incl = run;  // inclusive prefix of the threads' totals within the warp\n";
+  k += "#pragma unroll\n    for (int o = 1; o < 32; o <<= 1) {\n";
+  k += "      const float t = __shfl_up_sync(0xffffffffu, incl, o);\n      if (lane >= o) incl += t;\n    }\n";
+  k += "    if (lane == 31) warp_total[warp] = incl;\n    __syncthreads();\n";
+  k += "    if (warp == 0) {\n      float w = lane < WARPS ? warp_total[lane] : 0.0f;\n";
+  k += "#pragma unroll\n      for (int o = 1; o < WARPS; o <<= 1) {\n";
+  k += "        const float t = __shfl_up_sync(0xffffffffu, w, o);\n        if (lane >= o) w += t;\n      }\n";
+  k += "      if (lane < WARPS) warp_total[lane] = w;\n    }\n    __syncthreads();\n";
+  k += "    const float before = carry + (warp > 0 ? warp_total[warp - 1] : 0.0f) + incl - run;\n";
+  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) {\n";
+  k += fmt::format("      const {} i = row * L + first + j;\n", idx);
+  k += "      const float acc = before + part[j];\n";
+  k += "      if (first + j < L) out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n    }\n";
+  k += "    carry += warp_total[WARPS - 1];\n    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";
+  Design d;
+  d.family = "cuda.scan.block-rows";
+  d.params = {{"block", block}, {"per_thread", per_thread}};
+  d.description = fmt::format("inclusive scan, one {}-thread block per row in tiles of {} ({} consecutive elements per thread), "
+                              "warp shuffles and a shared-memory pass for the prefix, the tile's total carried{}",
+                              block, block * per_thread, per_thread, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"cuda.warp-shuffle-reduction", "cuda.block-size-tuning", "cuda.shared-memory-tiling"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_scan_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_rows\") != 0) return -1;\n",
+                              r.outer, block, call_args(tensors));
+  return d;
+}
+
+Design columns(const KernelPlan& plan, const Problem& problem, int block) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  std::string k;
+  k += fmt::format("#define COLS {}\n#define L {}\n#define INNER {}\n\n", r.outer * r.inner, r.reduce, r.inner);
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_scan_columns({}) {{\n", block, kernel_params(tensors));
+  k += fmt::format("  const {0} c = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;\n", idx, block);
+  k += "  if (c >= COLS) return;\n";
+  k += fmt::format("  const {} o = c / INNER, in = c % INNER;\n", idx);
+  k += "  float acc = 0.0f;\n";
+  k += fmt::format("  for ({} j = 0; j < L; ++j) {{\n", idx);
+  k += fmt::format("    const {} i = (o * L + j) * INNER + in;\n", idx);
+  k += fmt::format("    acc += {}[i];\n", x);
+  k += "    out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n  }\n}\n";
+  Design d;
+  d.family = "cuda.scan.columns";
+  d.params = {{"block", block}};
+  d.description = fmt::format("inclusive scan, one thread per column walking the axis in order, {}-thread blocks{}", block,
+                              gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_scan_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_columns\") != 0) return -1;\n",
+                              gpu::ceil_div(r.outer * r.inner, block), block, call_args(tensors));
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Design> v;
+  if (plan.rshape.inner == 1) {
+    for (int block : {256, 512, 1024})
+      for (int per_thread : {4, 8}) v.push_back(rows(plan, problem, block, per_thread));
+    v.push_back(columns(plan, problem, 128));
+  } else {
+    for (int block : {128, 256}) v.push_back(columns(plan, problem, block));
+  }
+  return v;
+}
+
+}  // namespace mblast::policy::cuda

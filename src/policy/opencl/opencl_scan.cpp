@@ -1,0 +1,108 @@
+// OpenCL kernels for the scan kind (an inclusive cumulative sum along one axis, then the
+// epilogue). One work-item per (outer, inner) column walking the axis in order: on a CPU
+// device (PoCL) a row per work-item is the fast form, and for inner > 1 neighbouring work-items
+// read neighbouring columns. Contiguous rows (inner 1) also get one work-group per row: each
+// work-item sums V consecutive elements, a Hillis-Steele pass in local memory gives the
+// work-items' prefix, and the tile's total carries into the next tile.
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
+
+namespace mblast::policy::opencl {
+
+namespace {
+
+Design columns(const KernelPlan& plan, const Problem& problem, int wg) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  std::string k;
+  k += fmt::format("#define COLS {}\n#define L {}\n#define INNER {}\n\n", r.outer * r.inner, r.reduce, r.inner);
+  k += "__kernel void mb_scan_columns(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} c = ({0})get_global_id(0);\n", idx);
+  k += "  if (c >= COLS) return;\n";
+  k += fmt::format("  const {} o = c / INNER, in = c % INNER;\n", idx);
+  k += "  float acc = 0.0f;\n";
+  k += fmt::format("  for ({} j = 0; j < L; ++j) {{\n", idx);
+  k += fmt::format("    const {} i = (o * L + j) * INNER + in;\n", idx);
+  k += fmt::format("    acc += {}[i];\n", x);
+  k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n}\n";
+  Design d;
+  d.family = "opencl.scan.columns";
+  d.params = {{"wg", wg}};
+  d.description = fmt::format("inclusive scan, one work-item per column walking the axis in order, work-group {}{}",
+                              wg ? std::to_string(wg) : std::string("chosen by the implementation"),
+                              gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.coalesced-access"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
+  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_scan_columns";
+  l.global = {r.outer * r.inner, 1, 1};
+  if (wg > 0) l.local = {wg, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return d;
+}
+
+Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int per_item) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  std::string k;
+  k += fmt::format("#define L {}\n#define V {}\n#define WG {}\n\n", r.reduce, per_item, wg);
+  k += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void mb_scan_rows(" + kernel_params(tensors) + ") {\n";
+  k += "  __local float total[WG];\n";
+  k += fmt::format("  const {0} row = ({0})get_group_id(0);\n", idx);
+  k += "  const int t = (int)get_local_id(0);\n";
+  k += fmt::format("  __global const float* xr = {} + row * L;\n", x);
+  k += "  float carry = 0.0f;  // the sum of the row's earlier tiles\n";
+  k += fmt::format("  for ({} base = 0; base < L; base += WG * V) {{\n", idx);
+  k += fmt::format("    const {} first = base + ({})t * V;\n", idx, idx);
+  k += "    float part[V];\n    float run = 0.0f;\n";
+  k += "    for (int j = 0; j < V; ++j) {\n      run += first + j < L ? xr[first + j] : 0.0f;\n      part[j] = run;\n    }\n";
+  k += "    total[t] = run;\n    barrier(CLK_LOCAL_MEM_FENCE);\n";
+  k += "    for (int o = 1; o < WG; o <<= 1) {  // Hillis-Steele: total[t] becomes the inclusive prefix\n";
+  k += "      const float add = t >= o ? total[t - o] : 0.0f;\n      barrier(CLK_LOCAL_MEM_FENCE);\n";
+  k += "      total[t] += add;\n      barrier(CLK_LOCAL_MEM_FENCE);\n    }\n";
+  k += "    const float before = carry + total[t] - run;\n";
+  k += "    for (int j = 0; j < V; ++j) {\n";
+  k += fmt::format("      const {} i = row * L + first + j;\n", idx);
+  k += "      const float acc = before + part[j];\n";
+  k += "      if (first + j < L) out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n    }\n";
+  k += "    carry += total[WG - 1];\n    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
+  Design d;
+  d.family = "opencl.scan.group-rows";
+  d.params = {{"wg", wg}, {"per_item", per_item}};
+  d.description = fmt::format("inclusive scan, one work-group of {} per row in tiles of {} ({} consecutive elements per work-item), "
+                              "a Hillis-Steele pass in local memory for the prefix, the tile's total carried{}",
+                              wg, wg * per_item, per_item, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"opencl.local-memory-tiling", "opencl.thread-coarsening", "opencl.reqd-work-group-size"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
+  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_scan_rows";
+  l.global = {r.outer * wg, 1, 1};
+  l.local = {wg, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Design> v;
+  v.push_back(columns(plan, problem, 0));
+  v.push_back(columns(plan, problem, 64));
+  if (plan.rshape.inner == 1)
+    for (int wg : {64, 256})
+      for (int per_item : {4, 16}) v.push_back(group_rows(plan, problem, wg, per_item));
+  return v;
+}
+
+}  // namespace mblast::policy::opencl
