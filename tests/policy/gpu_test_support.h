@@ -685,6 +685,33 @@ inline std::vector<Synthetic> chain_problems() {
     s.plan = p;
     v.push_back(s);
   }
+  {  // conv1x1(relu(conv3x3(x))): two convolutions in one candidate (on CUDA two cuDNN stages, each with its own state)
+    Synthetic s;
+    s.name = "pt_chain_conv_conv";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 8, 8})}, {tensor("w0", {4, 3, 3, 3}), tensor("w1", {5, 4, 1, 1})},
+                                  tensor("y", {2, 5, 8, 8}), 1e-5, 1e-4, 2 * 2 * 64 * (4 * 27 + 5 * 4));
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 8, 8), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w0\": sample(rng, (4, 3, 3, 3), \"normal\", \"f32\"), \"w1\": sample(rng, (5, 4, 1, 1), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    h = np.maximum(conv(inputs[\"x\"].astype(np.float64), params[\"w0\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 1), 0.0)\n"
+                     "    return {\"y\": conv(h, params[\"w1\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)}\n";
+    ExprBuilder re;
+    re.unary("relu", re.acc());
+    KernelPlan c0 = conv_plan({2, 4, 8, 8}, ConvShape{2, 3, 4, 1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1}, 0, re.e);
+    KernelPlan c1 = conv_plan({2, 5, 8, 8}, ConvShape{2, 4, 5, 1, 8, 8, 8, 8, 1, 1, 1, 1, 0, 0, 1, 1}, 1, identity_epilogue());
+    c1.source = 1;  // temporary 0
+    KernelPlan p;
+    p.kind = "chain";
+    p.out_shape = {2, 5, 8, 8};
+    p.out_numel = 640;
+    p.first_temp = 1;
+    p.temps = {TensorSpec{"mb_tmp0", DType::f32, {2, 4, 8, 8}}};
+    p.stages = {c0, c1};
+    s.plan = p;
+    v.push_back(s);
+  }
   return v;
 }
 

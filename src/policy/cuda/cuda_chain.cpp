@@ -4,6 +4,7 @@
 // between stages) and its #defines are undone after it (they name sizes: M, N, R, ...).
 //
 // Which combinations of the stages' designs are offered: gpu::chain_combinations.
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -13,6 +14,35 @@
 namespace mblast::policy::cuda {
 
 namespace {
+
+// A stage's own state (cuDNN's handle, descriptors, workspace) gets the suffix _s<i> on each
+// member, in its declarations and wherever the stage's code reads `s-><member>`, so that two
+// stages with the same kind of state keep theirs apart.
+struct StageState {
+  std::string fields, init, free, launch;
+};
+StageState own_state(const Design& p, size_t i) {
+  StageState r{p.state_fields, p.init_code, p.free_code, p.launch_code};
+  std::vector<std::string> names;
+  static const std::regex decl(R"(([A-Za-z_][A-Za-z0-9_]*)\s*(=[^,;]*)?\s*[,;])");
+  std::istringstream in(p.state_fields);
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find("//"));
+    const size_t space = line.find_first_not_of(' ');
+    if (space == std::string::npos) continue;
+    // after the type (the first token, with any '*'), the declarators
+    const size_t type_end = line.find_first_of(" *", space);
+    std::string rest = line.substr(line.find_first_not_of(" *", type_end));
+    for (std::sregex_iterator it(rest.begin(), rest.end(), decl), end; it != end; ++it) names.push_back((*it)[1].str());
+  }
+  const std::string suffix = fmt::format("_s{}", i);
+  for (const auto& n : names) {
+    const std::regex use("s->" + n + "\\b"), own("\\b" + n + "\\b(?=\\s*[=;,])");
+    for (std::string* code : {&r.init, &r.free, &r.launch}) *code = std::regex_replace(*code, use, "s->" + n + suffix);
+    r.fields = std::regex_replace(r.fields, own, n + suffix);
+  }
+  return r;
+}
 
 std::string indent(const std::string& code) {
   std::istringstream in(code);
@@ -29,6 +59,11 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
     const Design& p = *parts[i];
     const KernelPlan& stage = chain.stages[i];
     d.cublas = d.cublas || p.cublas;
+    const StageState st = own_state(p, i);
+    if (!p.includes.empty() && d.includes.find(p.includes) == std::string::npos) d.includes += p.includes;
+    d.state_fields += st.fields;
+    if (!st.init.empty()) d.init_code += fmt::format("  {{  // stage {}: {}\n{}  }}\n", i, p.family, indent(st.init));
+    if (!st.free.empty()) d.free_code += fmt::format("  {{  // stage {}\n{}  }}\n", i, indent(st.free));
     d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i, stage.summary(), i,
                                  p.device_code, i, gpu::undefs(p.device_code));
     std::string bind;
@@ -36,7 +71,7 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
     for (const auto& t : gpu::plan_tensors(stage))
       if (!t.is_param && t.index >= chain.first_temp)
         bind += fmt::format("    const float* {} = s->tmp[{}];\n", gpu::buffer_name(t), t.index - chain.first_temp);
-    d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind, indent(p.launch_code));
+    d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind, indent(st.launch));
   }
   return d;
 }

@@ -28,9 +28,13 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
     const KernelPlan& stage = chain.stages[i];
     if (!p.kernels.empty())
       d.kernels += fmt::format("// stage {}: {}\n{}\n{}\n", i, stage.summary(), stage_kernels(p.kernels, i), gpu::undefs(p.kernels));
+    // The stage's own temporaries (an im2col buffer) come after the chain's and earlier stages'.
+    const size_t own_base = d.temps.size();
+    d.temps.insert(d.temps.end(), p.temps.begin(), p.temps.end());
     // The stage writes its temporary (the last one the output) and reads earlier temporaries
     // where its plan reads inputs from first_temp on.
     auto buffer = [&](const std::string& b) -> std::string {
+      if (b.starts_with("tmp")) return fmt::format("tmp{}", own_base + static_cast<size_t>(std::stoi(b.substr(3))));
       if (b == "out") return i + 1 < parts.size() ? fmt::format("tmp{}", i) : b;
       if (b.starts_with("in")) {
         const int index = std::stoi(b.substr(2));
