@@ -192,7 +192,7 @@ int run_optimize(const OptimizeArgs& args) {
   } else if (!a.spec.empty()) {
     throw UserError("--spec goes with a kernel file, not a problem directory");
   }
-  loop::OptimizeInput oi{load_problem(in), find_target(target_name), {}, input};
+  loop::OptimizeInput oi{load_problem(in), find_target(target_name), {}, input, {}};
   a.start = start;
 
   // The actor: an LLM when one is configured (or asked for), else the builtin policy.
@@ -269,7 +269,7 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   policy::KernelPlan plan = policy::plan_kernel(problem);
   std::string note;
   auto variants = loop::builtin_variants(problem, target, plan, start ? read_file(*start) : "", ext, &note);
-  loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string()};
+  loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string(), {}};
   if (!start) {
     if (variants.empty())
       throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
