@@ -175,6 +175,38 @@ bool scan_fits(const KernelPlan& plan, const Problem& problem) {
          static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner && plan.out_numel == r.outer * r.reduce * r.inner;
 }
 
+std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c, const std::string& idx,
+                        const std::string& indent) {
+  const ReduceShape& r = plan.rshape;
+  std::string s;
+  s += fmt::format("{}const {} o = {} / {}, in = {} % {};\n", indent, idx, c, r.inner, c, r.inner);
+  s += indent + "float acc = 0.0f, comp = 0.0f;  // Kahan: comp is what acc lost to rounding\n";
+  s += fmt::format("{}for ({} j = 0; j < {}; ++j) {{\n", indent, idx, r.reduce);
+  s += fmt::format("{}  const {} i = (o * {} + j) * {} + in;\n", indent, idx, r.reduce, r.inner);
+  s += fmt::format("{}  const float y = {}[i] - comp, t = acc + y;\n", indent, x);
+  s += indent + "  comp = (t - acc) - y;\n" + indent + "  acc = t;\n";
+  s += fmt::format("{}  out[i] = {};\n{}}}\n", indent, render_at(plan, d, "i", "acc"), indent);
+  return s;
+}
+
+std::string scan_tile_parts(const Dialect& d, const std::string& indent) {
+  std::string s = indent + "float part[V];\n" + indent + "float run = 0.0f;\n";
+  if (d.name == "cuda") s += "#pragma unroll\n";
+  s += indent + "for (int j = 0; j < V; ++j) {\n";
+  s += indent + "  run += first + j < L ? xr[first + j] : 0.0f;\n" + indent + "  part[j] = run;\n" + indent + "}\n";
+  return s;
+}
+
+std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx, const std::string& indent) {
+  std::string s;
+  if (d.name == "cuda") s += "#pragma unroll\n";
+  s += indent + "for (int j = 0; j < V; ++j) {\n";
+  s += fmt::format("{}  const {} i = row * L + first + j;\n", indent, idx);
+  s += indent + "  const float acc = before + part[j];\n";
+  s += fmt::format("{}  if (first + j < L) out[i] = {};\n{}}}\n", indent, render_at(plan, d, "i", "acc"), indent);
+  return s;
+}
+
 bool gather_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "gather") return false;
   const auto& shape = plan.gather_shape;

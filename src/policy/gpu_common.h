@@ -61,6 +61,17 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
 // A cumsum plan's [outer, reduce, inner] consistent with its input and output.
 bool scan_fits(const KernelPlan& plan, const Problem& problem);
 
+// Pieces of the cumsum kernels both GPU backends write (C statements valid in CUDA and OpenCL C):
+// scan_column walks column `c` (outer o, inner in: an index expression of type `idx`) of x in
+// order, writing each element through the epilogue (the running sum compensated, Kahan's way:
+// a long sequential float sum drifts by sqrt(L) roundings, beyond the tolerance at L = 4096); scan_tile_parts declares `float part[V]`
+// and `float run`, the running sums of the V elements from xr[first] (zeros past L); and
+// scan_tile_store writes out[row * L + first + j] = epilogue(before + part[j]).
+std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c, const std::string& idx,
+                        const std::string& indent);
+std::string scan_tile_parts(const Dialect& d, const std::string& indent);
+std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx, const std::string& indent);
+
 // A gather plan's view inside its source tensor (every element it reads exists).
 bool gather_fits(const KernelPlan& plan, const Problem& problem);
 

@@ -2,7 +2,7 @@
 // epilogue). Contiguous rows (inner 1): one block per row walks it in tiles of block x V
 // elements; each thread sums its V consecutive elements, warp shuffles and one shared-memory
 // pass turn the threads' totals into a block-wide prefix, and the tile's total carries into the
-// next tile. Any axis: one thread per (outer, inner) column walks the axis in order, neighbouring
+// next tile (a Kahan-compensated running sum, as the column walk's). Any axis: one thread per (outer, inner) column walks the axis in order, neighbouring
 // threads on neighbouring columns (coalesced when inner > 1).
 #include <fmt/format.h>
 
@@ -25,12 +25,10 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += fmt::format("  const {0} row = static_cast<{0}>(blockIdx.x);\n", idx);
   k += fmt::format("  const float* xr = {} + row * L;\n", x);
   k += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
-  k += "  float carry = 0.0f;  // the sum of the row's earlier tiles\n";
+  k += "  float carry = 0.0f, comp = 0.0f;  // the sum of the row's earlier tiles, compensated (Kahan)\n";
   k += fmt::format("  for ({} base = 0; base < L; base += {} * V) {{\n", idx, block);
   k += fmt::format("    const {} first = base + static_cast<{}>(threadIdx.x) * V;\n", idx, idx);
-  k += "    float part[V];\n    float run = 0.0f;\n";
-  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) {\n";
-  k += "      run += first + j < L ? xr[first + j] : 0.0f;\n      part[j] = run;\n    }\n";
+  k += gpu::scan_tile_parts(kCuda, "    ");
   k += "    float incl = run;  // inclusive prefix of the threads' totals within the warp\n";
   k += "#pragma unroll\n    for (int o = 1; o < 32; o <<= 1) {\n";
   k += "      const float t = __shfl_up_sync(0xffffffffu, incl, o);\n      if (lane >= o) incl += t;\n    }\n";
@@ -40,11 +38,9 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += "        const float t = __shfl_up_sync(0xffffffffu, w, o);\n        if (lane >= o) w += t;\n      }\n";
   k += "      if (lane < WARPS) warp_total[lane] = w;\n    }\n    __syncthreads();\n";
   k += "    const float before = carry + (warp > 0 ? warp_total[warp - 1] : 0.0f) + incl - run;\n";
-  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) {\n";
-  k += fmt::format("      const {} i = row * L + first + j;\n", idx);
-  k += "      const float acc = before + part[j];\n";
-  k += "      if (first + j < L) out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n    }\n";
-  k += "    carry += warp_total[WARPS - 1];\n    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";
+  k += gpu::scan_tile_store(plan, kCuda, idx, "    ");
+  k += "    const float y = warp_total[WARPS - 1] - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
+  k += "    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "cuda.scan.block-rows";
   d.params = {{"block", block}, {"per_thread", per_thread}};
@@ -65,16 +61,10 @@ Design columns(const KernelPlan& plan, const Problem& problem, int block) {
   const ReduceShape& r = plan.rshape;
   const std::string x = gpu::buffer_name({false, plan.source});
   std::string k;
-  k += fmt::format("#define COLS {}\n#define L {}\n#define INNER {}\n\n", r.outer * r.inner, r.reduce, r.inner);
   k += fmt::format("__global__ void __launch_bounds__({}) mb_scan_columns({}) {{\n", block, kernel_params(tensors));
   k += fmt::format("  const {0} c = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;\n", idx, block);
-  k += "  if (c >= COLS) return;\n";
-  k += fmt::format("  const {} o = c / INNER, in = c % INNER;\n", idx);
-  k += "  float acc = 0.0f;\n";
-  k += fmt::format("  for ({} j = 0; j < L; ++j) {{\n", idx);
-  k += fmt::format("    const {} i = (o * L + j) * INNER + in;\n", idx);
-  k += fmt::format("    acc += {}[i];\n", x);
-  k += "    out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n  }\n}\n";
+  k += fmt::format("  if (c >= {}) return;\n", r.outer * r.inner);
+  k += gpu::scan_column(plan, kCuda, x, "c", idx, "  ") + "}\n";
   Design d;
   d.family = "cuda.scan.columns";
   d.params = {{"block", block}};

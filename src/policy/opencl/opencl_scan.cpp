@@ -3,7 +3,7 @@
 // device (PoCL) a row per work-item is the fast form, and for inner > 1 neighbouring work-items
 // read neighbouring columns. Contiguous rows (inner 1) also get one work-group per row: each
 // work-item sums V consecutive elements, a Hillis-Steele pass in local memory gives the
-// work-items' prefix, and the tile's total carries into the next tile.
+// work-items' prefix, and the tile's total carries into the next tile (Kahan-compensated, as the column walk's sum).
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -18,16 +18,10 @@ Design columns(const KernelPlan& plan, const Problem& problem, int wg) {
   const ReduceShape& r = plan.rshape;
   const std::string x = gpu::buffer_name({false, plan.source});
   std::string k;
-  k += fmt::format("#define COLS {}\n#define L {}\n#define INNER {}\n\n", r.outer * r.inner, r.reduce, r.inner);
   k += "__kernel void mb_scan_columns(" + kernel_params(tensors) + ") {\n";
   k += fmt::format("  const {0} c = ({0})get_global_id(0);\n", idx);
-  k += "  if (c >= COLS) return;\n";
-  k += fmt::format("  const {} o = c / INNER, in = c % INNER;\n", idx);
-  k += "  float acc = 0.0f;\n";
-  k += fmt::format("  for ({} j = 0; j < L; ++j) {{\n", idx);
-  k += fmt::format("    const {} i = (o * L + j) * INNER + in;\n", idx);
-  k += fmt::format("    acc += {}[i];\n", x);
-  k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n}\n";
+  k += fmt::format("  if (c >= {}) return;\n", r.outer * r.inner);
+  k += gpu::scan_column(plan, kOpenCL, x, "c", idx, "  ") + "}\n";
   Design d;
   d.family = "opencl.scan.columns";
   d.params = {{"wg", wg}};
@@ -59,21 +53,18 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   k += fmt::format("  const {0} row = ({0})get_group_id(0);\n", idx);
   k += "  const int t = (int)get_local_id(0);\n";
   k += fmt::format("  __global const float* xr = {} + row * L;\n", x);
-  k += "  float carry = 0.0f;  // the sum of the row's earlier tiles\n";
+  k += "  float carry = 0.0f, comp = 0.0f;  // the sum of the row's earlier tiles, compensated (Kahan)\n";
   k += fmt::format("  for ({} base = 0; base < L; base += WG * V) {{\n", idx);
   k += fmt::format("    const {} first = base + ({})t * V;\n", idx, idx);
-  k += "    float part[V];\n    float run = 0.0f;\n";
-  k += "    for (int j = 0; j < V; ++j) {\n      run += first + j < L ? xr[first + j] : 0.0f;\n      part[j] = run;\n    }\n";
+  k += gpu::scan_tile_parts(kOpenCL, "    ");
   k += "    total[t] = run;\n    barrier(CLK_LOCAL_MEM_FENCE);\n";
   k += "    for (int o = 1; o < WG; o <<= 1) {  // Hillis-Steele: total[t] becomes the inclusive prefix\n";
   k += "      const float add = t >= o ? total[t - o] : 0.0f;\n      barrier(CLK_LOCAL_MEM_FENCE);\n";
   k += "      total[t] += add;\n      barrier(CLK_LOCAL_MEM_FENCE);\n    }\n";
   k += "    const float before = carry + total[t] - run;\n";
-  k += "    for (int j = 0; j < V; ++j) {\n";
-  k += fmt::format("      const {} i = row * L + first + j;\n", idx);
-  k += "      const float acc = before + part[j];\n";
-  k += "      if (first + j < L) out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n    }\n";
-  k += "    carry += total[WG - 1];\n    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
+  k += gpu::scan_tile_store(plan, kOpenCL, idx, "    ");
+  k += "    const float y = total[WG - 1] - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    carry = tc;\n";
+  k += "    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "opencl.scan.group-rows";
   d.params = {{"wg", wg}, {"per_item", per_item}};

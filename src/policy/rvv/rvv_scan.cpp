@@ -1,7 +1,7 @@
 // rvv candidates for the scan kind (an inclusive cumulative sum along one axis). Contiguous
 // rows (inner 1): each strip of a row is loaded once and scanned in registers, log2(vl) steps of
 // a slide-up by 1, 2, 4, ... (zeros shifted in) and an add, then the row's running total is
-// added and the strip's last element becomes the next total. Any other axis: VLMAX columns at
+// added and the strip's total joins it (compensated: Kahan's running sum). Any other axis: VLMAX columns at
 // a time, one add per step along the axis. The scalar variant is plain C for clang's
 // auto-vectoriser. The epilogue is a separate pass.
 #include <optional>
@@ -39,24 +39,27 @@ Variant scan_variant(const KernelPlan& plan, const Problem& problem, std::option
                    r.reduce * r.inner);
   if (!lm) {
     s += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n", r.inner);
-    s += "      float acc = 0.0f;\n";
+    s += "      float acc = 0.0f, comp = 0.0f;  // Kahan\n";
     s += fmt::format("      for (int64_t j = 0; j < {}; ++j) {{\n", r.reduce);
-    s += fmt::format("        acc += xo[j * {0} + i];\n        yo[j * {0} + i] = acc;\n      }}\n    }}\n", r.inner);
+    s += fmt::format("        const float y = xo[j * {0} + i] - comp, t = acc + y;\n", r.inner);
+    s += fmt::format("        comp = (t - acc) - y;\n        acc = t;\n        yo[j * {} + i] = acc;\n      }}\n    }}\n", r.inner);
   } else if (rows) {
-    s += "    float carry = 0.0f;\n";
+    s += "    float carry = 0.0f, comp = 0.0f;  // the row's earlier strips, compensated (Kahan)\n";
     s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", r.reduce, l.vsetvl(), r.reduce);
     s += fmt::format("      {} v = {}(xo + j, vl);\n", l.f32(), l.f("vle32_v"));
     s += fmt::format("      const {} zero = {}(0.0f, vl);\n", l.f32(), l.f("vfmv_v_f"));
     s += "      for (size_t step = 1; step < vl; step <<= 1)\n";
     s += fmt::format("        v = {}(v, {}(zero, v, step, vl), vl);\n", l.f("vfadd_vv"), l.f("vslideup_vx"));
-    s += fmt::format("      v = {}(v, carry, vl);\n", l.f("vfadd_vf"));
-    s += fmt::format("      {}(yo + j, v, vl);\n", l.f("vse32_v"));
-    s += fmt::format("      carry = __riscv_vfmv_f_s_f32{}_f32({}(v, vl - 1, vl));\n    }}\n", l.name(), l.f("vslidedown_vx"));
+    s += fmt::format("      const float total = __riscv_vfmv_f_s_f32{}_f32({}(v, vl - 1, vl));\n", l.name(), l.f("vslidedown_vx"));
+    s += fmt::format("      {}(yo + j, {}(v, carry, vl), vl);\n", l.f("vse32_v"), l.f("vfadd_vf"));
+    s += "      const float y = total - comp, t = carry + y;\n      comp = (t - carry) - y;\n      carry = t;\n    }\n";
   } else {
     s += fmt::format("    for (size_t i = 0, vl; i < {}; i += vl) {{\n      vl = {}({} - i);\n", r.inner, l.vsetvl(), r.inner);
-    s += fmt::format("      {} acc = {}(0.0f, vl);\n", l.f32(), l.f("vfmv_v_f"));
+    s += fmt::format("      {0} acc = {1}(0.0f, vl), comp = {1}(0.0f, vl);  // Kahan, per column\n", l.f32(), l.f("vfmv_v_f"));
     s += fmt::format("      for (int64_t j = 0; j < {}; ++j) {{\n", r.reduce);
-    s += fmt::format("        acc = {}(acc, {}(xo + j * {} + i, vl), vl);\n", l.f("vfadd_vv"), l.f("vle32_v"), r.inner);
+    s += fmt::format("        const {} y = {}({}(xo + j * {} + i, vl), comp, vl);\n", l.f32(), l.f("vfsub_vv"), l.f("vle32_v"), r.inner);
+    s += fmt::format("        const {} t = {}(acc, y, vl);\n", l.f32(), l.f("vfadd_vv"));
+    s += fmt::format("        comp = {0}({0}(t, acc, vl), y, vl);\n        acc = t;\n", l.f("vfsub_vv"));
     s += fmt::format("        {}(yo + j * {} + i, acc, vl);\n      }}\n    }}\n", l.f("vse32_v"), r.inner);
   }
   s += "  }\n";
