@@ -46,7 +46,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather", "cumsum"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather", "cumsum", "argmax"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -77,7 +77,7 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
     return r;
   }
   if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" ||
-      plan.kind == "cumsum")
+      plan.kind == "cumsum" || plan.kind == "argmax")
     add({false, plan.source});
   if (plan.kind == "conv") add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
@@ -167,6 +167,20 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   return s;
 }
 
+bool argmax_fits(const KernelPlan& plan, const Problem& problem) {
+  if (plan.kind != "argmax" || !plan.expr.is_identity_epilogue()) return false;
+  const ReduceShape& r = plan.rshape;
+  const auto* x = spec_of(problem, {false, plan.source});
+  return x && x->dtype == DType::f32 && problem.outputs.size() == 1 && problem.outputs[0].dtype == DType::i64 && r.outer >= 1 &&
+         r.reduce >= 1 && r.inner >= 1 && static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner &&
+         plan.out_numel == r.outer * r.inner && r.reduce < (int64_t{1} << 31);
+}
+
+std::string argmax_better() {
+  return "// PyTorch's argmax: the first maximum, a NaN larger than anything (the first NaN wins).\n"
+         "#define MB_TAKES(v, i, bv, bi) (((v) != (v)) ? ((bv) == (bv) || (i) < (bi)) : ((bv) == (bv) && ((v) > (bv) || ((v) == (bv) && (i) < (bi)))))\n";
+}
+
 bool scan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "cumsum") return false;
   const ReduceShape& r = plan.rshape;
@@ -237,7 +251,7 @@ std::string gather_window(const KernelPlan& plan, const std::string& x, const st
 
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (!kKinds.count(plan.kind)) return false;
-  if (problem.outputs.empty() || problem.outputs[0].dtype != DType::f32) return false;
+  if (problem.outputs.empty() || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32)) return false;
   if (plan.out_numel <= 0 || plan.out_numel != numel_of(problem.outputs[0].shape)) return false;
   for (const auto& t : plan_tensors(plan)) {
     const TensorSpec* s = spec_of(problem, t);
@@ -269,6 +283,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "conv" && !conv_fits(plan, problem)) return false;
   if (plan.kind == "gather" && !gather_fits(plan, problem)) return false;
   if (plan.kind == "cumsum" && !scan_fits(plan, problem)) return false;
+  if (plan.kind == "argmax" && !argmax_fits(plan, problem)) return false;
   if (plan.kind == "matmul") {
     if (plan.batch < 1 || plan.m < 1 || plan.n < 1 || plan.k < 1) return false;
     if (plan.out_numel != plan.batch * plan.m * plan.n) return false;

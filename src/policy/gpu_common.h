@@ -58,6 +58,13 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem);
 std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
                         const std::string& idx, const std::string& indent, const std::string& space = "");
 
+// An argmax plan: f32 input of [outer, reduce, inner], int64 output of [outer, inner], no epilogue.
+bool argmax_fits(const KernelPlan& plan, const Problem& problem);
+// `#define MB_TAKES(v, i, bv, bi)`: true when value v at index i replaces the best so far (bv at
+// bi) under PyTorch's argmax rule (the first maximum; NaN above all, the first NaN). C, CUDA and
+// OpenCL C alike.
+std::string argmax_better();
+
 // A cumsum plan's [outer, reduce, inner] consistent with its input and output.
 bool scan_fits(const KernelPlan& plan, const Problem& problem);
 

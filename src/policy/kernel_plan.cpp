@@ -114,7 +114,8 @@ class Walker {
     if (p_.outputs.size() != 1) throw Unsupported{fmt::format("{} outputs; the generators make one", p_.outputs.size())};
     // Inputs and parameters must be f32 where the graph reads them (tensor_named); others, such
     // as BatchNorm's int64 num_batches_tracked, are passed to the kernel and left alone.
-    if (p_.outputs[0].dtype != DType::f32) throw Unsupported{"the output is not f32"};
+    // An int64 output is an argmax's indices (finish() checks that it is).
+    if (p_.outputs[0].dtype != DType::f32 && p_.outputs[0].dtype != DType::i64) throw Unsupported{"the output is neither f32 nor int64"};
     for (const auto& n : graph["nodes"]) {
       std::string op = n.value("op", ""), name = n.value("name", "");
       if (op == "output") {
@@ -284,6 +285,7 @@ class Walker {
 
   // Ends the current stage with `v` (computed in it) as its result, written to a new temporary.
   Value materialise(const Value& v) {
+    if (cur_.kind == "argmax") throw Unsupported{"argmax's int64 indices read by later work (only an argmax as the output is generated)"};
     const int t = static_cast<int>(temps_.size());
     end_stage(v);
     temps_.push_back(TensorSpec{fmt::format("mb_tmp{}", t), DType::f32, v.shape});
@@ -343,6 +345,7 @@ class Walker {
     switch (v.kind) {
       case Value::Kind::Expr:
       case Value::Kind::Producer:
+        if (cur_.kind == "argmax") throw Unsupported{"work on argmax's int64 indices (only an argmax as the output is generated)"};
         return v.node;
       case Value::Kind::Scalar: {
         ExprNode n;
@@ -625,6 +628,25 @@ class Walker {
     if (kept.kind != Value::Kind::Tensor) throw Unsupported{"logsumexp: the row maxima were not kept"};
     kept.shape = s.shape;  // the same elements, with or without the reduced dim
     return binary("add", unary("log", s), kept);
+  }
+
+  // The index of the first maximum along `dim` (a NaN counts as the maximum, the first one wins:
+  // PyTorch's rule); the output is int64, so nothing may follow it.
+  Value argmax(const Value& xin, const nlohmann::json& dim, bool keepdim) {
+    if (!dim.is_number_integer()) throw Unsupported{"argmax over every element (no dim)"};
+    const Value x = producer_operand(xin, "argmax");
+    if (x.is_param) throw Unsupported{"argmax of a parameter"};
+    const int d = normalise_dim(dim.get<int64_t>(), x.shape.size());
+    std::vector<int64_t> shape;
+    for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) {
+      if (i != d) shape.push_back(x.shape[static_cast<size_t>(i)]);
+      else if (keepdim) shape.push_back(1);
+    }
+    Value r = producer_result(shape);
+    cur_.kind = "argmax";
+    cur_.source = x.index;
+    cur_.rshape = reduce_shape(x, d);
+    return r;
   }
 
   // The inclusive cumulative sum along `dim`, x seen as [outer, reduce, inner].
@@ -1024,6 +1046,10 @@ class Walker {
       if (p != 0.0) throw Unsupported{"dropout with p > 0 while training (random)"};
       return x(0, "input");
     }
+    if (fn == "argmax") {  // torch.argmax(input, dim=None, keepdim=False)
+      const nlohmann::json keepdim = arg(n, 2, "keepdim");
+      return argmax(x(0, "input"), arg(n, 1, "dim"), keepdim.is_boolean() && keepdim.get<bool>());
+    }
     if (fn == "cumsum") {  // torch.cumsum(input, dim, dtype=None)
       if (!arg(n, 2, "dtype").is_null()) throw Unsupported{"cumsum with a dtype"};
       const nlohmann::json dim = arg(n, 1, "dim");
@@ -1169,6 +1195,9 @@ class Walker {
       end_stage(raw);
     }
     cur_.out_shape = p_.outputs[0].shape;  // same elements, row-major: the linear indices agree
+    const bool int_out = p_.outputs[0].dtype == DType::i64;
+    if (int_out != (cur_.kind == "argmax")) throw Unsupported{int_out ? "the int64 output is not an argmax's" : "an argmax's indices as a float output"};
+    if (int_out && !done_.empty()) throw Unsupported{"an argmax after other kernels (only a lone argmax is generated)"};
     if (done_.empty()) {
       out_ = std::move(cur_);
       return;
@@ -1223,7 +1252,7 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather" || s.kind == "cumsum") r.push_back(&s.source);
+    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather" || s.kind == "cumsum" || s.kind == "argmax") r.push_back(&s.source);
     if (s.kind == "conv" && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
@@ -1399,7 +1428,7 @@ nlohmann::json KernelPlan::to_json() const {
                  {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
     if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
-  if (kind == "cumsum") {
+  if (kind == "cumsum" || kind == "argmax") {
     j["source"] = source;
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
   }
@@ -1433,6 +1462,8 @@ std::string KernelPlan::summary() const {
   else if (kind == "conv")
     s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
                     conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+  else if (kind == "argmax")
+    s = fmt::format("argmax over [{}, {}, {}] (outer, reduce, inner), int64 indices", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "cumsum")
     s = fmt::format("cumsum over [{}, {}, {}] (outer, reduce, inner)", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "gather")

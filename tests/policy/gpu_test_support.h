@@ -590,6 +590,38 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = reduction("cumsum", "", {2, 50, 7}, {2, 50, 7}, identity_epilogue());
     v.push_back(s);
   }
+  {  // argmax(x, -1) over rows of 3000 with ties (the first wins) and NaNs (the first NaN wins), int64 indices
+    Synthetic s;
+    s.name = "pt_argmax_rows";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {5, 3000})}, nlohmann::json::array(),
+                                  {{"name", "y"}, {"dtype", "i64"}, {"shape", {5}}}, 0.0, 0.0, 15000);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n"
+                     "    x = sample(rng, (5, 3000), distribution, \"f32\")\n"
+                     "    x[1, 17] = x[1, 2999] = 50.0\n"
+                     "    x[2, 400] = np.nan\n    x[2, 1200] = np.nan\n    x[2, 7] = 60.0\n"
+                     "    x[3, 2998] = np.inf\n"
+                     "    return {\"x\": x}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.argmax(inputs[\"x\"], axis=1).astype(np.int64)}\n";
+    KernelPlan a = reduction("argmax", "", {5, 3000, 1}, {5}, identity_epilogue());
+    s.plan = a;
+    v.push_back(s);
+  }
+  {  // argmax(x, 1) of [4, 50, 6]: along a middle axis (inner 6)
+    Synthetic s;
+    s.name = "pt_argmax_columns";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {4, 50, 6})}, nlohmann::json::array(),
+                                  {{"name", "y"}, {"dtype", "i64"}, {"shape", {4, 6}}}, 0.0, 0.0, 1200);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 50, 6), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.argmax(inputs[\"x\"], axis=1).astype(np.int64)}\n";
+    s.plan = reduction("argmax", "", {4, 50, 6}, {4, 6}, identity_epilogue());
+    v.push_back(s);
+  }
   {  // x.transpose(1, 2) * 0.5: a strided innermost dim (stride 9)
     Synthetic s;
     s.name = "pt_gather_transpose";

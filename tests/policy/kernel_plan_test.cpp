@@ -709,5 +709,36 @@ TEST(KernelPlan, CumsumAlongADim) {
   EXPECT_NE(plan.reason.find("dtype"), std::string::npos) << plan.reason;
 }
 
+// argmax: int64 indices as the output, nothing after it; a float output of an argmax, or work on
+// its indices, is refused.
+TEST(KernelPlan, ArgmaxOnlyAsTheOutput) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json g = {{"nodes",
+                       {x, node("a", "call_function", "torch.argmax", {ref("x")}, {{"dim", 1}, {"keepdim", true}}),
+                        node("output", "output", "output", {ref("a")})}}};
+  Problem p = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 1, 6});
+  p.outputs[0].dtype = DType::i64;
+  KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "argmax") << plan.reason;
+  EXPECT_EQ(plan.rshape.outer, 4);
+  EXPECT_EQ(plan.rshape.reduce, 5);
+  EXPECT_EQ(plan.rshape.inner, 6);
+  Problem f = p;
+  f.outputs[0].dtype = DType::f32;
+  EXPECT_EQ(plan_kernel(f, g).kind, "unsupported");
+  nlohmann::json more = {{"nodes",
+                          {x, node("a", "call_function", "torch.argmax", {ref("x")}, {{"dim", 1}, {"keepdim", true}}),
+                           node("m", "call_function", "operator.mul", {ref("a"), 2}), node("output", "output", "output", {ref("m")})}}};
+  KernelPlan m = plan_kernel(p, more);
+  EXPECT_EQ(m.kind, "unsupported");
+  EXPECT_NE(m.reason.find("argmax"), std::string::npos) << m.reason;
+  // an int64 output that is not an argmax's
+  nlohmann::json relu = {{"nodes", {x, node("r", "call_function", "torch.relu", {ref("x")}), node("output", "output", "output", {ref("r")})}}};
+  Problem q = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 5, 6});
+  q.outputs[0].dtype = DType::i64;
+  EXPECT_EQ(plan_kernel(q, relu).kind, "unsupported");
+}
+
 }  // namespace
 }  // namespace mblast::policy

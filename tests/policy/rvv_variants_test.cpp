@@ -993,6 +993,47 @@ TEST_F(SyntheticProblems, CumsumRowsAndColumns) {
   expect_variants_correct(q, cp, true);
 }
 
+// argmax(x, -1) over rows of 700 (lanes and a scalar tail at any VLEN) with ties and NaNs
+// (PyTorch's rule: the first maximum, a NaN above all, the first NaN), int64 indices; and along
+// a middle axis (the scalar variant), both planned from their graphs.
+TEST_F(SyntheticProblems, ArgmaxRowsWithTiesAndNaNAndColumns) {
+  Synthetic rows{"argmax_rows",
+                 nlohmann::json::array({spec("x", {4, 700})}),
+                 nlohmann::json::array(),
+                 {{"name", "y"}, {"dtype", "i64"}, {"shape", {4}}},
+                 "    x = sample(rng, (4, 700), distribution, 'f32')\n"
+                 "    x[1, 3] = x[1, 650] = 50.0\n    x[2, 100] = np.nan\n    x[2, 300] = np.nan\n    x[3, 699] = np.inf\n"
+                 "    return {'x': x}",
+                 "    return {}",
+                 "    return {'y': np.argmax(inputs['x'], axis=1).astype(np.int64)}",
+                 0.0, 0.0};
+  const Problem p = write_problem(rows);
+  const nlohmann::json g = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"),
+                              graph_node("a", "call_function", "torch.argmax", {graph_ref("x")}, {{"dim", -1}}),
+                              graph_node("output", "output", "output", {graph_ref("a")})}}};
+  const KernelPlan plan = plan_kernel(p, g);
+  ASSERT_EQ(plan.kind, "argmax") << plan.reason;
+  expect_variants_correct(p, plan, true);
+
+  Synthetic cols{"argmax_columns",
+                 nlohmann::json::array({spec("x", {4, 50, 6})}),
+                 nlohmann::json::array(),
+                 {{"name", "y"}, {"dtype", "i64"}, {"shape", {4, 6}}},
+                 "    return {'x': sample(rng, (4, 50, 6), distribution, 'f32')}",
+                 "    return {}",
+                 "    return {'y': np.argmax(inputs['x'], axis=1).astype(np.int64)}",
+                 0.0, 0.0};
+  const Problem q = write_problem(cols);
+  const nlohmann::json h = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"),
+                              graph_node("a", "call_method", "argmax", {graph_ref("x")}, {{"dim", 1}}),
+                              graph_node("output", "output", "output", {graph_ref("a")})}}};
+  const KernelPlan cp = plan_kernel(q, h);
+  ASSERT_EQ(cp.kind, "argmax") << cp.reason;
+  expect_variants_correct(q, cp, true);
+}
+
 // ---- accuracy of the vector math ------------------------------------------------------------
 
 struct MathCase {

@@ -4,7 +4,7 @@
 //
 // Every kind is described in terms of the problem's tensors, so a generator needs nothing else:
 // inputs are the problem's inputs in order, params its parameters in order, and the single
-// output is outputs[0] (dense, row-major).
+// output is outputs[0] (dense, row-major; f32, or int64 for an argmax).
 #pragma once
 
 #include <cstdint>
@@ -118,6 +118,8 @@ struct KernelPlan {
   //              -inf for max, 0 for avg)
   // conv         output[n, co, oh, ow] = epilogue(sum over ci, r, c of x[n, ci, ...] * w[co, ci, r, c])
   //              (the bias, a following batch norm and activations are the epilogue)
+  // argmax       output[o, i] = the first r where x[o, r, i] is largest (a NaN counts as the
+  //              largest), int64; no epilogue, and only as the whole plan (source, rshape)
   // cumsum       output[o, r, i] = epilogue(sum over r' <= r of x[o, r', i]) (source, rshape)
   // gather       output = epilogue(x viewed with strides): element (i_0, ..., i_r) of
   //              `gather_shape` is x[gather_offset + sum_d i_d * gather_strides[d]] (a permute,
@@ -136,7 +138,7 @@ struct KernelPlan {
   // element, with Kind::Acc standing for the producer's value (identity when there is none).
   Expr expr;
 
-  // reduce / softmax / log_softmax / layernorm / cumsum
+  // reduce / softmax / log_softmax / layernorm / cumsum / argmax
   int source = -1;  // input index of x
   ReduceShape rshape;
   std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax

@@ -64,6 +64,8 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // cumsum: block-wide scans of contiguous rows, or a thread per column (cuda_scan.cpp).
 std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);
+// argmax: block-wide (value, index) reductions of rows, or a thread per column (cuda_argmax.cpp).
+std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem& problem);
 // conv through cuDNN's forward convolution, then the epilogue in place (cuda_cudnn.cpp).
 std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).

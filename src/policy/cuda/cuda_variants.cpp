@@ -159,6 +159,7 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
+  if (plan.kind == "argmax") return argmax_designs(plan, problem);
   if (plan.kind == "conv") {
     std::vector<Design> v = cudnn_conv_designs(plan, problem);
     for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));

@@ -91,6 +91,8 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // cumsum: a work-item per column, or work-group scans of contiguous rows (opencl_scan.cpp).
 std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);
+// argmax: a work-item per column, or work-group trees over rows (opencl_argmax.cpp).
+std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem& problem);
 // conv as GEMMs through CLBlast: im2col into a temporary (none for a pointwise conv), one
 // strided-batched SGEMM, the epilogue in place (opencl_conv_gemm.cpp).
 std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& problem);

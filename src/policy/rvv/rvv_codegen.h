@@ -130,6 +130,7 @@ std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& proble
 std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
 std::vector<Variant> gather_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
 std::vector<Variant> scan_variants(const KernelPlan& plan, const Problem& problem);    // rvv_scan.cpp
+std::vector<Variant> argmax_variants(const KernelPlan& plan, const Problem& problem);  // rvv_argmax.cpp
 // The variants of a single-kernel plan (not a chain), by its kind; none for a kind not generated.
 std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem);
 // A chain plan's variants: its stages' candidates composed into one file (rvv_chain.cpp).

@@ -40,7 +40,7 @@ std::string check_params_body(const Problem& p) {
 // The plan names tensors that exist, with the element counts its kind implies; every tensor
 // it reads, and the output, is f32 (others, unread, are only shape-checked).
 bool plan_fits(const KernelPlan& plan, const Problem& problem) {
-  if (problem.outputs.size() != 1 || problem.outputs[0].dtype != DType::f32) return false;
+  if (problem.outputs.size() != 1 || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32)) return false;
   auto f32 = [&](bool param, int i) {
     const auto& list = param ? problem.parameters : problem.inputs;
     return i >= 0 && i < static_cast<int>(list.size()) && list[i].dtype == DType::f32;
@@ -48,7 +48,8 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   for (const auto& n : plan.expr.nodes)
     if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
       return false;
-  if ((is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" || plan.kind == "cumsum") &&
+  if ((is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" || plan.kind == "cumsum" ||
+       plan.kind == "argmax") &&
       !f32(false, plan.source))
     return false;
   if (plan.kind == "matmul" && (!f32(plan.a_is_param, plan.a) || !f32(plan.b_is_param, plan.b))) return false;
@@ -69,6 +70,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "conv") return gpu::conv_fits(plan, problem);
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
   if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
+  if (plan.kind == "argmax") return gpu::argmax_fits(plan, problem);
   if (is_row_kind(plan.kind)) {
     const auto& r = plan.rshape;
     if (plan.kind == "layernorm" && r.inner != 1) return false;
@@ -200,6 +202,7 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
   if (plan.kind == "conv") return conv_variants(plan, problem);
   if (plan.kind == "gather") return gather_variants(plan, problem);
   if (plan.kind == "cumsum") return scan_variants(plan, problem);
+  if (plan.kind == "argmax") return argmax_variants(plan, problem);
   return {};
 }
 

@@ -1,0 +1,90 @@
+// CUDA kernels for the argmax kind (int64 indices of the first maximum along one axis, NaN
+// above all as in PyTorch). Contiguous rows (inner 1): one block per row, each thread keeps the
+// best (value, index) of its strided elements, then warp shuffles and one shared-memory pass
+// pick the block's, ties to the lower index. Any axis: one thread per (outer, inner) column
+// walking the axis (coalesced when inner > 1).
+#include <fmt/format.h>
+
+#include "cuda_gen.h"
+
+namespace mblast::policy::cuda {
+
+namespace {
+
+// The kernel's parameters and the launch's arguments: the int64 output first, then x.
+std::string params(const KernelPlan& plan) {
+  return "long long* __restrict__ out, const float* __restrict__ " + gpu::buffer_name({false, plan.source});
+}
+std::string args(const KernelPlan& plan) {
+  return "reinterpret_cast<long long*>(out0), " + gpu::buffer_name({false, plan.source});
+}
+
+Design rows(const KernelPlan& plan, int block) {
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  const int warps = block / 32;
+  std::string k = gpu::argmax_better();
+  k += fmt::format("#define L {}LL\n#define WARPS {}\n\n", r.reduce, warps);
+  k += "__device__ __forceinline__ void mb_merge(float v, long long i, float& bv, long long& bi) {\n";
+  k += "  if (MB_TAKES(v, i, bv, bi)) {\n    bv = v;\n    bi = i;\n  }\n}\n\n";
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_argmax_rows({}) {{\n", block, params(plan));
+  k += "  __shared__ float wv[WARPS];\n  __shared__ long long wi[WARPS];\n";
+  k += fmt::format("  const float* xr = {} + static_cast<long long>(blockIdx.x) * L;\n", x);
+  k += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
+  k += "  float bv = -INFINITY;\n  long long bi = 0x7fffffffffffffffLL;\n";
+  k += fmt::format("  for (long long j = threadIdx.x; j < L; j += {}) mb_merge(xr[j], j, bv, bi);\n", block);
+  k += "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n";
+  k += "    const float v = __shfl_down_sync(0xffffffffu, bv, o);\n    const long long i = __shfl_down_sync(0xffffffffu, bi, o);\n";
+  k += "    mb_merge(v, i, bv, bi);\n  }\n";
+  k += "  if (lane == 0) {\n    wv[warp] = bv;\n    wi[warp] = bi;\n  }\n  __syncthreads();\n";
+  k += "  if (warp == 0) {\n    bv = lane < WARPS ? wv[lane] : -INFINITY;\n    bi = lane < WARPS ? wi[lane] : 0x7fffffffffffffffLL;\n";
+  k += "#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {\n";
+  k += "      const float v = __shfl_down_sync(0xffffffffu, bv, o);\n      const long long i = __shfl_down_sync(0xffffffffu, bi, o);\n";
+  k += "      mb_merge(v, i, bv, bi);\n    }\n";
+  k += "    if (lane == 0) out[blockIdx.x] = bi;\n  }\n}\n";
+  Design d;
+  d.family = "cuda.argmax.block-rows";
+  d.params = {{"block", block}};
+  d.description = fmt::format("argmax, one {}-thread block per row, (value, index) pairs reduced by warp shuffles and shared memory", block);
+  d.actions = {"cuda.warp-shuffle-reduction", "cuda.block-size-tuning", "cuda.coalesced-global-access"};
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_argmax_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_rows\") != 0) return -1;\n", r.outer,
+                              block, args(plan));
+  return d;
+}
+
+Design columns(const KernelPlan& plan, int block) {
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  std::string k = gpu::argmax_better();
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_argmax_columns({}) {{\n", block, params(plan));
+  k += fmt::format("  const long long c = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;\n", block);
+  k += fmt::format("  if (c >= {}LL) return;\n", r.outer * r.inner);
+  k += fmt::format("  const long long o = c / {0}, in = c % {0};\n", r.inner);
+  k += "  float bv = -INFINITY;\n  long long bi = 0x7fffffffffffffffLL;\n";
+  k += fmt::format("  for (long long j = 0; j < {}; ++j) {{\n", r.reduce);
+  k += fmt::format("    const float v = {}[(o * {} + j) * {} + in];\n", x, r.reduce, r.inner);
+  k += "    if (MB_TAKES(v, j, bv, bi)) {\n      bv = v;\n      bi = j;\n    }\n  }\n";
+  k += "  out[c] = bi;\n}\n";
+  Design d;
+  d.family = "cuda.argmax.columns";
+  d.params = {{"block", block}};
+  d.description = fmt::format("argmax, one thread per column walking the axis, {}-thread blocks", block);
+  d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning"};
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_argmax_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_columns\") != 0) return -1;\n",
+                              gpu::ceil_div(r.outer * r.inner, block), block, args(plan));
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem&) {
+  std::vector<Design> v;
+  if (plan.rshape.inner == 1)
+    for (int block : {256, 512, 1024}) v.push_back(rows(plan, block));
+  for (int block : {128, 256}) v.push_back(columns(plan, block));
+  return v;
+}
+
+}  // namespace mblast::policy::cuda
