@@ -181,6 +181,19 @@ std::string argmax_better() {
          "#define MB_TAKES(v, i, bv, bi) (((v) != (v)) ? ((bv) == (bv) || (i) < (bi)) : ((bv) == (bv) && ((v) > (bv) || ((v) == (bv) && (i) < (bi)))))\n";
 }
 
+std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64, const std::string& suffix,
+                          const std::string& indent) {
+  const ReduceShape& r = plan.rshape;
+  std::string s;
+  s += fmt::format("{0}const {1} o = c / {2}, in = c % {2};\n", indent, i64, r.inner);
+  s += fmt::format("{}float bv = -INFINITY;\n{}{} bi = 0x7fffffffffffffff{};\n", indent, indent, i64, suffix);
+  s += fmt::format("{}for ({} j = 0; j < {}; ++j) {{\n", indent, i64, r.reduce);
+  s += fmt::format("{}  const float v = {}[(o * {} + j) * {} + in];\n", indent, x, r.reduce, r.inner);
+  s += fmt::format("{0}  if (MB_TAKES(v, j, bv, bi)) {{\n{0}    bv = v;\n{0}    bi = j;\n{0}  }}\n{0}}}\n", indent);
+  s += indent + "out[c] = bi;\n";
+  return s;
+}
+
 bool scan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "cumsum") return false;
   const ReduceShape& r = plan.rshape;

@@ -64,6 +64,10 @@ bool argmax_fits(const KernelPlan& plan, const Problem& problem);
 // bi) under PyTorch's argmax rule (the first maximum; NaN above all, the first NaN). C, CUDA and
 // OpenCL C alike.
 std::string argmax_better();
+// The statements of an argmax over column `c` of x ([outer, reduce, inner]) storing out[c]: `i64`
+// is the 64-bit integer type ("long long" in CUDA, "long" in OpenCL C), `suffix` its literal's.
+std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64, const std::string& suffix,
+                          const std::string& indent);
 
 // A cumsum plan's [outer, reduce, inner] consistent with its input and output.
 bool scan_fits(const KernelPlan& plan, const Problem& problem);

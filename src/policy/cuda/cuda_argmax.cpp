@@ -60,12 +60,7 @@ Design columns(const KernelPlan& plan, int block) {
   k += fmt::format("__global__ void __launch_bounds__({}) mb_argmax_columns({}) {{\n", block, params(plan));
   k += fmt::format("  const long long c = static_cast<long long>(blockIdx.x) * {} + threadIdx.x;\n", block);
   k += fmt::format("  if (c >= {}LL) return;\n", r.outer * r.inner);
-  k += fmt::format("  const long long o = c / {0}, in = c % {0};\n", r.inner);
-  k += "  float bv = -INFINITY;\n  long long bi = 0x7fffffffffffffffLL;\n";
-  k += fmt::format("  for (long long j = 0; j < {}; ++j) {{\n", r.reduce);
-  k += fmt::format("    const float v = {}[(o * {} + j) * {} + in];\n", x, r.reduce, r.inner);
-  k += "    if (MB_TAKES(v, j, bv, bi)) {\n      bv = v;\n      bi = j;\n    }\n  }\n";
-  k += "  out[c] = bi;\n}\n";
+  k += gpu::argmax_column(plan, x, "long long", "LL", "  ") + "}\n";
   Design d;
   d.family = "cuda.argmax.columns";
   d.params = {{"block", block}};

@@ -22,12 +22,7 @@ Design columns(const KernelPlan& plan, int wg) {
   k += "__kernel void mb_argmax_columns(" + params(plan) + ") {\n";
   k += "  const long c = (long)get_global_id(0);\n";
   k += fmt::format("  if (c >= {}L) return;\n", r.outer * r.inner);
-  k += fmt::format("  const long o = c / {0}, in = c % {0};\n", r.inner);
-  k += "  float bv = -INFINITY;\n  long bi = 0x7fffffffffffffffL;\n";
-  k += fmt::format("  for (long j = 0; j < {}; ++j) {{\n", r.reduce);
-  k += fmt::format("    const float v = {}[(o * {} + j) * {} + in];\n", x, r.reduce, r.inner);
-  k += "    if (MB_TAKES(v, j, bv, bi)) {\n      bv = v;\n      bi = j;\n    }\n  }\n";
-  k += "  out[c] = bi;\n}\n";
+  k += gpu::argmax_column(plan, x, "long", "L", "  ") + "}\n";
   Design d;
   d.family = "opencl.argmax.columns";
   d.params = {{"wg", wg}};
