@@ -248,8 +248,8 @@ bool gather_fits(const KernelPlan& plan, const Problem& problem) {
   return last < static_cast<int64_t>(x->numel()) && plan.out_numel == numel_of(shape);
 }
 
-std::string gather_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
-                          const std::string& indent) {
+std::string gather_source_offset(const KernelPlan& plan, const std::string& i, const std::string& idx,
+                                 const std::string& indent) {
   const auto& shape = plan.gather_shape;
   const auto& st = plan.gather_strides;
   std::string s = fmt::format("{}{} rest = {}, src = {};\n", indent, idx, i, plan.gather_offset);
@@ -258,8 +258,12 @@ std::string gather_window(const KernelPlan& plan, const std::string& x, const st
     if (d == 0) s += fmt::format("{}src += rest * {};\n", indent, st[d]);
     else s += fmt::format("{}src += (rest % {}) * {};\n{}rest /= {};\n", indent, shape[d], st[d], indent, shape[d]);
   }
-  s += fmt::format("{}(void)rest;\n{}float acc = {}[src];\n", indent, indent, x);
-  return s;
+  return s + fmt::format("{}(void)rest;\n", indent);
+}
+
+std::string gather_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,
+                          const std::string& indent) {
+  return gather_source_offset(plan, i, idx, indent) + fmt::format("{}float acc = {}[src];\n", indent, x);
 }
 
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {

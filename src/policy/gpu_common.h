@@ -86,6 +86,11 @@ std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std:
 // A gather plan's view inside its source tensor (every element it reads exists).
 bool gather_fits(const KernelPlan& plan, const Problem& problem);
 
+// `src`, the offset in the gather's source tensor of the element that output element `i`
+// copies (the plan's offset and strides applied to i's coordinates in the gather's shape).
+std::string gather_source_offset(const KernelPlan& plan, const std::string& i, const std::string& idx,
+                                 const std::string& indent);
+
 // Like pool_window for a gather plan: `float acc`, the source element that output element `i`
 // copies (its offset and strides applied to i's coordinates in the gather's shape).
 std::string gather_window(const KernelPlan& plan, const std::string& x, const std::string& i, const std::string& idx,

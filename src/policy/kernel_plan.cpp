@@ -58,6 +58,9 @@ struct Value {
   std::vector<int64_t> strides;
   int64_t offset = 0;
   bool is_view() const { return kind == Kind::Tensor && !strides.empty(); }
+  // Not the dense row-major tensor `index` itself: a view, or the tensor with its last two dims
+  // swapped. Whatever reads only dense memory reads gathered(*this) instead.
+  bool strided() const { return is_view() || transposed; }
 
   bool computed() const { return kind == Kind::Expr || kind == Kind::Producer; }
 
@@ -75,6 +78,18 @@ struct Value {
     return r;
   }
 };
+
+// A kernel_size, stride, padding or dilation argument: an int, [int] or [int, int], as (h, w);
+// null gives (dflt, dflt). For a 1-d op the height is dflt and a pair is refused. nullopt: none
+// of these.
+std::optional<std::pair<int64_t, int64_t>> int_or_pair(const nlohmann::json& v, int64_t dflt, bool one_d) {
+  if (v.is_null()) return std::make_pair(dflt, dflt);
+  const nlohmann::json* one = v.is_number_integer() ? &v : v.is_array() && v.size() == 1 && v[0].is_number_integer() ? &v[0] : nullptr;
+  if (one) return std::make_pair(one_d ? dflt : one->get<int64_t>(), one->get<int64_t>());
+  if (!one_d && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
+    return std::make_pair(v[0].get<int64_t>(), v[1].get<int64_t>());
+  return std::nullopt;
+}
 
 // True when `from` broadcasts (numpy rules) to exactly `to`.
 bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
@@ -418,7 +433,7 @@ class Walker {
     Value v = resolve_view(vin);
     if (v.kind == Value::Kind::Scalar) throw Unsupported{what + " of a constant"};
     if (v.computed()) v = materialise(v);
-    if (v.is_view() || v.transposed) return gathered(v);
+    if (v.strided()) return gathered(v);
     return v;
   }
   // A matmul operand: as producer_operand, but a transposed tensor is read as it is, and a view
@@ -514,12 +529,8 @@ class Walker {
     const Value x = producer_operand(xin, op + "_pool2d");
     if (x.is_param) throw Unsupported{op + "_pool2d of a parameter"};
     if (x.shape.size() != 4 && x.shape.size() != 3) throw Unsupported{op + "_pool2d of a tensor that is not [N,] C, H, W"};
-    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
-      if (v.is_null()) return {dflt, dflt};
-      if (v.is_number_integer()) return {v.get<int64_t>(), v.get<int64_t>()};
-      if (v.is_array() && v.size() == 1 && v[0].is_number_integer()) return {v[0].get<int64_t>(), v[0].get<int64_t>()};
-      if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
-        return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) {
+      if (auto p = int_or_pair(v, dflt, false)) return *p;
       throw Unsupported{fmt::format("{}_pool2d: {} is not an int or a pair", op, what)};
     };
     PoolShape ps;
@@ -576,15 +587,13 @@ class Walker {
   Value conv(const Padded& in, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
              const nlohmann::json& pad, const nlohmann::json& dil, int64_t groups) {
     const Value x = producer_operand(in.v, "conv");
-    if (x.is_param || w.kind != Value::Kind::Tensor || w.transposed || w.is_view()) throw Unsupported{"conv of a computed weight"};
+    if (x.is_param) throw Unsupported{"conv of a parameter tensor"};
+    if (w.kind != Value::Kind::Tensor) throw Unsupported{"conv of a computed weight"};
+    if (w.strided()) throw Unsupported{"conv of a weight view (transposed, permuted or selected)"};
     const bool one_d = x.shape.size() == 3;
     if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size()) throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
-    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) -> std::pair<int64_t, int64_t> {
-      if (v.is_null()) return {dflt, dflt};
-      if (v.is_number_integer()) return {one_d ? dflt : v.get<int64_t>(), v.get<int64_t>()};
-      if (v.is_array() && v.size() == 1 && v[0].is_number_integer()) return {one_d ? dflt : v[0].get<int64_t>(), v[0].get<int64_t>()};
-      if (!one_d && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
-        return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) {
+      if (auto p = int_or_pair(v, dflt, one_d)) return *p;
       throw Unsupported{std::string("conv: ") + what + " is not an int or a pair (or a string padding)"};
     };
     ConvShape c;
@@ -675,7 +684,7 @@ class Walker {
   // A per-channel tensor ([C]) viewed as [C, 1, ..., 1] so that it broadcasts along dim 1 of a
   // tensor of rank `rank` (its memory is the same).
   static Value per_channel(const Value& v, size_t rank, const std::string& what) {
-    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.transposed || v.is_view()) throw Unsupported{what + " is not a per-channel tensor"};
+    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.strided()) throw Unsupported{what + " is not a per-channel tensor"};
     Value r = v;
     r.shape.resize(rank - 1, 1);
     return r;
@@ -859,7 +868,7 @@ class Walker {
       throw Unsupported{fmt::format("a reshape of [{}] to [{}]", shape_text(v.shape), shape_text(shape))};
     if (shape == v.shape) return v;
     if (v.computed()) v = materialise(v);
-    if (v.is_view() || v.transposed) v = gathered(v);
+    if (v.strided()) v = gathered(v);
     v.shape = std::move(shape);
     return v;
   }
@@ -942,7 +951,7 @@ class Walker {
     }
     if (fn == "contiguous" || fn == "clone") {
       const Value v = resolve_view(x());
-      return v.is_view() || v.transposed ? gathered(v) : v;
+      return v.strided() ? gathered(v) : v;
     }
     return std::nullopt;
   }
@@ -1171,7 +1180,7 @@ class Walker {
     Value raw = resolve_view(given);
     // The output is a view of a tensor (a permute of an input, of a computed value's temporary):
     // the last stage copies it, with the view's offset and strides.
-    if (raw.kind == Value::Kind::Tensor && (raw.is_view() || raw.transposed)) {
+    if (raw.kind == Value::Kind::Tensor && raw.strided()) {
       const Value v = view_of(raw);
       if (v.is_param) throw Unsupported{"a permuted or sliced parameter"};
       raw = producer_result(v.shape);
