@@ -15,6 +15,8 @@ OUT_DIR=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD_DIR:-build-gpu}
 mkdir -p "$OUT_DIR"
 export MBLAST_HOME=$ROOT
+# On a GPU machine the variant tests evaluate every variant, not CI's covering subset.
+export MBLAST_TEST_EVERY_VARIANT=${MBLAST_TEST_EVERY_VARIANT:-1}
 
 echo "== gpu_check: repo $ROOT, build $BUILD, logs $OUT_DIR"
 

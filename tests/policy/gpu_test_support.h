@@ -24,6 +24,7 @@
 #include "mblast/driver/runner_client.h"
 #include "mblast/policy/variants.h"
 #include "mblast/problem.h"
+#include "variant_subset.h"
 #include "test_env.h"
 
 namespace mblast::policy::gpu_test {
@@ -843,8 +844,9 @@ inline EvalOptions quick_timing() {
   return o;
 }
 
-// Evaluates every variant of the case's plan for `backend` on every target of that backend
-// available here (skips, with the reason, when there is none): each must be correct. Prints,
+// Evaluates the variants of the case's plan for `backend` (every one with
+// MBLAST_TEST_EVERY_VARIANT=1, else a covering subset: variant_subset.h) on every target of that
+// backend available here (skips, with the reason, when there is none): each must be correct. Prints,
 // per target, the best variant's median against the naive candidate's (hand-made problems).
 inline void evaluate_every_variant(const std::string& backend, const std::string& name) {
   std::string why;
@@ -859,7 +861,8 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
     double best = -1;
     std::string best_label, unit;
     size_t correct = 0;
-    for (size_t i = 0; i < variants.size(); ++i) {
+    const std::vector<size_t> chosen = variants_to_evaluate(variants);
+    for (size_t i : chosen) {
       const Variant& v = variants[i];
       const fs::path file = write_variant(backend, name, i, v);
       EvalOptions o = quick_timing();
@@ -890,7 +893,8 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
       if (best < 0 || median < best) best = median, best_label = label(v);
     }
     std::string line = "[ policy ] " + backend + "/" + name + " on " + t.name + ": " + std::to_string(correct) + "/" +
-                       std::to_string(variants.size()) + " variants correct";
+                       std::to_string(chosen.size()) + " variants correct (" + std::to_string(variants.size()) +
+                       " generated; MBLAST_TEST_EVERY_VARIANT=1 runs all)";
     if (best >= 0) line += "; best " + best_label + " median " + std::to_string(best) + " " + unit;
     const fs::path naive = c.problem.dir / "candidates" / ("naive." + backend + testing::candidate_extension(backend));
     if (c.hand_made && best >= 0 && fs::exists(naive)) {
