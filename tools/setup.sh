@@ -3,6 +3,7 @@
 # and a build in ./build. Safe to run again. Needs root (or sudo) for apt-get.
 #   tools/setup.sh            install, build
 #   tools/setup.sh --no-apt   build only (packages already installed)
+#   MBLAST_DEBUG_INFO=0 tools/setup.sh   build without debug info (CI does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +49,10 @@ if [[ ! -x .venv/bin/python3 ]] || ! .venv/bin/python3 -c "import numpy, safeten
 fi
 
 echo "setup: building in ./build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# MBLAST_DEBUG_INFO=0 (CI): the same -O2 code without -g; a quarter to a third less compile time.
+flags="-O2 -g -DNDEBUG"
+[[ ${MBLAST_DEBUG_INFO:-1} == 0 ]] && flags="-O2 -DNDEBUG"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$flags" >/dev/null
 ninja -C build
 echo "setup: done. Try: build/bin/mblast targets"
