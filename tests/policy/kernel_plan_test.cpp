@@ -503,6 +503,23 @@ TEST(KernelPlan, SaysWhyItCannot) {
   EXPECT_NE(plan.reason.find("before"), std::string::npos) << plan.reason;
 }
 
+// F.conv2d reads its weight as a dense tensor: a weight that is a view (here a transpose of its
+// first two dims) is refused with that reason, not read as if it were dense.
+TEST(KernelPlan, ConvOfAWeightViewIsRefusedAsAView) {
+  Problem p = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}}, {{"w", DType::f32, {4, 6, 3, 3}}}, {1, 6, 6, 6});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
+  w["tensor"] = "w";
+  nlohmann::json g = {{"nodes",
+                       {x, w, node("wt", "call_method", "transpose", {ref("w"), 0, 1}),
+                        node("c", "call_function", "torch.nn.functional.conv2d", {ref("x"), ref("wt")}),
+                        node("output", "output", "output", {ref("c")})}}};
+  KernelPlan plan = plan_kernel(p, g);
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("weight view"), std::string::npos) << plan.reason;
+}
+
 // Work before a producer, and a second producer, make a chain of stages joined by temporaries.
 TEST(KernelPlan, ChainsOfKernels) {
   Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
