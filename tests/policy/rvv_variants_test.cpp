@@ -297,11 +297,7 @@ TEST_P(HandMade, VariantsAreCorrect) {
   // The report below needs the best of all; correctness alone, a covering subset (variant_subset.h).
   const char* report = std::getenv("MBLAST_RVV_REPORT");
   const bool reporting = report && std::string(report) == "1";
-  std::vector<size_t> chosen = variants_to_evaluate(variants);
-  if (reporting) {
-    chosen.resize(variants.size());
-    for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = i;
-  }
+  const std::vector<size_t> chosen = variants_to_evaluate(variants, reporting || every_variant_requested());
   std::printf("[ policy ] rvv/%s: %zu of %zu variants evaluated at VLEN 256\n", p.name.c_str(), chosen.size(), variants.size());
   double best = 0;
   const Variant* best_v = nullptr;

@@ -32,11 +32,13 @@ inline std::set<std::string> variant_features(const Variant& v) {
   return f;
 }
 
-// Indices into `vs`, ascending: all of them when every_variant_requested(), else the covering subset.
-inline std::vector<size_t> variants_to_evaluate(const std::vector<Variant>& vs) {
-  std::vector<size_t> all(vs.size());
-  for (size_t i = 0; i < vs.size(); ++i) all[i] = i;
-  if (every_variant_requested()) return all;
+// Indices into `vs`, ascending: all of them when `every`, else the covering subset.
+inline std::vector<size_t> variants_to_evaluate(const std::vector<Variant>& vs, bool every = every_variant_requested()) {
+  if (every) {
+    std::vector<size_t> all(vs.size());
+    for (size_t i = 0; i < vs.size(); ++i) all[i] = i;
+    return all;
+  }
 
   std::set<size_t> pick;
   std::map<std::string, std::pair<size_t, size_t>> ends;  // family -> (first, last)
