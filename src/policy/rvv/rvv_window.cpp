@@ -211,8 +211,7 @@ Variant gather_variant(const KernelPlan& plan, const Problem& problem, std::opti
     rows_plan.gather_shape.pop_back();
     rows_plan.gather_strides.pop_back();
     s += fmt::format("  for (int64_t row = 0; row < {}; ++row) {{\n", rows);
-    if (rows_plan.gather_shape.empty()) s += fmt::format("    const int64_t src = {};\n", plan.gather_offset);
-    else s += gpu::gather_source_offset(rows_plan, "row", "int64_t", "    ");
+    s += gpu::gather_source_offset(rows_plan, "row", "int64_t", "    ");  // one row: src = the offset
     s += fmt::format("    const float* restrict from = {} + src;\n    float* restrict to = out + row * {};\n", x, inner);
     s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", inner, l.vsetvl(), inner);
     if (step == 1) s += fmt::format("      {}(to + j, {}(from + j, vl), vl);\n", l.f("vse32_v"), l.f("vle32_v"));
