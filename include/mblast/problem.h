@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,5 +59,7 @@ void ensure_problem_data(const Problem& p, bool quiet);
 
 // Loads one data file and checks each tensor against the specs (name, dtype, shape).
 TensorSet load_checked(const std::filesystem::path& file, const std::vector<TensorSpec>& specs);
+// The same check, on the file mapped rather than copied (for large reference data).
+std::unique_ptr<MappedSafetensors> map_checked(const std::filesystem::path& file, const std::vector<TensorSpec>& specs);
 
 }  // namespace mblast

@@ -153,16 +153,30 @@ void ensure_problem_data(const Problem& p, bool quiet) {
     std::fprintf(stderr, "%s", r.output.c_str());
 }
 
-TensorSet load_checked(const fs::path& file, const std::vector<TensorSpec>& specs) {
-  TensorSet set = load_safetensors(file);
+namespace {
+// Each spec's tensor is in the file with that dtype and shape.
+template <typename Set>
+void check_specs(const fs::path& file, const Set& set, const std::vector<TensorSpec>& specs) {
   for (const auto& s : specs) {
-    const HostTensor* t = set.find(s.name);
+    const auto* t = set.find(s.name);
     if (!t) throw UserError(file.string() + ": lacks tensor '" + s.name + "'");
     if (t->spec.dtype != s.dtype || t->spec.shape != s.shape)
       throw UserError(file.string() + ": tensor '" + s.name + "' is " + std::string(dtype_name(t->spec.dtype)) +
                       t->spec.shape_string() + " but problem.json says " + std::string(dtype_name(s.dtype)) + s.shape_string());
   }
+}
+}  // namespace
+
+TensorSet load_checked(const fs::path& file, const std::vector<TensorSpec>& specs) {
+  TensorSet set = load_safetensors(file);
+  check_specs(file, set, specs);
   return set;
+}
+
+std::unique_ptr<MappedSafetensors> map_checked(const fs::path& file, const std::vector<TensorSpec>& specs) {
+  auto mapped = std::make_unique<MappedSafetensors>(file);
+  check_specs(file, mapped->tensors(), specs);
+  return mapped;
 }
 
 }  // namespace mblast

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "mblast/error.h"
 #include "mblast/safetensors.h"
@@ -61,6 +64,50 @@ TEST(Safetensors, RejectsTruncatedAndInconsistentFiles) {
                UserError)
       << "overlapping tensors";
   EXPECT_THROW(parse_safetensors(forge("not json", 0)), UserError);
+}
+
+TEST(Safetensors, ViewsLayoutsAndMappedFilesAgreeWithTheCopies) {
+  TensorSet s;
+  s.add(make("x", DType::f32, {3, 5}, 9));
+  s.add(make("idx", DType::i64, {7}, 4));
+  auto blob = serialize_safetensors(s);
+
+  // Views point into the blob itself.
+  TensorViews v = view_safetensors(blob);
+  ASSERT_EQ(v.tensors.size(), 2u);
+  const TensorView* x = v.find("x");
+  ASSERT_NE(x, nullptr);
+  EXPECT_GE(x->data.data(), blob.data());
+  EXPECT_LE(x->data.data() + x->data.size(), blob.data() + blob.size());
+  EXPECT_TRUE(std::equal(x->data.begin(), x->data.end(), s.find("x")->data.begin()));
+
+  // A layout filled tensor by tensor is the same blob serialize_safetensors makes.
+  SafetensorsLayout l = layout_safetensors({s.tensors[0].spec, s.tensors[1].spec});
+  ASSERT_EQ(l.offsets.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) std::memcpy(l.blob.data() + l.offsets[i], s.tensors[i].data.data(), s.tensors[i].data.size());
+  EXPECT_EQ(l.blob, blob);
+
+  // A mapped file gives the same tensors; a damaged one is a UserError naming the file.
+  const auto path = std::filesystem::temp_directory_path() / ("mblast-map-" + std::to_string(::getpid()) + ".safetensors");
+  save_safetensors(path, s);
+  {
+    MappedSafetensors m(path);
+    const TensorView* idx = m.tensors().find("idx");
+    ASSERT_NE(idx, nullptr);
+    EXPECT_EQ(idx->spec.shape, std::vector<int64_t>{7});
+    EXPECT_TRUE(std::equal(idx->data.begin(), idx->data.end(), s.find("idx")->data.begin()));
+    EXPECT_EQ(load_safetensors(path).find("idx")->data, s.find("idx")->data);
+  }
+  std::filesystem::resize_file(path, blob.size() - 3);
+  try {
+    MappedSafetensors bad(path);
+    ADD_FAILURE() << "a truncated file was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_safetensors(path), UserError);
+  std::filesystem::remove(path);
+  EXPECT_THROW(MappedSafetensors{path}, UserError);  // missing
 }
 
 TEST(Tensor, ElementConversionCoversHalfAndBfloat) {
