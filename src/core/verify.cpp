@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <thread>
+#include <vector>
+#include <algorithm>
 
 namespace mblast {
 
@@ -28,42 +31,55 @@ std::string num(double v) {
   return o.str();
 }
 
-// The core loop shared by both checks, instantiated per element size and loader so the
-// per-element work is a load and a compare. `poison` < 0: no unwritten detection.
-template <size_t ES, typename Load>
-OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
-                       std::span<const std::byte> ref, int poison, const char* what, Load load) {
-  OutputCheck c;
-  const size_t n = spec.numel(), es = ES;
-  c.total = n;
-  if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
-    c.kind = FailureKind::runner_error;
-    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " + std::to_string(spec.nbytes());
-    return c;
+// What one stretch of elements contributed; stretches merge in order.
+struct Partial {
+  size_t matched = 0, unwritten = 0, non_finite = 0;
+  size_t first_unwritten, first_nonfinite, first_bad, worst_index = 0;
+  double max_abs_err = 0, max_rel_err = 0, worst_excess = -1;
+  explicit Partial(size_t n) : first_unwritten(n), first_nonfinite(n), first_bad(n) {}
+
+  void merge(const Partial& o) {
+    matched += o.matched;
+    unwritten += o.unwritten;
+    non_finite += o.non_finite;
+    first_unwritten = std::min(first_unwritten, o.first_unwritten);
+    first_nonfinite = std::min(first_nonfinite, o.first_nonfinite);
+    first_bad = std::min(first_bad, o.first_bad);
+    max_abs_err = std::max(max_abs_err, o.max_abs_err);
+    max_rel_err = std::max(max_rel_err, o.max_rel_err);
+    if (o.worst_excess > worst_excess) {  // a later stretch wins only when strictly worse, as in one pass
+      worst_excess = o.worst_excess;
+      worst_index = o.worst_index;
+    }
   }
-  const bool is_float = dtype_is_float(spec.dtype);
+};
+
+// The per-element loop, instantiated per element size and loader so its work is a load and a
+// compare. `poison` < 0: no unwritten detection.
+template <size_t ES, typename Load>
+Partial compare_range(const Tolerance& tol, bool is_float, const std::byte* got, const std::byte* ref, int poison,
+                      size_t n, size_t begin, size_t end, Load load) {
+  Partial c(n);
   std::byte pattern[ES];
   std::memset(pattern, poison < 0 ? 0 : poison, ES);
-  size_t first_unwritten = n, first_nonfinite = n, first_bad = n;
-  double worst_excess = -1;
-  for (size_t i = 0; i < n; ++i) {
-    const std::byte* g = got.data() + i * es;
-    const double e = load(ref.data(), i);
-    const double v = load(got.data(), i);
-    if (poison >= 0 && std::memcmp(g, pattern, ES) == 0 && std::memcmp(ref.data() + i * es, pattern, ES) != 0) {
+  for (size_t i = begin; i < end; ++i) {
+    const std::byte* g = got + i * ES;
+    const double e = load(ref, i);
+    const double v = load(got, i);
+    if (poison >= 0 && std::memcmp(g, pattern, ES) == 0 && std::memcmp(ref + i * ES, pattern, ES) != 0) {
       ++c.unwritten;
-      if (first_unwritten == n) first_unwritten = i;
+      if (c.first_unwritten == n) c.first_unwritten = i;
       continue;
     }
     if (is_float && std::isfinite(e) && !std::isfinite(v)) {
       ++c.non_finite;
-      if (first_nonfinite == n) first_nonfinite = i;
+      if (c.first_nonfinite == n) c.first_nonfinite = i;
       continue;
     }
     if (is_float && !std::isfinite(e)) {  // the reference itself is NaN/Inf: must match in kind
       const bool same = (std::isnan(e) && std::isnan(v)) || (std::isinf(e) && v == e);
       if (same) ++c.matched;
-      else if (first_bad == n) first_bad = i;
+      else if (c.first_bad == n) c.first_bad = i;
       continue;
     }
     const double err = std::fabs(v - e), mag = std::fabs(e);
@@ -73,23 +89,61 @@ OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<c
     if (err <= bound) {
       ++c.matched;
     } else {
-      if (err - bound > worst_excess) {
-        worst_excess = err - bound;
+      if (err - bound > c.worst_excess) {
+        c.worst_excess = err - bound;
         c.worst_index = i;
       }
-      if (first_bad == n) first_bad = i;
+      if (c.first_bad == n) c.first_bad = i;
     }
   }
+  return c;
+}
+
+// Large outputs are compared in stretches on several threads (a full-size output has hundreds
+// of millions of elements, checked after every run); the result is the same as one pass.
+template <size_t ES, typename Load>
+OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<const std::byte> got,
+                       std::span<const std::byte> ref, int poison, const char* what, Load load) {
+  OutputCheck c;
+  const size_t n = spec.numel();
+  c.total = n;
+  if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
+    c.kind = FailureKind::runner_error;
+    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " + std::to_string(spec.nbytes());
+    return c;
+  }
+  const bool is_float = dtype_is_float(spec.dtype);
+  constexpr size_t kStretch = size_t{1} << 22;
+  const size_t threads = std::min<size_t>({(n + kStretch - 1) / kStretch, std::max(1u, std::thread::hardware_concurrency()), 16});
+  Partial all(n);
+  if (threads <= 1) {
+    all = compare_range<ES>(tol, is_float, got.data(), ref.data(), poison, n, 0, n, load);
+  } else {
+    std::vector<Partial> parts(threads, Partial(n));
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        parts[t] = compare_range<ES>(tol, is_float, got.data(), ref.data(), poison, n, n * t / threads, n * (t + 1) / threads, load);
+      });
+    for (auto& th : pool) th.join();
+    for (const auto& p : parts) all.merge(p);
+  }
+  c.matched = all.matched;
+  c.unwritten = all.unwritten;
+  c.non_finite = all.non_finite;
+  c.max_abs_err = all.max_abs_err;
+  c.max_rel_err = all.max_rel_err;
+  c.worst_index = all.worst_index;
   auto at = [&](size_t i) { return "'" + spec.name + "'" + index_string(spec, i); };
   if (c.unwritten > 0) {
     c.kind = FailureKind::unwritten_output;
-    c.reason = std::to_string(c.unwritten) + " of " + std::to_string(n) + " elements of " + at(first_unwritten) +
+    c.reason = std::to_string(c.unwritten) + " of " + std::to_string(n) + " elements of " + at(all.first_unwritten) +
                " onward were never written (still hold the poison written before the call)";
-    c.worst_index = first_unwritten;
+    c.worst_index = all.first_unwritten;
   } else if (c.non_finite > 0) {
     c.kind = FailureKind::nan_or_inf;
-    c.reason = std::to_string(c.non_finite) + " elements are NaN or Inf where the reference is finite, first at " + at(first_nonfinite);
-    c.worst_index = first_nonfinite;
+    c.reason = std::to_string(c.non_finite) + " elements are NaN or Inf where the reference is finite, first at " + at(all.first_nonfinite);
+    c.worst_index = all.first_nonfinite;
   } else if (static_cast<double>(c.matched) < tol.min_match * static_cast<double>(n)) {
     c.kind = FailureKind::wrong_output;
     const size_t w = c.worst_index;

@@ -89,6 +89,32 @@ TEST(Verify, TwoRunsThatDisagreeAreNondeterministic) {
   EXPECT_TRUE(check_agreement(kSpec, kTol, r0, r0).ok());
 }
 
+TEST(Verify, LargeOutputsCheckedInStretchesGiveTheOnePassAnswer) {
+  // Over four million elements the check runs on several threads: the first unwritten element,
+  // the worst element and every count must still be those of one pass in order.
+  const size_t n = (size_t{1} << 24) + 3;
+  const TensorSpec spec{"y", DType::f32, {static_cast<int64_t>(n)}};
+  std::vector<float> ref(n);
+  for (size_t i = 0; i < n; ++i) ref[i] = static_cast<float>(i % 1000) * 0.5f - 200.f;
+  std::vector<float> got = ref;
+  got[n - 2] += 1.0f;           // wrong, in the last stretch
+  got[9'000'217] += 1.0f;       // as wrong (same reference value), earlier: ties go to the first
+  got[12'000'000] += 0.5f;      // wrong, less so
+  auto c = check_output(spec, kTol, floats(got), floats(ref), std::byte{0xFF});
+  EXPECT_EQ(c.kind, FailureKind::wrong_output);
+  EXPECT_EQ(c.matched, n - 3);
+  EXPECT_EQ(c.worst_index, 9'000'217u);
+  EXPECT_NEAR(c.max_abs_err, 1.0, 1e-3);
+  EXPECT_NE(c.reason.find("3 of " + std::to_string(n)), std::string::npos) << c.reason;
+
+  auto bytes = floats(got);
+  for (size_t i : {size_t{15'000'000}, size_t{5'000'000}}) std::memset(bytes.data() + 4 * i, 0xFF, 4);
+  auto u = check_output(spec, kTol, bytes, floats(ref), std::byte{0xFF});
+  EXPECT_EQ(u.kind, FailureKind::unwritten_output);
+  EXPECT_EQ(u.unwritten, 2u);
+  EXPECT_NE(u.reason.find("[5000000]"), std::string::npos) << u.reason;
+}
+
 TEST(Verify, IndexStringIsRowMajor) {
   EXPECT_EQ(index_string(TensorSpec{"t", DType::f32, {2, 3, 4}}, 23), "[1, 2, 3]");
 }
