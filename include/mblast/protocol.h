@@ -4,7 +4,9 @@
 //
 // Conversation for "eval" (see docs/runner-protocol.md):
 //   driver -> runner  {"op":"eval", ...} + inputs/parameters payload
-//   runner -> driver  {"stage":"verify", ...} + outputs of every verification run
+//   runner -> driver  {"stage":"verify_run", "case":{...}} + that run's outputs, once per run;
+//   driver -> runner  {"op":"continue"} or {"op":"stop"} after each of them
+//   runner -> driver  {"stage":"verify", "cases":[...]} once every run has been answered
 //   driver -> runner  {"op":"time"} or {"op":"stop"}
 //   runner -> driver  {"stage":"timing", ...} + outputs of the timed buffer sets
 // Any stage may instead be answered by {"stage":"failed","failure_kind":...,"reason":...}.
@@ -49,6 +51,9 @@ class MessageReader {
   // Returns nullopt on end of stream before the first byte of a message. Throws Timeout when
   // the deadline passes, Error on a malformed message or a stream cut inside one.
   std::optional<Message> read(Deadline deadline = std::nullopt);
+  // Gives a payload buffer back: the next payload that fits is read into it, so a conversation
+  // of many large messages does not fault in fresh pages for every one.
+  void recycle(std::vector<std::byte>&& buffer);
 
  private:
   bool wait_readable(Deadline deadline);  // throws Timeout
@@ -58,6 +63,7 @@ class MessageReader {
   size_t pos_ = 0;
   std::optional<Message> pending_;  // header parsed, payload still arriving
   size_t have_ = 0;                 // payload bytes of pending_ received so far
+  std::vector<std::vector<std::byte>> spares_;  // recycled payload buffers, at most two
 };
 
 // Why a candidate was not accepted. Candidate failures are results, never exceptions.

@@ -46,6 +46,15 @@ void write_message(int fd, nlohmann::json header, std::span<const std::byte> pay
   if (!payload.empty()) write_all(fd, payload.data(), payload.size());
 }
 
+void MessageReader::recycle(std::vector<std::byte>&& buffer) {
+  if (buffer.capacity() == 0) return;
+  buffer.clear();
+  spares_.push_back(std::move(buffer));
+  // Keep the two largest: a reader of one run's outputs while the previous run's are held.
+  std::sort(spares_.begin(), spares_.end(), [](const auto& a, const auto& b) { return a.capacity() > b.capacity(); });
+  if (spares_.size() > 2) spares_.resize(2);
+}
+
 bool MessageReader::wait_readable(Deadline deadline) {
   for (;;) {
     int wait_ms = -1;
@@ -98,7 +107,15 @@ std::optional<Message> MessageReader::read(Deadline deadline) {
       if (m.header.is_discarded() || !m.header.is_object()) throw Error("protocol: message header is not a JSON object");
       pos_ = static_cast<size_t>(it - buf_.begin()) + 1;
       // Payload bytes already read ahead, then the rest straight into the payload.
-      m.payload.resize(m.header.value("payload_bytes", size_t{0}));
+      const size_t payload_bytes = m.header.value("payload_bytes", size_t{0});
+      // The smallest spare that fits, unless it is more than twice what this payload needs.
+      for (size_t i = spares_.size(); i-- > 0;)
+        if (payload_bytes > 0 && spares_[i].capacity() >= payload_bytes && payload_bytes >= spares_[i].capacity() / 2) {
+          m.payload = std::move(spares_[i]);
+          spares_.erase(spares_.begin() + static_cast<ptrdiff_t>(i));
+          break;
+        }
+      m.payload.resize(payload_bytes);
       have_ = std::min(m.payload.size(), buf_.size() - pos_);
       std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
       pos_ += have_;

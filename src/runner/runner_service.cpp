@@ -65,6 +65,12 @@ std::string signal_name(int sig) {
   }
 }
 
+std::string fmt_number(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
 fs::path unique_dir(const fs::path& parent, const std::string& stem) {
   std::random_device rd;
   for (;;) {
@@ -144,8 +150,10 @@ class WorkerRun {
     }
   }
 
+  void recycle(std::vector<std::byte>&& payload) { reader_->recycle(std::move(payload)); }
+
   // The worker's next message, or a "failed" message saying why there is none.
-  Message receive(double timeout_s, const std::string& stage) {
+  Message receive(double timeout_s, const std::string& stage, const std::string& limit_note = "") {
     const auto deadline = protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     for (;;) {
       const auto slice = std::min(deadline, protocol::Clock::now() + std::chrono::milliseconds(20));
@@ -162,7 +170,7 @@ class WorkerRun {
         if (protocol::Clock::now() >= deadline) {
           child_.kill();
           return decorate({failed(FailureKind::timeout,
-                                  "no answer within " + fmt_seconds(timeout_s) + " s during " + stage + " (killed)", stage), {}});
+                                  "no answer within " + fmt_number(timeout_s) + " s" + limit_note + " during " + stage + " (killed)", stage), {}});
         }
       } catch (const Error& e) {
         return death(stage);
@@ -171,11 +179,6 @@ class WorkerRun {
   }
 
  private:
-  static std::string fmt_seconds(double s) {
-    std::ostringstream o;
-    o << s;
-    return o.str();
-  }
   json worker_landlock_;  // null: Landlock was applied before exec
   Message death(const std::string& stage) {
     auto exit = child_.wait(protocol::Clock::now() + std::chrono::seconds(5));
@@ -392,8 +395,25 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   for (const char* k : {"inputs", "parameters", "outputs", "seeds", "inits", "runs"})
     if (h.contains(k)) wreq[k] = h[k];
   w.send(wreq, req.payload);
-  Message v = w.receive(limits.value("run_s", 60.0), "verify");
-  v.header["build"] = build_info;
+  // Each verification run answers on its own, within the run limit plus the time its data
+  // takes to move (the driver sizes that). The driver's word on each run goes back to the
+  // worker: "continue", or anything else to end the runs.
+  const double run_s = limits.value("run_s", 60.0), data_s = limits.value("data_s", 0.0);
+  const std::string note = data_s > 0 ? " (" + fmt_number(run_s) + " s per run + " + fmt_number(data_s) + " s for the data it moves)" : " per run";
+  Message v;
+  for (;;) {
+    v = w.receive(run_s + data_s, "verify", note);
+    v.header["build"] = build_info;
+    if (v.header.value("stage", "") != "verify_run") break;
+    protocol::write_message(out_fd, v.header, v.payload);
+    w.recycle(std::move(v.payload));
+    auto word = driver.read();
+    if (!word || word->header.value("op", "") != "continue") {
+      w.send({{"op", "stop"}});
+      return;
+    }
+    w.send(word->header);
+  }
   protocol::write_message(out_fd, v.header, v.payload);
   if (v.header.value("stage", "") != "verify") return;
 

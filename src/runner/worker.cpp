@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <map>
 
 #include "mblast/protocol.h"
@@ -59,9 +61,9 @@ struct BufferSet {
     buffers.clear();
   }
   // Uploads the tensors named "<prefix><name>" from the payload.
-  void upload(Device& dev, const TensorSet& payload, const std::string& prefix) {
+  void upload(Device& dev, const TensorViews& payload, const std::string& prefix) {
     for (size_t i = 0; i < specs.size(); ++i) {
-      const HostTensor* t = payload.find(prefix + specs[i].name);
+      const TensorView* t = payload.find(prefix + specs[i].name);
       if (!t) throw Error("worker: payload lacks " + prefix + specs[i].name);
       if (t->data.size() != specs[i].nbytes()) throw Error("worker: payload size mismatch for " + specs[i].name);
       dev.upload(buffers[i], t->data);
@@ -70,22 +72,19 @@ struct BufferSet {
   void poison(Device& dev, std::byte value) {
     for (auto& b : buffers) dev.fill(b, value);
   }
-  void download_into(Device& dev, TensorSet& out, const std::string& prefix) {
-    for (size_t i = 0; i < specs.size(); ++i) {
-      HostTensor t;
-      t.spec = specs[i];
-      t.spec.name = prefix + specs[i].name;
-      t.data.resize(specs[i].nbytes());
-      dev.download(buffers[i], t.data);
-      out.add(std::move(t));
-    }
+  // Downloads tensor i to blob[offsets[first + i]] (a layout made for these specs, maybe among others).
+  void download_into(Device& dev, SafetensorsLayout& l, size_t first = 0) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      dev.download(buffers[i], std::span(l.blob).subspan(l.offsets[first + i], specs[i].nbytes()));
   }
-  json hashes(Device& dev) {
+  // `scratch` is kept by the caller: one host buffer for every hash of a session.
+  json hashes(Device& dev, std::vector<std::byte>& scratch) {
     json h = json::object();
     for (size_t i = 0; i < specs.size(); ++i) {
-      std::vector<std::byte> tmp(specs[i].nbytes());
-      dev.download(buffers[i], tmp);
-      h[specs[i].name] = content_hash_hex(tmp);
+      if (scratch.size() < specs[i].nbytes()) scratch.resize(specs[i].nbytes());
+      const std::span<std::byte> view = std::span(scratch).first(specs[i].nbytes());
+      dev.download(buffers[i], view);
+      h[specs[i].name] = content_hash_hex(view);
     }
     return h;
   }
@@ -97,9 +96,12 @@ struct BufferSet {
   }
 };
 
+// Called with each verification run's case and outputs; false: the driver wants no more runs.
+using RunSink = std::function<bool(const json& run_case, std::span<const std::byte> outputs)>;
+
 class Session {
  public:
-  Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorSet& payload)
+  Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorViews& payload)
       : dev_(dev), cand_(cand), payload_(payload), ctx_(dev.context()),
         in_specs_(specs_from(req.at("inputs"))), par_specs_(specs_from(req.at("parameters"))),
         out_specs_(specs_from(req.at("outputs"))) {
@@ -108,16 +110,26 @@ class Session {
     runs_ = req.value("runs", 2);
   }
 
-  // Every seed x init x run; outputs go to the payload as out/<seed>/<init>/<run>/<name>.
-  json verify(TensorSet& outputs) {
+  size_t run_count() const { return inits_.size() * seeds_.size() * static_cast<size_t>(std::max(runs_, 0)); }
+
+  // Every init x seed x run, in that order (the runs of one seed and init are adjacent). Each
+  // run's outputs go to `sink` as soon as the run is done (a safetensors blob of the outputs
+  // under their own names, reused from run to run), so no more than one run's outputs are ever
+  // held. Returns every case, or nullopt when the sink stopped the runs early.
+  std::optional<json> verify(const RunSink& sink) {
     json cases = json::array();
     BufferSet in(dev_, in_specs_), par(dev_, par_specs_), out(dev_, out_specs_);
-    for (int init : inits_) {
+    SafetensorsLayout blob = layout_safetensors(out_specs_);
+    std::vector<std::byte> scratch;
+    bool stopped = false;
+    for (size_t ii = 0; ii < inits_.size() && !stopped; ++ii) {
+      const int init = inits_[ii];
       par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
       void* state = prepare(par);
-      for (int seed : seeds_) {
+      for (size_t si = 0; si < seeds_.size() && !stopped; ++si) {
+        const int seed = seeds_[si];
         in.upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
-        for (int r = 0; r < runs_; ++r) {
+        for (int r = 0; r < runs_ && !stopped; ++r) {
           const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
           out.poison(dev_, poison);
           double t0 = now_s();
@@ -125,22 +137,25 @@ class Session {
           dev_.synchronize();
           double t1 = now_s();
           check_after_call(in, par, out);
-          const std::string key = "out/" + std::to_string(seed) + "/" + std::to_string(init) + "/" + std::to_string(r) + "/";
-          out.download_into(dev_, outputs, key);
+          out.download_into(dev_, blob);
           // Hashed after every run: a candidate that changes its inputs and changes them back on
           // the next call (a swap done twice) is caught too.
-          cases.push_back({{"seed", seed}, {"init", init}, {"run", r}, {"seconds", t1 - t0},
-                           {"poison", static_cast<int>(poison)}, {"prefix", key},
-                           {"input_hashes_after", in.hashes(dev_)}, {"param_hashes_after", par.hashes(dev_)}});
+          json c = {{"seed", seed}, {"init", init}, {"run", r}, {"seconds", t1 - t0},
+                    {"poison", static_cast<int>(poison)}, {"input_hashes_after", in.hashes(dev_, scratch)},
+                    {"param_hashes_after", par.hashes(dev_, scratch)}};
+          stopped = !sink(c, blob.blob);
+          cases.push_back(std::move(c));
         }
       }
       release(state);
     }
     in.release(dev_); par.release(dev_); out.release(dev_);
+    if (stopped) return std::nullopt;
     return cases;
   }
 
-  json time(const json& req, TensorSet& outputs) {
+  // The outputs left in the rotating buffer sets go to `outputs` as time/<set>/<name>.
+  json time(const json& req, SafetensorsLayout& outputs) {
     const int init = req.value("init", inits_.at(0));
     // A deterministic cost (an instruction count) needs no warm-up and no repetition beyond
     // one call per rotating buffer set; a time needs both.
@@ -197,9 +212,16 @@ class Session {
       samples.push_back(t);
       total += t;
     }
+    std::vector<TensorSpec> named;
+    for (int k = 0; k < rotate; ++k)
+      for (TensorSpec s : out_specs_) {
+        s.name = "time/" + std::to_string(k) + "/" + s.name;
+        named.push_back(std::move(s));
+      }
+    outputs = layout_safetensors(named);
     for (int k = 0; k < rotate; ++k) {
       check_after_call(ins[static_cast<size_t>(k)], par, outs[static_cast<size_t>(k)]);
-      outs[static_cast<size_t>(k)].download_into(dev_, outputs, sets[static_cast<size_t>(k)]["prefix"].get<std::string>());
+      outs[static_cast<size_t>(k)].download_into(dev_, outputs, static_cast<size_t>(k) * out_specs_.size());
     }
     release(state);
     for (auto& s : ins) s.release(dev_);
@@ -242,7 +264,7 @@ class Session {
 
   Device& dev_;
   const CandidateEntry& cand_;
-  const TensorSet& payload_;
+  const TensorViews& payload_;
   mblast_context ctx_;
   std::vector<TensorSpec> in_specs_, par_specs_, out_specs_;
   std::vector<int> seeds_, inits_;
@@ -335,21 +357,32 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       send_failure(out_fd, FailureKind::abi_error, "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
       return 0;
     }
-    const TensorSet payload = parse_safetensors(req->payload);
+    const TensorViews payload = view_safetensors(req->payload);  // req outlives the session
     Session session(*dev, cand, h, payload);
     stage = "verify";
-    TensorSet outs;
     const double t_verify = now_s();
-    json cases = session.verify(outs);
+    const json device = dev->describe();
+    size_t index = 0;
+    const size_t of = session.run_count();
+    // One message per run, then the driver's word before the next run: a wrong output stops
+    // the runs at once, and the driver checks one run while the next one runs.
+    auto sink = [&](const json& c, std::span<const std::byte> outputs) {
+      std::fflush(stdout);
+      protocol::write_message(out_fd, {{"stage", "verify_run"}, {"case", c}, {"index", index++}, {"of", of}, {"device", device}},
+                              outputs);
+      auto answer = reader.read();
+      return answer && answer->header.value("op", "") == "continue";
+    };
+    std::optional<json> cases = session.verify(sink);
+    if (!cases) return 0;  // the driver stopped the runs
     const double verify_s = now_s() - t_verify;
     std::fflush(stdout);
-    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", cases}, {"device", dev->describe()},
-                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s}}}},
-                            serialize_safetensors(outs));
+    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", *cases}, {"device", device},
+                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s}}}});
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;
     stage = "timing";
-    TensorSet touts;
+    SafetensorsLayout touts;
     json timing = session.time(next->header, touts);
     if (next->header.value("measure_peaks", false)) {
       stage = "peaks";
@@ -357,7 +390,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     }
     timing["stage"] = "timing";
     std::fflush(stdout);
-    protocol::write_message(out_fd, timing, serialize_safetensors(touts));
+    protocol::write_message(out_fd, timing, touts.blob);
     return 0;
   } catch (const CandidateFailure& e) {
     send_failure(out_fd, e.kind, e.what(), stage);

@@ -40,6 +40,33 @@ TEST(Protocol, MessageWithPayloadArrivesWhole) {
   EXPECT_EQ(m->payload, payload);
 }
 
+TEST(Protocol, RecycledBuffersCarryTheNextPayloads) {
+  // A stream of large messages (one per verification run) reuses the buffers given back
+  // instead of faulting in fresh memory for each; the bytes are still each message's own.
+  Pipe p;
+  MessageReader reader(p.r);
+  std::vector<const std::byte*> seen;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<std::byte> payload(50000, static_cast<std::byte>(k + 1));
+    std::thread writer([&] { write_message(p.w, {{"k", k}}, payload); });
+    auto m = reader.read(Clock::now() + std::chrono::seconds(10));
+    writer.join();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->payload, payload);
+    seen.push_back(m->payload.data());
+    reader.recycle(std::move(m->payload));
+  }
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_EQ(seen[3], seen[0]);
+  // A small message does not take a large spare, and still arrives whole.
+  std::thread writer([&] { write_message(p.w, {{"small", true}}, std::vector<std::byte>(10, std::byte{7})); });
+  auto m = reader.read(Clock::now() + std::chrono::seconds(10));
+  writer.join();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->payload, std::vector<std::byte>(10, std::byte{7}));
+  EXPECT_NE(m->payload.data(), seen[0]);
+}
+
 TEST(Protocol, TimeoutInsideAPayloadLosesNothing) {
   // The runner reads with short deadlines while it watches the worker; a deadline that passes
   // in the middle of a payload must leave the message intact for the next read.

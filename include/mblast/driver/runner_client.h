@@ -22,6 +22,8 @@ class RunnerClient {
   void send(const nlohmann::json& header, std::span<const std::byte> payload = {});
   // Throws Error when the runner goes away or the deadline passes.
   protocol::Message receive(double timeout_s);
+  // Gives a received payload back for the next message to reuse (see MessageReader::recycle).
+  void recycle(std::vector<std::byte>&& payload) { reader_->recycle(std::move(payload)); }
 
   const nlohmann::json& hello() const { return hello_; }
   std::string describe() const { return describe_; }  // "local mblast-runner" or "ssh root@host:port"
