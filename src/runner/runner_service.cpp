@@ -427,7 +427,14 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   auto cached = cached_peaks(target.value("name", ""), device);
   treq["measure_peaks"] = !cached.has_value() && treq.value("want_peaks", true);
   w.send(treq);
-  Message t = w.receive(limits.value("time_s", 300.0), "timing");
+  // The outputs left in each rotating buffer set come one set per message, then the samples.
+  Message t;
+  for (;;) {
+    t = w.receive(limits.value("time_s", 300.0), "timing");
+    if (t.header.value("stage", "") != "timing_set") break;
+    protocol::write_message(out_fd, t.header, t.payload);
+    w.recycle(std::move(t.payload));
+  }
   if (t.header.value("stage", "") == "timing") {
     w.wait_exit(10.0);
     b->finish_timing(t.header, w.dir(), target);

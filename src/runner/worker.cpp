@@ -154,8 +154,9 @@ class Session {
     return cases;
   }
 
-  // The outputs left in the rotating buffer sets go to `outputs` as time/<set>/<name>.
-  json time(const json& req, SafetensorsLayout& outputs) {
+  // The outputs left in each rotating buffer set go to `send_set(set, seed, outputs)`, one set at
+  // a time (a blob of the outputs under their own names, reused from set to set).
+  json time(const json& req, const std::function<void(int, int, std::span<const std::byte>)>& send_set) {
     const int init = req.value("init", inits_.at(0));
     // A deterministic cost (an instruction count) needs no warm-up and no repetition beyond
     // one call per rotating buffer set; a time needs both.
@@ -184,7 +185,7 @@ class Session {
       ins.back().upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
       outs.emplace_back(dev_, out_specs_);
       outs.back().poison(dev_, std::byte{0xFF});
-      sets.push_back({{"seed", seed}, {"prefix", "time/" + std::to_string(k) + "/"}});
+      sets.push_back({{"seed", seed}, {"set", k}});
     }
     dev_.synchronize();
 
@@ -212,16 +213,11 @@ class Session {
       samples.push_back(t);
       total += t;
     }
-    std::vector<TensorSpec> named;
-    for (int k = 0; k < rotate; ++k)
-      for (TensorSpec s : out_specs_) {
-        s.name = "time/" + std::to_string(k) + "/" + s.name;
-        named.push_back(std::move(s));
-      }
-    outputs = layout_safetensors(named);
+    SafetensorsLayout blob = layout_safetensors(out_specs_);
     for (int k = 0; k < rotate; ++k) {
       check_after_call(ins[static_cast<size_t>(k)], par, outs[static_cast<size_t>(k)]);
-      outs[static_cast<size_t>(k)].download_into(dev_, outputs, static_cast<size_t>(k) * out_specs_.size());
+      outs[static_cast<size_t>(k)].download_into(dev_, blob);
+      send_set(k, sets[static_cast<size_t>(k)]["seed"].get<int>(), blob.blob);
     }
     release(state);
     for (auto& s : ins) s.release(dev_);
@@ -382,15 +378,17 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;
     stage = "timing";
-    SafetensorsLayout touts;
-    json timing = session.time(next->header, touts);
+    json timing = session.time(next->header, [&](int set, int seed, std::span<const std::byte> outputs) {
+      std::fflush(stdout);
+      protocol::write_message(out_fd, {{"stage", "timing_set"}, {"set", set}, {"seed", seed}}, outputs);
+    });
     if (next->header.value("measure_peaks", false)) {
       stage = "peaks";
       timing["peaks"] = to_json(dev->measure_peaks());
     }
     timing["stage"] = "timing";
     std::fflush(stdout);
-    protocol::write_message(out_fd, timing, touts.blob);
+    protocol::write_message(out_fd, timing);
     return 0;
   } catch (const CandidateFailure& e) {
     send_failure(out_fd, e.kind, e.what(), stage);
