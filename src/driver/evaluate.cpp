@@ -166,6 +166,8 @@ class RunChecker {
     const TensorViews& expected = ref_.expected_for(seed, init);
     const auto key = std::make_pair(seed, init);
     auto first = first_.find(key);
+    if (run > 0 && runs_per_case_ > 1 && first == first_.end())
+      verdict.fail(FailureKind::runner_error, where + ": arrived without run 0 of the same seed and init to agree with");
     const TensorViews first_outs = first == first_.end() ? TensorViews{} : view_safetensors(first->second);
     for (const auto& spec : p_.outputs) {
       const TensorView& got = output_in(outs, spec.name);

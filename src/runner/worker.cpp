@@ -72,10 +72,10 @@ struct BufferSet {
   void poison(Device& dev, std::byte value) {
     for (auto& b : buffers) dev.fill(b, value);
   }
-  // Downloads tensor i to blob[offsets[first + i]] (a layout made for these specs, maybe among others).
-  void download_into(Device& dev, SafetensorsLayout& l, size_t first = 0) {
+  // Downloads tensor i into its place in `l`, a layout made for these specs.
+  void download_into(Device& dev, SafetensorsLayout& l) {
     for (size_t i = 0; i < specs.size(); ++i)
-      dev.download(buffers[i], std::span(l.blob).subspan(l.offsets[first + i], specs[i].nbytes()));
+      dev.download(buffers[i], std::span(l.blob).subspan(l.offsets[i], specs[i].nbytes()));
   }
   // `scratch` is kept by the caller: one host buffer for every hash of a session.
   json hashes(Device& dev, std::vector<std::byte>& scratch) {
