@@ -41,14 +41,12 @@ std::string read_source(const fs::path& p) {
   return s;
 }
 
-// The reference data the driver holds: inputs and parameters it sends, expected outputs it keeps.
 // The reference data the driver holds: inputs and parameters it sends, expected outputs it
 // keeps. Files are mapped, not copied: full-size problems have gigabytes of them.
 struct ReferenceData {
   const Problem& p;
   std::vector<std::unique_ptr<MappedSafetensors>> sources;  // inputs per seed, then parameters per init
-  std::vector<TensorSpec> sent;                             // "in/<seed>/<name>", "par/<init>/<name>"
-  std::vector<std::span<const std::byte>> sent_data;
+  std::vector<TensorView> sent;  // views into sources, named "in/<seed>/<name>", "par/<init>/<name>"
   std::map<std::pair<int, int>, std::unique_ptr<MappedSafetensors>> expected;
   std::map<std::string, std::string> sent_hash;  // "in/<seed>/<name>" -> content hash
 
@@ -59,19 +57,19 @@ struct ReferenceData {
   void add(const fs::path& file, const std::vector<TensorSpec>& specs, const std::string& prefix) {
     sources.push_back(map_checked(file, specs));
     for (const auto& s : specs) {
-      const TensorView* t = sources.back()->tensors().find(s.name);
-      TensorSpec named = t->spec;
-      named.name = prefix + s.name;
-      sent_hash[named.name] = content_hash_hex(t->data);
-      sent.push_back(std::move(named));
-      sent_data.push_back(t->data);
+      TensorView t = *sources.back()->tensors().find(s.name);
+      t.spec.name = prefix + s.name;
+      sent_hash[t.spec.name] = content_hash_hex(t.data);
+      sent.push_back(std::move(t));
     }
   }
   // The payload for the runner: every input and parameter under its prefixed name.
   std::vector<std::byte> payload() const {
-    SafetensorsLayout l = layout_safetensors(sent);
+    std::vector<TensorSpec> specs;
+    for (const auto& t : sent) specs.push_back(t.spec);
+    SafetensorsLayout l = layout_safetensors(specs);
     for (size_t i = 0; i < sent.size(); ++i)
-      if (!sent_data[i].empty()) std::memcpy(l.blob.data() + l.offsets[i], sent_data[i].data(), sent_data[i].size());
+      if (!sent[i].data.empty()) std::memcpy(l.blob.data() + l.offsets[i], sent[i].data.data(), sent[i].data.size());
     return std::move(l.blob);
   }
   const TensorViews& expected_for(int seed, int init) {
@@ -158,6 +156,8 @@ class RunChecker {
       : runs_per_case_(runs_per_case), p_(p), ref_(ref), client_(client) {}
 
   bool operator()(const json& c, protocol::Message& m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ++runs;
     const int seed = c.at("seed"), init = c.at("init"), run = c.at("run");
     const auto poison = static_cast<std::byte>(c.value("poison", 0xFF));
     const std::string where = fmt::format("seed {} init {} run {}", seed, init, run);
@@ -188,10 +188,13 @@ class RunChecker {
       client_.recycle(std::move(first->second));
       first_.erase(first);
     }
+    seconds += since(t0);
     return verdict.ok();
   }
 
   Verdict verdict;
+  size_t runs = 0;      // runs checked
+  double seconds = 0;   // spent checking them
 
  private:
   int runs_per_case_;
@@ -327,15 +330,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   const auto t_sent = std::chrono::steady_clock::now();
   client->send(req, payload);
   RunChecker checker(p, ref, *client, o.runs);
-  size_t runs_checked = 0;
-  double check_s = 0;
-  auto v = receive_runs(*client, o, req, [&](const json& c, protocol::Message& m) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ++runs_checked;
-    const bool go_on = checker(c, m);
-    check_s += since(t0);
-    return go_on;
-  });
+  auto v = receive_runs(*client, o, req, std::ref(checker));
   const double verify_wall = since(t_sent);
 
   const json& build = v.header.value("build", json::object());
@@ -346,7 +341,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   r["log"] = v.header.value("log", "");
   if (v.header.contains("device")) r["device"] = v.header["device"];
   json phases = {{"load_data_s", t_prepared}, {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},
-                 {"verify_s", verify_wall - build_s}, {"check_outputs_s", check_s}, {"timing_s", 0.0}};
+                 {"verify_s", verify_wall - build_s}, {"check_outputs_s", checker.seconds}, {"timing_s", 0.0}};
   if (v.header.contains("worker_phases")) phases["worker"] = v.header["worker_phases"];
 
   auto finish = [&]() {
@@ -369,9 +364,9 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     take_runner_failure(r, v.header);
     return finish();
   }
-  if (runs_checked != v.header.at("cases").size() || runs_checked == 0) {
+  if (checker.runs != v.header.at("cases").size() || checker.runs == 0) {
     set_failure(r, FailureKind::runner_error, fmt::format("the runner reported {} verification runs but sent the outputs of {}",
-                                                          v.header.at("cases").size(), runs_checked));
+                                                          v.header.at("cases").size(), checker.runs));
     client->send({{"op", "stop"}});
     return finish();
   }
