@@ -115,6 +115,40 @@ TEST(Verify, LargeOutputsCheckedInStretchesGiveTheOnePassAnswer) {
   EXPECT_NE(u.reason.find("[5000000]"), std::string::npos) << u.reason;
 }
 
+TEST(Verify, CleanBlocksAndExactBlocksAddUpAsOnePass) {
+  // Clean blocks take a fast path and blocks with anything unusual the per-element one: the
+  // counts and the largest errors must be those of looking at every element.
+  const size_t n = 5000;  // five blocks, the last partial
+  const TensorSpec spec{"y", DType::f32, {static_cast<int64_t>(n)}};
+  const Tolerance tol{1e-4, 1e-3, 0.5};
+  std::vector<float> ref(n), got(n);
+  for (size_t i = 0; i < n; ++i) {
+    ref[i] = (i % 7 == 0) ? 0.0f : static_cast<float>(i % 13) - 6.5f;
+    got[i] = ref[i] + static_cast<float>((i * 37) % 11) * 1e-6f * (i % 2 ? 1.f : -1.f);
+  }
+  got[1500] = ref[1500] + 0.25f;  // wrong, in the second block
+  got[4321] = NAN;                // not finite, in the fifth
+  auto bytes = floats(got);
+  std::memset(bytes.data() + 4 * 2600, 0xFF, 4);  // never written, in the third
+  double max_abs = 0, max_rel = 0;
+  size_t within = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 2600 || i == 4321) continue;
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]), mag = std::fabs(static_cast<double>(ref[i]));
+    max_abs = std::max(max_abs, err);
+    if (mag > 0) max_rel = std::max(max_rel, err / mag);
+    within += err <= tol.atol + tol.rtol * mag;
+  }
+  auto c = check_output(spec, tol, bytes, floats(ref), std::byte{0xFF});
+  EXPECT_EQ(c.kind, FailureKind::unwritten_output);
+  EXPECT_EQ(c.unwritten, 1u);
+  EXPECT_EQ(c.matched, within);
+  EXPECT_EQ(c.matched, n - 3);
+  EXPECT_EQ(c.max_abs_err, max_abs);
+  EXPECT_EQ(c.max_rel_err, max_rel);
+  EXPECT_NE(c.reason.find("[2600]"), std::string::npos) << c.reason;
+}
+
 TEST(Verify, IndexStringIsRowMajor) {
   EXPECT_EQ(index_string(TensorSpec{"t", DType::f32, {2, 3, 4}}, 23), "[1, 2, 3]");
 }
