@@ -63,6 +63,13 @@ def main():
             "first_run_phases": ph[0],
             "cached_runs_mean_phases": {k: statistics.mean(x[k] for x in ph[1:]) for k in ph[0] if isinstance(ph[0][k], (int, float))} if len(ph) > 1 else ph[0],
             "overhead_beyond_build_and_timed_runs_s": mean("overhead_s"),
+            # The same less the candidate's own untimed calls (verification runs, warm-up): what
+            # measuring costs (processes, transfers, poisoning, hashing, checks, cache flushes).
+            "measuring_s": mean("measuring_s"),
+            "untimed_calls_s": mean("untimed_calls_s"),
+            # The minimum sample of each eval: how steady the machine was, beside the medians.
+            "spread_of_minima_pct": 100 * (max(r["time"]["min"] for r in rows) - min(r["time"]["min"] for r in rows))
+            / statistics.mean(r["time"]["min"] for r in rows),
             # Everything but the build and the whole timing stage (warm-up, flushes, samples):
             # process start, device open, verification runs, transfers and checks.
             "overhead_beyond_build_and_timing_stage_s": statistics.mean(x["total_s"] - x["build_s"] - x["timing_s"] for x in ph),
@@ -72,8 +79,9 @@ def main():
         print(f"{prob:10s} median {entry['median_of_medians']:.2f} {unit}; spread of {a.runs} medians "
               f"{entry['spread_of_medians_pct']:.2f}%; first eval: build {ph[0]['build_s']:.2f} s, total {ph[0]['total_s']:.2f} s; "
               f"cached evals: verify {c['verify_s']:.2f} s, timing {c['timing_s']:.2f} s, total {c['total_s']:.2f} s, "
-              f"overhead beyond build+timed runs {c['overhead_s']:.2f} s, beyond build+timing stage "
-              f"{entry['overhead_beyond_build_and_timing_stage_s']:.2f} s")
+              f"overhead beyond build+timed runs {c['overhead_s']:.2f} s (of it the candidate's untimed calls "
+              f"{c['untimed_calls_s']:.2f} s, measuring {c['measuring_s']:.2f} s), beyond build+timing stage "
+              f"{entry['overhead_beyond_build_and_timing_stage_s']:.2f} s; spread of the minima {entry['spread_of_minima_pct']:.2f}%")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(report, f, indent=2)

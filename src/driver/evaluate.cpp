@@ -350,6 +350,15 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     if (r.contains("time") && r["time"].contains("samples_sum_s")) timed = r["time"]["samples_sum_s"];
     phases["timed_runs_s"] = timed;
     phases["overhead_s"] = phases["total_s"].get<double>() - build_s - timed;
+    // The candidate's own untimed calls (verification runs, warm-up) are work it asked for;
+    // what is left is the cost of measuring: processes, transfers, poisoning, hashing,
+    // checks, cache flushes.
+    double calls = 0;
+    if (v.header.contains("cases"))
+      for (const auto& c : v.header["cases"]) calls += c.value("seconds", 0.0);
+    if (phases.contains("worker_timing")) calls += phases["worker_timing"].value("warmup_calls_s", 0.0);
+    phases["untimed_calls_s"] = calls;
+    phases["measuring_s"] = phases["overhead_s"].get<double>() - calls;
     r["phases"] = phases;
     return r;
   };
@@ -391,6 +400,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     t = client->receive(o.time_s + 600);
   }
   phases["timing_s"] = since(t_time);
+  if (t.header.contains("worker_phases")) phases["worker_timing"] = t.header["worker_phases"];
   if (!t.header.value("log", "").empty()) r["log"] = t.header["log"];
   if (t.header.value("stage", "") != "timing") {
     take_runner_failure(r, t.header);

@@ -169,6 +169,7 @@ class Session {
     const int rotate = std::max(1, req.value("rotate", 4));
     const double max_wall = req.value("max_wall_seconds", 10.0);  // flushes included
 
+    const double t_setup = now_s();
     BufferSet par(dev_, par_specs_);
     par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
     double tp = now_s();
@@ -188,15 +189,28 @@ class Session {
       sets.push_back({{"seed", seed}, {"set", k}});
     }
     dev_.synchronize();
+    const double setup_s = now_s() - t_setup;
 
+    // Where the stage's time goes beyond the timed calls (reported, so a slow eval is explained).
+    double flush_s = 0;
+    auto flush = [&] {
+      const double f0 = now_s();
+      dev_.flush_caches();
+      flush_s += now_s() - f0;
+    };
+    const double t_warm = now_s();
     size_t call_no = 0;
     auto next = [&]() -> size_t { return call_no++ % static_cast<size_t>(rotate); };
+    double warmup_calls_s = 0;
     for (int i = 0; i < (deterministic ? 0 : std::max(warmup, rotate)); ++i) {
       size_t k = next();
-      dev_.flush_caches();
+      flush();
+      const double c0 = now_s();
       call(state, ins[k], par, outs[k]);
       dev_.synchronize();
+      warmup_calls_s += now_s() - c0;
     }
+    const double warmup_s = now_s() - t_warm;
     std::vector<double> samples, wall;
     double total = 0;
     const double loop_start = now_s();
@@ -204,7 +218,7 @@ class Session {
             (total < min_seconds && now_s() - loop_start < max_wall)) &&
            static_cast<int>(samples.size()) < max_repeats) {
       size_t k = next();
-      dev_.flush_caches();
+      flush();
       double w0 = now_s();
       dev_.timer_begin();
       call(state, ins[k], par, outs[k]);
@@ -213,6 +227,8 @@ class Session {
       samples.push_back(t);
       total += t;
     }
+    const double loop_s = now_s() - loop_start;
+    const double t_send = now_s();
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     for (int k = 0; k < rotate; ++k) {
       check_after_call(ins[static_cast<size_t>(k)], par, outs[static_cast<size_t>(k)]);
@@ -223,8 +239,11 @@ class Session {
     for (auto& s : ins) s.release(dev_);
     for (auto& s : outs) s.release(dev_);
     par.release(dev_);
+    const json phases = {{"setup_s", setup_s}, {"warmup_s", warmup_s}, {"warmup_calls_s", warmup_calls_s}, {"loop_s", loop_s},
+                         {"flush_s", flush_s}, {"send_s", now_s() - t_send}};
     return {{"samples", samples}, {"wall_samples", wall}, {"sets", sets}, {"init", init},
-            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}, {"unit", dev_.timing_unit()}};
+            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}, {"unit", dev_.timing_unit()},
+            {"worker_phases", phases}};
   }
 
  private:
