@@ -267,10 +267,10 @@ json eval_request(const Problem& p, const Target& target, const std::string& sou
 
 // The worker holds the inputs and parameters of every seed and init, the outputs of the runs
 // it returns and its rotating buffer sets: the default limit grows with the problem's data.
-void set_memory_limit(json& req, const Problem& p, size_t payload_bytes, const EvalOptions& o) {
+void set_memory_limit(json& req, const Problem& p, size_t payload_bytes, const EvalOptions& o, int rotate) {
   double out_bytes = 0;
   for (const auto& t : p.outputs) out_bytes += static_cast<double>(t.nbytes());
-  const double data_mib = (static_cast<double>(payload_bytes) + out_bytes * (o.rotate + 1)) / (1024.0 * 1024.0);
+  const double data_mib = (static_cast<double>(payload_bytes) + out_bytes * (rotate + 1)) / (1024.0 * 1024.0);
   req["limits"]["memory_mb"] = o.memory_mb > 0 ? o.memory_mb : 4096 + static_cast<int>(4 * data_mib);
 }
 
@@ -299,6 +299,15 @@ json peak_fractions(const Problem& p, const json& peaks, double median_s) {
 
 }  // namespace
 
+int rotating_sets(const Problem& p, const Target& target, int requested) {
+  if (requested > 0) return requested;
+  double input_bytes = 0;
+  for (const auto& t : p.inputs) input_bytes += static_cast<double>(t.nbytes());
+  const double budget = target.backend == "cuda" ? 4.0 * (1 << 30) : 1.0 * (1 << 30);
+  const int fit = input_bytes > 0 ? static_cast<int>(std::min(4.0, std::floor(budget / input_bytes))) : 4;
+  return std::max(static_cast<int>(std::max<size_t>(p.seeds.size(), 1)), fit);
+}
+
 json evaluate(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o, RunnerClient* client) {
   const auto t_start = std::chrono::steady_clock::now();
   const std::string source = read_source(candidate);
@@ -326,7 +335,8 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 
   json req = eval_request(p, target, source, candidate, o);
   const auto payload = ref.payload();
-  set_memory_limit(req, p, payload.size(), o);
+  const int rotate = rotating_sets(p, target, o.rotate);
+  set_memory_limit(req, p, payload.size(), o, rotate);
   const auto t_sent = std::chrono::steady_clock::now();
   client->send(req, payload);
   RunChecker checker(p, ref, *client, o.runs);
@@ -388,7 +398,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 
   const auto t_time = std::chrono::steady_clock::now();
   client->send({{"op", "time"}, {"init", p.inits.front()}, {"warmup", o.warmup}, {"min_repeats", o.min_repeats},
-                {"max_repeats", o.max_repeats}, {"min_seconds", o.min_seconds}, {"rotate", o.rotate},
+                {"max_repeats", o.max_repeats}, {"min_seconds", o.min_seconds}, {"rotate", rotate},
                 {"max_wall_seconds", o.max_wall_seconds}});
   Verdict after;
   size_t sets_checked = 0;
@@ -450,7 +460,7 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
   two.runs = std::max(2, o.runs);  // the second run must agree with the first
   json req = eval_request(p, target, source, candidate, two);
   const auto payload = ref.payload();
-  set_memory_limit(req, p, payload.size(), two);
+  set_memory_limit(req, p, payload.size(), two, rotating_sets(p, target, two.rotate));
   client.send(req, payload);
   Verdict verdict;
   std::map<std::pair<int, int>, TensorSet> got;

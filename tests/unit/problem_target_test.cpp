@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "mblast/driver/evaluate.h"
 #include "mblast/error.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"
@@ -117,6 +118,26 @@ TEST(Target, BuiltinsAndUserOverrides) {
   EXPECT_THROW(load_targets(), UserError);
   ::unsetenv("MBLAST_CONFIG_DIR");
   EXPECT_THROW(find_target("no-such-target"), UserError);
+}
+
+TEST(Target, RotatingSetsFollowTheBaselinesRule) {
+  // One set per seed at least, up to 4 while all sets' inputs fit 4 GiB (CUDA) or 1 GiB.
+  Problem p;
+  p.seeds = {{0, "uniform01"}, {1, "normal"}, {2, "signed_uniform"}};
+  auto with_input_mib = [&](int64_t mib) {
+    p.inputs = {TensorSpec{"x", DType::f32, {mib, 1024 * 256}}};
+    return p;
+  };
+  Target cuda, cpu;
+  cuda.backend = "cuda";
+  cpu.backend = "opencl";
+  EXPECT_EQ(rotating_sets(with_input_mib(8), cpu, 0), 4);
+  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 0), 3);   // 2 fit; every seed is timed still
+  EXPECT_EQ(rotating_sets(with_input_mib(512), cuda, 0), 4);
+  EXPECT_EQ(rotating_sets(with_input_mib(2048), cuda, 0), 3);
+  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 2), 2);   // asked for
+  p.seeds.clear();
+  EXPECT_EQ(rotating_sets(with_input_mib(4096), cpu, 0), 1);
 }
 
 }  // namespace

@@ -27,12 +27,18 @@ struct EvalOptions {
   int min_repeats = 20;
   int max_repeats = 1000;
   double min_seconds = 0.3;  // keep timing until this much timed work is collected
-  int rotate = 4;            // rotating input/output buffer sets
+  int rotate = 0;            // rotating input/output buffer sets; 0: rotating_sets() decides
   double max_wall_seconds = 3;  // stop adding samples past min_repeats after this long (flushes included)
   double build_s = 180, run_s = 60, time_s = 300;
   int memory_mb = 0;  // 0: 4096 MiB plus four times the data of one request (full-size problems need it)
   bool quiet = false;        // no progress lines on stderr
 };
+
+// How many rotating buffer sets the timing stage uses: `requested` when positive, else the rule
+// the PyTorch baselines follow (tools/kernelbench/baseline.py), so both sides are timed alike:
+// one set per seed at least, up to 4 while the inputs of all sets stay within 4 GiB on a CUDA
+// target, 1 GiB on others.
+int rotating_sets(const Problem& problem, const Target& target, int requested);
 
 // Evaluates one candidate file. Candidate failures come back in the result
 // ("correct": false, "failure_kind", "reason"); infrastructure failures throw Error and bad
