@@ -61,8 +61,8 @@ template <> struct WordOf<2> { using type = uint16_t; };
 template <> struct WordOf<4> { using type = uint32_t; };
 template <> struct WordOf<8> { using type = uint64_t; };
 
-// The common case of a block of elements, branch-free so the compiler can keep it in registers
-// (and vectorise it): every element within its bound, none holding the poison. Adds the block's
+// The common case of a block of elements, with no branch and no per-element bookkeeping:
+// every element within its bound, none holding the poison. Adds the block's
 // largest errors and returns true; returns false, adding nothing, when any element needs the
 // per-element accounting of compare_range (an error, a poison, a NaN or an Inf in either).
 template <size_t ES, typename Load>
@@ -81,9 +81,9 @@ bool clean_block(const Tolerance& tol, const std::byte* got, const std::byte* re
     const double err = std::fabs(v - e), mag = std::fabs(e);
     // NaN or Inf anywhere makes err NaN or Inf and fails this comparison.
     const bool within = err <= tol.atol + tol.rtol * mag;
-    flagged |= (within ? false : true) | (check_poison & (w == pattern));
+    flagged |= (!within) | (check_poison & (w == pattern));
     max_abs = err > max_abs ? err : max_abs;
-    const double rel = (mag > 0 ? err : 0.0) / (mag > 0 ? mag : 1.0);
+    const double rel = (mag > 0 ? err : 0.0) / (mag > 0 ? mag : 1.0);  // no division by zero, no branch
     max_rel = rel > max_rel ? rel : max_rel;
   }
   if (flagged) return false;
