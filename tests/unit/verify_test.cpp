@@ -149,6 +149,31 @@ TEST(Verify, CleanBlocksAndExactBlocksAddUpAsOnePass) {
   EXPECT_NE(c.reason.find("[2600]"), std::string::npos) << c.reason;
 }
 
+TEST(Verify, PoisonWithinToleranceIsUnwrittenInEveryBlock) {
+  // A tolerance so loose that the poison itself is within it: only the poison test can say
+  // "unwritten", in the block-wise first pass as in the per-element one.
+  const size_t n = 3000;
+  const TensorSpec spec{"y", DType::f32, {static_cast<int64_t>(n)}};
+  std::vector<float> ref(n, 1.5f);
+  auto bytes = floats(ref);
+  std::memset(bytes.data() + 4 * 2047, 0x7F, 4);  // 3.39e38, the last element of the second block
+  const Tolerance anything{1e39, 0, 1.0};
+  auto c = check_output(spec, anything, bytes, floats(ref), std::byte{0x7F});
+  EXPECT_EQ(c.kind, FailureKind::unwritten_output);
+  EXPECT_EQ(c.unwritten, 1u);
+  EXPECT_NE(c.reason.find("[2047]"), std::string::npos) << c.reason;
+
+  const TensorSpec ints{"k", DType::i32, {static_cast<int64_t>(n)}};
+  std::vector<int32_t> zeros(n, 0);
+  std::vector<std::byte> ref_i(4 * n), got_i(4 * n);
+  std::memcpy(ref_i.data(), zeros.data(), ref_i.size());
+  got_i = ref_i;
+  std::memset(got_i.data() + 4 * 10, 0xFF, 4);  // -1: one away from the reference, within atol 2
+  auto ci = check_output(ints, Tolerance{2, 0, 1.0}, got_i, ref_i, std::byte{0xFF});
+  EXPECT_EQ(ci.kind, FailureKind::unwritten_output);
+  EXPECT_EQ(ci.unwritten, 1u);
+}
+
 TEST(Verify, IndexStringIsRowMajor) {
   EXPECT_EQ(index_string(TensorSpec{"t", DType::f32, {2, 3, 4}}, 23), "[1, 2, 3]");
 }
