@@ -36,7 +36,7 @@ if ! command -v ninja >/dev/null; then
   generator=(-G "Unix Makefiles")
 fi
 cmake_args=(-S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
-# GPU servers often lack some -dev packages; Debian's, unpacked into .deps, fill the gap.
+# GPU servers often lack some -dev packages; Debian's, unpacked into .deps by tools/gpu_deps.sh, fill the gap.
 if [[ -f .deps/usr/include/xxhash.h ]]; then
   echo "== using xxhash.h from .deps"
   cmake_args+=("-DXXHASH_INCLUDE_DIR=$ROOT/.deps/usr/include")
