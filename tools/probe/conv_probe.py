@@ -1,0 +1,59 @@
+"""Diagnostic: how PyTorch runs the suite's convolutions on this GPU with TF32 off (the baseline's
+setting): median time of F.conv2d/conv1d alone with cudnn.benchmark off and on, and the CUDA
+kernels it launches (names say the algorithm). Compare with tools/probe/cudnn_find.cpp.
+
+    python3 tools/probe/conv_probe.py
+"""
+import torch
+import torch.nn.functional as F
+
+# (label, input shape, weight shape, padding, groups): the full sizes of benchmarks/suite.
+SHAPES = [
+    ("3x3 256->256 56x56 n32 (L1/06, L2/01,05,11)", (32, 256, 56, 56), (256, 256, 3, 3), 1, 1),
+    ("1x1 256->512 56x56 n64 (L1/07)", (64, 256, 56, 56), (512, 256, 1, 1), 0, 1),
+    ("dw3x3 512 56x56 n64 (L1/08)", (64, 512, 56, 56), (512, 1, 3, 3), 1, 512),
+    ("conv1d k5 256->256 L4096 n64 (L1/09)", (64, 256, 4096), (256, 256, 5), 2, 1),
+]
+
+
+def median_ms(fn, reps=30):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name())
+    for label, xs, ws, pad, groups in SHAPES:
+        x = torch.randn(*xs, device="cuda")
+        w = torch.randn(*ws, device="cuda") * 0.05
+        conv = F.conv1d if len(xs) == 3 else F.conv2d
+        fn = lambda: conv(x, w, None, 1, pad, 1, groups)  # noqa: E731
+        flops = 2.0 * x.shape[0] * ws[0] * (ws[1]) * torch.tensor(ws[2:]).prod().item()
+        flops *= torch.tensor(conv(x, w, None, 1, pad, 1, groups).shape[2:]).prod().item()
+        for bench in (False, True):
+            torch.backends.cudnn.benchmark = bench
+            ms = median_ms(fn)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            kernels = [(e.name, e.device_time) for e in prof.events() if e.device_time > 0]
+            print(f"{label}: benchmark={bench} median {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s")
+            for name, us in kernels:
+                print(f"    {us:9.1f} us  {name[:150]}")
+
+
+if __name__ == "__main__":
+    main()
