@@ -50,12 +50,70 @@ TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
     const bool tf32 = maths.back() == "tf32";
     EXPECT_EQ(v.source.find("CUDNN_DEFAULT_MATH") != std::string::npos, tf32);
     EXPECT_EQ(v.source.find("CUDNN_FMA_MATH") != std::string::npos, !tf32);
-    // only the direct-sum design leaves Winograd and FFT out
+    // each strict design keeps to its own algorithms; the TF32 one takes any
     EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM") != std::string::npos, maths.back() == "fp32");
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING") != std::string::npos, maths.back() == "fp32-fft");
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED") != std::string::npos,
+              maths.back() == "fp32-winograd");
     // the epilogue (bias, activation) runs in place after the convolution
     EXPECT_NE(v.source.find("mb_epilogue<<<"), std::string::npos);
   }
-  EXPECT_EQ(maths, (std::vector<std::string>{"fp32", "fp32-any", "tf32"}));
+  // stride 2 and two groups: no FFT nor Winograd design, which cuDNN would refuse
+  EXPECT_EQ(maths, (std::vector<std::string>{"fp32", "tf32"}));
+}
+
+TEST(CudaVariants, FftAndWinogradDesignsOnlyWhereCudnnTakesThem) {
+  auto cudnn_maths = [](const KernelPlan& plan, const Problem& problem) {
+    std::vector<std::string> maths;
+    for (const auto& v : cuda_variants(plan, problem, generation_target("cuda")))
+      if (v.family == "cuda.conv.cudnn") maths.push_back(v.params.value("math", ""));
+    return maths;
+  };
+  // a dense 3x3 at stride 1 (the chain's first stage): all four
+  const Case chain = load_case("pt_chain_conv_conv");
+  ASSERT_EQ(chain.plan.stages.size(), 2u);
+  EXPECT_EQ(cudnn_maths(chain.plan.stages[0], stage_problem(chain.problem, chain.plan, 0)),
+            (std::vector<std::string>{"fp32", "fp32-fft", "fp32-winograd", "tf32"}));
+  // a 1x1: FFT but no Winograd
+  const Case pw = load_case("pt_conv_pointwise_bias");
+  EXPECT_EQ(cudnn_maths(pw.plan, pw.problem), (std::vector<std::string>{"fp32", "fp32-fft", "tf32"}));
+}
+
+TEST(CudaVariants, PointwiseConvStartsFromCublasPerImageProducts) {
+  const Case c = load_case("pt_conv_pointwise_bias");
+  const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(variants.size(), 6u);
+  EXPECT_EQ(variants.front().family, "cuda.conv.cublas");
+  EXPECT_EQ(variants.front().params.value("math", ""), "fp32");
+  // column-major out^T (hw x cout) = x[n]^T (hw x cin) * W^T (cin x cout): x strided by image, W shared
+  EXPECT_NE(variants.front().source.find("cublasSgemmStridedBatched(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, 35, 6, 4, &alpha, in0, 35, 140LL, "
+                                         "par0, 4, 0LL, &beta, out0, 35, 210LL, 3)"),
+            std::string::npos)
+      << variants.front().source;
+  EXPECT_NE(variants.front().source.find("mb_epilogue<<<"), std::string::npos);  // bias and relu in place
+  // cuDNN's designs and the direct kernels follow; a 3x3 conv gets no cuBLAS design
+  EXPECT_EQ(variants[2].family, "cuda.conv.cudnn");
+  for (const auto& v : cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
+    EXPECT_NE(v.family, "cuda.conv.cublas");
+}
+
+TEST(CudaVariants, DepthwiseConvStartsFromThePlaneInSharedMemory) {
+  const Case c = load_case("pt_conv_depthwise");
+  const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(variants.size(), 3u);
+  EXPECT_EQ(variants.front().family, "cuda.conv.depthwise");
+  // one block per (image, channel) plane; the 19x17 plane padded to 21x19
+  EXPECT_NE(variants.front().source.find("mb_depthwise<<<6, "), std::string::npos) << variants.front().source;
+  EXPECT_NE(variants.front().source.find("__shared__ float plane[399]"), std::string::npos);
+  // the causal conv (stride 2, dilation 2, padding 3 left and 1 right) is depthwise too
+  const Case causal = load_case("pt_conv_causal");
+  const auto cv = cuda_variants(causal.plan, causal.problem, generation_target("cuda"));
+  ASSERT_FALSE(cv.empty());
+  EXPECT_EQ(cv.front().family, "cuda.conv.depthwise");
+  EXPECT_NE(cv.front().source.find("__shared__ float plane[24]"), std::string::npos) << cv.front().source;
+  // a grouped conv with two channels per group is not
+  for (const auto& v : cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
+    EXPECT_NE(v.family, "cuda.conv.depthwise");
 }
 
 // nvcc as the cuda backend finds it: $MBLAST_NVCC, the toolkit under CUDA_HOME or

@@ -474,6 +474,24 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = conv_plan({2, 6, 4, 3}, ConvShape{2, 5, 6, 1, 4, 3, 4, 3, 1, 1, 1, 1, 0, 0, 1, 1}, 0, identity_epilogue());
     v.push_back(s);
   }
+  {  // relu(conv2d(x, w, b) 1x1) of three samples: the pointwise conv as per-image products, the
+     // bias and relu after them
+    Synthetic s;
+    s.name = "pt_conv_pointwise_bias";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {3, 4, 5, 7})}, {tensor("w", {6, 4, 1, 1}), tensor("b", {6})},
+                                  tensor("y", {3, 6, 5, 7}), 1e-5, 1e-4, 2 * 3 * 6 * 35 * 4);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 4, 5, 7), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (6, 4, 1, 1), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)\n"
+                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 35, 6)));
+    s.plan = conv_plan({3, 6, 5, 7}, ConvShape{3, 4, 6, 1, 5, 7, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1}, 0, b.e);
+    v.push_back(s);
+  }
   {  // sigmoid(conv2d(x, w, b, padding 1, groups 2)) of one sample: the GEMM path's per-group weights
     Synthetic s;
     s.name = "pt_conv_one_sample";
@@ -489,6 +507,24 @@ inline std::vector<Synthetic> synthetic_problems() {
     ExprBuilder b;
     b.unary("sigmoid", b.binary("add", b.acc(), b.param(1, 30, 6)));
     s.plan = conv_plan({1, 6, 6, 5}, ConvShape{1, 4, 6, 2, 6, 5, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
+    v.push_back(s);
+  }
+  {  // clamp(conv2d(x, w, b, padding 1, groups 3), 0, 6): a depthwise 3x3 whose 19x17 planes take more
+     // than one pass of a block's threads
+    Synthetic s;
+    s.name = "pt_conv_depthwise";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 19, 17})}, {tensor("w", {3, 1, 3, 3}), tensor("b", {3})},
+                                  tensor("y", {2, 3, 19, 17}), 1e-5, 1e-4, 2 * 2 * 3 * 323 * 9);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 19, 17), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (3, 1, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (3,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 3)\n"
+                     "    return {\"y\": np.clip(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0, 6.0)}\n";
+    ExprBuilder b;
+    b.unary("relu6", b.binary("add", b.acc(), b.param(1, 323, 3)));
+    s.plan = conv_plan({2, 3, 19, 17}, ConvShape{2, 3, 3, 3, 19, 17, 19, 17, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
     v.push_back(s);
   }
   {  // relu(conv1d(F.pad(x, (3, 1)), w, stride 2, dilation 2, depthwise)): uneven padding from an F.pad (a causal conv)

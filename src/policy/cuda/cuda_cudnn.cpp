@@ -1,19 +1,23 @@
 // conv plans through cuDNN, the vendor library eager PyTorch calls: cudnnConvolutionForward on the
 // runner's stream writes the plain convolution into out0, then the plan's epilogue (its bias, a
 // batch norm, activations) runs in place as one elementwise kernel, where eager launches one
-// kernel per op. Three designs, kept apart as with cuBLAS, for the verifier to judge against the
+// kernel per op. Four designs, kept apart as with cuBLAS, for the verifier to judge against the
 // problem's tolerance:
-//   fp32         strict FP32 (CUDNN_FMA_MATH) and only the algorithms that sum the products
-//                directly (implicit GEMM, precomputed implicit GEMM, GEMM, direct): another
-//                summation order, an error the size of the reference's own;
-//   fp32-any     strict FP32 and any algorithm, Winograd and FFT too: their transforms add
-//                rounding error, and they are often the fastest (on level2/05 the fastest
-//                algorithm missed the strict tolerance by 3.5e-5 on a 0.13 output, where the
-//                direct-sum design passed);
-//   tf32         TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32
-//                default gives its convolutions).
-// The algorithm is the fastest of those allowed that cudnnFindConvolutionForwardAlgorithm
-// measures in mblast_prepare, with its workspace allocated there, so a timed run only enqueues.
+//   fp32           strict FP32 (CUDNN_FMA_MATH) and only the algorithms that sum the products
+//                  directly (implicit GEMM, precomputed implicit GEMM, GEMM, direct): another
+//                  summation order, an error the size of the reference's own;
+//   fp32-fft       strict FP32, FFT or tiled FFT: the transforms add rounding error, and for
+//                  3x3 kernels over 56x56 images they are 3x faster than a direct sum (H200,
+//                  tools/probe/cudnn_find.cpp: 1.39 ms tiled FFT vs 4.05 ms GEMM); PyTorch's
+//                  strict-FP32 eager takes FFT there (tools/probe/conv_probe.py);
+//   fp32-winograd  strict FP32, Winograd: faster still (1.19 ms there), and the least accurate
+//                  (on level2/05 it missed the strict tolerance by 3.5e-5 on a 0.13 output);
+//   tf32           TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32
+//                  default gives its convolutions).
+// Each design takes the fastest of its algorithms that cudnnFindConvolutionForwardAlgorithm
+// measures in mblast_prepare, with its workspace allocated there, so a timed run only enqueues;
+// a design none of whose algorithms cuDNN supports for the shape fails there, with the reason
+// (the FFT and Winograd designs are offered only for shapes those algorithms take).
 #include <fmt/format.h>
 
 #include <limits>
@@ -33,19 +37,50 @@ std::string checked_init(const std::string& call, const std::string& what) {
       what);
 }
 
-enum class Mode { Fp32DirectSum, Fp32Any, Tf32 };
+enum class Mode { Fp32DirectSum, Fp32Fft, Fp32Winograd, Tf32 };
+
+const char* math_name(Mode m) {
+  switch (m) {
+    case Mode::Fp32DirectSum: return "fp32";
+    case Mode::Fp32Fft: return "fp32-fft";
+    case Mode::Fp32Winograd: return "fp32-winograd";
+    case Mode::Tf32: return "tf32";
+  }
+  return "?";
+}
+
+const char* math_description(Mode m) {
+  switch (m) {
+    case Mode::Fp32DirectSum: return "strict FP32, direct-sum algorithms";
+    case Mode::Fp32Fft: return "strict FP32, FFT algorithms";
+    case Mode::Fp32Winograd: return "strict FP32, Winograd algorithms";
+    case Mode::Tf32: return "TF32 tensor cores allowed";
+  }
+  return "?";
+}
+
+// The C condition, on `a`, under which a found algorithm is not this design's to take.
+std::string excluded_algorithms(Mode m) {
+  switch (m) {
+    case Mode::Fp32DirectSum:
+      return "a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
+             "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT";
+    case Mode::Fp32Fft:
+      return "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING";
+    case Mode::Fp32Winograd:
+      return "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED";
+    case Mode::Tf32: return "";
+  }
+  return "";
+}
 
 Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   const ConvShape& c = plan.conv;
   const bool tf32 = mode == Mode::Tf32;
   Design d;
   d.family = "cuda.conv.cudnn";
-  d.params = {{"math", mode == Mode::Fp32DirectSum ? "fp32" : mode == Mode::Fp32Any ? "fp32-any" : "tf32"}};
-  d.description = std::string("cuDNN forward convolution (") +
-                  (mode == Mode::Fp32DirectSum ? "strict FP32, direct-sum algorithms"
-                   : mode == Mode::Fp32Any     ? "strict FP32, any algorithm (Winograd and FFT too)"
-                                               : "TF32 tensor cores allowed") +
-                  ", the fastest found in mblast_prepare)" + (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.params = {{"math", math_name(mode)}};
+  d.description = std::string("cuDNN forward convolution (") + math_description(mode) + ", the fastest found in mblast_prepare)" + (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"cuda.implicit-gemm-convolution"};
   if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
@@ -103,14 +138,13 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   init += "    int pick = -1;\n";
   init += "    for (int i = 0; i < found && pick < 0; ++i) {  // sorted fastest first\n";
   init += "      const cudnnConvolutionFwdAlgo_t a = perf[i].algo;\n";
-  if (mode == Mode::Fp32DirectSum)
-    init += "      if (a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
-            "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT)\n"
-            "        continue;  // Winograd and FFT transform the data: more rounding than a direct sum\n";
+  if (const std::string excluded = excluded_algorithms(mode); !excluded.empty())
+    init += "      if (" + excluded + ")\n        continue;  // another design's algorithm\n";
   else
     init += "      (void)a;\n";
   init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n    }\n";
-  init += "    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN found no allowed forward algorithm for this convolution (%d tried)\", found);\n";
+  init += fmt::format("    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {} algorithm for this convolution (%d tried)\", found);\n",
+                      math_description(mode));
   init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
   init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
   init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
@@ -140,7 +174,15 @@ std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& pr
   // cuDNN's 4-d descriptors take int dimensions.
   for (int64_t v : {c.n, c.cin, c.cout, c.h, c.w, c.out_h, c.out_w, c.kh, c.kw, c.n * c.cin * c.h * c.w, c.n * c.cout * c.out_h * c.out_w})
     if (!fits_int(v)) return {};
-  return {design(plan, problem, Mode::Fp32DirectSum), design(plan, problem, Mode::Fp32Any), design(plan, problem, Mode::Tf32)};
+  // The likeliest to pass a strict tolerance first; the verifier judges each. cuDNN's FFT and
+  // Winograd algorithms take only unit strides and dilations, one group, and Winograd only 3x3
+  // and 5x5 kernels (on the H200 it refused the tests' other convolutions: "not supported").
+  std::vector<Design> v{design(plan, problem, Mode::Fp32DirectSum)};
+  const bool dense_unit = c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 && c.groups == 1;
+  if (dense_unit) v.push_back(design(plan, problem, Mode::Fp32Fft));
+  if (dense_unit && c.kh == c.kw && (c.kh == 3 || c.kh == 5)) v.push_back(design(plan, problem, Mode::Fp32Winograd));
+  v.push_back(design(plan, problem, Mode::Tf32));
+  return v;
 }
 
 }  // namespace mblast::policy::cuda

@@ -68,6 +68,12 @@ std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem)
 std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem& problem);
 // conv through cuDNN's forward convolution, then the epilogue in place (cuda_cudnn.cpp).
 std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem);
+// A 1x1, stride-1, unpadded, ungrouped convolution as cuBLAS products, one per image; none for
+// any other convolution.
+std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem& problem);
+// A depthwise convolution (groups = in = out channels) whose padded plane fits in shared memory:
+// a block per plane staged there (cuda_depthwise.cpp); none for any other.
+std::vector<Design> depthwise_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
 

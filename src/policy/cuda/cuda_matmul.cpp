@@ -8,6 +8,10 @@
 //           C^T = B^T A^T), FP32 by default or TF32 tensor-op math as its own variant (the
 //           verifier judges whether the problem's tolerance allows it), then the epilogue in
 //           place when there is one.
+// A pointwise convolution (1x1 kernel, stride 1, no padding, one group) is the same product per
+// image, out[n] (cout x hw) = W (cout x cin) * x[n] (cin x hw), so it gets the cuBLAS designs too
+// (family cuda.conv.cublas): cuDNN's legacy algorithms reach 1.83 ms on level1/07's 1x1 conv
+// on the H200 where eager PyTorch's engine takes 1.37 ms (tools/probe/cudnn_find.cpp).
 #include <fmt/format.h>
 
 #include "cuda_gen.h"
@@ -166,6 +170,38 @@ Design cublas(const Mm& c, bool tf32) {
 }
 
 }  // namespace
+
+std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem& problem) {
+  const ConvShape& cv = plan.conv;
+  if (cv.kh != 1 || cv.kw != 1 || cv.sh != 1 || cv.sw != 1 || cv.ph != 0 || cv.pw != 0 || cv.pw_end() != 0 || cv.groups != 1 ||
+      cv.out_h != cv.h || cv.out_w != cv.w)
+    return {};
+  // The conv as a matmul plan: A the weight (one matrix for every image), B the image.
+  KernelPlan mm = plan;
+  mm.kind = "matmul";
+  mm.a = plan.conv_weight;
+  mm.a_is_param = plan.conv_weight_is_param;
+  mm.b = plan.source;
+  mm.b_is_param = false;
+  mm.a_transposed = mm.b_transposed = false;
+  mm.a_batched = false;
+  mm.b_batched = true;
+  mm.batch = cv.n;
+  mm.m = cv.cout;
+  mm.n = cv.h * cv.w;
+  mm.k = cv.cin;
+  Mm c{mm, problem, index_type(mm, problem), gpu::buffer_name({mm.a_is_param, mm.a}), gpu::buffer_name({false, mm.b}),
+       mm.batch, mm.m, mm.n, mm.k};
+  std::vector<Design> v;
+  for (bool tf32 : {false, true}) {
+    Design d = cublas(c, tf32);
+    if (d.family.empty()) continue;
+    d.family = "cuda.conv.cublas";
+    d.description = "pointwise convolution as " + d.description;
+    v.push_back(std::move(d));
+  }
+  return v;
+}
 
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem) {
   Mm c{plan,

@@ -161,7 +161,11 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
   if (plan.kind == "argmax") return argmax_designs(plan, problem);
   if (plan.kind == "conv") {
-    std::vector<Design> v = cudnn_conv_designs(plan, problem);
+    // A pointwise conv starts from cuBLAS's strict FP32 product, a depthwise one from its
+    // shared-memory kernel, any other from cuDNN's.
+    std::vector<Design> v = pointwise_conv_designs(plan, problem);
+    for (auto& d : depthwise_conv_designs(plan, problem)) v.push_back(std::move(d));
+    for (auto& d : cudnn_conv_designs(plan, problem)) v.push_back(std::move(d));
     for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
     return v;
   }
