@@ -142,7 +142,9 @@ int run_bench(const BenchArgs& a) {
       c.origin = fmt::format("mblast optimize (builtin, {} evaluations, run {}) from {}", r["evaluations"].get<int>(),
                              r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
       c.details = {{"optimize_run", r["run"]}, {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},
-                   {"stop_reason", r["stop_reason"]}};
+                   {"stop_reason", r["stop_reason"]},
+                   {"design", {{"family", r.value("best_family", "")}, {"params", r.value("best_params", json::object())},
+                               {"description", r.value("best_description", "")}}}};
       return c;
     };
   }

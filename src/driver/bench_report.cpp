@@ -221,6 +221,11 @@ std::string format_bench_table(const json& results) {
                      times(r.value("speedup_vs_compile", json())), percent(r.value("fraction_of_peak", json())));
     if (str(r, "status") != "correct" && str(r, "status") != "no_candidate" && r.value("reason", json()).is_string())
       o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
+    if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
+      o << "    above 100% of peak: the kernel does less arithmetic than the problem's counted FLOPs (FFT or Winograd)\n";
+    if (const json& d = r.value("candidate", json::object()).value("details", json::object()).value("design", json()); d.is_object() &&
+        !str(d, "family").empty())
+      o << fmt::format("    design: {} {}\n", str(d, "family"), d.value("params", json::object()).dump());
     for (const char* which : {"eager", "compile"}) {
       const json& b = r.value(which, json());
       if (b.is_object() && b.contains("failed") && str(r, "status") != "import_failed")

@@ -408,7 +408,10 @@ class Loop {
       const Known& best = *rank.front();
       double sol = sol_of(best.measured);
       if (!best.measured.deterministic && sol >= b.sol_fraction)
-        return fmt::format("reached {:.0f}% of peak", 100 * sol);
+        return fmt::format("reached {:.0f}% of peak{}", 100 * sol,
+                           sol > 1 ? " (of the problem's counted FLOPs: the kernel does less arithmetic than counted, as FFT and "
+                                     "Winograd convolutions do)"
+                                   : "");
 
       const auto step_t0 = std::chrono::steady_clock::now();
       const double eval_s0 = eval_seconds_, llm_s0 = actor_.spend().value("llm_seconds", 0.0);
@@ -572,6 +575,8 @@ class Loop {
         {"start", measured_summary(start_m)},
         {"best", measured_summary(improved ? best_m : start_m)},
         {"best_description", result.description},
+        {"best_family", result.family},
+        {"best_params", result.params},
         {"evaluations", evals_},
         {"steps", step_},
         {"stop_reason", stop},

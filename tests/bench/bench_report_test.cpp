@@ -181,6 +181,18 @@ TEST(BenchTable, CompileColumnsOnlyWhenSomeProblemHasTheBaseline) {
   EXPECT_DOUBLE_EQ(with["summary"]["overall"]["compile_speedup_vs_eager"]["geomean"].get<double>(), 2.0);
 }
 
+TEST(BenchTable, SaysWhichDesignWonAndWhyAFractionPassesOne) {
+  json fft = row("level1", "conv", "correct", 2.4, 1.55);
+  fft["candidate"] = {{"details", {{"design", {{"family", "cuda.conv.cudnn"}, {"params", {{"math", "fp32-fft"}}}}}}}};
+  const std::string table = format_bench_table(results_of({fft, row("level1", "relu", "correct", 1.1, 0.8)}));
+  EXPECT_NE(table.find("design: cuda.conv.cudnn {\"math\":\"fp32-fft\"}"), std::string::npos) << table;
+  // one note, for the row above 100 %
+  const size_t note = table.find("above 100% of peak");
+  ASSERT_NE(note, std::string::npos) << table;
+  EXPECT_EQ(table.find("above 100% of peak", note + 1), std::string::npos) << table;
+  EXPECT_LT(note, table.find("level1/relu"));
+}
+
 class CandidateLookup : public ::testing::Test {
  protected:
   void SetUp() override {
