@@ -1,9 +1,16 @@
-"""Diagnostic: how PyTorch runs the suite's convolutions on this GPU with TF32 off (the baseline's
-setting): median time of F.conv2d/conv1d alone with cudnn.benchmark off and on, and the CUDA
-kernels it launches (names say the algorithm). Compare with tools/probe/cudnn_find.cpp.
+"""Diagnostic: how PyTorch runs the suite's convolutions on this GPU with TF32 off: median time
+of F.conv2d/conv1d with cudnn.benchmark off and on, and the CUDA kernels it launches (names say
+the algorithm). Compare with tools/probe/cudnn_find.cpp.
 
-    python3 tools/probe/conv_probe.py
+    python3 tools/probe/conv_probe.py            # TF32 off by the allow_tf32 flags
+    python3 tools/probe/conv_probe.py ieee bias  # by fp32_precision = "ieee" (torch >= 2.9, what
+                                                 # tools/kernelbench/baseline.py sets), with bias
+
+Open question (2026-12-04): level1/09's conv1d took 4.07 ms here with the flags and no bias, but
+7.87 ms as the bench's eager baseline (fp32_precision, with bias).
 """
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -33,14 +40,21 @@ def median_ms(fn, reps=30):
 
 
 def main():
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    ieee, with_bias = "ieee" in sys.argv[1:], "bias" in sys.argv[1:]
+    if ieee:
+        torch.backends.cudnn.conv.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    print("TF32 off by", "fp32_precision" if ieee else "allow_tf32", "; bias", with_bias)
     print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name())
     for label, xs, ws, pad, groups in SHAPES:
         x = torch.randn(*xs, device="cuda")
         w = torch.randn(*ws, device="cuda") * 0.05
         conv = F.conv1d if len(xs) == 3 else F.conv2d
-        fn = lambda: conv(x, w, None, 1, pad, 1, groups)  # noqa: E731
+        bias = torch.randn(ws[0], device="cuda") if with_bias else None
+        fn = lambda: conv(x, w, bias, 1, pad, 1, groups)  # noqa: E731
         flops = 2.0 * x.shape[0] * ws[0] * (ws[1]) * torch.tensor(ws[2:]).prod().item()
         flops *= torch.tensor(conv(x, w, None, 1, pad, 1, groups).shape[2:]).prod().item()
         for bench in (False, True):
