@@ -1,9 +1,15 @@
 // plan_kernel: what the builtin policy recognises in a problem's graph, and render_expr.
 #include <algorithm>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "mblast/driver/plan_command.h"
+#include "mblast/error.h"
 #include "mblast/policy/kernel_plan.h"
+#include "mblast/policy/variants.h"
 #include "test_env.h"
 
 namespace mblast::policy {
@@ -755,6 +761,27 @@ TEST(KernelPlan, ArgmaxOnlyAsTheOutput) {
   Problem q = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 5, 6});
   q.outputs[0].dtype = DType::i64;
   EXPECT_EQ(plan_kernel(q, relu).kind, "unsupported");
+}
+
+TEST(PlanCommand, WritesEveryGeneratedVariantForATarget) {
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / ("mblast_plan_write_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(out);
+  PlanArgs a;
+  a.problems = {(testing::source_dir() / "problems" / "softmax").string()};
+  a.target = "pocl-cpu";
+  a.write_dir = out.string();
+  a.json = true;
+  ASSERT_EQ(run_plan(a), 0);
+  const Problem p = hand_made("softmax");
+  const auto variants = generate_variants(plan_kernel(p), p, find_target("pocl-cpu"));
+  ASSERT_FALSE(variants.empty());
+  size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(out / p.name)) files += f.path().extension() == ".cpp";
+  EXPECT_EQ(files, variants.size());
+  EXPECT_TRUE(std::filesystem::exists(out / p.name / ("0_" + variants[0].family + variants[0].extension)));
+  std::filesystem::remove_all(out);
+  a.target.clear();  // the variants are per backend
+  EXPECT_THROW(run_plan(a), UserError);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ struct PlanArgs {
   std::vector<std::string> problems;
   std::string target;
   bool json = false;
+  std::string write_dir;  // --write-variants: each generated variant's source under DIR/<problem>/
 };
 
 void add_plan(CLI::App& app, PlanArgs& a);
