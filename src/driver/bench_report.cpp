@@ -23,6 +23,17 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
   return j[key].get<std::string>();
 }
 
+// The optimized candidate's design (candidate.details.design), or null: rows without a
+// candidate, or with one from a file, have none (the keys may be missing or null).
+const json* design_of(const json& row) {
+  const json* at = &row;
+  for (const char* key : {"candidate", "details", "design"}) {
+    if (!at->is_object() || !at->contains(key)) return nullptr;
+    at = &(*at)[key];
+  }
+  return at->is_object() ? at : nullptr;
+}
+
 std::optional<double> num(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
   return j[key].get<double>();
@@ -223,9 +234,8 @@ std::string format_bench_table(const json& results) {
       o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
     if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
       o << "    above 100% of peak: the kernel does less arithmetic than the problem's counted FLOPs (FFT or Winograd)\n";
-    if (const json& d = r.value("candidate", json::object()).value("details", json::object()).value("design", json()); d.is_object() &&
-        !str(d, "family").empty())
-      o << fmt::format("    design: {} {}\n", str(d, "family"), d.value("params", json::object()).dump());
+    if (const json* d = design_of(r); d && !str(*d, "family").empty())
+      o << fmt::format("    design: {} {}\n", str(*d, "family"), d->value("params", json::object()).dump());
     for (const char* which : {"eager", "compile"}) {
       const json& b = r.value(which, json());
       if (b.is_object() && b.contains("failed") && str(r, "status") != "import_failed")
