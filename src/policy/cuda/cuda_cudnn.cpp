@@ -20,6 +20,7 @@
 // (the FFT and Winograd designs are offered only for shapes those algorithms take).
 #include <fmt/format.h>
 
+#include <iterator>
 #include <limits>
 
 #include "cuda_gen.h"
@@ -39,48 +40,31 @@ std::string checked_init(const std::string& call, const std::string& what) {
 
 enum class Mode { Fp32DirectSum, Fp32Fft, Fp32Winograd, Tf32 };
 
-const char* math_name(Mode m) {
-  switch (m) {
-    case Mode::Fp32DirectSum: return "fp32";
-    case Mode::Fp32Fft: return "fp32-fft";
-    case Mode::Fp32Winograd: return "fp32-winograd";
-    case Mode::Tf32: return "tf32";
-  }
-  return "?";
-}
-
-const char* math_description(Mode m) {
-  switch (m) {
-    case Mode::Fp32DirectSum: return "strict FP32, direct-sum algorithms";
-    case Mode::Fp32Fft: return "strict FP32, FFT algorithms";
-    case Mode::Fp32Winograd: return "strict FP32, Winograd algorithms";
-    case Mode::Tf32: return "TF32 tensor cores allowed";
-  }
-  return "?";
-}
-
-// The C condition, on `a`, under which a found algorithm is not this design's to take.
-std::string excluded_algorithms(Mode m) {
-  switch (m) {
-    case Mode::Fp32DirectSum:
-      return "a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
-             "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT";
-    case Mode::Fp32Fft:
-      return "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING";
-    case Mode::Fp32Winograd:
-      return "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED";
-    case Mode::Tf32: return "";
-  }
-  return "";
-}
+struct ModeInfo {
+  const char* math;         // the design's "math" parameter
+  const char* description;  // for the design's description and the failure reason
+  const char* excluded;     // the C condition, on `a`, under which a found algorithm is another design's ("": none)
+};
+constexpr ModeInfo kModes[] = {
+    {"fp32", "strict FP32, direct-sum algorithms",
+     "a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
+     "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT"},
+    {"fp32-fft", "strict FP32, FFT algorithms", "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING"},
+    {"fp32-winograd", "strict FP32, Winograd algorithms",
+     "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"},
+    {"tf32", "TF32 tensor cores allowed", ""},
+};
+static_assert(std::size(kModes) == static_cast<size_t>(Mode::Tf32) + 1, "one entry per Mode, in its order");
 
 Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   const ConvShape& c = plan.conv;
   const bool tf32 = mode == Mode::Tf32;
+  const ModeInfo& info = kModes[static_cast<int>(mode)];
   Design d;
   d.family = "cuda.conv.cudnn";
-  d.params = {{"math", math_name(mode)}};
-  d.description = std::string("cuDNN forward convolution (") + math_description(mode) + ", the fastest found in mblast_prepare)" + (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.params = {{"math", info.math}};
+  d.description = fmt::format("cuDNN forward convolution ({}, the fastest found in mblast_prepare){}", info.description,
+                              gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"cuda.implicit-gemm-convolution"};
   if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
@@ -138,13 +122,13 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   init += "    int pick = -1;\n";
   init += "    for (int i = 0; i < found && pick < 0; ++i) {  // sorted fastest first\n";
   init += "      const cudnnConvolutionFwdAlgo_t a = perf[i].algo;\n";
-  if (const std::string excluded = excluded_algorithms(mode); !excluded.empty())
-    init += "      if (" + excluded + ")\n        continue;  // another design's algorithm\n";
+  if (*info.excluded)
+    init += std::string("      if (") + info.excluded + ")\n        continue;  // another design's algorithm\n";
   else
     init += "      (void)a;\n";
   init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n    }\n";
   init += fmt::format("    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {} algorithm for this convolution (%d tried)\", found);\n",
-                      math_description(mode));
+                      info.description);
   init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
   init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
   init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";

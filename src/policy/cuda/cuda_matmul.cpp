@@ -173,9 +173,8 @@ Design cublas(const Mm& c, bool tf32) {
 
 std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem& problem) {
   const ConvShape& cv = plan.conv;
-  if (cv.kh != 1 || cv.kw != 1 || cv.sh != 1 || cv.sw != 1 || cv.ph != 0 || cv.pw != 0 || cv.pw_end() != 0 || cv.groups != 1 ||
-      cv.out_h != cv.h || cv.out_w != cv.w)
-    return {};
+  if (cv.kh != 1 || cv.kw != 1 || cv.sh != 1 || cv.sw != 1 || cv.ph != 0 || cv.pw != 0 || cv.pw_end() != 0 || cv.groups != 1)
+    return {};  // (so the output plane is the input's: h x w)
   // The conv as a matmul plan: A the weight (one matrix for every image), B the image.
   KernelPlan mm = plan;
   mm.kind = "matmul";
