@@ -216,9 +216,17 @@ class LlmLoop(unittest.TestCase):
         if subprocess.run([BIN, "targets"], capture_output=True, text=True).stdout.find("pocl-cpu") < 0:
             self.skipTest("pocl-cpu is not a target here")
         naive = read(os.path.join(HOME, "problems", "relu", "candidates", "naive.opencl.cpp"))
-        # The start is slow by construction (one work-item, scattered): with the naive kernel as
-        # the start, whether the coarsened one is faster beyond noise depends on the host.
-        slow = read(os.path.join(HOME, "tests", "loop", "fixtures", "serial_relu.opencl.cpp"))
+        # The start is slow by construction: the naive kernel on one work-item, walking the
+        # elements in a scattered order (4099 is prime, so j -> j * 4099 mod n visits each element
+        # once for the problem's n). With the naive kernel itself as the start, whether the
+        # coarsened one is faster beyond noise depends on the host.
+        body = "  const long i = (long)get_global_id(0);\n  if (i >= n) return;\n  y[i] = fmax(x[i], 0.0f);\n"
+        launch = "const size_t global = static_cast<size_t>(n);"
+        self.assertIn(body, naive)
+        self.assertIn(launch, naive)
+        slow = naive.replace(body, "  if (get_global_id(0) != 0) return;\n  for (long j = 0; j < n; ++j) {\n"
+                                   "    const long i = (j * 4099) % n;\n    y[i] = fmax(x[i], 0.0f);\n  }\n")
+        slow = slow.replace(launch, "const size_t global = 1;")
         fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
         wrong = naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)")
         r, env, args, server = self.run_case("opencl", "pocl-cpu", "openai", slow, fast, wrong)
