@@ -116,6 +116,24 @@ TEST(CudaVariants, DepthwiseConvStartsFromThePlaneInSharedMemory) {
     EXPECT_NE(v.family, "cuda.conv.depthwise");
 }
 
+TEST(CudaVariants, FewLongLayernormRowsAreSplitAcrossBlocks) {
+  const Case c = load_case("pt_layernorm_long");
+  const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  std::vector<const Variant*> split;
+  for (const auto& v : variants)
+    if (v.family == "cuda.layernorm.split-row") split.push_back(&v);
+  ASSERT_EQ(split.size(), 2u);
+  // 40000 = 4 pieces of 8192 and a ragged fifth; 3 rows on grid.y; the pieces' pairs made once in prepare
+  EXPECT_NE(split[0]->source.find("const dim3 grid(5, 3)"), std::string::npos) << split[0]->source;
+  EXPECT_NE(split[0]->source.find("cudaMalloc(&s->part, 30ULL * sizeof(float))"), std::string::npos);
+  EXPECT_NE(split[1]->source.find("const dim3 grid(2, 3)"), std::string::npos);
+  // split designs first (a long chain offers only its stages' first designs); short rows
+  // (pt_layernorm) are never split
+  EXPECT_EQ(variants.front().family, "cuda.layernorm.split-row");
+  for (const auto& v : cuda_variants(load_case("pt_layernorm").plan, load_case("pt_layernorm").problem, generation_target("cuda")))
+    EXPECT_NE(v.family, "cuda.layernorm.split-row");
+}
+
 // nvcc as the cuda backend finds it: $MBLAST_NVCC, the toolkit under CUDA_HOME or
 // /usr/local/cuda, then PATH.
 std::string find_nvcc() {

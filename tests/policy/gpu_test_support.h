@@ -427,6 +427,30 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = p;
     v.push_back(s);
   }
+  {  // GroupNorm(1, 8) of 3 samples of 8 x 5000: three rows of 40000, each over several blocks
+     // (a ragged last piece), the per-channel affine as the epilogue
+    Synthetic s;
+    s.name = "pt_layernorm_long";
+    s.problem_json = problem_json(s.name, "norm", {tensor("x", {3, 40000})}, {tensor("w", {8}), tensor("b", {8})},
+                                  tensor("y", {3, 40000}), 1e-5, 1e-4, 3 * 40000 * 8);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 40000), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (8,), \"normal\", \"f32\"), \"b\": sample(rng, (8,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    m = x.mean(axis=1, keepdims=True)\n"
+                     "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
+                     "    ch = np.repeat(np.arange(8), 5000)\n"
+                     "    return {\"y\": (x - m) / np.sqrt(v + 1e-5) * params[\"w\"].astype(np.float64)[ch] + params[\"b\"].astype(np.float64)[ch]}\n";
+    KernelPlan p = reduction("layernorm", "", {3, 40000, 1}, {3, 40000}, Expr{});
+    p.eps = 1e-5;
+    ExprBuilder b;
+    b.binary("add", b.binary("mul", b.acc(), b.param(0, 5000, 8)), b.param(1, 5000, 8));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
   {  // relu(conv2d(x, w, b, stride (2, 1), padding 1, dilation (1, 2), groups 2)): every geometry knob, the bias per channel
     Synthetic s;
     s.name = "pt_conv";

@@ -8,6 +8,10 @@
 //                   memory across warps (two-level); the same softmax choices.
 //   column-per-thread (inner > 1) one thread per (outer, inner) column: neighbouring threads
 //                   read neighbouring addresses at every step.
+//   split-row       (layernorm, few long rows: GroupNorm(1, C) is 32 rows of 1M elements in
+//                   level3/06) a row over many blocks: each block's chunk gives its (mean, M2),
+//                   then every block combines its row's chunks (Chan et al.'s parallel variance)
+//                   and normalises its chunk. A row per block would leave most SMs idle.
 #include <functional>
 
 #include <fmt/format.h>
@@ -427,6 +431,70 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   return d;
 }
 
+// LayerNorm split across blocks along each row (inner 1): mb_ln_part gives each CHUNK-long
+// piece of a row its mean and sum of squared deviations (the piece is read twice, the second
+// time from L2), mb_ln_apply combines a row's pieces into its mean and variance and writes its
+// own piece through the epilogue. Three reads and one write of the data in all, over
+// chunks x rows blocks. The pieces' (mean, M2) pairs live in a buffer made in mblast_prepare.
+Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const int64_t chunks = gpu::ceil_div(c.r, chunk);
+  const int warps = block / 32;
+  std::string k;
+  k += fmt::format("#define R {}\n#define CHUNK {}\n#define CHUNKS {}\n#define EPS {:.9g}f\n\n", c.r, chunk, chunks, c.eps);
+  k += helpers("sum");
+  // the length of piece j of a row
+  k += fmt::format("__device__ __forceinline__ float mb_piece_n(int j) {{ return static_cast<float>(j + 1 < CHUNKS ? CHUNK : R - static_cast<{}>(j) * CHUNK); }}\n\n", c.idx);
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_ln_part(const float* __restrict__ x, float* __restrict__ part) {{\n", block);
+  k += "  __shared__ float sh[33];\n";
+  k += fmt::format("  const int j = blockIdx.x;\n  const {0} o = static_cast<{0}>(blockIdx.y);\n", c.idx);
+  k += fmt::format("  const float* row = x + o * R;\n  const {0} begin = static_cast<{0}>(j) * CHUNK;\n", c.idx);
+  k += fmt::format("  const {0} end = begin + CHUNK < R ? begin + CHUNK : R;\n", c.idx);
+  k += fmt::format("  float s = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) s += row[r];\n", c.idx, block);
+  k += fmt::format("  const float mean = mb_block_sum(s, sh, {}) / mb_piece_n(j);\n", warps);
+  k += fmt::format("  float d = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) {{\n", c.idx, block);
+  k += "    const float t = row[r] - mean;\n    d += t * t;\n  }\n";
+  k += fmt::format("  const float m2 = mb_block_sum(d, sh, {});\n", warps);
+  k += "  if (threadIdx.x == 0) {\n    part[(o * CHUNKS + j) * 2] = mean;\n    part[(o * CHUNKS + j) * 2 + 1] = m2;\n  }\n}\n\n";
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_ln_apply({}, const float* __restrict__ part) {{\n", block,
+                   kernel_params(tensors));
+  k += "  __shared__ float sh[33];\n";
+  k += fmt::format("  const int j = blockIdx.x;\n  const {0} o = static_cast<{0}>(blockIdx.y);\n", c.idx);
+  k += "  const float* pr = part + o * CHUNKS * 2;\n";
+  k += fmt::format("  float ws = 0.0f;\n  for (int q = threadIdx.x; q < CHUNKS; q += {}) ws += mb_piece_n(q) * pr[2 * q];\n", block);
+  k += fmt::format("  const float mean = mb_block_sum(ws, sh, {}) / static_cast<float>(R);\n", warps);
+  k += fmt::format("  float m2 = 0.0f;\n  for (int q = threadIdx.x; q < CHUNKS; q += {}) {{\n", block);
+  k += "    const float dm = pr[2 * q] - mean;\n    m2 += pr[2 * q + 1] + mb_piece_n(q) * dm * dm;\n  }\n";
+  k += fmt::format("  const float rstd = rsqrtf(mb_block_sum(m2, sh, {}) / static_cast<float>(R) + EPS);\n", warps);
+  k += fmt::format("  const float* row = {} + o * R;\n  const {} begin = static_cast<{}>(j) * CHUNK;\n", c.x, c.idx, c.idx);
+  k += fmt::format("  const {0} end = begin + CHUNK < R ? begin + CHUNK : R;\n", c.idx);
+  k += fmt::format("  for ({} r = begin + threadIdx.x; r < end; r += {}) {{\n", c.idx, block);
+  k += fmt::format("    const {} i = o * R + r;\n", c.idx);
+  k += "    const float acc = (row[r] - mean) * rstd;\n";
+  k += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n}\n";
+
+  Design d;
+  d.family = "cuda.layernorm.split-row";
+  d.params = {{"block", block}, {"chunk", chunk}};
+  d.description = fmt::format("layernorm: each row in {}-element pieces over {}-thread blocks, the pieces' (mean, M2) combined", chunk,
+                              block);
+  d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
+               "cuda.fuse-elementwise-epilogue"};
+  d.state_fields = "  float* part = nullptr;  // each row piece's (mean, M2)\n";
+  d.init_code = fmt::format(
+      "  if (cudaMalloc(&s->part, {}ULL * sizeof(float)) != cudaSuccess) {{\n    s->part = nullptr;\n"
+      "    return mb_free(s), mb_fail(\"cudaMalloc of the layernorm's row pieces ({} floats) failed\");\n  }}\n",
+      c.outer * chunks * 2, c.outer * chunks * 2);
+  d.free_code = "  if (s->part) cudaFree(s->part);\n";
+  d.device_code = k;
+  d.launch_code = fmt::format(
+      "  {{\n    const dim3 grid({}, {});\n    mb_ln_part<<<grid, {}, 0, stream>>>({}, s->part);\n"
+      "    if (mb_launched(\"mb_ln_part\") != 0) return -1;\n    mb_ln_apply<<<grid, {}, 0, stream>>>({}, s->part);\n"
+      "    if (mb_launched(\"mb_ln_apply\") != 0) return -1;\n  }}\n",
+      chunks, c.outer, block, c.x, block, call_args(tensors));
+  return d;
+}
+
 }  // namespace
 
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem) {
@@ -443,6 +511,11 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
   std::vector<Design> v;
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
+    // Few rows, each long enough for many blocks: split them (grid.y holds the rows), and first:
+    // a chain offers only each stage's first designs (gpu::chain_combinations), and a warp or
+    // a block per row leaves most of the GPU idle here.
+    if (c.outer <= 1024 && c.r >= 32768)
+      for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}}) v.push_back(layernorm_split(c, block, chunk));
     for (int warps : {4, 8}) v.push_back(layernorm_rows(c, 32, warps));
     for (int block : {128, 256, 512}) v.push_back(layernorm_rows(c, block, 1));
     return v;
