@@ -12,6 +12,7 @@
 #                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
 #                generated|candidate, default generated)
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
+#   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
 # A `collect` on a machine without /tmp/res (a fresh one: the last was released) says so at once.
 set -u
 R=/tmp/res
@@ -26,7 +27,7 @@ collect)
   [[ -d $R ]] || { echo "NO_PIPELINE_HERE (a fresh machine: the last one was released)"; exit 3; }
   end=$(($(date +%s) + ${2:-500}))
   while [[ ! -f $R/DONE && $(date +%s) -lt $end ]]; do sleep 5; done
-  for f in bench.json bench.log progress.log gpu_check.log opt.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
+  for f in bench.json bench.log progress.log gpu_check.log opt.log probe.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
   (cd "$R" && tar czf "$OUT/res.tgz" --exclude='*.tgz' . 2>/dev/null)
   cat "$R/progress.log"
   tail -30 "$R/bench.log" 2>/dev/null
@@ -42,6 +43,11 @@ pipeline)
   OUT=$R/gc BUILD_TARGETS="mblast mblast-runner ${EXTRA_TARGETS:-}" CTEST_ARGS="${CTEST_ARGS:--R zzzz_none}" \
     bash tools/gpu_check.sh >"$R/gpu_check.log" 2>&1
   echo "== gpu_check rc $? $(date -u +%T)" >>"$R/progress.log"
+  if [[ -n ${PROBE:-} ]]; then
+    echo "== probe $(date -u +%T)" >>"$R/progress.log"
+    timeout 300 bash -c "$PROBE" >"$R/probe.log" 2>&1
+    echo "== probe rc $? $(date -u +%T)" >>"$R/progress.log"
+  fi
   if [[ -n ${BENCH_FILES:-} ]]; then
     mkdir -p /tmp/none /tmp/pre
     echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
