@@ -5,6 +5,9 @@ the algorithm). Compare with tools/probe/cudnn_find.cpp.
     python3 tools/probe/conv_probe.py            # TF32 off by the allow_tf32 flags
     python3 tools/probe/conv_probe.py ieee bias  # by fp32_precision = "ieee" (torch >= 2.9, what
                                                  # tools/kernelbench/baseline.py sets), with bias
+    python3 tools/probe/conv_probe.py ieee bias after-default
+        # the baseline's order: each shape first with PyTorch's default (TF32 allowed), then
+        # switched to TF32 off in the same process
 
 Open question (2026-12-04): level1/09's conv1d took 4.07 ms here with the flags and no bias, but
 7.87 ms as the bench's eager baseline (fp32_precision, with bias).
@@ -39,15 +42,28 @@ def median_ms(fn, reps=30):
     return times[len(times) // 2]
 
 
-def main():
-    ieee, with_bias = "ieee" in sys.argv[1:], "bias" in sys.argv[1:]
+def tf32_off(ieee):
     if ieee:
         torch.backends.cudnn.conv.fp32_precision = "ieee"
         torch.backends.cuda.matmul.fp32_precision = "ieee"
     else:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    print("TF32 off by", "fp32_precision" if ieee else "allow_tf32", "; bias", with_bias)
+
+
+def main():
+    ieee, with_bias = "ieee" in sys.argv[1:], "bias" in sys.argv[1:]
+    after_default = "after-default" in sys.argv[1:]
+    b = torch.backends
+    if ieee:
+        knobs = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")]
+    else:
+        knobs = [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")]
+    defaults = [(obj, name, getattr(obj, name)) for obj, name in knobs]
+    if not after_default:
+        tf32_off(ieee)
+    print("TF32 off by", "fp32_precision" if ieee else "allow_tf32", "; bias", with_bias,
+          "; after the default" if after_default else "")
     print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name())
     for label, xs, ws, pad, groups in SHAPES:
         x = torch.randn(*xs, device="cuda")
@@ -57,6 +73,12 @@ def main():
         fn = lambda: conv(x, w, bias, 1, pad, 1, groups)  # noqa: E731
         flops = 2.0 * x.shape[0] * ws[0] * (ws[1]) * torch.tensor(ws[2:]).prod().item()
         flops *= torch.tensor(conv(x, w, None, 1, pad, 1, groups).shape[2:]).prod().item()
+        if after_default:
+            torch.backends.cudnn.benchmark = False
+            for obj, name, value in defaults:
+                setattr(obj, name, value)
+            print(f"{label}: PyTorch's default precision, median {median_ms(fn):.3f} ms")
+            tf32_off(ieee)
         for bench in (False, True):
             torch.backends.cudnn.benchmark = bench
             ms = median_ms(fn)
