@@ -3,7 +3,7 @@ tools/kernelbench/baseline.py does (L2 flush and a device sync around each call)
 the flush turned off, to see what the method adds to PyTorch's own time.
 
     MBLAST_BENCH_SIZE=full python3 tools/mblast_kernelbench.py import FILE.py --out /tmp/p --device cuda
-    python3 tools/probe/baseline_probe.py /tmp/p
+    python3 tools/probe/baseline_probe.py /tmp/p [conv1d|conv2d]   # a conv: also F.conv on its tensors
 """
 import json
 import os
@@ -29,6 +29,47 @@ def main():
     baseline._Timer.flush = lambda self: None
     r = baseline.run_baseline(pdir, "cuda", False, 5, 50, 0.3)  # mblast bench's settings
     show("no flush", r)
+    if len(sys.argv) > 2:  # a conv: its call on the problem's own tensors vs on fresh ones
+        direct(pdir, sys.argv[2])
+
+
+def direct(pdir, what):
+    import torch
+    import torch.nn.functional as F
+    from safetensors.torch import load_file
+    with open(os.path.join(pdir, "problem.json")) as f:
+        problem = json.load(f)
+    params = load_file(os.path.join(pdir, "data", "params.init0.safetensors"))
+    inputs = load_file(os.path.join(pdir, "data", f"inputs.seed{problem['seeds'][0]['seed']}.safetensors"))
+    x = next(iter(inputs.values())).cuda()
+    w = next(v for k, v in params.items() if k.endswith("weight")).cuda()
+    b = next(v for k, v in params.items() if k.endswith("bias")).cuda()
+    shape = [d.get("torch_shape") for d in problem["inputs"]][0]
+    x = x.reshape(shape) if shape else x
+    conv = F.conv1d if what == "conv1d" else F.conv2d
+    pad = w.shape[-1] // 2
+    with baseline.tf32_off():
+        for label, xx, ww in [("problem's tensors", x, w), ("fresh randn", torch.randn_like(x), torch.randn_like(w) * 0.05),
+                              ("problem's x, fresh w", x, torch.randn_like(w) * 0.05)]:
+            print(f"direct {label}: x {tuple(xx.shape)} {xx.stride()} w {tuple(ww.shape)} {ww.stride()}: "
+                  f"{median_ms(lambda: conv(xx, ww, b, 1, pad)):.3f} ms; "
+                  f"x subnormal {(xx.abs() < 1.2e-38).logical_and(xx != 0).sum().item()}, "
+                  f"w subnormal {(ww.abs() < 1.2e-38).logical_and(ww != 0).sum().item()}, w absmax {ww.abs().max().item():.3g}")
+
+
+def median_ms(fn, reps=20):
+    import torch
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[reps // 2]
 
 
 if __name__ == "__main__":
