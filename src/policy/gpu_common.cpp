@@ -2,7 +2,9 @@
 #include "gpu_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <queue>
 #include <sstream>
 #include <set>
 
@@ -425,27 +427,42 @@ std::string undefs(const std::string& code) {
   return out;
 }
 
-std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap) {
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap,
+                                                    const std::vector<double>& costs) {
   std::vector<std::vector<size_t>> out;
-  if (sizes.empty()) return out;
-  size_t max_sum = 0;
-  for (size_t n : sizes) {
+  if (sizes.empty() || cap == 0) return out;
+  for (size_t n : sizes)
     if (n == 0) return out;
-    max_sum += n - 1;
+  // The penalty of one step down each stage's list. Equal costs give exactly 1 each, so the
+  // order is by the sum of the indices as before costs were known.
+  std::vector<double> step(sizes.size(), 1.0);
+  if (costs.size() == sizes.size()) {
+    const double top = *std::max_element(costs.begin(), costs.end());
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (costs[i] > 0 && costs[i] < top) step[i] = std::min(std::sqrt(top / costs[i]), 1e6);
   }
-  std::vector<size_t> cur(sizes.size());
-  std::function<void(size_t, size_t)> fill = [&](size_t stage, size_t left) {
-    if (out.size() >= cap) return;
-    if (stage + 1 == sizes.size()) {
-      if (left < sizes[stage]) cur[stage] = left, out.push_back(cur);
-      return;
+  // Best first: the penalty is a sum of non-negative steps, so each combination's successors
+  // (one index one further) cost no less, and a queue from the all-first combination yields
+  // them in order. `seen` keeps a combination from being queued twice.
+  using Entry = std::pair<double, std::vector<size_t>>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  std::set<std::vector<size_t>> seen;
+  queue.push({0.0, std::vector<size_t>(sizes.size(), 0)});
+  seen.insert(queue.top().second);
+  while (!queue.empty() && out.size() < cap) {
+    auto [penalty, combo] = queue.top();
+    queue.pop();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (combo[i] + 1 >= sizes[i]) continue;
+      std::vector<size_t> next = combo;
+      ++next[i];
+      // The penalty is recomputed from the indices (not accumulated), so equal ones compare equal.
+      double p = 0;
+      for (size_t j = 0; j < next.size(); ++j) p += static_cast<double>(next[j]) * step[j];
+      if (seen.insert(next).second) queue.push({p, std::move(next)});
     }
-    for (size_t r = 0; r < sizes[stage] && r <= left; ++r) {
-      cur[stage] = r;
-      fill(stage + 1, left - r);
-    }
-  };
-  for (size_t sum = 0; sum <= max_sum && out.size() < cap; ++sum) fill(0, sum);
+    out.push_back(std::move(combo));
+  }
   return out;
 }
 

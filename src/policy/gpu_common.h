@@ -136,9 +136,14 @@ std::string params_text(const nlohmann::json& params);
 // "#undef NAME" for every "#define NAME" in `code`, so the next stage's sizes can be defined.
 std::string undefs(const std::string& code);
 // Which combinations of the stages' designs to offer, as one design index per stage: the search
-// space is their product, so at most `cap` tuples in order of the sum of the indices, then
-// lexicographically (each generator lists its likely best designs first).
-std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap = 16);
+// space is their product, so at most `cap` tuples, the all-first one first (each generator lists
+// its likely best designs first). They come in order of a penalty, then lexicographically: each
+// step down a stage's list costs sqrt(largest cost / that stage's cost), with `costs` the
+// stages' rough costs (KernelPlan::rough_cost), so the designs of the stages that take the time
+// are tried first and further down. Without costs (or with equal ones) every step costs 1: the
+// order of the sum of the indices.
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap = 16,
+                                                    const std::vector<double>& costs = {});
 
 // A chain's candidates, for any backend's design type D (with family, params, description and
 // actions): `make(stage plan, stage problem)` lists each stage's designs (none: no chain), and
@@ -148,14 +153,16 @@ std::vector<D> compose_chain(const KernelPlan& plan, const Problem& problem, Mak
   if (plan.kind != "chain" || plan.stages.empty() || plan.temps.size() + 1 != plan.stages.size()) return {};
   std::vector<std::vector<D>> per_stage;
   std::vector<size_t> sizes;
+  std::vector<double> costs;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     std::vector<D> ds = make(plan.stages[i], stage_problem(problem, plan, i));
     if (ds.empty()) return {};  // a stage no generator makes: no chain
     sizes.push_back(ds.size());
+    costs.push_back(plan.stages[i].rough_cost());
     per_stage.push_back(std::move(ds));
   }
   std::vector<D> out;
-  for (const auto& combo : chain_combinations(sizes)) {
+  for (const auto& combo : chain_combinations(sizes, 16, costs)) {
     std::vector<const D*> parts;
     for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
     out.push_back(compose(parts));

@@ -1491,6 +1491,32 @@ std::string KernelPlan::summary() const {
   return s;
 }
 
+double KernelPlan::rough_cost() const {
+  auto d = [](int64_t v) { return static_cast<double>(v); };
+  double elements = d(out_numel), flops = 0;
+  if (kind == "chain") {
+    double sum = 0;
+    for (const auto& s : stages) sum += s.rough_cost();
+    return sum;
+  } else if (kind == "elementwise") {
+    elements += d(out_numel) * static_cast<double>(expr.inputs_used().size());
+  } else if (is_row_kind(kind) || kind == "cumsum" || kind == "argmax") {
+    elements += d(rshape.outer) * d(rshape.reduce) * d(rshape.inner);
+  } else if (kind == "pool") {
+    elements += d(pool.planes) * d(pool.h) * d(pool.w);
+  } else if (kind == "conv") {
+    const double per_out = d(conv.cin / std::max<int64_t>(conv.groups, 1)) * d(conv.kh) * d(conv.kw);
+    elements += d(conv.n) * d(conv.cin) * d(conv.h) * d(conv.w) + d(conv.cout) * per_out;
+    flops = 2 * d(out_numel) * per_out;
+  } else if (kind == "matmul") {
+    elements += (a_batched ? d(batch) : 1) * d(m) * d(k) + (b_batched ? d(batch) : 1) * d(k) * d(n);
+    flops = 2 * d(batch) * d(m) * d(n) * d(k);
+  } else if (kind == "gather") {
+    elements += d(out_numel);
+  }
+  return std::max(4 * elements, flops / 16);
+}
+
 Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i) {
   Problem p = problem;
   p.inputs.insert(p.inputs.end(), chain.temps.begin(), chain.temps.end());

@@ -1,6 +1,7 @@
 // plan_kernel: what the builtin policy recognises in a problem's graph, and render_expr.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "mblast/error.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
+#include "gpu_common.h"
 #include "test_env.h"
 
 namespace mblast::policy {
@@ -782,6 +784,58 @@ TEST(PlanCommand, WritesEveryGeneratedVariantForATarget) {
   std::filesystem::remove_all(out);
   a.target.clear();  // the variants are per backend
   EXPECT_THROW(run_plan(a), UserError);
+}
+
+using Combos = std::vector<std::vector<size_t>>;
+
+TEST(ChainCombinations, WithoutCostsInOrderOfTheIndexSumThenLexicographically) {
+  const Combos all = {{0, 0}, {0, 1}, {1, 0}, {0, 2}, {1, 1}, {1, 2}};
+  EXPECT_EQ(gpu::chain_combinations({2, 3}), all);
+  EXPECT_EQ(gpu::chain_combinations({2, 3}, 16, {5.0, 5.0}), all);  // equal costs: the same
+  EXPECT_EQ(gpu::chain_combinations({2, 3}, 3), Combos(all.begin(), all.begin() + 3));
+  EXPECT_TRUE(gpu::chain_combinations({2, 0, 3}).empty());  // a stage with no design: no chain
+}
+
+TEST(ChainCombinations, TheCostlyStagesDesignsComeFirstAndFurtherDown) {
+  // Stage 1 costs 100 times stage 0: a step down stage 0's list costs sqrt(100) = 10 steps of
+  // stage 1, so all four of stage 1's designs come before stage 0's second.
+  const Combos first5 = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}};
+  EXPECT_EQ(gpu::chain_combinations({3, 4}, 5, {1.0, 100.0}), first5);
+  // A long chain: every combination distinct, the all-first one first, and with the one costly
+  // stage in the middle, its designs before any other stage leaves its first.
+  std::vector<size_t> sizes(18, 3);
+  std::vector<double> costs(18, 1.0);
+  costs[9] = 64.0;
+  const Combos c = gpu::chain_combinations(sizes, 16, costs);
+  ASSERT_EQ(c.size(), 16u);
+  EXPECT_EQ(c[0], std::vector<size_t>(18, 0));
+  EXPECT_EQ(c[1][9], 1u);
+  EXPECT_EQ(c[2][9], 2u);
+  EXPECT_EQ(std::set<std::vector<size_t>>(c.begin(), c.end()).size(), c.size());
+  // Then (penalty 8 each) the other stages' second designs one at a time, before any pair.
+  for (size_t i = 3; i < c.size(); ++i) {
+    size_t moved = 0;
+    for (size_t st = 0; st < 18; ++st) moved += c[i][st] != 0;
+    EXPECT_EQ(moved, 1u) << i;
+    EXPECT_EQ(c[i][9], 0u) << i;
+  }
+}
+
+TEST(KernelPlan, RoughCostRanksAConvAboveTheNormAfterIt) {
+  KernelPlan conv;
+  conv.kind = "conv";
+  conv.conv = ConvShape{.n = 32, .cin = 512, .cout = 512, .h = 1, .w = 2048, .out_h = 1, .out_w = 2048, .kh = 1, .kw = 3};
+  conv.out_numel = 32 * 512 * 2048;
+  KernelPlan norm;
+  norm.kind = "layernorm";
+  norm.rshape = ReduceShape{.outer = 32, .reduce = 512 * 2048, .inner = 1};
+  norm.out_numel = 32 * 512 * 2048;
+  EXPECT_DOUBLE_EQ(norm.rough_cost(), 4.0 * 2 * 32 * 512 * 2048);  // bytes: read once, write once
+  EXPECT_DOUBLE_EQ(conv.rough_cost(), 2.0 * 32 * 512 * 2048 * 512 * 3 / 16);  // FLOPs / 16
+  KernelPlan chain;
+  chain.kind = "chain";
+  chain.stages = {conv, norm};
+  EXPECT_DOUBLE_EQ(chain.rough_cost(), conv.rough_cost() + norm.rough_cost());
 }
 
 }  // namespace

@@ -9,8 +9,12 @@ the algorithm). Compare with tools/probe/cudnn_find.cpp.
         # the baseline's order: each shape first with PyTorch's default (TF32 allowed), then
         # switched to TF32 off in the same process
 
-Open question (2026-12-04): level1/09's conv1d took 4.07 ms here with the flags and no bias, but
-7.87 ms as the bench's eager baseline (fp32_precision, with bias).
+Answered (2026-12-04, H200, torch 2.11): level1/09's conv1d takes 7.8 ms as the bench's eager
+baseline and in any fresh process with cudnn.benchmark off (cuDNN's heuristics pick
+implicit_convolve_sgemm; tools/probe/baseline_probe.py), but 4.3 ms here, where the 2-D shapes
+run first (each also with cudnn.benchmark on) and the conv1d then gets an xmma FFMA kernel even
+with benchmark off (why that state carries over is not known). Neither TF32's way of being off,
+nor the bias, nor the default precision first changes the fresh process's 7.8 ms.
 """
 import sys
 

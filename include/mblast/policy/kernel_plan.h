@@ -175,6 +175,10 @@ struct KernelPlan {
   nlohmann::json to_json() const;
   // One line for logs and reports: "matmul 1024x1024x1024 + epilogue(add, relu)".
   std::string summary() const;
+  // A rough cost, only to rank the stages of a chain against each other: the larger of the
+  // bytes the plan must move (its main inputs and its output, 4 bytes an element) and its
+  // FLOPs / 16 (an FP32 GPU's balance: an H200 does about 14 FLOPs per byte of HBM).
+  double rough_cost() const;
 };
 
 // The kinds that reduce along [outer, reduce, inner] and keep `source`, `rshape`.

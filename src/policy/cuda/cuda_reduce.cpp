@@ -512,7 +512,7 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
     // Few rows, each long enough for many blocks: split them (grid.y holds the rows), and first:
-    // a chain offers only each stage's first designs (gpu::chain_combinations), and a warp or
+    // a long chain tries few of a cheap stage's designs (gpu::chain_combinations), and a warp or
     // a block per row leaves most of the GPU idle here.
     if (c.outer <= 1024 && c.r >= 32768)
       for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}}) v.push_back(layernorm_split(c, block, chunk));
