@@ -404,21 +404,30 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan.a_transposed = true;
     v.push_back(s);
   }
-  {  // layernorm over the last dim of 130 (130 % 4 == 2: vector tails), affine, then relu
+  // A layernorm case's reference: x [rows, cols] normalised over its rows, then `y`: a numpy
+  // expression of xn (the normalised x) and the parameters w and b, each of `nparam` elements.
+  auto layernorm_case = [&](const std::string& name, int64_t rows, int64_t cols, int64_t nparam, const std::string& y) {
     Synthetic s;
-    s.name = "pt_layernorm";
-    s.problem_json = problem_json(s.name, "norm", {tensor("x", {37, 130})}, {tensor("w", {130}), tensor("b", {130})},
-                                  tensor("y", {37, 130}), 1e-5, 1e-4, 37 * 130 * 8);
+    s.name = name;
+    s.problem_json = problem_json(name, "norm", {tensor("x", {rows, cols})}, {tensor("w", {nparam}), tensor("b", {nparam})},
+                                  tensor("y", {rows, cols}), 1e-5, 1e-4, rows * cols * 8);
+    const std::string shape = "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
+    const std::string pshape = "(" + std::to_string(nparam) + ",)";
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, " + shape + ", distribution, \"f32\", scale=3.0)}\n\n\n"
                      "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (130,), \"normal\", \"f32\"), \"b\": sample(rng, (130,), \"normal\", \"f32\")}\n\n\n"
+                     "    return {\"w\": sample(rng, " + pshape + ", \"normal\", \"f32\"), \"b\": sample(rng, " + pshape + ", \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
                      "    m = x.mean(axis=1, keepdims=True)\n"
                      "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
-                     "    y = (x - m) / np.sqrt(v + 1e-5) * params[\"w\"].astype(np.float64) + params[\"b\"].astype(np.float64)\n"
-                     "    return {\"y\": np.maximum(y, 0.0)}\n";
+                     "    xn = (x - m) / np.sqrt(v + 1e-5)\n"
+                     "    w, b = params[\"w\"].astype(np.float64), params[\"b\"].astype(np.float64)\n"
+                     "    return {\"y\": " + y + "}\n";
+    return s;
+  };
+  {  // layernorm over the last dim of 130 (130 % 4 == 2: vector tails), affine, then relu
+    Synthetic s = layernorm_case("pt_layernorm", 37, 130, 130, "np.maximum(xn * w + b, 0.0)");
     KernelPlan p = reduction("layernorm", "", {37, 130, 1}, {37, 130}, Expr{});
     p.eps = 1e-5;
     ExprBuilder b;
@@ -429,20 +438,7 @@ inline std::vector<Synthetic> synthetic_problems() {
   }
   {  // GroupNorm(1, 8) of 3 samples of 8 x 5000: three rows of 40000, each over several blocks
      // (a ragged last piece), the per-channel affine as the epilogue
-    Synthetic s;
-    s.name = "pt_layernorm_long";
-    s.problem_json = problem_json(s.name, "norm", {tensor("x", {3, 40000})}, {tensor("w", {8}), tensor("b", {8})},
-                                  tensor("y", {3, 40000}), 1e-5, 1e-4, 3 * 40000 * 8);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 40000), distribution, \"f32\", scale=3.0)}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (8,), \"normal\", \"f32\"), \"b\": sample(rng, (8,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    x = inputs[\"x\"].astype(np.float64)\n"
-                     "    m = x.mean(axis=1, keepdims=True)\n"
-                     "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
-                     "    ch = np.repeat(np.arange(8), 5000)\n"
-                     "    return {\"y\": (x - m) / np.sqrt(v + 1e-5) * params[\"w\"].astype(np.float64)[ch] + params[\"b\"].astype(np.float64)[ch]}\n";
+    Synthetic s = layernorm_case("pt_layernorm_long", 3, 40000, 8, "xn * w[np.repeat(np.arange(8), 5000)] + b[np.repeat(np.arange(8), 5000)]");
     KernelPlan p = reduction("layernorm", "", {3, 40000, 1}, {3, 40000}, Expr{});
     p.eps = 1e-5;
     ExprBuilder b;

@@ -37,6 +37,7 @@ def direct(pdir, what):
     import torch
     import torch.nn.functional as F
     from safetensors.torch import load_file
+    from conv_probe import median_ms  # this script's folder is on sys.path
     with open(os.path.join(pdir, "problem.json")) as f:
         problem = json.load(f)
     params = load_file(os.path.join(pdir, "data", "params.init0.safetensors"))
@@ -55,21 +56,6 @@ def direct(pdir, what):
                   f"{median_ms(lambda: conv(xx, ww, b, 1, pad)):.3f} ms; "
                   f"x subnormal {(xx.abs() < 1.2e-38).logical_and(xx != 0).sum().item()}, "
                   f"w subnormal {(ww.abs() < 1.2e-38).logical_and(ww != 0).sum().item()}, w absmax {ww.abs().max().item():.3g}")
-
-
-def median_ms(fn, reps=20):
-    import torch
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[reps // 2]
 
 
 if __name__ == "__main__":
