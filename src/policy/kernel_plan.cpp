@@ -1212,6 +1212,7 @@ class Walker {
       return;
     }
     done_.push_back(std::move(cur_));
+    fuse_rms_norms();
     drop_unread_stages();
     if (done_.size() == 1) {
       out_ = std::move(done_[0]);
@@ -1270,6 +1271,100 @@ class Walker {
     for (auto& n : s.expr.nodes)
       if (n.kind == ExprNode::Kind::Input) r.push_back(&n.tensor);
     return r;
+  }
+
+  // RMSNorm written out, x * rsqrt(mean(x * x, -1, keepdim) + eps): three stages (x * x into a
+  // temporary, its row means with + eps and rsqrt as the epilogue, then x times that per-row
+  // value and whatever follows) become one layernorm without the mean (`rms`), the multiply by
+  // the per-row value its Acc. The two stages before are left for drop_unread_stages() to drop
+  // when nothing else reads their temporaries.
+  void fuse_rms_norms() {
+    auto temp_of = [&](int tensor) { return tensor >= first_temp_ ? tensor - first_temp_ : -1; };
+    for (size_t k = 0; k < done_.size(); ++k) {
+      KernelPlan& last = done_[k];
+      if (last.kind != "elementwise") continue;
+      auto& nodes = last.expr.nodes;
+      for (size_t m = 0; m < nodes.size(); ++m) {
+        const ExprNode& mul = nodes[m];
+        if (mul.kind != ExprNode::Kind::Binary || mul.op != "mul") continue;
+        for (int side = 0; side < 2; ++side) {
+          const ExprNode& x = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(side)])];
+          const ExprNode& r = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(1 - side)])];
+          if (x.kind != ExprNode::Kind::Input || !x.index.identity(last.out_numel) || r.kind != ExprNode::Kind::Input) continue;
+          const int j = temp_of(r.tensor);  // the stage that wrote the per-row value
+          if (j < 0 || static_cast<size_t>(j) >= k) continue;
+          const KernelPlan& mean = done_[static_cast<size_t>(j)];
+          const int64_t rows = mean.rshape.outer, cols = mean.rshape.reduce;
+          if (mean.kind != "reduce" || mean.reduce_op != "mean" || mean.rshape.inner != 1 || rows * cols != last.out_numel ||
+              r.index.div != cols || r.index.mod != rows)
+            continue;
+          const std::optional<double> eps = rsqrt_plus_eps(mean.expr);
+          const int i = temp_of(mean.source);  // the stage that wrote x * x
+          if (!eps || i < 0) continue;
+          const KernelPlan& square = done_[static_cast<size_t>(i)];
+          if (square.kind != "elementwise" || !is_square_of(square.expr, x.tensor, square.out_numel)) continue;
+          int uses_of_r = 0;
+          for (const auto& n : nodes) uses_of_r += n.kind == ExprNode::Kind::Input && n.tensor == r.tensor;
+          if (uses_of_r != 1) continue;
+          const int source = x.tensor;
+          last.kind = "layernorm";
+          last.rms = true;
+          last.source = source;
+          last.rshape = {rows, cols, 1};
+          last.eps = *eps;
+          nodes[m] = ExprNode{};
+          nodes[m].kind = ExprNode::Kind::Acc;
+          compact(last.expr);
+          break;
+        }
+        if (last.kind != "elementwise") break;
+      }
+    }
+  }
+
+  // eps when `e` is rsqrt(Acc + eps) (either order of the sum).
+  static std::optional<double> rsqrt_plus_eps(const Expr& e) {
+    if (e.root < 0) return std::nullopt;
+    const ExprNode& root = e.nodes[static_cast<size_t>(e.root)];
+    if (root.kind != ExprNode::Kind::Unary || root.op != "rsqrt") return std::nullopt;
+    const ExprNode& sum = e.nodes[static_cast<size_t>(root.args[0])];
+    if (sum.kind != ExprNode::Kind::Binary || sum.op != "add") return std::nullopt;
+    const ExprNode& a = e.nodes[static_cast<size_t>(sum.args[0])];
+    const ExprNode& b = e.nodes[static_cast<size_t>(sum.args[1])];
+    if (a.kind == ExprNode::Kind::Acc && b.kind == ExprNode::Kind::Const) return b.value;
+    if (b.kind == ExprNode::Kind::Acc && a.kind == ExprNode::Kind::Const) return a.value;
+    return std::nullopt;
+  }
+
+  // True when `e` is x * x of input `tensor`, read element by element.
+  static bool is_square_of(const Expr& e, int tensor, int64_t numel) {
+    if (e.root < 0) return false;
+    const ExprNode& root = e.nodes[static_cast<size_t>(e.root)];
+    if (root.kind != ExprNode::Kind::Binary || root.op != "mul") return false;
+    for (int a : root.args) {
+      const ExprNode& n = e.nodes[static_cast<size_t>(a)];
+      if (n.kind != ExprNode::Kind::Input || n.tensor != tensor || !n.index.identity(numel)) return false;
+    }
+    return true;
+  }
+
+  // Drops the nodes the root no longer uses, keeping the order (arguments before users).
+  static void compact(Expr& e) {
+    std::vector<bool> used(e.nodes.size(), false);
+    used[static_cast<size_t>(e.root)] = true;
+    for (int i = e.root; i >= 0; --i)
+      if (used[static_cast<size_t>(i)])
+        for (int a : e.nodes[static_cast<size_t>(i)].args) used[static_cast<size_t>(a)] = true;
+    std::vector<int> renumber(e.nodes.size(), -1);
+    std::vector<ExprNode> kept;
+    for (size_t i = 0; i < e.nodes.size(); ++i) {
+      if (!used[i]) continue;
+      renumber[i] = static_cast<int>(kept.size());
+      kept.push_back(std::move(e.nodes[i]));
+      for (int& a : kept.back().args) a = renumber[static_cast<size_t>(a)];
+    }
+    e.root = renumber[static_cast<size_t>(e.root)];
+    e.nodes = std::move(kept);
   }
 
   // A stage whose temporary no later stage reads (a value kept for a use that never came) is
@@ -1419,6 +1514,7 @@ nlohmann::json KernelPlan::to_json() const {
   if (is_row_kind(kind)) {
     j["source"] = source;
     if (kind == "layernorm") j["eps"] = eps;
+    if (rms) j["rms"] = true;
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
     if (!reduce_op.empty()) j["reduce_op"] = reduce_op;
   }
@@ -1464,7 +1560,7 @@ std::string KernelPlan::summary() const {
   if (kind == "elementwise") s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
   else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
-    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", kind, rshape.outer, rshape.reduce, rshape.inner);
+    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", rms ? "rmsnorm" : kind, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "pool")
     s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh, pool.sw,
                     pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);

@@ -528,35 +528,43 @@ TEST(KernelPlan, ConvOfAWeightViewIsRefusedAsAView) {
   EXPECT_NE(plan.reason.find("weight view"), std::string::npos) << plan.reason;
 }
 
+// The graph of an RMSNorm over [16, 32] with weight w: x * rsqrt(mean(x^2, -1, keepdim) + eps) * w,
+// or, with `divide`, x / sqrt(mean(x^2, -1, keepdim) + eps) * w.
+nlohmann::json rms_norm_graph(bool divide) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
+  w["tensor"] = "w";
+  return {{"nodes",
+           {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
+            node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
+            node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
+            node("r", "call_function", divide ? "torch.sqrt" : "torch.rsqrt", {ref("e")}),
+            node("y", "call_function", divide ? "operator.truediv" : "operator.mul", {ref("x"), ref("r")}),
+            node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
+            node("output", "output", "output", {ref("z")})}}};
+}
+
 // Work before a producer, and a second producer, make a chain of stages joined by temporaries.
 TEST(KernelPlan, ChainsOfKernels) {
   Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
-  w["tensor"] = "w";
-  // RMSNorm: x * rsqrt(mean(x^2, -1, keepdim) + eps) * w
-  nlohmann::json g = {{"nodes",
-                       {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
-                        node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
-                        node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
-                        node("r", "call_function", "torch.rsqrt", {ref("e")}),
-                        node("y", "call_function", "operator.mul", {ref("x"), ref("r")}),
-                        node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
-                        node("output", "output", "output", {ref("z")})}}};
+  // RMSNorm in the form that is not recognised as one kernel: x / sqrt(...)
+  nlohmann::json g = rms_norm_graph(true);
   KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
   EXPECT_EQ(plan.first_temp, 1);
   ASSERT_EQ(plan.temps.size(), 2u);
-  // x*x into temp 0, its row means (+eps, rsqrt) into temp 1 [16, 1], then x * temp1 * w.
+  // x*x into temp 0, its row means (+eps, sqrt) into temp 1 [16, 1], then x / temp1 * w.
   EXPECT_EQ(plan.stages[0].kind, "elementwise");
   EXPECT_EQ(plan.temps[0].shape, (std::vector<int64_t>{16, 32}));
   EXPECT_EQ(plan.stages[1].kind, "reduce");
   EXPECT_EQ(plan.stages[1].reduce_op, "mean");
   EXPECT_EQ(plan.stages[1].source, 1);  // reads temp 0
   EXPECT_EQ(plan.stages[1].rshape.reduce, 32);
-  EXPECT_FALSE(plan.stages[1].expr.is_identity_epilogue());  // + eps, rsqrt
+  EXPECT_FALSE(plan.stages[1].expr.is_identity_epilogue());  // + eps, sqrt
   EXPECT_EQ(plan.temps[1].shape, (std::vector<int64_t>{16, 1}));
   const KernelPlan& last = plan.stages[2];
   EXPECT_EQ(last.kind, "elementwise");
@@ -601,6 +609,32 @@ TEST(KernelPlan, ChainsOfKernels) {
   plan = plan_kernel(r, dead);
   ASSERT_EQ(plan.kind, "reduce") << plan.summary();
   EXPECT_EQ(plan.source, 0);
+}
+
+// RMSNorm written out with rsqrt is one kernel: a layernorm without the mean, whose epilogue
+// multiplies by the weight; the squares and the row means need no temporaries.
+TEST(KernelPlan, RmsNormWrittenOutIsOneLayernormWithoutTheMean) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
+  KernelPlan plan = plan_kernel(p, rms_norm_graph(false));
+  ASSERT_EQ(plan.kind, "layernorm") << plan.reason << " " << plan.summary();
+  EXPECT_TRUE(plan.rms);
+  EXPECT_EQ(plan.source, 0);
+  EXPECT_DOUBLE_EQ(plan.eps, 1e-6);
+  EXPECT_EQ(plan.rshape.outer, 16);
+  EXPECT_EQ(plan.rshape.reduce, 32);
+  EXPECT_EQ(plan.rshape.inner, 1);
+  EXPECT_EQ(plan.summary().rfind("rmsnorm over [16, 32, 1]", 0), 0u) << plan.summary();
+  EXPECT_TRUE(plan.temps.empty());
+  EXPECT_TRUE(plan.expr.inputs_used().empty());       // x only as the source
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{0}));  // acc * w
+  EXPECT_TRUE(plan.to_json().value("rms", false));
+  // A mean square read elsewhere too stays a chain: its temporary is still needed.
+  nlohmann::json g = rms_norm_graph(false);
+  g["nodes"][8] = node("z2", "call_function", "operator.add", {ref("z"), ref("r")});
+  g["nodes"].push_back(node("output", "output", "output", {ref("z2")}));
+  KernelPlan kept = plan_kernel(p, g);
+  ASSERT_EQ(kept.kind, "chain") << kept.reason;
+  EXPECT_FALSE(kept.stages.back().rms);
 }
 
 TEST(KernelPlan, RendersExpressions) {
