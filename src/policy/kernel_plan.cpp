@@ -38,6 +38,9 @@ std::string last_name(const std::string& target) {
   return dot == std::string::npos ? target : target.substr(dot + 1);
 }
 
+// torch.finfo(torch.float32).eps: RMSNorm's eps when none is given.
+constexpr double kF32Epsilon = 1.1920928955078125e-07;
+
 struct Unsupported {
   std::string reason;
 };
@@ -725,7 +728,7 @@ class Walker {
   // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
   // epilogue leaves broadcast along the rows.
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
-                   const std::optional<Value>& b, double eps) {
+                   const std::optional<Value>& b, double eps, bool rms = false) {
     const Value x = producer_operand(xin, "layer_norm");
     if (x.is_param) throw Unsupported{"layer_norm of a parameter"};
     std::vector<int64_t> dims;
@@ -743,6 +746,7 @@ class Walker {
     cur_.source = x.index;
     cur_.rshape = {numel_of(x.shape) / cols, cols, 1};
     cur_.eps = eps;
+    cur_.rms = rms;
     if (w) r = binary("mul", r, *w);
     if (b) r = binary("add", r, *b);
     return r;
@@ -1087,6 +1091,11 @@ class Walker {
       return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), opt(2, "weight"), opt(3, "bias"),
                         eps.is_number() ? eps.get<double>() : 1e-5);
     }
+    if (fn == "rms_norm") {  // F.rms_norm(input, normalized_shape, weight=None, eps=None)
+      nlohmann::json w = arg(n, 2, "weight"), eps = arg(n, 3, "eps");
+      return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), w.is_null() ? std::nullopt : std::optional(arg_value(w)),
+                        std::nullopt, eps.is_number() ? eps.get<double>() : kF32Epsilon, true);
+    }
     if (fn == "matmul" || fn == "mm" || fn == "bmm") return matmul(x(0, "input"), x(1, "other"), false);
     if (auto v = shape_op(fn, n)) return *v;
     if (fn == "linear") {
@@ -1159,6 +1168,11 @@ class Walker {
         if (!attrs.contains("num_groups") || !attrs["num_groups"].is_number_integer()) throw Unsupported{"GroupNorm without num_groups"};
         return group_norm(arg_value(n["args"][0]), attrs["num_groups"].get<int64_t>(), tensor_named(target + ".weight"),
                           tensor_named(target + ".bias"), eps);
+      }
+      if (type == "RMSNorm") {  // torch >= 2.4; eps None (not recorded) is float32's machine epsilon
+        const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : kF32Epsilon;
+        nlohmann::json shape = attrs.contains("normalized_shape") ? attrs["normalized_shape"] : nlohmann::json();
+        return layer_norm(arg_value(n["args"][0]), shape, tensor_named(target + ".weight"), std::nullopt, eps, true);
       }
       if (type == "LayerNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
@@ -1273,10 +1287,10 @@ class Walker {
     return r;
   }
 
-  // RMSNorm written out, x * rsqrt(mean(x * x, -1, keepdim) + eps): three stages (x * x into a
-  // temporary, its row means with + eps and rsqrt as the epilogue, then x times that per-row
-  // value and whatever follows) become one layernorm without the mean (`rms`), the multiply by
-  // the per-row value its Acc. The two stages before are left for drop_unread_stages() to drop
+  // RMSNorm written out, x * rsqrt(mean(x * x, -1, keepdim) + eps) or x / sqrt(...): three
+  // stages (x * x into a temporary, its row means with + eps and rsqrt (sqrt) as the epilogue,
+  // then x times (over) that per-row value and whatever follows) become one layernorm without
+  // the mean (`rms`), the multiply (divide) by the per-row value its Acc. The two stages before are left for drop_unread_stages() to drop
   // when nothing else reads their temporaries.
   void fuse_rms_norms() {
     auto temp_of = [&](int tensor) { return tensor >= first_temp_ ? tensor - first_temp_ : -1; };
@@ -1286,8 +1300,9 @@ class Walker {
       auto& nodes = last.expr.nodes;
       for (size_t m = 0; m < nodes.size(); ++m) {
         const ExprNode& mul = nodes[m];
-        if (mul.kind != ExprNode::Kind::Binary || mul.op != "mul") continue;
-        for (int side = 0; side < 2; ++side) {
+        const bool divide = mul.op == "div";  // x / sqrt(mean + eps): x must be the numerator
+        if (mul.kind != ExprNode::Kind::Binary || (mul.op != "mul" && !divide)) continue;
+        for (int side = 0; side < (divide ? 1 : 2); ++side) {
           const ExprNode& x = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(side)])];
           const ExprNode& r = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(1 - side)])];
           if (x.kind != ExprNode::Kind::Input || !x.index.identity(last.out_numel) || r.kind != ExprNode::Kind::Input) continue;
@@ -1298,7 +1313,7 @@ class Walker {
           if (mean.kind != "reduce" || mean.reduce_op != "mean" || mean.rshape.inner != 1 || rows * cols != last.out_numel ||
               r.index.div != cols || r.index.mod != rows)
             continue;
-          const std::optional<double> eps = rsqrt_plus_eps(mean.expr);
+          const std::optional<double> eps = inverse_root_plus_eps(mean.expr, divide ? "sqrt" : "rsqrt");
           const int i = temp_of(mean.source);  // the stage that wrote x * x
           if (!eps || i < 0) continue;
           const KernelPlan& square = done_[static_cast<size_t>(i)];
@@ -1322,11 +1337,11 @@ class Walker {
     }
   }
 
-  // eps when `e` is rsqrt(Acc + eps) (either order of the sum).
-  static std::optional<double> rsqrt_plus_eps(const Expr& e) {
+  // eps when `e` is root_op(Acc + eps) (either order of the sum), root_op rsqrt or sqrt.
+  static std::optional<double> inverse_root_plus_eps(const Expr& e, const std::string& root_op) {
     if (e.root < 0) return std::nullopt;
     const ExprNode& root = e.nodes[static_cast<size_t>(e.root)];
-    if (root.kind != ExprNode::Kind::Unary || root.op != "rsqrt") return std::nullopt;
+    if (root.kind != ExprNode::Kind::Unary || root.op != root_op) return std::nullopt;
     const ExprNode& sum = e.nodes[static_cast<size_t>(root.args[0])];
     if (sum.kind != ExprNode::Kind::Binary || sum.op != "add") return std::nullopt;
     const ExprNode& a = e.nodes[static_cast<size_t>(sum.args[0])];
