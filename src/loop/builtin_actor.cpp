@@ -66,6 +66,23 @@ double BuiltinActor::score(size_t i, const ActorContext& ctx, const std::map<std
     }
   if (tries >= 2 && failures == tries) family = -2;  // this family does not work here
   else if (std::isfinite(best_gain)) family = 0.5 * best_gain;
+  // Within a family, what each of the variant's parameter values did in this run: the best
+  // gain among the measured variants sharing that value (a value not yet measured counts as
+  // the family's best, so it is explored). Tunables such as LMUL and unrolling act fairly
+  // independently, so m8 after "m8 did well at another unroll" beats m2 after "m2 did badly".
+  double values = 0;
+  if (std::isfinite(best_gain) && v.params.is_object() && !v.params.empty() && ctx.history && ctx.start) {
+    double sum = 0;
+    for (auto it = v.params.begin(); it != v.params.end(); ++it) {
+      double best = -INFINITY;
+      for (const auto& h : *ctx.history)
+        if (h.family == v.family && h.measured.correct && h.params.is_object() && h.params.contains(it.key()) &&
+            h.params[it.key()] == it.value())
+          best = std::max(best, std::log(ctx.start->measured.cost / h.measured.cost));
+      sum += std::isfinite(best) ? best : best_gain;
+    }
+    values = 0.5 * (sum / static_cast<double>(v.params.size()) - best_gain);
+  }
   // What won in the nearest known states (other problems, other targets): the same family
   // and parameters most, the same family a little. Weighted by how near the state is.
   double past = 0;
@@ -80,7 +97,7 @@ double BuiltinActor::score(size_t i, const ActorContext& ctx, const std::map<std
     int d = param_distance(ctx.beam[0]->params, v.params);
     local = d <= 1 ? 0.15 : d == 2 ? 0.05 : 0;
   }
-  return prior + family + past + local + jitter(seed_, i) - 1e-4 * static_cast<double>(i);
+  return prior + family + values + past + local + jitter(seed_, i) - 1e-4 * static_cast<double>(i);
 }
 
 std::vector<Proposal> BuiltinActor::propose(const ActorContext& ctx) {

@@ -427,8 +427,8 @@ std::string undefs(const std::string& code) {
   return out;
 }
 
-std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap,
-                                                    const std::vector<double>& costs) {
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, const std::vector<double>& costs,
+                                                    size_t cap) {
   std::vector<std::vector<size_t>> out;
   if (sizes.empty() || cap == 0) return out;
   for (size_t n : sizes)

@@ -142,8 +142,8 @@ std::string undefs(const std::string& code);
 // stages' rough costs (KernelPlan::rough_cost), so the designs of the stages that take the time
 // are tried first and further down. Without costs (or with equal ones) every step costs 1: the
 // order of the sum of the indices.
-std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes, size_t cap = 16,
-                                                    const std::vector<double>& costs = {});
+std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes,
+                                                    const std::vector<double>& costs = {}, size_t cap = 16);
 
 // A chain's candidates, for any backend's design type D (with family, params, description and
 // actions): `make(stage plan, stage problem)` lists each stage's designs (none: no chain), and
@@ -162,7 +162,7 @@ std::vector<D> compose_chain(const KernelPlan& plan, const Problem& problem, Mak
     per_stage.push_back(std::move(ds));
   }
   std::vector<D> out;
-  for (const auto& combo : chain_combinations(sizes, 16, costs)) {
+  for (const auto& combo : chain_combinations(sizes, costs)) {
     std::vector<const D*> parts;
     for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
     out.push_back(compose(parts));

@@ -6,11 +6,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
 
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/loop/builtin_actor.h"
 #include "mblast/loop/optimizer.h"
 #include "mblast/loop/run_store.h"
+#include "mblast/tensor.h"
 #include "test_env.h"
 
 namespace fs = std::filesystem;
@@ -247,6 +249,48 @@ TEST_F(LoopTest, BuiltinPolicyMakesReluFasterThanScalar) {
   EXPECT_TRUE(r["improved"].get<bool>()) << r.dump(2);
   EXPECT_GT(r["speedup"].get<double>(), 1.5);
   EXPECT_EQ(r["policy"], "builtin");
+}
+
+// Within a family, the builtin policy follows what each parameter value did: after LMUL m8 did
+// well and m2 badly (at other unrolls), the next of (m2, u2), (m2, u4), (m8, u2) is m8 — though
+// (m2, u4) is nearer the best so far (m4, u4) by one parameter.
+TEST(BuiltinActorTest, FollowsWhatEachParameterValueDid) {
+  auto variant = [](int lmul, int unroll) {
+    policy::Variant v;
+    v.family = "rvv.elementwise.strip";
+    v.params = {{"lmul", lmul}, {"unroll", unroll}};
+    v.source = "/* lmul " + std::to_string(lmul) + " unroll " + std::to_string(unroll) + " */";
+    v.extension = ".rvv.c";
+    return v;
+  };
+  // (lmul, unroll, cost) measured so far, against a start of cost 100
+  const std::vector<std::tuple<int, int, double>> measured = {{1, 1, 340}, {4, 1, 85}, {4, 4, 41}, {8, 1, 43}, {4, 2, 46}, {2, 1, 172}};
+  std::vector<policy::Variant> variants;
+  std::vector<Known> history;
+  ActorContext ctx;
+  for (const auto& [l, u, cost] : measured) {
+    variants.push_back(variant(l, u));
+    Known k;
+    k.id = content_hash_hex(variants.back().source);
+    k.family = variants.back().family;
+    k.params = variants.back().params;
+    k.measured.correct = true;
+    k.measured.cost = cost;
+    history.push_back(k);
+    ctx.tried.insert(k.id);
+  }
+  for (auto [l, u] : {std::pair{2, 2}, {2, 4}, {8, 2}}) variants.push_back(variant(l, u));
+  Known start;
+  start.measured.correct = true;
+  start.measured.cost = 100;
+  ctx.start = &start;
+  ctx.history = &history;
+  ctx.beam = {&history[2]};  // (m4, u4): 2.44x
+  ctx.k = 1;
+  BuiltinActor actor(variants);
+  const auto proposals = actor.propose(ctx);
+  ASSERT_EQ(proposals.size(), 1u);
+  EXPECT_EQ(proposals[0].params, (nlohmann::json{{"lmul", 8}, {"unroll", 2}})) << proposals[0].params.dump();
 }
 
 }  // namespace

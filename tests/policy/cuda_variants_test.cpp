@@ -127,7 +127,7 @@ TEST(CudaVariants, FewLongLayernormRowsAreSplitAcrossBlocks) {
   EXPECT_NE(split[0]->source.find("const dim3 grid(5, 3)"), std::string::npos) << split[0]->source;
   EXPECT_NE(split[0]->source.find("cudaMalloc(&s->part, 30ULL * sizeof(float))"), std::string::npos);
   EXPECT_NE(split[1]->source.find("const dim3 grid(2, 3)"), std::string::npos);
-  // split designs first (a long chain offers only its stages' first designs); short rows
+  // split designs first (a long chain tries few of a cheap stage's designs); short rows
   // (pt_layernorm) are never split
   EXPECT_EQ(variants.front().family, "cuda.layernorm.split-row");
   for (const auto& v : cuda_variants(load_case("pt_layernorm").plan, load_case("pt_layernorm").problem, generation_target("cuda")))
