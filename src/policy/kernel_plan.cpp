@@ -38,6 +38,9 @@ std::string last_name(const std::string& target) {
   return dot == std::string::npos ? target : target.substr(dot + 1);
 }
 
+// torch.finfo(torch.float32).eps: RMSNorm's eps when none is given.
+constexpr double kF32Epsilon = 1.1920928955078125e-07;
+
 struct Unsupported {
   std::string reason;
 };
@@ -725,7 +728,7 @@ class Walker {
   // LayerNorm over the trailing dims `normalized` of x; weight and bias (when given) become
   // epilogue leaves broadcast along the rows.
   Value layer_norm(const Value& xin, const nlohmann::json& normalized, const std::optional<Value>& w,
-                   const std::optional<Value>& b, double eps) {
+                   const std::optional<Value>& b, double eps, bool rms = false) {
     const Value x = producer_operand(xin, "layer_norm");
     if (x.is_param) throw Unsupported{"layer_norm of a parameter"};
     std::vector<int64_t> dims;
@@ -743,6 +746,7 @@ class Walker {
     cur_.source = x.index;
     cur_.rshape = {numel_of(x.shape) / cols, cols, 1};
     cur_.eps = eps;
+    cur_.rms = rms;
     if (w) r = binary("mul", r, *w);
     if (b) r = binary("add", r, *b);
     return r;
@@ -1087,6 +1091,11 @@ class Walker {
       return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), opt(2, "weight"), opt(3, "bias"),
                         eps.is_number() ? eps.get<double>() : 1e-5);
     }
+    if (fn == "rms_norm") {  // F.rms_norm(input, normalized_shape, weight=None, eps=None)
+      nlohmann::json w = arg(n, 2, "weight"), eps = arg(n, 3, "eps");
+      return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), w.is_null() ? std::nullopt : std::optional(arg_value(w)),
+                        std::nullopt, eps.is_number() ? eps.get<double>() : kF32Epsilon, true);
+    }
     if (fn == "matmul" || fn == "mm" || fn == "bmm") return matmul(x(0, "input"), x(1, "other"), false);
     if (auto v = shape_op(fn, n)) return *v;
     if (fn == "linear") {
@@ -1160,6 +1169,11 @@ class Walker {
         return group_norm(arg_value(n["args"][0]), attrs["num_groups"].get<int64_t>(), tensor_named(target + ".weight"),
                           tensor_named(target + ".bias"), eps);
       }
+      if (type == "RMSNorm") {  // torch >= 2.4; eps None (not recorded) is float32's machine epsilon
+        const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : kF32Epsilon;
+        nlohmann::json shape = attrs.contains("normalized_shape") ? attrs["normalized_shape"] : nlohmann::json();
+        return layer_norm(arg_value(n["args"][0]), shape, tensor_named(target + ".weight"), std::nullopt, eps, true);
+      }
       if (type == "LayerNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
         nlohmann::json shape = attrs.contains("normalized_shape") ? attrs["normalized_shape"] : nlohmann::json();
@@ -1212,6 +1226,7 @@ class Walker {
       return;
     }
     done_.push_back(std::move(cur_));
+    fuse_rms_norms();
     drop_unread_stages();
     if (done_.size() == 1) {
       out_ = std::move(done_[0]);
@@ -1270,6 +1285,101 @@ class Walker {
     for (auto& n : s.expr.nodes)
       if (n.kind == ExprNode::Kind::Input) r.push_back(&n.tensor);
     return r;
+  }
+
+  // RMSNorm written out, x * rsqrt(mean(x * x, -1, keepdim) + eps) or x / sqrt(...): three
+  // stages (x * x into a temporary, its row means with + eps and rsqrt (sqrt) as the epilogue,
+  // then x times (over) that per-row value and whatever follows) become one layernorm without
+  // the mean (`rms`), the multiply (divide) by the per-row value its Acc. The two stages before are left for drop_unread_stages() to drop
+  // when nothing else reads their temporaries.
+  void fuse_rms_norms() {
+    auto temp_of = [&](int tensor) { return tensor >= first_temp_ ? tensor - first_temp_ : -1; };
+    for (size_t k = 0; k < done_.size(); ++k) {
+      KernelPlan& last = done_[k];
+      if (last.kind != "elementwise") continue;
+      auto& nodes = last.expr.nodes;
+      for (size_t m = 0; m < nodes.size(); ++m) {
+        const ExprNode& mul = nodes[m];
+        const bool divide = mul.op == "div";  // x / sqrt(mean + eps): x must be the numerator
+        if (mul.kind != ExprNode::Kind::Binary || (mul.op != "mul" && !divide)) continue;
+        for (int side = 0; side < (divide ? 1 : 2); ++side) {
+          const ExprNode& x = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(side)])];
+          const ExprNode& r = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(1 - side)])];
+          if (x.kind != ExprNode::Kind::Input || !x.index.identity(last.out_numel) || r.kind != ExprNode::Kind::Input) continue;
+          const int j = temp_of(r.tensor);  // the stage that wrote the per-row value
+          if (j < 0 || static_cast<size_t>(j) >= k) continue;
+          const KernelPlan& mean = done_[static_cast<size_t>(j)];
+          const int64_t rows = mean.rshape.outer, cols = mean.rshape.reduce;
+          if (mean.kind != "reduce" || mean.reduce_op != "mean" || mean.rshape.inner != 1 || rows * cols != last.out_numel ||
+              r.index.div != cols || r.index.mod != rows)
+            continue;
+          const std::optional<double> eps = inverse_root_plus_eps(mean.expr, divide ? "sqrt" : "rsqrt");
+          const int i = temp_of(mean.source);  // the stage that wrote x * x
+          if (!eps || i < 0) continue;
+          const KernelPlan& square = done_[static_cast<size_t>(i)];
+          if (square.kind != "elementwise" || !is_square_of(square.expr, x.tensor, square.out_numel)) continue;
+          int uses_of_r = 0;
+          for (const auto& n : nodes) uses_of_r += n.kind == ExprNode::Kind::Input && n.tensor == r.tensor;
+          if (uses_of_r != 1) continue;
+          const int source = x.tensor;
+          last.kind = "layernorm";
+          last.rms = true;
+          last.source = source;
+          last.rshape = {rows, cols, 1};
+          last.eps = *eps;
+          nodes[m] = ExprNode{};
+          nodes[m].kind = ExprNode::Kind::Acc;
+          compact(last.expr);
+          break;
+        }
+        if (last.kind != "elementwise") break;
+      }
+    }
+  }
+
+  // eps when `e` is root_op(Acc + eps) (either order of the sum), root_op rsqrt or sqrt.
+  static std::optional<double> inverse_root_plus_eps(const Expr& e, const std::string& root_op) {
+    if (e.root < 0) return std::nullopt;
+    const ExprNode& root = e.nodes[static_cast<size_t>(e.root)];
+    if (root.kind != ExprNode::Kind::Unary || root.op != root_op) return std::nullopt;
+    const ExprNode& sum = e.nodes[static_cast<size_t>(root.args[0])];
+    if (sum.kind != ExprNode::Kind::Binary || sum.op != "add") return std::nullopt;
+    const ExprNode& a = e.nodes[static_cast<size_t>(sum.args[0])];
+    const ExprNode& b = e.nodes[static_cast<size_t>(sum.args[1])];
+    if (a.kind == ExprNode::Kind::Acc && b.kind == ExprNode::Kind::Const) return b.value;
+    if (b.kind == ExprNode::Kind::Acc && a.kind == ExprNode::Kind::Const) return a.value;
+    return std::nullopt;
+  }
+
+  // True when `e` is x * x of input `tensor`, read element by element.
+  static bool is_square_of(const Expr& e, int tensor, int64_t numel) {
+    if (e.root < 0) return false;
+    const ExprNode& root = e.nodes[static_cast<size_t>(e.root)];
+    if (root.kind != ExprNode::Kind::Binary || root.op != "mul") return false;
+    for (int a : root.args) {
+      const ExprNode& n = e.nodes[static_cast<size_t>(a)];
+      if (n.kind != ExprNode::Kind::Input || n.tensor != tensor || !n.index.identity(numel)) return false;
+    }
+    return true;
+  }
+
+  // Drops the nodes the root no longer uses, keeping the order (arguments before users).
+  static void compact(Expr& e) {
+    std::vector<bool> used(e.nodes.size(), false);
+    used[static_cast<size_t>(e.root)] = true;
+    for (int i = e.root; i >= 0; --i)
+      if (used[static_cast<size_t>(i)])
+        for (int a : e.nodes[static_cast<size_t>(i)].args) used[static_cast<size_t>(a)] = true;
+    std::vector<int> renumber(e.nodes.size(), -1);
+    std::vector<ExprNode> kept;
+    for (size_t i = 0; i < e.nodes.size(); ++i) {
+      if (!used[i]) continue;
+      renumber[i] = static_cast<int>(kept.size());
+      kept.push_back(std::move(e.nodes[i]));
+      for (int& a : kept.back().args) a = renumber[static_cast<size_t>(a)];
+    }
+    e.root = renumber[static_cast<size_t>(e.root)];
+    e.nodes = std::move(kept);
   }
 
   // A stage whose temporary no later stage reads (a value kept for a use that never came) is
@@ -1419,6 +1529,7 @@ nlohmann::json KernelPlan::to_json() const {
   if (is_row_kind(kind)) {
     j["source"] = source;
     if (kind == "layernorm") j["eps"] = eps;
+    if (rms) j["rms"] = true;
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
     if (!reduce_op.empty()) j["reduce_op"] = reduce_op;
   }
@@ -1464,7 +1575,7 @@ std::string KernelPlan::summary() const {
   if (kind == "elementwise") s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
   else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
-    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", kind, rshape.outer, rshape.reduce, rshape.inner);
+    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", rms ? "rmsnorm" : kind, rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "pool")
     s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh, pool.sw,
                     pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);

@@ -436,6 +436,26 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = p;
     v.push_back(s);
   }
+  {  // RMSNorm, x * rsqrt(mean(x^2) + eps) * w, as the planner makes it: a layernorm without the mean
+    Synthetic s;
+    s.name = "pt_rmsnorm";
+    s.problem_json = problem_json(s.name, "norm", {tensor("x", {37, 130})}, {tensor("w", {130})}, tensor("y", {37, 130}), 1e-5,
+                                  1e-4, 37 * 130 * 4);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (130,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    return {\"y\": x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * params[\"w\"].astype(np.float64)}\n";
+    KernelPlan p = reduction("layernorm", "", {37, 130, 1}, {37, 130}, Expr{});
+    p.eps = 1e-6;
+    p.rms = true;
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.param(0, 1, 130));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
   {  // GroupNorm(1, 8) of 3 samples of 8 x 5000: three rows of 40000, each over several blocks
      // (a ragged last piece), the per-channel affine as the epilogue
     Synthetic s = layernorm_case("pt_layernorm_long", 3, 40000, 8, "xn * w[np.repeat(np.arange(8), 5000)] + b[np.repeat(np.arange(8), 5000)]");

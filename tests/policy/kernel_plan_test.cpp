@@ -528,35 +528,43 @@ TEST(KernelPlan, ConvOfAWeightViewIsRefusedAsAView) {
   EXPECT_NE(plan.reason.find("weight view"), std::string::npos) << plan.reason;
 }
 
+// The graph of x `op` root(mean(x^2, -1, keepdim) + 1e-6) * w over [16, 32]: an RMSNorm with
+// ("torch.rsqrt", "operator.mul") or ("torch.sqrt", "operator.truediv").
+nlohmann::json rms_norm_graph(const std::string& root, const std::string& op) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
+  w["tensor"] = "w";
+  return {{"nodes",
+           {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
+            node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
+            node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
+            node("r", "call_function", root, {ref("e")}),
+            node("y", "call_function", op, {ref("x"), ref("r")}),
+            node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
+            node("output", "output", "output", {ref("z")})}}};
+}
+
 // Work before a producer, and a second producer, make a chain of stages joined by temporaries.
 TEST(KernelPlan, ChainsOfKernels) {
   Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  nlohmann::json w = node("w", "get_attr", "w", nlohmann::json::array());
-  w["tensor"] = "w";
-  // RMSNorm: x * rsqrt(mean(x^2, -1, keepdim) + eps) * w
-  nlohmann::json g = {{"nodes",
-                       {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
-                        node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
-                        node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
-                        node("r", "call_function", "torch.rsqrt", {ref("e")}),
-                        node("y", "call_function", "operator.mul", {ref("x"), ref("r")}),
-                        node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
-                        node("output", "output", "output", {ref("z")})}}};
+  // Not a norm (x times the root mean square), so not one kernel.
+  nlohmann::json g = rms_norm_graph("torch.sqrt", "operator.mul");
   KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
   EXPECT_EQ(plan.first_temp, 1);
   ASSERT_EQ(plan.temps.size(), 2u);
-  // x*x into temp 0, its row means (+eps, rsqrt) into temp 1 [16, 1], then x * temp1 * w.
+  // x*x into temp 0, its row means (+eps, sqrt) into temp 1 [16, 1], then x * temp1 * w.
   EXPECT_EQ(plan.stages[0].kind, "elementwise");
   EXPECT_EQ(plan.temps[0].shape, (std::vector<int64_t>{16, 32}));
   EXPECT_EQ(plan.stages[1].kind, "reduce");
   EXPECT_EQ(plan.stages[1].reduce_op, "mean");
   EXPECT_EQ(plan.stages[1].source, 1);  // reads temp 0
   EXPECT_EQ(plan.stages[1].rshape.reduce, 32);
-  EXPECT_FALSE(plan.stages[1].expr.is_identity_epilogue());  // + eps, rsqrt
+  EXPECT_FALSE(plan.stages[1].expr.is_identity_epilogue());  // + eps, sqrt
   EXPECT_EQ(plan.temps[1].shape, (std::vector<int64_t>{16, 1}));
   const KernelPlan& last = plan.stages[2];
   EXPECT_EQ(last.kind, "elementwise");
@@ -601,6 +609,58 @@ TEST(KernelPlan, ChainsOfKernels) {
   plan = plan_kernel(r, dead);
   ASSERT_EQ(plan.kind, "reduce") << plan.summary();
   EXPECT_EQ(plan.source, 0);
+}
+
+// RMSNorm written out with rsqrt is one kernel: a layernorm without the mean, whose epilogue
+// multiplies by the weight; the squares and the row means need no temporaries.
+// nn.RMSNorm (torch >= 2.4) and F.rms_norm are the same plan; eps None is float32's epsilon.
+TEST(KernelPlan, RmsNormModuleAndFunction) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"norm.weight", DType::f32, {32}}}, {16, 32});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json mod = node("norm", "call_module", "norm", {ref("x")});
+  mod["module"] = "torch.nn.modules.normalization.RMSNorm";
+  mod["attributes"] = {{"normalized_shape", {32}}, {"elementwise_affine", true}, {"has_weight", true}};
+  KernelPlan m = plan_kernel(p, {{"nodes", {x, mod, node("output", "output", "output", {ref("norm")})}}});
+  ASSERT_EQ(m.kind, "layernorm") << m.reason;
+  EXPECT_TRUE(m.rms);
+  EXPECT_DOUBLE_EQ(m.eps, 1.1920928955078125e-07);
+  EXPECT_EQ(m.expr.params_used(), (std::vector<int>{0}));
+  nlohmann::json w = node("w", "get_attr", "norm.weight", nlohmann::json::array());
+  w["tensor"] = "norm.weight";
+  KernelPlan f = plan_kernel(p, {{"nodes", {x, w, node("y", "call_function", "torch.nn.functional.rms_norm", {ref("x"), {32}, ref("w"), 1e-5}),
+                                            node("output", "output", "output", {ref("y")})}}});
+  ASSERT_EQ(f.kind, "layernorm") << f.reason;
+  EXPECT_TRUE(f.rms);
+  EXPECT_DOUBLE_EQ(f.eps, 1e-5);
+  EXPECT_EQ(f.rshape.reduce, 32);
+}
+
+TEST(KernelPlan, RmsNormWrittenOutIsOneLayernormWithoutTheMean) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {{"w", DType::f32, {32}}}, {16, 32});
+  KernelPlan divided = plan_kernel(p, rms_norm_graph("torch.sqrt", "operator.truediv"));  // x / sqrt(...)
+  EXPECT_EQ(divided.kind, "layernorm") << divided.reason << " " << divided.summary();
+  EXPECT_TRUE(divided.rms);
+  KernelPlan plan = plan_kernel(p, rms_norm_graph("torch.rsqrt", "operator.mul"));
+  ASSERT_EQ(plan.kind, "layernorm") << plan.reason << " " << plan.summary();
+  EXPECT_TRUE(plan.rms);
+  EXPECT_EQ(plan.source, 0);
+  EXPECT_DOUBLE_EQ(plan.eps, 1e-6);
+  EXPECT_EQ(plan.rshape.outer, 16);
+  EXPECT_EQ(plan.rshape.reduce, 32);
+  EXPECT_EQ(plan.rshape.inner, 1);
+  EXPECT_EQ(plan.summary().rfind("rmsnorm over [16, 32, 1]", 0), 0u) << plan.summary();
+  EXPECT_TRUE(plan.temps.empty());
+  EXPECT_TRUE(plan.expr.inputs_used().empty());       // x only as the source
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{0}));  // acc * w
+  EXPECT_TRUE(plan.to_json().value("rms", false));
+  // A mean square read elsewhere too stays a chain: its temporary is still needed.
+  nlohmann::json g = rms_norm_graph("torch.rsqrt", "operator.mul");
+  g["nodes"][8] = node("z2", "call_function", "operator.add", {ref("z"), ref("r")});
+  g["nodes"].push_back(node("output", "output", "output", {ref("z2")}));
+  KernelPlan kept = plan_kernel(p, g);
+  ASSERT_EQ(kept.kind, "chain") << kept.reason;
+  EXPECT_FALSE(kept.stages.back().rms);
 }
 
 TEST(KernelPlan, RendersExpressions) {

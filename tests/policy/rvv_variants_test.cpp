@@ -559,6 +559,32 @@ TEST_F(SyntheticProblems, LayerNormAffineRelu) {
   expect_variants_correct(p, plan);
 }
 
+// RMSNorm (a layernorm without the mean, as the planner makes of x * rsqrt(mean(x^2) + eps) * w):
+// the two-pass form only, the mean 0.
+TEST_F(SyntheticProblems, RmsNormWeight) {
+  Synthetic s{"rmsnorm",
+              nlohmann::json::array({spec("x", {19, 130})}),
+              nlohmann::json::array({spec("w", {130})}),
+              spec("y", {19, 130}),
+              "    return {'x': sample(rng, (19, 130), distribution, 'f32', scale=3.0)}",
+              "    return {'w': sample(rng, (130,), 'normal', 'f32')}",
+              "    x = inputs['x'].astype(np.float64)\n"
+              "    return {'y': x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * params['w'].astype(np.float64)}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  KernelPlan plan = reduction(p, "layernorm", "", {19, 130, 1}, b.done(b.b("mul", b.acc(), b.pr(0, 1, 130))));
+  plan.eps = 1e-6;
+  plan.rms = true;
+  const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
+  ASSERT_FALSE(vs.empty());
+  for (const auto& v : vs) {
+    EXPECT_EQ(v.family, "rvv.layernorm.two-pass");
+    EXPECT_NE(v.source.find("mean = 0.0f"), std::string::npos);
+  }
+  expect_variants_correct(p, plan);
+}
+
 TEST_F(SyntheticProblems, ReduceShortRowsMax) {
   Synthetic s{"reduce_short",
               nlohmann::json::array({spec("x", {300, 12})}),

@@ -143,6 +143,7 @@ struct KernelPlan {
   ReduceShape rshape;
   std::string reduce_op;  // sum | mean | max | min (reduce); "" for softmax
   double eps = 1e-5;      // layernorm: added to the (biased) variance
+  bool rms = false;       // layernorm: RMSNorm, no mean subtracted: x * rsqrt(mean(x^2) + eps)
 
   // pool (x is input `source`)
   std::string pool_op;  // max | avg

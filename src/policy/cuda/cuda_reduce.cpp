@@ -407,8 +407,12 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   }
   auto sum = [&](const std::string& v) { return warp ? "mb_warp_sum(" + v + ")" : fmt::format("mb_block_sum({}, sh, {})", v, block / 32); };
   k += "  const float* row = " + c.x + " + o * R;\n";
-  k += fmt::format("  float s = 0.0f;\n  for (int r = lane; r < R; r += {}) s += row[r];\n", threads_per_row);
-  k += "  const float mean = " + sum("s") + " / static_cast<float>(R);\n";
+  if (c.plan.rms) {
+    k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
+  } else {
+    k += fmt::format("  float s = 0.0f;\n  for (int r = lane; r < R; r += {}) s += row[r];\n", threads_per_row);
+    k += "  const float mean = " + sum("s") + " / static_cast<float>(R);\n";
+  }
   k += fmt::format("  float d = 0.0f;\n  for (int r = lane; r < R; r += {}) {{\n    const float t = row[r] - mean;\n    d += t * t;\n  }}\n",
                    threads_per_row);
   k += "  const float rstd = rsqrtf(" + sum("d") + " / static_cast<float>(R) + EPS);\n";
@@ -420,7 +424,8 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   Design d;
   d.family = warp ? "cuda.layernorm.row-per-warp" : "cuda.layernorm.row-per-block";
   d.params = warp ? nlohmann::json{{"warps_per_block", rows_per_block}} : nlohmann::json{{"block", block}};
-  d.description = fmt::format("layernorm: {} per row, {} for the mean and then the variance", warp ? "one warp" : fmt::format("one {}-thread block", block),
+  d.description = fmt::format("{}: {} per row, {} for the mean and then the variance", c.plan.rms ? "rmsnorm (no mean)" : "layernorm",
+                              warp ? "one warp" : fmt::format("one {}-thread block", block),
                               warp ? "shuffle reductions" : "shuffles then shared memory");
   d.actions = warp ? std::vector<std::string>{"cuda.row-per-warp", "cuda.warp-shuffle-reduction", "cuda.fuse-elementwise-epilogue"}
                    : std::vector<std::string>{"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
@@ -450,8 +455,12 @@ Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
   k += fmt::format("  const int j = blockIdx.x;\n  const {0} o = static_cast<{0}>(blockIdx.y);\n", c.idx);
   k += fmt::format("  const float* row = x + o * R;\n  const {0} begin = static_cast<{0}>(j) * CHUNK;\n", c.idx);
   k += fmt::format("  const {0} end = begin + CHUNK < R ? begin + CHUNK : R;\n", c.idx);
-  k += fmt::format("  float s = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) s += row[r];\n", c.idx, block);
-  k += fmt::format("  const float mean = mb_block_sum(s, sh, {}) / mb_piece_n(j);\n", warps);
+  if (c.plan.rms) {  // the pieces' means are 0, and so is the row's that mb_ln_apply combines
+    k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
+  } else {
+    k += fmt::format("  float s = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) s += row[r];\n", c.idx, block);
+    k += fmt::format("  const float mean = mb_block_sum(s, sh, {}) / mb_piece_n(j);\n", warps);
+  }
   k += fmt::format("  float d = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) {{\n", c.idx, block);
   k += "    const float t = row[r] - mean;\n    d += t * t;\n  }\n";
   k += fmt::format("  const float m2 = mb_block_sum(d, sh, {});\n", warps);
@@ -476,8 +485,8 @@ Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
   Design d;
   d.family = "cuda.layernorm.split-row";
   d.params = {{"block", block}, {"chunk", chunk}};
-  d.description = fmt::format("layernorm: each row in {}-element pieces over {}-thread blocks, the pieces' (mean, M2) combined", chunk,
-                              block);
+  d.description = fmt::format("{}: each row in {}-element pieces over {}-thread blocks, the pieces' (mean, M2) combined",
+                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", chunk, block);
   d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
                "cuda.fuse-elementwise-epilogue"};
   d.state_fields = "  float* part = nullptr;  // each row piece's (mean, M2)\n";

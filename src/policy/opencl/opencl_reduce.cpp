@@ -356,11 +356,15 @@ Design norm_per_group(const Ctx& c, int wg) {
   k += "  const int t = (int)get_local_id(0);\n";
   k += fmt::format("  const {0} o = ({0})get_group_id(0);\n", c.idx);
   k += "  __global const float* row = " + c.x + " + o * R;\n";
-  k += group_accumulate("sum", "a", "q", "x");
-  k += "  part[t] = a;\n";
-  k += tree("part[t] += part[t + s];");
-  k += "  const float mean = part[0] / (float)R;\n";
-  k += "  barrier(CLK_LOCAL_MEM_FENCE);  // part is reused\n";
+  if (c.plan.rms) {
+    k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
+  } else {
+    k += group_accumulate("sum", "a", "q", "x");
+    k += "  part[t] = a;\n";
+    k += tree("part[t] += part[t + s];");
+    k += "  const float mean = part[0] / (float)R;\n";
+    k += "  barrier(CLK_LOCAL_MEM_FENCE);  // part is reused\n";
+  }
   k += group_accumulate("sum", "d", "(q - mean) * (q - mean)", "(x - mean) * (x - mean)");
   k += "  part[t] = d;\n";
   k += tree("part[t] += part[t + s];");
@@ -370,7 +374,8 @@ Design norm_per_group(const Ctx& c, int wg) {
   Design d;
   d.family = "opencl.layernorm.row-per-group";
   d.params = {{"wg", wg}};
-  d.description = fmt::format("layernorm: one work-group of {} per row, float4 loads, local-memory trees for the mean and the variance", wg);
+  d.description = fmt::format("{}: one work-group of {} per row, float4 loads, local-memory trees for the mean and the variance",
+                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", wg);
   d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
   d.kernels = k;
@@ -397,11 +402,15 @@ Design norm_per_item(const Ctx& c, int vec) {
   k += fmt::format("  const {0} o = ({0})get_global_id(0);\n", c.idx);
   k += "  if (o >= OUTER) return;\n";
   k += "  __global const float* row = " + c.x + " + o * R;\n";
-  k += fmt::format("  {0} sv = ({0})(0.0f);\n", vt);
-  k += fmt::format("  for (int v = 0; v < RV; ++v) sv += vload{}(v, row);\n", vec);
-  k += "  float sum = " + horizontal("sv") + ";\n";
-  k += fmt::format("  for (int r = RV * {}; r < R; ++r) sum += row[r];\n", vec);
-  k += "  const float mean = sum / (float)R;\n";
+  if (c.plan.rms) {
+    k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
+  } else {
+    k += fmt::format("  {0} sv = ({0})(0.0f);\n", vt);
+    k += fmt::format("  for (int v = 0; v < RV; ++v) sv += vload{}(v, row);\n", vec);
+    k += "  float sum = " + horizontal("sv") + ";\n";
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) sum += row[r];\n", vec);
+    k += "  const float mean = sum / (float)R;\n";
+  }
   k += fmt::format("  {0} dv = ({0})(0.0f);\n", vt);
   k += fmt::format("  for (int v = 0; v < RV; ++v) {{\n    const {} q = vload{}(v, row) - mean;\n    dv += q * q;\n  }}\n", vt, vec);
   k += "  float var = " + horizontal("dv") + ";\n";
@@ -412,7 +421,8 @@ Design norm_per_item(const Ctx& c, int vec) {
   Design d;
   d.family = "opencl.layernorm.row-per-item";
   d.params = {{"vec", vec}};
-  d.description = fmt::format("layernorm: one work-item per row, float{} accumulators for the mean and the variance, no barriers", vec);
+  d.description = fmt::format("{}: one work-item per row, float{} accumulators for the mean and the variance, no barriers",
+                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", vec);
   d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
   d.kernels = k;

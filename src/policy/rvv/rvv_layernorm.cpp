@@ -6,6 +6,8 @@
 //   rvv.layernorm.one-pass: sum and sum of squares in one read (var = E[x^2] - mean^2), then
 //       the output pass: one read fewer, offered only where the tolerance leaves room for the
 //       cancellation.
+//   An RMSNorm plan (`rms`: no mean) gets the two-pass form with the mean 0: one read for the
+//   mean square, one for the output.
 #include <fmt/format.h>
 
 #include "rvv/rvv_codegen.h"
@@ -32,8 +34,10 @@ Variant layernorm(const KernelPlan& plan, const Problem& problem, Lmul lm, bool 
   v.actions = {"rvv.vector-accumulator-then-reduce", "rvv.unordered-float-reduction", "rvv.strip-mining-vsetvl",
                lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
   if (has_epilogue(plan)) add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("layernorm of {} rows of {}: {}, then (x - mean) * rstd{} in registers, at LMUL {}", r.outer,
-                              r.reduce, one_pass ? "sum and sum of squares in one read" : "vector sum for the mean, a second read for the variance",
+  v.description = fmt::format("{} of {} rows of {}: {}, then (x - mean) * rstd{} in registers, at LMUL {}",
+                              plan.rms ? "rmsnorm (no mean)" : "layernorm", r.outer, r.reduce,
+                              plan.rms ? "one read for the mean square"
+                              : one_pass ? "sum and sum of squares in one read" : "vector sum for the mean, a second read for the variance",
                               has_epilogue(plan) ? " and the epilogue" : "", lm.name());
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   std::set<std::string> h;
@@ -47,9 +51,13 @@ Variant layernorm(const KernelPlan& plan, const Problem& problem, Lmul lm, bool 
                    r.reduce, plan.source);
   if (has_epilogue(plan) && ve.vectorised()) s += ve.block_setup("base", "    ");
   if (!one_pass) {
-    s += "    float mean, var;\n    {\n";
-    s += accumulate_row(lm, u, "vfadd", "0.0f", "x", r.reduce, "      ");
-    s += fmt::format("      mean = {} / {}.0f;\n    }}\n", reduce_sum(lm, "a0"), r.reduce);
+    s += "    float mean, var;\n";
+    if (plan.rms) {
+      s += "    mean = 0.0f;  // RMSNorm: no mean subtracted\n";
+    } else {
+      s += "    {\n" + accumulate_row(lm, u, "vfadd", "0.0f", "x", r.reduce, "      ");
+      s += fmt::format("      mean = {} / {}.0f;\n    }}\n", reduce_sum(lm, "a0"), r.reduce);
+    }
     s += fmt::format("    {{\n      {} d2 = {}(0.0f, vlmax);\n", F, lm.f("vfmv_v_f"));
     s += fmt::format("      for (size_t j = 0, vl; j < {}; j += vl) {{\n        vl = {}({} - j);\n", r.reduce, lm.vsetvl(), r.reduce);
     s += fmt::format("        {} d = {}({}(x + j, vl), mean, vl);\n", F, lm.f("vfsub_vf"), lm.f("vle32_v"));
@@ -86,7 +94,8 @@ std::vector<Variant> layernorm_variants(const KernelPlan& plan, const Problem& p
   if (plan.rshape.inner != 1) return out;
   const Tolerance tol = problem.tolerance_for(DType::f32);
   for (int m : {1, 2, 4, 8}) out.push_back(layernorm(plan, problem, Lmul{m}, false));
-  if (tol.rtol >= 1e-4 && tol.atol >= 1e-5)
+  // RMSNorm has no mean, so the two-pass form already reads x once for its statistics.
+  if (!plan.rms && tol.rtol >= 1e-4 && tol.atol >= 1e-5)
     for (int m : {2, 8}) out.push_back(layernorm(plan, problem, Lmul{m}, true));
   return out;
 }
