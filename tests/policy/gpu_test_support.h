@@ -304,6 +304,25 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = reduction("reduce", "mean", {3, 50, 33}, {3, 33}, b.e);
     v.push_back(s);
   }
+  {  // sum over a long axis of 16384 (inner 40) whose exact sum is 0: the second half is the first,
+     // negated and reversed, so running sums of 3 x N(0, 1) grow to ~300 and cancel. A plain running
+     // sum in float32 misses by 4-6e-4 here, PyTorch's CPU sum by ~1.3e-4, a compensated one by ~3e-5.
+    Synthetic s;
+    s.name = "pt_col_sum_long";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 16384, 40})}, nlohmann::json::array(), tensor("y", {2, 40}),
+                                  2e-4, 1e-4, 2 * 16384 * 40);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n"
+                     "    a = sample(rng, (2, 8192, 40), \"normal\", \"f32\", scale=3.0)  # a random walk, whatever the seed's distribution\n"
+                     "    return {\"x\": np.concatenate([a, -a[:, ::-1, :]], axis=1)}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": inputs[\"x\"].astype(np.float64).sum(axis=1)}\n";
+    ExprBuilder b;
+    b.acc();
+    s.plan = reduction("reduce", "sum", {2, 16384, 40}, {2, 40}, b.e);
+    v.push_back(s);
+  }
   {  // 2 * min over the last dim of 130 (130 % 4 == 2: vector tails)
     Synthetic s;
     s.name = "pt_row_min";

@@ -7,7 +7,8 @@
 //   row-per-item    (inner 1) one work-item per row, floatN accumulators, no barriers: what a
 //                   CPU device (PoCL) runs best when there are enough rows.
 //   column-per-item (inner > 1) one work-item per (outer, inner) column: neighbouring work-items
-//                   read neighbouring addresses at every step of the reduction.
+//                   read neighbouring addresses at every step of the reduction; sums are
+//                   compensated (Kahan), as one work-item walks the whole axis.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -299,7 +300,15 @@ Design column_per_item(const Ctx& c, int wg) {
   if (c.is_reduce) {
     const std::string& op = c.plan.reduce_op;
     k += "  float a = " + init(op) + ";\n";
-    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", "col[r * INNER]"));
+    if (op == "max" || op == "min") {
+      k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", "col[r * INNER]"));
+    } else {
+      // One work-item adds up the whole axis: compensated (Kahan) so the error does not grow
+      // with R (a plain running sum of 4096 normals misses PyTorch's pairwise sum by 2e-4).
+      k += "  float lost = 0.0f;  // what the running sum's last rounding dropped\n";
+      k += fmt::format("  for ({} r = 0; r < R; ++r) {{\n", c.idx);
+      k += "    const float y = col[r * INNER] - lost, t = a + y;\n    lost = (t - a) - y;\n    a = t;\n  }\n";
+    }
     k += "  const float acc = " + final_value(c, "a") + ";\n";
     k += "  out[g] = " + epilogue(c, "g", "acc") + ";\n";
   } else {
