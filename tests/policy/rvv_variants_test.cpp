@@ -532,6 +532,26 @@ TEST_F(SyntheticProblems, ReduceInnerAxisMeanWithEpilogue) {
   expect_variants_correct(p, plan);
 }
 
+// A sum over a long axis (16384, inner 40) whose exact value is 0: the second half is the first
+// negated and reversed, so running sums grow to ~300 and cancel. A plain running sum per lane
+// misses by 4-6e-4; the tolerance is what a pairwise (PyTorch-like) sum meets. Every variant.
+TEST_F(SyntheticProblems, ReduceLongCancellingColumnSum) {
+  Synthetic s{"reduce_long_sum",
+              nlohmann::json::array({spec("x", {2, 16384, 40})}),
+              nlohmann::json::array(),
+              spec("y", {2, 40}),
+              "    a = sample(rng, (2, 8192, 40), 'normal', 'f32', scale=3.0)\n"
+              "    return {'x': np.concatenate([a, -a[:, ::-1, :]], axis=1)}",
+              "    return {}",
+              "    return {'y': inputs['x'].astype(np.float64).sum(axis=1)}",
+              2e-4,
+              1e-4};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  const KernelPlan plan = reduction(p, "reduce", "sum", {2, 16384, 40}, b.done(b.acc()));
+  expect_variants_correct(p, plan, true);
+}
+
 // LayerNorm over rows of 130 (tails at every VLEN), the affine and a relu in the epilogue;
 // inputs scaled by 3; the one-pass variance is offered because the tolerance allows it.
 TEST_F(SyntheticProblems, LayerNormAffineRelu) {

@@ -5,7 +5,8 @@
 //               vfredusum / vfredmax per row at the end; the epilogue is a vector pass after.
 //   inner == 1, short rows  rvv.reduce.rows-in-lanes: one row per lane, strided loads.
 //   inner > 1   rvv.reduce.inner-vectorised: lanes along inner (unit stride), U accumulators
-//               over the reduced axis, the epilogue applied in registers before the store.
+//               over the reduced axis (compensated sums when it is long), the epilogue applied
+//               in registers before the store.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -87,10 +88,19 @@ std::string scalar_epilogue_after(const VectorExpr& ve, const KernelPlan& plan) 
          scalar_loop(plan.expr, "0", std::to_string(plan.out_numel), "out", "  ");
 }
 
+// Sums whose lanes each walk a long axis are compensated: a plain running sum over 4096 rows
+// misses a pairwise (PyTorch-like) sum by ~2e-4, beyond a float64-calibrated tolerance. Short
+// axes keep the cheaper plain sum (the error grows about linearly with the length).
+constexpr int64_t kCompensateFrom = 512;
+bool compensate(const KernelPlan& plan) {
+  return plan.reduce_op != "max" && plan.reduce_op != "min" && plan.rshape.reduce >= kCompensateFrom;
+}
+
 Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
   const auto& r = plan.rshape;
   const Op op = op_for(plan.reduce_op);
   u = static_cast<int>(std::min<int64_t>(u, r.reduce));
+  const bool compensated = compensate(plan);
   VectorExpr ve(plan.expr, lm, r.inner);
   Variant v;
   v.family = "rvv.reduce.inner-vectorised";
@@ -99,8 +109,8 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
   v.actions = {"rvv.unit-stride-over-strided", "rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic"};
   if (u > 1) v.actions.push_back("rvv.vector-accumulator-then-reduce");
   add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("{} over axis of {} with lanes along the inner {} (unit stride) at LMUL {}, {} accumulator(s), epilogue in registers",
-                              plan.reduce_op, r.reduce, r.inner, lm.name(), u);
+  v.description = fmt::format("{} over axis of {} with lanes along the inner {} (unit stride) at LMUL {}, {} {}accumulator(s), epilogue in registers",
+                              plan.reduce_op, r.reduce, r.inner, lm.name(), u, compensated ? "compensated (Kahan) " : "");
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (!ve.helpers().empty() && ve.vectorised()) s += math_helpers(ve.helpers(), lm) + "\n";
   s += run_begin(problem);
@@ -109,12 +119,23 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
   if (ve.vectorised()) s += ve.block_setup("base", "    ");
   s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", r.inner, lm.vsetvl(), r.inner);
   s += fmt::format("      const float* restrict x = in{} + o * {} + j;\n", plan.source, r.reduce * r.inner);
-  for (int i = 0; i < u; ++i)
+  // Adds the vector at `ptr` into accumulator i; compensated (Kahan, c{i} holds what the last
+  // rounding dropped) for long sums.
+  auto add_into = [&](int i, const std::string& ptr, const std::string& in) {
+    const std::string load = fmt::format("{}({}, vl)", lm.f("vle32_v"), ptr);
+    if (!compensated) return fmt::format("{}a{} = {}(a{}, {}, vl);\n", in, i, fn, i, load);
+    return fmt::format("{0}{{\n{0}  const {1} y = {2}({3}, c{4}, vl), t = {5}(a{4}, y, vl);\n"
+                       "{0}  c{4} = {2}({2}(t, a{4}, vl), y, vl);\n{0}  a{4} = t;\n{0}}}\n",
+                       in, lm.f32(), lm.f("vfsub_vv"), load, i, fn);
+  };
+  for (int i = 0; i < u; ++i) {
     s += fmt::format("      {} a{} = {}(x + {}, vl);\n", lm.f32(), i, lm.f("vle32_v"), int64_t{i} * r.inner);
+    if (compensated) s += fmt::format("      {} c{} = {}(0.0f, vl);\n", lm.f32(), i, lm.f("vfmv_v_f"));
+  }
   s += fmt::format("      int64_t k = {};\n      for (; k + {} <= {}; k += {}) {{\n", u, u, r.reduce, u);
-  for (int i = 0; i < u; ++i)
-    s += fmt::format("        a{} = {}(a{}, {}(x + (k + {}) * {}, vl), vl);\n", i, fn, i, lm.f("vle32_v"), i, r.inner);
-  s += fmt::format("      }}\n      for (; k < {}; ++k) a0 = {}(a0, {}(x + k * {}, vl), vl);\n", r.reduce, fn, lm.f("vle32_v"), r.inner);
+  for (int i = 0; i < u; ++i) s += add_into(i, fmt::format("x + (k + {}) * {}", i, r.inner), "        ");
+  s += fmt::format("      }}\n      for (; k < {}; ++k) {{\n", r.reduce);
+  s += add_into(0, fmt::format("x + k * {}", r.inner), "        ") + "      }\n";
   s += combine(u, fn, "vl", "      ");
   if (plan.reduce_op == "mean")
     s += fmt::format("      {} acc = {}(a0, {}, vl);\n", lm.f32(), lm.f("vfmul_vf"), c_float(1.0 / static_cast<double>(r.reduce)));
@@ -174,7 +195,8 @@ std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& prob
   } else {
     for (int m : {1, 2, 4, 8})
       for (int u : {1, 2, 4})
-        if ((u + 1) * m <= 32 && u <= r.reduce) out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
+        // Accumulators (and their compensations) plus one load's register group: <= 32.
+        if (((compensate(plan) ? 2 : 1) * u + 1) * m <= 32 && u <= r.reduce) out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
   }
   return out;
 }
