@@ -1290,8 +1290,8 @@ class Walker {
   // RMSNorm written out, x * rsqrt(mean(x * x, -1, keepdim) + eps) or x / sqrt(...): three
   // stages (x * x into a temporary, its row means with + eps and rsqrt (sqrt) as the epilogue,
   // then x times (over) that per-row value and whatever follows) become one layernorm without
-  // the mean (`rms`), the multiply (divide) by the per-row value its Acc. The two stages before are left for drop_unread_stages() to drop
-  // when nothing else reads their temporaries.
+  // the mean (`rms`), the multiply (divide) by the per-row value its Acc. The two stages before
+  // are left for drop_unread_stages() to drop when nothing else reads their temporaries.
   void fuse_rms_norms() {
     auto temp_of = [&](int tensor) { return tensor >= first_temp_ ? tensor - first_temp_ : -1; };
     for (size_t k = 0; k < done_.size(); ++k) {

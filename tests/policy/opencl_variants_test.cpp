@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <set>
+#include <string>
 
 #include "gpu_test_support.h"
 
@@ -49,6 +51,24 @@ TEST(OpenclVariants, ConvAsGemmWhereOneStridePerOperandHolds) {
   EXPECT_EQ(pointwise->source.find("mb_epilogue"), std::string::npos);  // nothing to apply
   EXPECT_TRUE(gemm_of("pt_conv_one_sample"));  // groups of one sample: W's groups in turn
   EXPECT_FALSE(gemm_of("pt_conv"));            // two groups and two samples: no single stride for W
+}
+
+// The same designs on every OpenCL device, in another order on a CPU: a work-item per row
+// first (on PoCL it beat the work-group start 2.5-3.8x), a work-group per row first on a GPU.
+TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
+  for (const std::string name : {"softmax", "row_sum"}) {
+    SCOPED_TRACE(name);
+    const Case c = load_case(name);  // 1024 and 2048 rows
+    const auto on_cpu = opencl_variants(c.plan, c.problem, find_target("pocl-cpu"));
+    const auto on_gpu = opencl_variants(c.plan, c.problem, find_target("nvidia-opencl"));
+    ASSERT_FALSE(on_cpu.empty());
+    EXPECT_EQ(on_cpu.front().family, "opencl.reduce.row-per-item");
+    EXPECT_EQ(on_gpu.front().family, "opencl.reduce.row-per-group");
+    std::multiset<std::string> a, b;
+    for (const auto& v : on_cpu) a.insert(v.source);
+    for (const auto& v : on_gpu) b.insert(v.source);
+    EXPECT_EQ(a, b) << "the same candidates, reordered";
+  }
 }
 
 // A generated candidate has its plan's shapes compiled in: given other tensors, mblast_run

@@ -53,8 +53,9 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
 
 }  // namespace
 
-std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem) {
-  return gpu::compose_chain<Design>(plan, problem, designs_for,
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
+  return gpu::compose_chain<Design>(plan, problem,
+                                    [&](const KernelPlan& p, const Problem& q) { return designs_for(p, q, cpu_device); },
                                     [&](const std::vector<const Design*>& parts) { return compose(plan, parts); });
 }
 

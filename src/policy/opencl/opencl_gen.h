@@ -85,7 +85,9 @@ class LaneLeaves {
 };
 
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
+// reduce, softmax, log_softmax, layernorm. `cpu_device`: the target's OpenCL device is a CPU
+// (PoCL), where a work-item per row is tried first.
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device);
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
@@ -102,8 +104,9 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
 // (appended to d.launches). Nothing when the epilogue is the identity.
 void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& idx);
 // The designs for a single-kernel plan (not a chain), by its kind; none for a kind not generated.
-std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
+// `cpu_device`: the target's device type is "cpu" (the order of some designs depends on it).
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, bool cpu_device);
 // The designs for a chain plan: its stages' designs composed (opencl_chain.cpp).
-std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device);
 
 }  // namespace mblast::policy::opencl

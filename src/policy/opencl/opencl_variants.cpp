@@ -256,10 +256,10 @@ void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx
   d.launches.push_back(l);
 }
 
-std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
+  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem, cpu_device);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -285,9 +285,11 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
 
 }  // namespace opencl
 
-std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
+std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
+  const auto type = target.spec.is_object() ? target.spec.value("/device/type"_json_pointer, nlohmann::json()) : nlohmann::json();
+  const bool cpu = type.is_string() && type.get<std::string>() == "cpu";
   std::vector<Variant> v;
-  for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem) : opencl::designs_for(plan, problem))
+  for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem, cpu) : opencl::designs_for(plan, problem, cpu))
     v.push_back(opencl::finish(d, plan, problem));
   return v;
 }
