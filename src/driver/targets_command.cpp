@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mblast/driver/runner_client.h"
+#include "mblast/error.h"
 #include "mblast/target.h"
 
 namespace mblast {
@@ -20,9 +21,44 @@ void add_targets(CLI::App& app, TargetsArgs& a) {
             "a remote one is available when its runner host is configured.");
   c->add_flag("--json", a.json, "Print a JSON array");
   c->add_flag("--no-probe", a.no_probe, "Do not open devices; list descriptions only");
+  c->add_option("--measure-peaks", a.measure_peaks,
+                "Measure TARGET's peak bandwidth and FP32 rate again and keep them (on a quiet machine: peaks are "
+                "measured once and cached, and one measured while other work ran is too low)")
+      ->option_text("TARGET");
 }
 
+json measure_target_peaks(const Target& t) {
+  if (std::string why = t.unreachable_reason(); !why.empty()) throw UserError(t.name + ": " + why);
+  RunnerClient client(t.runner);
+  client.send({{"op", "peaks"}, {"target", t.spec}, {"refresh", true}});
+  auto m = client.receive(330);
+  if (m.header.value("stage", "") != "peaks")
+    throw UserError(fmt::format("{}: peaks not measured: {}", t.name, m.header.value("reason", std::string("the runner said nothing"))));
+  return m.header;
+}
+
+namespace {
+
+int print_peaks(const TargetsArgs& a) {
+  const Target t = find_target(a.measure_peaks);
+  json p = measure_target_peaks(t);
+  if (a.json) {
+    std::cout << p.dump(2) << "\n";
+    return 0;
+  }
+  const double bw = p.value("bandwidth_bytes_per_s", 0.0), fl = p.value("fp32_flops_per_s", 0.0);
+  if (bw > 0 || fl > 0)
+    std::cout << fmt::format("{}: {:.1f} GB/s, {:.1f} GFLOP/s fp32, kept for later evaluations\n", t.name, bw * 1e-9, fl * 1e-9);
+  else
+    std::cout << fmt::format("{}: no speed-of-light figures\n", t.name);
+  std::cout << "method: " << p.value("method", std::string()) << "\n";
+  return 0;
+}
+
+}  // namespace
+
 int run_targets(const TargetsArgs& a) {
+  if (!a.measure_peaks.empty()) return print_peaks(a);
   auto targets = load_targets();
   std::unique_ptr<RunnerClient> local;
   std::string local_error;

@@ -6,6 +6,7 @@
 
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/runner_client.h"
+#include "mblast/driver/targets_command.h"
 #include "test_env.h"
 
 namespace mblast {
@@ -89,6 +90,42 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.backend + "_" + i.param.problem; });
+
+// Peaks are measured once per target and device, then cached; `mblast targets --measure-peaks`
+// measures them again (a figure taken while other work ran is too low), and the next evaluation
+// uses the new figures.
+class Peaks : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Peaks, MeasuredAgainOnRequestAndUsedNext) {
+  std::string why;
+  auto targets = available_targets(GetParam(), &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const fs::path dir = testing::source_dir() / "problems" / "vec_add";
+  const fs::path cand = dir / "candidates" / ("naive." + GetParam() + testing::candidate_extension(GetParam()));
+  const Problem p = load_problem(dir);
+  for (const auto& t : targets) {
+    SCOPED_TRACE("target " + t.name);
+    const nlohmann::json peaks = measure_target_peaks(t);
+    EXPECT_EQ(peaks.value("stage", ""), "peaks");
+    EXPECT_FALSE(peaks.value("cached", false)) << "measured, not read from the cache";
+    EXPECT_FALSE(peaks.value("method", "").empty());
+    const double flops = peaks.value("fp32_flops_per_s", 0.0), bw = peaks.value("bandwidth_bytes_per_s", 0.0);
+    if (flops <= 0) {  // an instruction-count target has no speed of light
+      EXPECT_NE(peaks.value("method", "").find("instruction"), std::string::npos) << peaks.dump();
+      continue;
+    }
+    EXPECT_GT(bw, 0);
+    RunnerClient client(RunnerAddress{});
+    auto r = evaluate(p, t, cand, quick_timing(), &client);
+    ASSERT_TRUE(r["correct"].get<bool>()) << r.value("reason", nlohmann::json()).dump();
+    EXPECT_TRUE(r["peak"].value("peaks_cached", false)) << r["peak"].dump();
+    EXPECT_DOUBLE_EQ(r["peak"].value("peak_fp32_flops_per_s", 0.0), flops);
+    EXPECT_DOUBLE_EQ(r["peak"].value("peak_bandwidth_bytes_per_s", 0.0), bw);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Peaks, ::testing::ValuesIn(testing::all_backend_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace mblast

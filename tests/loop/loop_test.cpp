@@ -293,5 +293,55 @@ TEST(BuiltinActorTest, FollowsWhatEachParameterValueDid) {
   EXPECT_EQ(proposals[0].params, (nlohmann::json{{"lmul", 8}, {"unroll", 2}})) << proposals[0].params.dump();
 }
 
+// A step explores more than one family, but not one this run has measured twice and found more
+// than 1.5x behind the leader: its share goes to the leader's untried variants. A family tried
+// once keeps its share.
+TEST(BuiltinActorTest, AStepGoesToTheLeaderOnceAFamilyHasClearlyLost) {
+  auto variant = [](const std::string& family, int n) {
+    policy::Variant v;
+    v.family = family;
+    v.params = {{"n", n}};
+    v.source = "/* " + family + " " + std::to_string(n) + " */";
+    v.extension = ".opencl.cpp";
+    return v;
+  };
+  auto propose = [&](const std::vector<std::tuple<std::string, int, double>>& measured) {
+    std::vector<policy::Variant> variants;
+    for (const std::string f : {"item", "group"})
+      for (int n = 0; n < 6; ++n) variants.push_back(variant(f, n));
+    std::vector<Known> history;
+    ActorContext ctx;
+    for (const auto& [f, n, cost] : measured) {
+      Known k;
+      k.id = content_hash_hex(variant(f, n).source);
+      k.family = f;
+      k.params = {{"n", n}};
+      k.measured.correct = true;
+      k.measured.cost = cost;
+      history.push_back(k);
+      ctx.tried.insert(k.id);
+    }
+    static Known start;
+    start.measured.correct = true;
+    start.measured.cost = 100;
+    ctx.start = &start;
+    ctx.history = &history;
+    ctx.beam = {&history[0]};
+    ctx.k = 4;
+    BuiltinActor actor(variants);
+    std::map<std::string, int> by_family;
+    for (const auto& p : actor.propose(ctx)) ++by_family[p.family];
+    return by_family;
+  };
+  // item at 3.3x, group at 1.25x and 1.1x: all four from item
+  auto lost = propose({{"item", 0, 30}, {"item", 1, 60}, {"group", 0, 80}, {"group", 1, 90}});
+  EXPECT_EQ(lost["item"], 4);
+  EXPECT_EQ(lost["group"], 0);
+  // group tried once: it keeps its share of the step
+  auto once = propose({{"item", 0, 30}, {"item", 1, 60}, {"group", 0, 80}});
+  EXPECT_EQ(once["item"], 2);
+  EXPECT_EQ(once["group"], 2);
+}
+
 }  // namespace
 }  // namespace mblast::loop

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <map>
+#include <set>
+#include <string>
 
 #include "mblast/loop/actor.h"
 #include "mblast/policy/variants.h"
@@ -22,6 +24,7 @@ class BuiltinActor : public Actor {
 
  private:
   double score(size_t i, const ActorContext& ctx, const std::map<std::string, double>& action_value) const;
+  static std::set<std::string> lagging_families(const ActorContext& ctx);
   std::vector<policy::Variant> variants_;
   std::vector<std::string> ids_;  // content hash of each variant's source
   uint64_t seed_;
