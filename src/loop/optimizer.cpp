@@ -409,8 +409,10 @@ class Loop {
       double sol = sol_of(best.measured);
       if (!best.measured.deterministic && sol >= b.sol_fraction)
         return fmt::format("reached {:.0f}% of peak{}", 100 * sol,
-                           sol > 1 ? " (of the problem's counted FLOPs: the kernel does less arithmetic than counted, as FFT and "
-                                     "Winograd convolutions do)"
+                           sol > 1 ? fmt::format(" (of the problem's counted FLOPs: the kernel does less arithmetic than counted, "
+                                                 "as FFT and Winograd convolutions do, or the peaks were measured low: "
+                                                 "`mblast targets --measure-peaks {}` on a quiet machine)",
+                                                 in_.target.name)
                                    : "");
 
       const auto step_t0 = std::chrono::steady_clock::now();
