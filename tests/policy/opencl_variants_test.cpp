@@ -54,7 +54,8 @@ TEST(OpenclVariants, ConvAsGemmWhereOneStridePerOperandHolds) {
 }
 
 // The same designs on every OpenCL device, in another order on a CPU: a work-item per row
-// first (on PoCL it beat the work-group start 2.5-3.8x), a work-group per row first on a GPU.
+// first (on PoCL it beat the work-group start 2.5-3.8x), a work-group per row first on a GPU;
+// likewise matmul's row-vector kernels.
 TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   for (const std::string name : {"softmax", "row_sum"}) {
     SCOPED_TRACE(name);
@@ -69,6 +70,10 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
     for (const auto& v : on_gpu) b.insert(v.source);
     EXPECT_EQ(a, b) << "the same candidates, reordered";
   }
+  // matmul: the row-vector kernels (no local memory) first on a CPU, the tiled ones on a GPU
+  const Case mm = load_case("matmul");
+  EXPECT_EQ(opencl_variants(mm.plan, mm.problem, find_target("pocl-cpu")).front().family, "opencl.matmul.row-vector");
+  EXPECT_EQ(opencl_variants(mm.plan, mm.problem, find_target("nvidia-opencl")).front().family, "opencl.matmul.tiled");
 }
 
 // A generated candidate has its plan's shapes compiled in: given other tensors, mblast_run

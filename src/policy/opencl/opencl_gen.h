@@ -40,6 +40,9 @@ struct Design {
   std::string kernels;  // OpenCL C
   std::vector<Launch> launches;
   std::vector<int64_t> temps;  // elements of each temporary (f32), allocated once in mblast_prepare
+  // Tried before the kernel's other designs on a CPU device (designs_for): set by generators
+  // where PoCL measured it well ahead of their GPU-first order.
+  bool cpu_first = false;
 };
 
 // The complete candidate source for a design.
@@ -85,9 +88,7 @@ class LaneLeaves {
 };
 
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-// reduce, softmax, log_softmax, layernorm. `cpu_device`: the target's OpenCL device is a CPU
-// (PoCL), where a work-item per row is tried first.
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device);
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
@@ -104,7 +105,7 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
 // (appended to d.launches). Nothing when the epilogue is the identity.
 void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& idx);
 // The designs for a single-kernel plan (not a chain), by its kind; none for a kind not generated.
-// `cpu_device`: the target's device type is "cpu" (the order of some designs depends on it).
+// `cpu_device`: the target's device type is "cpu"; the designs marked `cpu_first` come first.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, bool cpu_device);
 // The designs for a chain plan: its stages' designs composed (opencl_chain.cpp).
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device);

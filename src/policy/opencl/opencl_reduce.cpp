@@ -9,8 +9,6 @@
 //   column-per-item (inner > 1) one work-item per (outer, inner) column: neighbouring work-items
 //                   read neighbouring addresses at every step of the reduction; sums are
 //                   compensated (Kahan), as one work-item walks the whole axis.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -272,6 +270,9 @@ Design row_per_item(const Ctx& c, int vec, bool online) {
 
   Design d;
   d.family = "opencl.reduce.row-per-item";
+  // On a CPU device with rows enough for its cores, first: on PoCL (2-core VM, level1 small) a
+  // work-item per row beat the work-group start 3.8x (layernorm), 2.5x (mean), 3.6x (softmax).
+  d.cpu_first = c.outer >= 64;
   d.params = {{"vec", vec}};
   if (!c.is_reduce) d.params["online"] = online;
   d.description = fmt::format("one work-item per row, float{} accumulators, no barriers{}", vec,
@@ -431,6 +432,7 @@ Design norm_per_item(const Ctx& c, int vec) {
   k += "}\n";
   Design d;
   d.family = "opencl.layernorm.row-per-item";
+  d.cpu_first = c.outer >= 64;  // as row_per_item's
   d.params = {{"vec", vec}};
   d.description = fmt::format("{}: one work-item per row, float{} accumulators for the mean and the variance, no barriers",
                               c.plan.rms ? "rmsnorm (no mean)" : "layernorm", vec);
@@ -447,7 +449,7 @@ Design norm_per_item(const Ctx& c, int vec) {
 
 }  // namespace
 
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem) {
   Ctx c{plan,
         problem,
         index_type(plan, problem),
@@ -459,18 +461,10 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
         plan.kind == "log_softmax",
         plan.eps};
   std::vector<Design> v;
-  // On a CPU device with rows enough for its cores, a work-item per row comes first: on PoCL
-  // (this 2-core VM, level1 small) it beat the work-group start 3.8x (layernorm), 2.5x (mean),
-  // 3.6x (softmax); work-group trees only pay on GPUs.
-  const bool items_first = cpu_device && c.outer >= 64;
-  auto items_to_front = [&](std::vector<Design>& ds) {
-    std::stable_partition(ds.begin(), ds.end(), [](const Design& d) { return d.family.ends_with("row-per-item"); });
-  };
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
     for (int wg : {64, 128, 256}) v.push_back(norm_per_group(c, wg));
     for (int vec : {4, 8, 16}) v.push_back(norm_per_item(c, vec));
-    if (items_first) items_to_front(v);
     return v;
   }
   if (c.inner == 1) {
@@ -486,7 +480,6 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
       v.push_back(row_per_item(c, vec, false));
       if (!c.is_reduce) v.push_back(row_per_item(c, vec, true));
     }
-    if (items_first) items_to_front(v);
   } else {
     for (int wg : {0, 64, 256}) v.push_back(column_per_item(c, wg));
   }

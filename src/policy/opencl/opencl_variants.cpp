@@ -256,10 +256,12 @@ void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx
   d.launches.push_back(l);
 }
 
-std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
+namespace {
+
+std::vector<Design> designs_by_kind(const KernelPlan& plan, const Problem& problem) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem, cpu_device);  // reduce, softmax, layernorm
+  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -270,6 +272,14 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, 
     return v;
   }
   return {};
+}
+
+}  // namespace
+
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
+  std::vector<Design> v = designs_by_kind(plan, problem);
+  if (cpu_device) std::stable_partition(v.begin(), v.end(), [](const Design& d) { return d.cpu_first; });
+  return v;
 }
 
 Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) {

@@ -195,8 +195,9 @@ std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& prob
   } else {
     for (int m : {1, 2, 4, 8})
       for (int u : {1, 2, 4})
-        // Accumulators (and their compensations) plus one load's register group: <= 32.
-        if (((compensate(plan) ? 2 : 1) * u + 1) * m <= 32 && u <= r.reduce) out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
+        // Register groups live at once, at most 32 registers: the accumulators and one load, or
+        // with compensation the accumulators, their compensations and a Kahan step's y and t.
+        if ((compensate(plan) ? 2 * u + 2 : u + 1) * m <= 32 && u <= r.reduce) out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
   }
   return out;
 }
