@@ -6,8 +6,11 @@
 //                   the row in registers so it is read from memory once.
 //   row-per-block   (inner 1) one block per row: serial per thread, shuffles per warp, shared
 //                   memory across warps (two-level); the same softmax choices.
+//   column-split    (inner > 1, reductions, long axes) 32 columns per block, each column's axis
+//                   split over 8 or 16 threads, the pieces combined in shared memory.
 //   column-per-thread (inner > 1) one thread per (outer, inner) column: neighbouring threads
 //                   read neighbouring addresses at every step.
+//   Column sums are compensated (Kahan): one thread walks a long stretch of the axis.
 //   split-row       (layernorm, few long rows: GroupNorm(1, C) is 32 rows of 1M elements in
 //                   level3/06) a row over many blocks: each block's chunk gives its (mean, M2),
 //                   then every block combines its row's chunks (Chan et al.'s parallel variance)
@@ -346,6 +349,21 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
   return d;
 }
 
+// The loop over the reduced axis that one thread of a column design runs: `r` from `first` in
+// steps of `step`, into `a`. Sums are compensated (Kahan): a thread walks R / step elements,
+// and a plain running sum of 4096 normals misses PyTorch's pairwise sum by 2e-4 (level1/17 at
+// full size failed its float64-calibrated tolerance so). nvcc keeps the compensation: without
+// --use_fast_math it does not reassociate, and contraction only fuses a multiply into an add.
+std::string column_loop(const Ctx& c, const std::string& op, const std::string& first, const std::string& step) {
+  std::string k = "  float a = " + init(op) + ";\n";
+  // Unrolled so that several loads are in flight while the adds wait for them.
+  const std::string head = fmt::format("#pragma unroll 4\n  for ({} r = {}; r < R; r += {})", c.idx, first, step);
+  if (op != "sum") return k + head + " a = " + combine(op, "a", "col[r * INNER]") + ";\n";
+  k += "  float lost = 0.0f;  // what the running sum's last rounding dropped\n";
+  k += head + " {\n    const float y = col[r * INNER] - lost, t = a + y;\n    lost = (t - a) - y;\n    a = t;\n  }\n";
+  return k;
+}
+
 Design column_per_thread(const Ctx& c, int block) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
@@ -357,9 +375,7 @@ Design column_per_thread(const Ctx& c, int block) {
   k += fmt::format("  const {} o = g / INNER, i = g - o * INNER;\n", c.idx);
   k += "  const float* col = " + c.x + " + o * R * INNER + i;\n";
   if (c.is_reduce) {
-    const std::string op = op_name(c.plan.reduce_op);
-    k += "  float a = " + init(op) + ";\n";
-    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", "col[r * INNER]"));
+    k += column_loop(c, op_name(c.plan.reduce_op), "0", "1");
     k += "  const float acc = " + final_value(c, "a") + ";\n";
     k += "  out[g] = " + epilogue(c, "g", "acc") + ";\n";
   } else {
@@ -386,6 +402,41 @@ Design column_per_thread(const Ctx& c, int block) {
   return d;
 }
 
+
+// Reductions only: a block of 32 neighbouring columns x `slices` threads, thread (x, y) reducing
+// rows y, y + slices, ... of column x; the slices' results meet in shared memory. One thread per
+// column gives level1/17 (64 x 512 columns of 4096) 32768 threads, an eighth of what an H200
+// keeps in flight, each with one load outstanding per step.
+Design column_split(const Ctx& c, int slices) {
+  const auto tensors = gpu::plan_tensors(c.plan);
+  const std::string op = op_name(c.plan.reduce_op);
+  std::string k;
+  k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n#define SLICES {}\n\n", c.r, c.inner, c.outer * c.inner, slices);
+  k += fmt::format("__global__ void __launch_bounds__({}) mb_columns({}) {{\n", 32 * slices, kernel_params(tensors));
+  k += "  __shared__ float part[SLICES][33];\n";
+  k += fmt::format("  const {0} g = static_cast<{0}>(blockIdx.x) * 32 + threadIdx.x;\n", c.idx);
+  k += fmt::format("  const {} gc = g < COLUMNS ? g : COLUMNS - 1;  // past the end: a real column, its result unused\n", c.idx);
+  k += fmt::format("  const {} o = gc / INNER, i = gc - o * INNER;\n", c.idx);
+  k += "  const float* col = " + c.x + " + o * R * INNER + i;\n";
+  k += column_loop(c, op, "threadIdx.y", "SLICES");
+  k += "  part[threadIdx.y][threadIdx.x] = a;\n  __syncthreads();\n";
+  k += "  if (threadIdx.y != 0 || g >= COLUMNS) return;\n";
+  k += "  float s = part[0][threadIdx.x];\n";
+  k += "  for (int j = 1; j < SLICES; ++j) s = " + combine(op, "s", "part[j][threadIdx.x]") + ";\n";
+  k += "  const float acc = " + final_value(c, "s") + ";\n";
+  k += "  out[g] = " + epilogue(c, "g", "acc") + ";\n}\n";
+
+  Design d;
+  d.family = "cuda.reduce.column-split";
+  d.params = {{"slices", slices}};
+  d.description = fmt::format("32 columns per block, each column's axis split over {} threads, shared memory to combine", slices);
+  d.actions = {"cuda.coalesced-global-access", "cuda.two-level-block-reduction", "cuda.block-size-tuning"};
+  if (gpu::expr_has_ops(c.plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
+  d.device_code = k;
+  d.launch_code = fmt::format("  mb_columns<<<{}, dim3(32, {}), 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
+                              gpu::ceil_div(c.outer * c.inner, 32), slices, call_args(tensors));
+  return d;
+}
 
 // LayerNorm (inner 1): `threads` per row sum x, then (x - mean)^2 from a second read (safe
 // against cancellation), then write (x - mean) * rstd through the epilogue.
@@ -525,11 +576,20 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
     // a block per row leaves most of the GPU idle here.
     if (c.outer <= 1024 && c.r >= 32768)
       for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}}) v.push_back(layernorm_split(c, block, chunk));
+    // Long rows: a block per row first (512 threads won level1/12's rows of 8192 by 1.49x and
+    // level1/14's GroupNorm rows by 1.33x over a warp per row on the H200); short rows: warps.
+    const bool long_rows = c.r >= 4096;
+    if (long_rows)
+      for (int block : {512, 256, 128}) v.push_back(layernorm_rows(c, block, 1));
     for (int warps : {4, 8}) v.push_back(layernorm_rows(c, 32, warps));
-    for (int block : {128, 256, 512}) v.push_back(layernorm_rows(c, block, 1));
+    if (!long_rows)
+      for (int block : {128, 256, 512}) v.push_back(layernorm_rows(c, block, 1));
     return v;
   }
   if (c.inner > 1) {
+    // Long axes first split over a block's threads (more threads in flight, shorter sums).
+    if (c.is_reduce && c.r >= 64)
+      for (int slices : {8, 16}) v.push_back(column_split(c, slices));
     for (int block : {128, 256}) v.push_back(column_per_thread(c, block));
     return v;
   }
