@@ -385,6 +385,24 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = reduction("softmax", "", {4, 20, 9}, {4, 20, 9}, b.e);
     v.push_back(s);
   }
+  {  // softmax over the last dim of 75 (75 % 4 == 3), times x: a row kernel's epilogue reads the
+     // source while the write pass may read back the exps it stored in the output
+    Synthetic s;
+    s.name = "pt_softmax_rows_times_x";
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(), tensor("y", {33, 75}),
+                                  1e-6, 1e-4, 33 * 75 * 6);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    x = inputs[\"x\"].astype(np.float64)\n"
+                     "    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
+                     "    return {\"y\": e / e.sum(axis=1, keepdims=True) * x}\n";
+    ExprBuilder b;
+    b.binary("mul", b.acc(), b.input(0, 1, 33 * 75));
+    s.plan = reduction("softmax", "", {33, 75, 1}, {33, 75}, b.e);
+    v.push_back(s);
+  }
   {  // relu(x @ W^T + bias): nn.Linear on a batch of A matrices, B shared and stored [n, k]
     Synthetic s;
     s.name = "pt_linear_relu";
