@@ -24,6 +24,9 @@ PACKAGES=(
   clang-19 lld-19 llvm-19 libc6-dev-riscv64-cross libgcc-12-dev-riscv64-cross libstdc++-12-dev-riscv64-cross qemu-user
   # the Python helper (reference data); ssh for the remote-runner transport and its test
   python3 python3-numpy python3-venv python3-pip python3-torch libtorch-dev pybind11-dev openssh-client openssh-server
+  # an optimised BLAS for PyTorch's CPU baselines: without it Debian's torch runs on the
+  # reference (netlib) BLAS, and an eager linear is ~70x slower than it should be
+  libopenblas0-pthread
 )
 
 if [[ "${1:-}" != "--no-apt" ]]; then

@@ -196,6 +196,7 @@ int run_baseline(const BaselineArgs& a) {
                            entry.value("torch", "?"));
   std::cout << fmt::format("  eager          {}\n", stat_line(entry.value("eager", json::object())));
   std::cout << fmt::format("  torch.compile  {}\n", stat_line(entry.value("compile", json::object())));
+  if (dev.contains("blas_note")) std::cout << "note: " << dev["blas_note"].get<std::string>() << "\n";
   std::cout << fmt::format("stored in {}\n", (p.dir / "baselines.json").string());
   return 0;
 }

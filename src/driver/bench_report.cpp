@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -262,6 +263,11 @@ std::string format_bench_table(const json& results) {
   if (sum.contains("overall")) {
     const json& c = sum["overall"]["vs_compile"];
     if (c.contains("unavailable")) o << "torch.compile: " << str(c, "unavailable") << "\n";
+    std::set<std::string> notes;
+    for (const auto& row : results.value("problems", json::array()))
+      if (row.contains("baseline") && row["baseline"].is_object() && row["baseline"].contains("note"))
+        notes.insert(row["baseline"]["note"].get<std::string>());
+    for (const auto& n : notes) o << "eager: " << n << "\n";
     const json& counts = sum["overall"]["counts"];
     std::string line;
     for (const auto& [k, v] : counts.items())

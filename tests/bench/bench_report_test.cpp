@@ -195,6 +195,16 @@ TEST(BenchTable, SaysWhichDesignWonAndWhyAFractionPassesOne) {
   EXPECT_LT(note, table.find("level1/relu"));
 }
 
+TEST(BenchTable, SaysOnceWhyEagerIsWeak) {
+  json a = row("level1", "mm", "correct", 40.0, 0.5), b = row("level2", "linear", "correct", 50.0, 0.5);
+  for (json* r : {&a, &b}) (*r)["baseline"] = {{"measured", "in this run"}, {"note", "PyTorch runs on the reference (netlib) BLAS"}};
+  const std::string table = format_bench_table(results_of({a, b, row("level1", "relu", "correct", 1.1, 0.8)}));
+  const size_t note = table.find("eager: PyTorch runs on the reference (netlib) BLAS");
+  ASSERT_NE(note, std::string::npos) << table;
+  EXPECT_EQ(table.find("eager: PyTorch runs", note + 1), std::string::npos) << table;
+  EXPECT_EQ(format_bench_table(results_of({row("level1", "relu", "correct", 1.1, 0.8)})).find("netlib"), std::string::npos);
+}
+
 class CandidateLookup : public ::testing::Test {
  protected:
   void SetUp() override {

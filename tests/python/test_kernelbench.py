@@ -316,6 +316,7 @@ class BaselineTest(unittest.TestCase):
         self.assertIn("Python dispatch", e["includes"])
         self.assertTrue(e["check"]["within_tolerance"])
         self.assertEqual(res["device"]["type"], "cpu")
+        self.assertIsInstance(res["device"]["blas"], list)
         self.assertEqual(res["torch"], torch.__version__)
         self.assertGreaterEqual(res["timing"]["rotating_sets"], 3)
         if not hasattr(torch, "compile"):
@@ -326,6 +327,22 @@ class BaselineTest(unittest.TestCase):
         # within the tolerance on the CPU: no TF32-off re-measurement, no second eager figure
         self.assertNotIn("tf32", e)
         self.assertNotIn("eager_default", res)
+
+    def test_reference_blas_is_named(self):
+        # Debian's netlib libblas.so.3 makes eager matmuls ~70x slower than OpenBLAS (level2/07
+        # small's linear, 2 threads: 19.4 ms against 0.27 ms): the baseline must say so.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from kernelbench.baseline import blas_info
+        finally:
+            sys.path.pop(0)
+        d = "/usr/lib/x86_64-linux-gnu/"
+        ref = blas_info([d + "libc.so.6", d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "blas/libblas.so.3.11.0"])
+        self.assertIn("reference (netlib) BLAS", ref["blas_note"])
+        self.assertEqual(ref["blas"], [d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "blas/libblas.so.3.11.0"])
+        fast = blas_info([d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "openblas-pthread/libblas.so.3"])
+        self.assertNotIn("blas_note", fast)
+        self.assertNotIn("blas_note", blas_info([]))  # MKL builds map no libblas
 
     def test_tf32_off_restores_the_flags(self):
         # The CUDA baseline re-times eager with TF32 off when PyTorch's default is outside the

@@ -52,6 +52,38 @@ def _cpu_cache_bytes() -> int:
     return best or (32 << 20)
 
 
+# Debian's alternatives put the reference (netlib) libblas.so.3 in .../blas/; an optimised one
+# in openblas-pthread/, openblas-openmp/, blis-*/ (or PyTorch is built with MKL).
+_REFERENCE_BLAS_DIR = "/blas/"
+_BLAS_NAMES = ("libblas.so", "libopenblas", "libmkl_rt", "libmkl_core", "libblis", "libcblas.so")
+
+
+def blas_info(mapped_paths) -> dict:
+    """Which BLAS libraries are mapped, and a note when the libblas.so.3 resolved is Debian's
+    reference (netlib) one: that makes every eager matmul and linear a weak baseline. Another
+    BLAS may be mapped beside it for LAPACK's sake; the libblas.so that was resolved decides."""
+    libs = []
+    for path in mapped_paths:
+        if path.startswith("/") and any(n in os.path.basename(path) for n in _BLAS_NAMES) and path not in libs:
+            libs.append(path)
+    info = {"blas": libs}
+    if any(os.path.basename(p).startswith("libblas.so") and _REFERENCE_BLAS_DIR in p for p in libs):
+        info["blas_note"] = ("PyTorch runs on the reference (netlib) BLAS, so eager matrix products are far slower "
+                             "than an optimised BLAS makes them; install one (Debian: libopenblas0-pthread)")
+    return info
+
+
+def _cpu_blas() -> dict:
+    """blas_info of this process, after one product (so a lazily loaded library is mapped)."""
+    a = torch.ones(64, 64)
+    torch.mm(a, a)
+    try:
+        with open("/proc/self/maps") as f:
+            return blas_info(ln.split()[-1] for ln in f if len(ln.split()) >= 6)
+    except OSError:
+        return {"blas": []}
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -87,7 +119,7 @@ class _Timer:
             if want > 0 and torch.get_num_threads() != want:
                 torch.set_num_threads(want)
             self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
-                         "torch_threads": torch.get_num_threads()}
+                         "torch_threads": torch.get_num_threads(), **_cpu_blas()}
         self.flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         self.flushes = 0
         self.method = (
