@@ -56,6 +56,24 @@ std::string cond_and(const std::vector<std::string>& parts) {
   return s;
 }
 
+// The one launch of mb_matmul over a (gx, gy, batch) grid of work-items, and the design's
+// kernels and tail actions.
+void finish(Design& d, const Mm& c, std::string kernels, int64_t gx, int64_t gy, std::array<int64_t, 3> local = {0, 0, 0}) {
+  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  d.kernels = std::move(kernels);
+  Launch l;
+  l.kernel = "mb_matmul";
+  l.dims = 3;
+  l.global = {gx, gy, c.batch};
+  l.local = local;
+  l.args = launch_args(gpu::plan_tensors(c.plan));
+  d.launches.push_back(l);
+}
+
+// Register-blocked kernels without local memory: first on a CPU device.
+const std::vector<std::string> kCpuRegisterActions = {"opencl.register-blocking", "opencl.vector-load-store-128bit",
+                                                      "opencl.pocl-cpu-friendly-kernels"};
+
 struct Tile {
   int bm, bn, bk, rm, rn;
 };
@@ -131,15 +149,7 @@ Design tiled(const Mm& c, const Tile& t) {
   d.actions = {"opencl.local-memory-tiling"};
   if (t.rm * t.rn > 1) d.actions.push_back("opencl.register-blocking");
   d.actions.push_back("opencl.reqd-work-group-size");
-  for (auto& a : tail_actions(c)) d.actions.push_back(a);
-  d.kernels = s;
-  Launch l;
-  l.kernel = "mb_matmul";
-  l.dims = 3;
-  l.global = {gpu::ceil_div(c.n, t.bn) * wgx, gpu::ceil_div(c.m, t.bm) * wgy, c.batch};
-  l.local = {wgx, wgy, 1};
-  l.args = launch_args(tensors);
-  d.launches.push_back(l);
+  finish(d, c, std::move(s), gpu::ceil_div(c.n, t.bn) * wgx, gpu::ceil_div(c.m, t.bm) * wgy, {wgx, wgy, 1});
   return d;
 }
 
@@ -182,15 +192,8 @@ Design row_vector(const Mm& c, int vec, int rm) {
   d.params = {{"vec", vec}, {"rm", rm}};
   d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}", rm,
                               vec, vec, vec);
-  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.pocl-cpu-friendly-kernels"};
-  for (auto& a : tail_actions(c)) d.actions.push_back(a);
-  d.kernels = s;
-  Launch l;
-  l.kernel = "mb_matmul";
-  l.dims = 3;
-  l.global = {c.n / vec, c.m / rm, c.batch};
-  l.args = launch_args(tensors);
-  d.launches.push_back(l);
+  d.actions = kCpuRegisterActions;
+  finish(d, c, std::move(s), c.n / vec, c.m / rm);
   return d;
 }
 
@@ -242,15 +245,8 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   d.params = {{"vec", vec}, {"rm", rm}, {"rn", rn}};
   d.description = fmt::format("no local memory, B stored [n, k]: {} row(s) of A x {} row(s) of B per work-item, float{} partial dot products", rm,
                               rn, vec);
-  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.pocl-cpu-friendly-kernels"};
-  for (auto& a : tail_actions(c)) d.actions.push_back(a);
-  d.kernels = s;
-  Launch l;
-  l.kernel = "mb_matmul";
-  l.dims = 3;
-  l.global = {gpu::ceil_div(c.n, rn), gpu::ceil_div(c.m, rm), c.batch};
-  l.args = launch_args(tensors);
-  d.launches.push_back(l);
+  d.actions = kCpuRegisterActions;
+  finish(d, c, std::move(s), gpu::ceil_div(c.n, rn), gpu::ceil_div(c.m, rm));
   return d;
 }
 
