@@ -473,6 +473,17 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = p;
     v.push_back(s);
   }
+  {  // layernorm over rows of 128 (a multiple of every vector width: the vector write pass), the
+     // affine's weight and bias read as vectors along the row, then relu
+    Synthetic s = layernorm_case("pt_layernorm_128", 37, 128, 128, "np.maximum(xn * w + b, 0.0)");
+    KernelPlan p = reduction("layernorm", "", {37, 128, 1}, {37, 128}, Expr{});
+    p.eps = 1e-5;
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.binary("mul", b.acc(), b.param(0, 1, 128)), b.param(1, 1, 128)));
+    p.expr = b.e;
+    s.plan = p;
+    v.push_back(s);
+  }
   {  // RMSNorm, x * rsqrt(mean(x^2) + eps) * w, as the planner makes it: a layernorm without the mean
     Synthetic s;
     s.name = "pt_rmsnorm";

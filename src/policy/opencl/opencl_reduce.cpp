@@ -455,7 +455,19 @@ Design norm_per_item(const Ctx& c, int vec) {
   k += "  float var = " + horizontal("dv") + ";\n";
   k += fmt::format("  for (int r = RV * {}; r < R; ++r) var += (row[r] - mean) * (row[r] - mean);\n", vec);
   k += "  const float rstd = rsqrt(var / (float)R + EPS);\n";
-  k += norm_write(c, "0", "1");
+  if (c.r % vec == 0) {
+    // The write pass on float{vec} values too, the epilogue's weight and bias loaded as vectors
+    // where they run along the row (a scalar pass with an index modulo per element took half
+    // of level1/11's time on pocl-cpu).
+    const LaneLeaves leaves(c.plan, vec);
+    k += "  for (int v = 0; v < RV; ++v) {\n";
+    if (leaves.reads_tensors()) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+    k += leaves.loads("b", "    ");
+    k += fmt::format("    const {} acc = (vload{}(v, row) - mean) * rstd;\n", vt, vec);
+    k += fmt::format("    vstore{}({}, v, out + o * R);\n  }}\n", vec, leaves.vector_expr("b", "acc"));
+  } else {
+    k += norm_write(c, "0", "1");
+  }
   k += "}\n";
   Design d;
   d.family = "opencl.layernorm.row-per-item";
