@@ -441,6 +441,23 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan.a_transposed = true;
     v.push_back(s);
   }
+  {  // a batched matrix-vector product, A [2, 13, 50] @ v [2, 50, 1] + 0.5: rows of A past a
+     // work-item's 4 (13 % 4 == 1) and a k of 50 (vector tails) in the dot-rows kernels
+    Synthetic s;
+    s.name = "pt_matvec";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {2, 13, 50}), tensor("v", {2, 50, 1})}, nlohmann::json::array(),
+                                  tensor("y", {2, 13, 1}), 1e-4, 1e-4, 2 * 2 * 13 * 50);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n"
+                     "    return {\"a\": sample(rng, (2, 13, 50), distribution, \"f32\"), \"v\": sample(rng, (2, 50, 1), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": inputs[\"a\"].astype(np.float64) @ inputs[\"v\"].astype(np.float64) + 0.5}\n";
+    ExprBuilder b;
+    b.binary("add", b.acc(), b.constant(0.5));
+    s.plan = matmul_plan({2, 13, 1}, 0, 1, false, 13, 1, 50, b.e);
+    v.push_back(s);
+  }
   // A layernorm case's reference: x [rows, cols] normalised over its rows, then `y`: a numpy
   // expression of xn (the normalised x) and the parameters w and b, each of `nparam` elements.
   auto layernorm_case = [&](const std::string& name, int64_t rows, int64_t cols, int64_t nparam, const std::string& y) {

@@ -6,9 +6,9 @@
 //               output elements), the epilogue applied before the one store.
 //   row-vector  no local memory: each work-item keeps RM rows x VEC columns in floatN
 //               accumulators and streams B's rows with vloadN (row-major B only).
-//   dot-rows    no local memory, B stored [n, k] (nn.Linear's weight): each work-item takes RM
-//               rows of A and RN rows of B, both contiguous along k, and keeps RM x RN floatN
-//               partial dot products, summed across lanes at the end.
+//   dot-rows    no local memory, B stored [n, k] (nn.Linear's weight) or a vector [k, 1]: each
+//               work-item takes RM rows of A and RN rows of B, both contiguous along k, and
+//               keeps RM x RN floatN partial dot products, summed across lanes at the end.
 //   clblast     CLBlast's tuned SGEMM on the runner's queue, then an in-place epilogue kernel
 //               when there is one.
 #include <fmt/format.h>
@@ -310,13 +310,15 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     for (int vec : {4, 8, 16})
       for (int rm : {1, 4, 8})
         if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm));
-  if (plan.b_transposed && !plan.a_transposed && c.batch <= 65535)
+  // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
+  const bool matvec = c.n == 1 && !plan.b_transposed;
+  if ((plan.b_transposed || matvec) && !plan.a_transposed && c.batch <= 65535)
     // Most rows per work-item first: level2/07 small (128x384x512) on pocl-cpu, the matmul in a
     // chain after the RMSNorm kernel, fastest of the evals: 4x4 float8 308-313 us, 2x4 368,
     // 1x4 513; float16 4x4 349-354 (the 32x32 tiled kernel 7.3 ms).
     for (auto [rm, rn] : {std::pair{4, 4}, std::pair{2, 4}, std::pair{1, 4}})
       for (int vec : {8, 16})
-        v.push_back(dot_rows(c, vec, rm, rn));
+        v.push_back(dot_rows(c, vec, rm, matvec ? 1 : rn));
   v.push_back(clblast(c));
   return v;
 }
