@@ -188,6 +188,19 @@ Design row_per_group(const Ctx& c, int wg, bool online) {
 // ---------------------------------------------------------------------------------------------
 // One work-item per row.
 
+// The body of a write loop over the float{vec} chunks v of row o (rows a multiple of vec):
+// `acc`, a float{vec} expression, through the epilogue (its tensors loaded as vectors where they
+// run along the row), stored.
+std::string vector_write(const Ctx& c, int vec, const std::string& acc) {
+  const LaneLeaves leaves(c.plan, vec);
+  std::string k;
+  if (leaves.reads_tensors()) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+  k += leaves.loads("b", "    ");
+  k += fmt::format("    const float{} acc = {};\n", vec, acc);
+  k += fmt::format("    vstore{}({}, v, out + o * R);\n", vec, leaves.vector_expr("b", "acc"));
+  return k;
+}
+
 // How a work-item's softmax finds its row's max and sum, and what the write pass does.
 enum class RowStats {
   two_pass,   // a max pass, a sum pass (exp), the write pass computes exp again
@@ -265,11 +278,7 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
     k += fmt::format("    const {} q = vload{}(v, {});\n", vt, vec, stored ? "orow" : "row");
     if (c.r % vec == 0) {
       // Every chunk starts at a multiple of vec in the output: the epilogue on float{vec} values.
-      const LaneLeaves leaves(c.plan, vec);
-      if (leaves.reads_tensors()) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
-      k += leaves.loads("b", "    ");
-      k += fmt::format("    const {} acc = {};\n", vt, value("q"));
-      k += fmt::format("    vstore{}({}, v, out + o * R);\n  }}\n", vec, leaves.vector_expr("b", "acc"));
+      k += vector_write(c, vec, value("q")) + "  }\n";
     } else {
       std::string ys, lanes;
       bool uses_b = false;
@@ -459,12 +468,8 @@ Design norm_per_item(const Ctx& c, int vec) {
     // The write pass on float{vec} values too, the epilogue's weight and bias loaded as vectors
     // where they run along the row (a scalar pass with an index modulo per element took half
     // of level1/11's time on pocl-cpu).
-    const LaneLeaves leaves(c.plan, vec);
     k += "  for (int v = 0; v < RV; ++v) {\n";
-    if (leaves.reads_tensors()) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
-    k += leaves.loads("b", "    ");
-    k += fmt::format("    const {} acc = (vload{}(v, row) - mean) * rstd;\n", vt, vec);
-    k += fmt::format("    vstore{}({}, v, out + o * R);\n  }}\n", vec, leaves.vector_expr("b", "acc"));
+    k += vector_write(c, vec, fmt::format("(vload{}(v, row) - mean) * rstd", vec)) + "  }\n";
   } else {
     k += norm_write(c, "0", "1");
   }
