@@ -43,7 +43,7 @@ void add_baseline(CLI::App& app, BaselineArgs& a) {
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
   c->add_option("--warmup", a.warmup, "Untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--repeats", a.repeats, "Minimum timed calls")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--min-time", a.min_seconds, "Keep timing until this many seconds of timed calls")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--min-time", a.min_seconds, "Keep timing until the timing loop (timed calls and the cache flushes between them) has run this many seconds")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--timeout", a.timeout_s, "Seconds allowed for the whole measurement")->capture_default_str();
 }
 

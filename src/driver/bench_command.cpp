@@ -72,7 +72,7 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("--filter", a.filter, "Only problems whose <level>/<stem> contains this text");
   c->add_flag("--no-baseline", a.no_baseline, "Reuse the PyTorch timings stored by an earlier run instead of measuring");
   c->add_flag("--no-compile", a.no_compile, "Do not time torch.compile");
-  c->add_option("--min-time", a.min_seconds, "Seconds of timed runs to collect per measurement (candidate and PyTorch alike)")
+  c->add_option("--min-time", a.min_seconds, "Seconds of timing loop per measurement, cache flushes included (candidate and PyTorch alike)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_flag("--optimize", a.optimize, "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and bench the result");

@@ -49,7 +49,7 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   c->add_flag("--no-timing", a.no_timing, "Verify only");
   c->add_option("--repeats", a.opt.min_repeats, "Minimum timed runs")->capture_default_str();
   c->add_option("--warmup", a.opt.warmup, "Warm-up runs")->capture_default_str();
-  c->add_option("--min-time", a.opt.min_seconds, "Keep timing until this many seconds of timed runs")->capture_default_str();
+  c->add_option("--min-time", a.opt.min_seconds, "Keep timing until the timing loop (timed runs and the cache flushes between them) has run this many seconds")->capture_default_str();
   c->add_option("--rotate", a.opt.rotate, "Rotating input/output buffer sets (default: as the PyTorch baselines, one per seed and up to 4 within 4 GiB of inputs on CUDA, 1 GiB elsewhere)")->check(CLI::NonNegativeNumber);
   c->add_option("--run-timeout", a.opt.run_s, "Seconds allowed for each verification run (plus a second per 64 MiB the run moves)")->capture_default_str();
   c->add_option("--build-timeout", a.opt.build_s, "Seconds allowed for building the candidate")->capture_default_str();

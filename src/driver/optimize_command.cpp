@@ -150,7 +150,7 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_option("--resume", a.resume, "Continue the run with this id (see `mblast runs list`)");
   c->add_flag("--json", a.json, "Print the final result as one JSON object");
   c->add_option("--repeats", a.options.eval.min_repeats, "Minimum timed runs per evaluation")->capture_default_str();
-  c->add_option("--min-time", a.options.eval.min_seconds, "Seconds of timed runs per evaluation")->capture_default_str();
+  c->add_option("--min-time", a.options.eval.min_seconds, "Seconds of timing loop per evaluation (timed runs and the cache flushes between them)")->capture_default_str();
 }
 
 int run_optimize(const OptimizeArgs& args) {

@@ -127,5 +127,44 @@ TEST_P(Peaks, MeasuredAgainOnRequestAndUsedNext) {
 INSTANTIATE_TEST_SUITE_P(AllBackends, Peaks, ::testing::ValuesIn(testing::all_backend_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// The timing loop's budget is wall time with the cache flushes between calls counted: a call
+// much shorter than a flush (ReLU over 2 MiB beside a flush of 2 x a CPU's last-level cache)
+// must not run thousands of flushes to collect `min_seconds` of timed work.
+class TimingLoop : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TimingLoop, BudgetCountsTheFlushesBetweenCalls) {
+  std::string why;
+  auto targets = available_targets(GetParam(), &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const fs::path dir = testing::source_dir() / "problems" / "relu";
+  const fs::path cand = dir / "candidates" / ("naive." + GetParam() + testing::candidate_extension(GetParam()));
+  const Problem p = load_problem(dir);
+  for (const auto& t : targets) {
+    SCOPED_TRACE("target " + t.name);
+    EvalOptions o = quick_timing();
+    o.min_repeats = 3;
+    o.max_repeats = 100000;
+    o.min_seconds = 0.2;
+    o.max_wall_seconds = 5;
+    RunnerClient client(RunnerAddress{});
+    auto r = evaluate(p, t, cand, o, &client);
+    ASSERT_TRUE(r["correct"].get<bool>()) << r.value("reason", nlohmann::json()).dump();
+    if (r["time"]["unit"] != "us") continue;  // an instruction count takes one call per rotating set
+    const auto& w = r["phases"]["worker_timing"];
+    const double loop = w["loop_s"].get<double>(), flushes = w["flush_s"].get<double>();
+    const int samples = r["time"]["samples"].get<int>();
+    EXPECT_GE(samples, 3);
+    EXPECT_GE(loop, 0.2) << "the loop stopped before its budget";
+    EXPECT_GT(flushes, 0) << "no cache flush between timed calls";
+    // One call and one flush past the budget, and a wide allowance for a busy machine; with
+    // timed work alone counted this loop runs to max_wall_seconds (5 s) on a CPU device.
+    EXPECT_LT(loop, 1.0) << samples << " samples, " << flushes << " s of flushes, timed "
+                         << r["time"]["samples_sum_s"].get<double>() << " s";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, TimingLoop, ::testing::ValuesIn(testing::all_backend_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 }  // namespace
 }  // namespace mblast

@@ -344,6 +344,38 @@ class BaselineTest(unittest.TestCase):
         self.assertNotIn("blas_note", fast)
         self.assertNotIn("blas_note", blas_info([]))  # MKL builds map no libblas
 
+    def test_timing_loop_budget_counts_the_flushes(self):
+        # The runner's rule: at least `repeats` calls, and the loop (calls and the flushes between
+        # them) runs `min_seconds`. A call much shorter than its flush stops there, not after
+        # thousands of flushes to collect min_seconds of timed work.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from kernelbench.baseline import _measure
+        finally:
+            sys.path.pop(0)
+        import time
+
+        class SlowFlush:
+            device, flushes = "cpu", 0
+
+            def flush(self):
+                self.flushes += 1
+                time.sleep(0.01)
+
+            def time_call(self, fn, args):
+                fn(*args)
+                return 1.0  # 1 us
+
+        timer, t0 = SlowFlush(), time.perf_counter()
+        samples = _measure(timer, lambda: None, [()], warmup=1, repeats=3, min_seconds=0.1)
+        wall = time.perf_counter() - t0
+        self.assertGreaterEqual(len(samples), 3)
+        self.assertEqual(timer.flushes, len(samples))
+        self.assertGreaterEqual(wall, 0.1)
+        self.assertLess(wall, 2.0, f"{len(samples)} samples")
+        # the minimum number of calls holds however long they take
+        self.assertEqual(len(_measure(SlowFlush(), lambda: None, [()], warmup=0, repeats=5, min_seconds=0)), 5)
+
     def test_tf32_off_restores_the_flags(self):
         # The CUDA baseline re-times eager with TF32 off when PyTorch's default is outside the
         # tolerance; the flags must be off inside and as they were after, even on an error.
