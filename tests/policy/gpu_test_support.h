@@ -549,6 +549,24 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = conv_plan({2, 6, 5, 6}, ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2}, 0, b.e);
     v.push_back(s);
   }
+  {  // relu(conv2d(x, w, b, padding 1)) over rows of 16, a multiple of every vector width: the
+     // last vector of a row meets the right padding, which a bound one too loose reads past
+    Synthetic s;
+    s.name = "pt_conv_same_rows";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 3, 5, 16})}, {tensor("w", {8, 3, 3, 3}), tensor("b", {8})},
+                                  tensor("y", {1, 8, 5, 16}), 1e-5, 1e-4, 2 * 8 * 5 * 16 * 27);
+    s.reference_py = head + kConvReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 5, 16), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (8, 3, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (8,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 1)\n"
+                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 80, 8)));
+    s.plan = conv_plan({1, 8, 5, 16}, ConvShape{1, 3, 8, 1, 5, 16, 5, 16, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
+    v.push_back(s);
+  }
   {  // relu(conv2d(x, w, b, stride (1, 2), padding 1, dilation (2, 1))), one group: the im2col + GEMM path's batched case
     Synthetic s;
     s.name = "pt_conv_dense";

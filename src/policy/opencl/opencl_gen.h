@@ -99,6 +99,9 @@ std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem& proble
 // conv as GEMMs through CLBlast: im2col into a temporary (none for a pointwise conv), one
 // strided-batched SGEMM, the epilogue in place (opencl_conv_gemm.cpp).
 std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& problem);
+// conv as direct kernels for a CPU device: RC output channels x VW positions of a row per
+// work-item in floatVW registers (opencl_conv_rows.cpp).
+std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& problem);
 
 // For designs whose library writes the plan's accumulator into `out` (CLBlast): a kernel
 // `mb_epilogue` applying the plan's epilogue in place (appended to d.kernels) and its launch

@@ -269,6 +269,7 @@ std::vector<Design> designs_by_kind(const KernelPlan& plan, const Problem& probl
   if (plan.kind == "conv") {
     std::vector<Design> v = conv_gemm_designs(plan, problem);
     for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
+    for (auto& d : conv_rows_designs(plan, problem)) v.push_back(std::move(d));
     return v;
   }
   return {};

@@ -1,0 +1,117 @@
+// conv plans as direct kernels shaped for a CPU device: each work-item computes RC output
+// channels (of one group) x VW consecutive output positions along a row, as RC floatVW
+// accumulators. For every input channel and tap it loads the VW input values the tap meets (one
+// vloadVW when the stride is 1 and the window lies inside the row; element by element, zero in
+// the padding, otherwise) and multiplies them by RC weights, so each input load feeds RC
+// vector FMAs and nothing goes through a temporary. This is how CPU libraries hold a block of
+// the output in registers; im2col + SGEMM through CLBlast was 0.15-0.63x of PyTorch (oneDNN) on
+// PoCL, where the column matrix costs more memory traffic than the products.
+//
+// Work-items are ordered (sample, channel block, output row, position block), positions
+// fastest. The epilogue (bias, batch norm, activations) is applied per element at the store;
+// positions past the row's end are not stored.
+#include <fmt/format.h>
+
+#include "opencl_gen.h"
+
+namespace mblast::policy::opencl {
+
+namespace {
+
+Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
+  const ConvShape& c = plan.conv;
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = cig * c.kh * c.kw;
+  const int64_t owb = gpu::ceil_div(c.out_w, vw), cb = c.cout / rc;
+  const int64_t items = c.n * cb * c.out_h * owb;
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const std::string x = gpu::buffer_name({false, plan.source});
+  const std::string wt = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
+  const std::string fv = fmt::format("float{}", vw);
+
+  std::string k;
+  k += fmt::format("#define ITEMS {}\n\n", items);
+  k += "__kernel void mb_conv_rows(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} g = ({0})get_global_id(0);\n", idx);
+  k += "  if (g >= ITEMS) return;\n";
+  k += fmt::format("  const {0} pb = g % {1}, oh = (g / {1}) % {2}, cb = (g / ({1} * {2})) % {3}, n = g / ({1} * {2} * {3});\n", idx, owb,
+                   c.out_h, cb);
+  k += fmt::format("  const {0} co0 = cb * {1}, ow0 = pb * {2};\n", idx, rc, vw);
+  k += fmt::format("  __global const float* xg = {} + (n * {} + co0 / {} * {}) * {};  // the group's first input channel\n", x, c.cin, cog,
+                   cig, c.h * c.w);
+  k += fmt::format("  __global const float* wg = {} + co0 * {};\n", wt, taps);
+  for (int j = 0; j < rc; ++j) k += fmt::format("  {} acc{} = ({})(0.0f);\n", fv, j, fv);
+  k += fmt::format("  for (int ci = 0; ci < {}; ++ci) {{\n", cig);
+  k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
+  k += fmt::format("      const {} ih = oh * {} - {} + r * {};\n", idx, c.sh, c.ph, c.dh);
+  k += fmt::format("      if (ih < 0 || ih >= {}) continue;\n", c.h);
+  k += fmt::format("      __global const float* row = xg + (ci * {} + ih) * {};\n", c.h, c.w);
+  k += fmt::format("      __global const float* wr = wg + (ci * {} + r) * {};\n", c.kh, c.kw);
+  k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);
+  k += fmt::format("        const {} iw0 = ow0 * {} - {} + q * {};\n", idx, c.sw, c.pw, c.dw);
+  k += fmt::format("        {} xv;\n", fv);
+  if (c.sw == 1) {
+    k += fmt::format("        if (iw0 >= 0 && iw0 + {} <= {}) {{\n", vw, c.w);
+    k += fmt::format("          xv = vload{}(0, row + iw0);\n", vw);
+    k += "        } else {\n";
+  } else {
+    k += "        {\n";
+  }
+  k += fmt::format("          float t[{}];\n", vw);
+  k += fmt::format("          for (int j = 0; j < {}; ++j) {{\n", vw);
+  k += fmt::format("            const {} iw = iw0 + j * {};\n", idx, c.sw);
+  k += fmt::format("            t[j] = (iw >= 0 && iw < {}) ? row[iw] : 0.0f;\n", c.w);
+  k += "          }\n";
+  k += fmt::format("          xv = vload{}(0, t);\n", vw);
+  k += "        }\n";
+  for (int j = 0; j < rc; ++j) k += fmt::format("        acc{} += xv * wr[{} + q];\n", j, j * taps);
+  k += "      }\n    }\n  }\n";
+  k += fmt::format("  float a[{}];\n", vw);
+  for (int j = 0; j < rc; ++j) {
+    k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
+    k += fmt::format("  for (int l = 0; l < {} && ow0 + l < {}; ++l) {{\n", vw, c.out_w);
+    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l;\n", idx, c.cout, j, c.out_h, c.out_w);
+    k += "    const float acc = a[l];\n";
+    k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+  }
+  k += "}\n";
+
+  Design d;
+  d.family = "opencl.conv.rows";
+  d.params = {{"rc", rc}, {"vw", vw}};
+  d.description = fmt::format("direct convolution, {} output channel(s) x {} positions of a row per work-item in float{} registers{}", rc, vw,
+                              vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening", "opencl.pocl-cpu-friendly-kernels"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
+  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
+  d.cpu_first = true;
+  d.kernels = k;
+  Launch l;
+  l.kernel = "mb_conv_rows";
+  l.global = {items, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return d;
+}
+
+}  // namespace
+
+std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& problem) {
+  const ConvShape& c = plan.conv;
+  const int64_t cog = c.cout / c.groups;
+  // Channel blocks divide the group's output channels: 8 first (on PoCL 16 was 1.3x faster for a
+  // pointwise conv, 1.2-1.5x slower for level1/09's conv1d), then 16 or narrower. Rows shorter than a
+  // vector get narrower vectors only.
+  std::vector<int> rcs;
+  for (int rc : {8, 16, 4, 2, 1})
+    if (cog % rc == 0 && rcs.size() < 2) rcs.push_back(rc);
+  std::vector<int> vws;
+  for (int vw : {16, 8, 4})
+    if (vw <= std::max<int64_t>(c.out_w, 4) * 2 && vws.size() < 2) vws.push_back(vw);
+  std::vector<Design> v;
+  for (int vw : vws)
+    for (int rc : rcs) v.push_back(make(plan, problem, rc, vw));
+  return v;
+}
+
+}  // namespace mblast::policy::opencl
