@@ -48,7 +48,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "gather", "cumsum", "argmax"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "conv_transpose", "gather", "cumsum", "argmax"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -78,10 +78,10 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" ||
+  if (is_row_kind(plan.kind) || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" ||
       plan.kind == "cumsum" || plan.kind == "argmax")
     add({false, plan.source});
-  if (plan.kind == "conv") add({plan.conv_weight_is_param, plan.conv_weight});
+  if (is_conv_kind(plan.kind)) add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
     add({plan.a_is_param, plan.a});
     add({plan.b_is_param, plan.b});
@@ -132,16 +132,21 @@ std::string pool_window(const KernelPlan& plan, const std::string& x, const std:
 }
 
 bool conv_fits(const KernelPlan& plan, const Problem& problem) {
-  if (plan.kind != "conv") return false;
+  if (!is_conv_kind(plan.kind)) return false;
   const ConvShape& c = plan.conv;
   const auto* x = spec_of(problem, {false, plan.source});
   const auto* w = spec_of(problem, {plan.conv_weight_is_param, plan.conv_weight});
   if (!x || !w || x->dtype != DType::f32 || w->dtype != DType::f32) return false;
   if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups) return false;
   if (static_cast<int64_t>(x->numel()) != c.n * c.cin * c.h * c.w) return false;
-  if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;
+  if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;  // either layout
   if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || c.pw_end() < 0) return false;
-  if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end())) return false;
+  if (plan.kind == "conv_transpose") {  // output_padding: 0 <= extra < max(stride, dilation), no uneven padding
+    const int64_t eh = c.out_h - transposed_out(c.h, c.kh, c.sh, c.ph, c.dh), ew = c.out_w - transposed_out(c.w, c.kw, c.sw, c.pw, c.dw);
+    if (!c.symmetric() || eh < 0 || ew < 0 || eh >= std::max(c.sh, c.dh) || ew >= std::max(c.sw, c.dw)) return false;
+  } else if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end())) {
+    return false;
+  }
   return c.out_h >= 1 && c.out_w >= 1 && plan.out_numel == c.n * c.cout * c.out_h * c.out_w;
 }
 
@@ -299,7 +304,7 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
   if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
-  if (plan.kind == "conv" && !conv_fits(plan, problem)) return false;
+  if (is_conv_kind(plan.kind) && !conv_fits(plan, problem)) return false;
   if (plan.kind == "gather" && !gather_fits(plan, problem)) return false;
   if (plan.kind == "cumsum" && !scan_fits(plan, problem)) return false;
   if (plan.kind == "argmax" && !argmax_fits(plan, problem)) return false;

@@ -630,6 +630,54 @@ class Walker {
     return r;
   }
 
+  // A transposed convolution (ConvTranspose1d/2d, F.conv_transpose1d/2d) of an NCHW (or NCL)
+  // tensor: input element (ih, iw) scatters through tap (r, q) to oh = ih * sh - ph + r * dh,
+  // ow likewise; the kernels gather, per output element, the taps whose scatter lands on it. The
+  // weight is [cin, cout / groups, kh, kw]; output_padding adds rows and columns at the end (it
+  // only changes out_h and out_w). The bias joins the epilogue per output channel.
+  Value conv_transpose(const Value& xin, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
+                       const nlohmann::json& pad, const nlohmann::json& out_pad, const nlohmann::json& dil, int64_t groups) {
+    const Value x = producer_operand(xin, "conv_transpose");
+    if (x.is_param) throw Unsupported{"conv_transpose of a parameter tensor"};
+    if (w.kind != Value::Kind::Tensor) throw Unsupported{"conv_transpose of a computed weight"};
+    if (w.strided()) throw Unsupported{"conv_transpose of a weight view (transposed, permuted or selected)"};
+    const bool one_d = x.shape.size() == 3;
+    if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size())
+      throw Unsupported{"conv_transpose of a tensor that is not N, C, [H,] W"};
+    auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) {
+      if (auto p = int_or_pair(v, dflt, one_d)) return *p;
+      throw Unsupported{std::string("conv_transpose: ") + what + " is not an int or a pair"};
+    };
+    ConvShape c;
+    c.n = x.shape[0], c.cin = x.shape[1], c.h = one_d ? 1 : x.shape[2], c.w = x.shape.back();
+    c.groups = groups;
+    if (groups < 1 || w.shape[0] != c.cin || c.cin % groups) throw Unsupported{"conv_transpose: weight and groups disagree"};
+    c.cout = w.shape[1] * groups;
+    c.kh = one_d ? 1 : w.shape[2], c.kw = w.shape.back();
+    std::tie(c.sh, c.sw) = pair(stride, 1, "stride");
+    std::tie(c.ph, c.pw) = pair(pad, 0, "padding");
+    std::tie(c.dh, c.dw) = pair(dil, 1, "dilation");
+    auto [oph, opw] = pair(out_pad, 0, "output_padding");
+    if (one_d) c.sh = 1, c.ph = 0, c.dh = 1, oph = 0;
+    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || oph < 0 || opw < 0 ||
+        oph >= std::max(c.sh, c.dh) || opw >= std::max(c.sw, c.dw))
+      throw Unsupported{"conv_transpose with a geometry PyTorch refuses"};
+    c.out_h = transposed_out(c.h, c.kh, c.sh, c.ph, c.dh) + oph;
+    c.out_w = transposed_out(c.w, c.kw, c.sw, c.pw, c.dw) + opw;
+    if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv_transpose: the padding removes every output element"};
+    std::vector<int64_t> shape = {c.n, c.cout};
+    if (!one_d) shape.push_back(c.out_h);
+    shape.push_back(c.out_w);
+    Value r = producer_result(shape);
+    cur_.kind = "conv_transpose";
+    cur_.source = x.index;
+    cur_.conv = c;
+    cur_.conv_weight = w.index;
+    cur_.conv_weight_is_param = w.is_param;
+    if (bias) r = binary("add", r, per_channel(*bias, shape.size(), "conv_transpose bias"));
+    return r;
+  }
+
   // logsumexp(x, dim) = log(sum(exp(x - m), dim)) + m with m = amax(x, dim): a max, an
   // elementwise pass and a sum whose epilogue adds m back (kernels the generators know).
   Value logsumexp(const Value& x, const nlohmann::json& dim, const nlohmann::json& keepdim_arg) {
@@ -989,6 +1037,13 @@ class Walker {
       return conv(conv_input(arg(n, 0, "input")), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
                   arg(n, 4, "padding"), arg(n, 5, "dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
     }
+    if (fn == "conv_transpose2d" || fn == "conv_transpose1d") {
+      // F.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+      nlohmann::json b = arg(n, 2, "bias"), g = arg(n, 6, "groups");
+      return conv_transpose(arg_value(arg(n, 0, "input")), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)),
+                            arg(n, 3, "stride"), arg(n, 4, "padding"), arg(n, 5, "output_padding"), arg(n, 7, "dilation"),
+                            g.is_number_integer() ? g.get<int64_t>() : 1);
+    }
     if (fn == "max_pool2d" || fn == "avg_pool2d") {
       // F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
       // F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
@@ -1153,6 +1208,16 @@ class Walker {
         return conv(conv_input(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"), at("dilation"),
                     g.is_number_integer() ? g.get<int64_t>() : 1);
       }
+      if (type == "ConvTranspose2d" || type == "ConvTranspose1d") {
+        auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
+        if (at("padding_mode").is_string() && at("padding_mode").get<std::string>() != "zeros")
+          throw Unsupported{type + " with padding_mode " + at("padding_mode").get<std::string>()};
+        auto w = tensor_named(target + ".weight");
+        if (!w) throw Unsupported{type + " " + target + " has no weight tensor"};
+        const nlohmann::json g = at("groups");
+        return conv_transpose(arg_value(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"),
+                              at("output_padding"), at("dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
+      }
       if (type == "MaxPool2d" || type == "AvgPool2d") {
         const bool is_max = type == "MaxPool2d";
         auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
@@ -1276,8 +1341,9 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool" || s.kind == "conv" || s.kind == "gather" || s.kind == "cumsum" || s.kind == "argmax") r.push_back(&s.source);
-    if (s.kind == "conv" && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
+    if (is_row_kind(s.kind) || s.kind == "pool" || is_conv_kind(s.kind) || s.kind == "gather" || s.kind == "cumsum" || s.kind == "argmax")
+      r.push_back(&s.source);
+    if (is_conv_kind(s.kind) && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
       if (!s.a_is_param) r.push_back(&s.a);
       if (!s.b_is_param) r.push_back(&s.b);
@@ -1540,7 +1606,7 @@ nlohmann::json KernelPlan::to_json() const {
                  {"kernel", {pool.kh, pool.kw}}, {"stride", {pool.sh, pool.sw}}, {"padding", {pool.ph, pool.pw}},
                  {"dilation", {pool.dh, pool.dw}}, {"count_include_pad", pool.count_include_pad}};
   }
-  if (kind == "conv") {
+  if (is_conv_kind(kind)) {
     j["source"] = source;
     j["weight"] = {{"tensor", conv_weight}, {"param", conv_weight_is_param}};
     j["conv"] = {{"n", conv.n}, {"cin", conv.cin}, {"cout", conv.cout}, {"groups", conv.groups}, {"h", conv.h}, {"w", conv.w},
@@ -1582,6 +1648,9 @@ std::string KernelPlan::summary() const {
   else if (kind == "conv")
     s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
                     conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+  else if (kind == "conv_transpose")
+    s = fmt::format("conv_transpose {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels, {}x{}{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n,
+                    conv.cin, conv.h, conv.w, conv.cout, conv.out_h, conv.out_w, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
   else if (kind == "argmax")
     s = fmt::format("argmax over [{}, {}, {}] (outer, reduce, inner), int64 indices", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "cumsum")
@@ -1619,6 +1688,10 @@ double KernelPlan::rough_cost() const {
     const double per_out = d(conv.cin / std::max<int64_t>(conv.groups, 1)) * d(conv.kh) * d(conv.kw);
     elements += d(conv.n) * d(conv.cin) * d(conv.h) * d(conv.w) + d(conv.cout) * per_out;
     flops = 2 * d(out_numel) * per_out;
+  } else if (kind == "conv_transpose") {  // every input element meets every tap once
+    const double taps = d(conv.cout / std::max<int64_t>(conv.groups, 1)) * d(conv.kh) * d(conv.kw);
+    elements += d(conv.n) * d(conv.cin) * d(conv.h) * d(conv.w) + d(conv.cin) * taps;
+    flops = 2 * d(conv.n) * d(conv.cin) * d(conv.h) * d(conv.w) * taps;
   } else if (kind == "matmul") {
     elements += (a_batched ? d(batch) : 1) * d(m) * d(k) + (b_batched ? d(batch) : 1) * d(k) * d(n);
     flops = 2 * d(batch) * d(m) * d(n) * d(k);

@@ -16,7 +16,7 @@ namespace {
 
 using namespace gpu_test;
 
-TEST(CudaVariants, StructureAndSeedActions) { check_variant_structure("cuda", ".cuda.cu", true); }
+TEST(CudaVariants, StructureAndSeedActions) { check_variant_structure("cuda", ".cuda.cu", case_names(true)); }
 
 TEST(CudaVariants, RefusesWhatItCannotGenerate) { check_refusals("cuda"); }
 

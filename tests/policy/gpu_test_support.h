@@ -808,6 +808,66 @@ inline std::vector<Synthetic> synthetic_problems() {
   return v;
 }
 
+// NCHW transposed convolution in numpy (float64) by its definition, a scatter: input (ih, iw)
+// through tap (r, q) lands on (ih * sh - ph + r * dh, iw * sw - pw + q * dw); the generators gather.
+inline const std::string kConvTransposeReference = R"PY(def conv_transpose(x, wt, sh, sw, ph, pw, oph, opw, dh, dw, groups):
+    n, cin, h, w = x.shape
+    cig, cog, kh, kw = cin // groups, wt.shape[1], wt.shape[2], wt.shape[3]
+    oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + 1 + oph
+    ow = (w - 1) * sw - 2 * pw + dw * (kw - 1) + 1 + opw
+    full = np.zeros((n, cog * groups, ph + oh + kh * dh + sh, pw + ow + kw * dw + sw))
+    for g in range(groups):
+        xg = x[:, g * cig:(g + 1) * cig]
+        for r in range(kh):
+            for q in range(kw):
+                contrib = np.einsum("nchw,cd->ndhw", xg, wt[g * cig:(g + 1) * cig, :, r, q])
+                full[:, g * cog:(g + 1) * cog, r * dh:r * dh + (h - 1) * sh + 1:sh, q * dw:q * dw + (w - 1) * sw + 1:sw] += contrib
+    return full[:, :, ph:ph + oh, pw:pw + ow]
+
+
+)PY";
+
+// Plans only the OpenCL generators know so far (conv_transpose); CUDA and RVV refuse them.
+inline std::vector<Synthetic> opencl_only_problems() {
+  std::vector<Synthetic> v;
+  const std::string head = "import numpy as np\n\nfrom mblast_data import sample\n\n";
+  {  // relu(conv_transpose2d(x, w, b, stride (2, 3), padding (1, 2), output_padding (1, 2), dilation (1, 2), groups 2)):
+     // every geometry knob, taps that reach before the row (negative columns) and past it
+    Synthetic s;
+    s.name = "pt_conv_transpose";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 4, 5, 4})}, {tensor("w", {4, 3, 3, 4}), tensor("b", {6})},
+                                  tensor("y", {2, 6, 10, 14}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 3 * 3 * 4);
+    s.reference_py = head + kConvTransposeReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 5, 4), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (4, 3, 3, 4), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = conv_transpose(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 3, 1, 2, 1, 2, 1, 2, 2)\n"
+                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.binary("add", b.acc(), b.param(1, 140, 6)));
+    s.plan = conv_plan({2, 6, 10, 14}, ConvShape{2, 4, 6, 2, 5, 4, 10, 14, 3, 4, 2, 3, 1, 2, 1, 2}, 0, b.e);
+    s.plan.kind = "conv_transpose";
+    v.push_back(s);
+  }
+  {  // conv_transpose2d(x, w, stride 2, padding 1) 4x4 with 16 output channels, rows of 16 per phase: the
+     // vector loads of a phase's inputs meet both row ends
+    Synthetic s;
+    s.name = "pt_conv_transpose_rows";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 3, 4, 16})}, {tensor("w", {3, 16, 4, 4})},
+                                  tensor("y", {1, 16, 8, 32}), 1e-5, 1e-4, 2 * 3 * 4 * 16 * 16 * 16);
+    s.reference_py = head + kConvTransposeReference +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 4, 16), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"w\": sample(rng, (3, 16, 4, 4), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": conv_transpose(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 2, 1, 1, 0, 0, 1, 1, 1)}\n";
+    s.plan = conv_plan({1, 16, 8, 32}, ConvShape{1, 3, 16, 1, 4, 16, 8, 32, 4, 4, 2, 2, 1, 1, 1, 1}, 0, identity_epilogue());
+    s.plan.kind = "conv_transpose";
+    v.push_back(s);
+  }
+  return v;
+}
+
 // Chains of kernels (KernelPlan kind "chain"): stage plans over the problem's tensors and the
 // temporaries (input index first_temp + j), written out by hand like the plans above.
 inline std::vector<Synthetic> chain_problems() {
@@ -955,6 +1015,8 @@ inline Case load_case(const std::string& name) {
     if (s.name == name) return {materialise(s), s.plan, false};
   for (const auto& s : chain_problems())
     if (s.name == name) return {materialise(s), s.plan, false};
+  for (const auto& s : opencl_only_problems())
+    if (s.name == name) return {materialise(s), s.plan, false};
   throw std::runtime_error("no policy test case " + name);
 }
 
@@ -964,6 +1026,13 @@ inline std::vector<std::string> case_names(bool with_chains = false) {
   for (const auto& s : synthetic_problems()) v.push_back(s.name);
   if (with_chains)
     for (const auto& s : chain_problems()) v.push_back(s.name);
+  return v;
+}
+
+// The OpenCL generators' cases: every GPU generator's, the chains, and the plans only they know.
+inline std::vector<std::string> opencl_case_names() {
+  std::vector<std::string> v = case_names(true);
+  for (const auto& s : opencl_only_problems()) v.push_back(s.name);
   return v;
 }
 
@@ -1073,10 +1142,10 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
 // plan, the same source when generated again), a description, the candidate extension, a
 // source that opens with the comment naming family, params and plan, and actions that exist
 // in the seed knowledge.
-inline void check_variant_structure(const std::string& backend, const std::string& extension, bool with_chains = false) {
+inline void check_variant_structure(const std::string& backend, const std::string& extension, const std::vector<std::string>& names) {
   const auto ids = seed_action_ids();
   ASSERT_GT(ids.size(), 20u) << "the seed knowledge was not found under " << testing::source_dir();
-  for (const auto& name : case_names(with_chains)) {
+  for (const auto& name : names) {
     SCOPED_TRACE(name);
     const Case c = load_case(name);
     const auto variants = generate_variants(c.plan, c.problem, generation_target(backend));

@@ -484,6 +484,60 @@ TEST(KernelPlan, ConvolutionModules) {
   EXPECT_NE(plan.reason.find("padding"), std::string::npos) << plan.reason;
 }
 
+// Transposed convolutions: the weight is [cin, cout / groups, kh, kw], the output size follows
+// PyTorch's rule with output_padding added at the end; the bias joins the epilogue per channel.
+TEST(KernelPlan, TransposedConvolutionModules) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json ct = node("ct", "call_module", "ct", {ref("x")});
+  ct["module"] = "torch.nn.modules.conv.ConvTranspose2d";
+  ct["attributes"] = {{"kernel_size", {3, 4}}, {"stride", {2, 3}}, {"padding", {1, 2}}, {"output_padding", {1, 2}},
+                      {"dilation", {1, 2}},    {"groups", 2},       {"padding_mode", "zeros"}, {"transposed", true}};
+  // out_h = (5 - 1) * 2 - 2 + 1 * 2 + 1 + 1 = 10, out_w = (4 - 1) * 3 - 4 + 2 * 3 + 1 + 2 = 14
+  Problem p = synthetic({{"in0", DType::f32, {2, 4, 5, 4}}}, {{"ct.weight", DType::f32, {4, 3, 3, 4}}, {"ct.bias", DType::f32, {6}}},
+                        {2, 6, 10, 14});
+  const nlohmann::json graph = {{"nodes", {x, ct, node("r", "call_function", "torch.relu", {ref("ct")}), node("output", "output", "output", {ref("r")})}}};
+  KernelPlan plan = plan_kernel(p, graph);
+  ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
+  EXPECT_EQ(plan.conv.cin, 4);
+  EXPECT_EQ(plan.conv.cout, 6);
+  EXPECT_EQ(plan.conv.groups, 2);
+  EXPECT_EQ(plan.conv.h, 5);
+  EXPECT_EQ(plan.conv.out_h, 10);
+  EXPECT_EQ(plan.conv.out_w, 14);
+  EXPECT_EQ(plan.conv.dw, 2);
+  EXPECT_TRUE(plan.conv_weight_is_param);
+  EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{1}));  // the bias, per output channel
+  for (const auto& n : plan.expr.nodes)
+    if (n.kind == ExprNode::Kind::Param) EXPECT_EQ(n.index.div, 140);
+  EXPECT_NE(plan.summary().find("conv_transpose 3x4"), std::string::npos) << plan.summary();
+
+  // output_padding must stay below the stride (or dilation): PyTorch refuses it, so does the plan
+  ct["attributes"]["output_padding"] = {2, 2};
+  plan = plan_kernel(p, {{"nodes", {x, ct, node("output", "output", "output", {ref("ct")})}}});
+  EXPECT_EQ(plan.kind, "unsupported");
+  EXPECT_NE(plan.reason.find("geometry"), std::string::npos) << plan.reason;
+
+  // ConvTranspose1d: height 1; and the functional form
+  nlohmann::json c1 = node("c1", "call_module", "c1", {ref("x")});
+  c1["module"] = "torch.nn.modules.conv.ConvTranspose1d";
+  c1["attributes"] = {{"kernel_size", {4}}, {"stride", {2}}, {"padding", {1}}, {"output_padding", {0}}, {"dilation", {1}}, {"groups", 1}};
+  Problem q = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {{"c1.weight", DType::f32, {3, 5, 4}}}, {2, 5, 40});
+  plan = plan_kernel(q, {{"nodes", {x, c1, node("output", "output", "output", {ref("c1")})}}});
+  ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
+  EXPECT_EQ(plan.conv.h, 1);
+  EXPECT_EQ(plan.conv.out_h, 1);
+  EXPECT_EQ(plan.conv.out_w, 40);  // (20 - 1) * 2 - 2 + 3 + 1
+  nlohmann::json w = node("w", "get_attr", "c1.weight", nlohmann::json::array());
+  w["tensor"] = "c1.weight";
+  plan = plan_kernel(q, {{"nodes", {x, w,
+                                    node("f", "call_function", "torch.nn.functional.conv_transpose1d", {ref("x"), ref("w")},
+                                         {{"stride", 2}, {"padding", 1}}),
+                                    node("output", "output", "output", {ref("f")})}}});
+  ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
+  EXPECT_EQ(plan.conv.out_w, 40);
+}
+
 TEST(KernelPlan, SaysWhyItCannot) {
   Problem p = synthetic({{"in0", DType::f32, {16, 16}}}, {}, {16});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());

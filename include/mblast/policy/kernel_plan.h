@@ -107,6 +107,12 @@ inline int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, in
   return (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
 }
 
+// Output length of a transposed convolution along one dim (PyTorch's rule, output_padding
+// not included): `in` elements, padding `pad`, window `k` with dilation `dil`, stride `stride`.
+inline int64_t transposed_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  return (in - 1) * stride - 2 * pad + dil * (k - 1) + 1;
+}
+
 struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
@@ -118,6 +124,9 @@ struct KernelPlan {
   //              -inf for max, 0 for avg)
   // conv         output[n, co, oh, ow] = epilogue(sum over ci, r, c of x[n, ci, ...] * w[co, ci, r, c])
   //              (the bias, a following batch norm and activations are the epilogue)
+  // conv_transpose output[n, co, oh, ow] = epilogue(sum over ci of co's group, r, c, with
+  //              oh = ih * sh - ph + r * dh and ow likewise, of x[n, ci, ih, iw] * w[ci, co % cog, r, c]);
+  //              `conv` holds its geometry (h, w: the input; out_h, out_w include output_padding)
   // argmax       output[o, i] = the first r where x[o, r, i] is largest (a NaN counts as the
   //              largest), int64; no epilogue, and only as the whole plan (source, rshape)
   // cumsum       output[o, r, i] = epilogue(sum over r' <= r of x[o, r', i]) (source, rshape)
@@ -181,6 +190,9 @@ struct KernelPlan {
   // FLOPs / 16 (an FP32 GPU's balance: an H200 does about 14 FLOPs per byte of HBM).
   double rough_cost() const;
 };
+
+// The kinds that keep `source`, `conv_weight` and the geometry in `conv`.
+inline bool is_conv_kind(const std::string& kind) { return kind == "conv" || kind == "conv_transpose"; }
 
 // The kinds that reduce along [outer, reduce, inner] and keep `source`, `rshape`.
 inline bool is_row_kind(const std::string& kind) {

@@ -102,6 +102,9 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
 // conv as direct kernels for a CPU device: RC output channels x VW positions of a row per
 // work-item in floatVW registers (opencl_conv_rows.cpp).
 std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& problem);
+// conv_transpose as gathers: a work-item per output element, and for CPU devices RC channels x
+// VW same-phase columns per work-item (opencl_conv_transpose.cpp).
+std::vector<Design> conv_transpose_designs(const KernelPlan& plan, const Problem& problem);
 
 // For designs whose library writes the plan's accumulator into `out` (CLBlast): a kernel
 // `mb_epilogue` applying the plan's epilogue in place (appended to d.kernels) and its launch

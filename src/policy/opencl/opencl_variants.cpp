@@ -266,6 +266,7 @@ std::vector<Design> designs_by_kind(const KernelPlan& plan, const Problem& probl
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
   if (plan.kind == "argmax") return argmax_designs(plan, problem);
+  if (plan.kind == "conv_transpose") return conv_transpose_designs(plan, problem);
   if (plan.kind == "conv") {
     std::vector<Design> v = conv_gemm_designs(plan, problem);
     for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
