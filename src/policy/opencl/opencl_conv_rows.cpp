@@ -8,8 +8,9 @@
 // PoCL, where the column matrix costs more memory traffic than the products.
 //
 // Work-items are ordered (sample, channel block, output row, position block), positions
-// fastest. The epilogue (bias, batch norm, activations) is applied per element at the store;
-// positions past the row's end are not stored.
+// fastest. The epilogue (bias, batch norm, activations) is applied at the store, on the vectors
+// when rows are a multiple of VW, else element by element with positions past the row's end not
+// stored.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -66,13 +67,27 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
   k += "        }\n";
   for (int j = 0; j < rc; ++j) k += fmt::format("        acc{} += xv * wr[{} + q];\n", j, j * taps);
   k += "      }\n    }\n  }\n";
-  k += fmt::format("  float a[{}];\n", vw);
-  for (int j = 0; j < rc; ++j) {
-    k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
-    k += fmt::format("  for (int l = 0; l < {} && ow0 + l < {}; ++l) {{\n", vw, c.out_w);
-    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l;\n", idx, c.cout, j, c.out_h, c.out_w);
-    k += "    const float acc = a[l];\n";
-    k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+  if (c.out_w % vw == 0) {
+    // Whole vectors of the row, each starting at a multiple of VW: the epilogue on floatVW values
+    // (OpenCL's math per component: a GELU's erf vectorised, not one scalar call per element).
+    const LaneLeaves leaves(plan, vw);
+    for (int j = 0; j < rc; ++j) {
+      k += "  {\n";
+      k += fmt::format("    const {0} b = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0;\n", idx, c.cout, j, c.out_h, c.out_w);
+      k += leaves.loads("b", "    ");
+      k += fmt::format("    const {} acc = acc{};\n", fv, j);
+      k += fmt::format("    vstore{}({}, 0, out + b);\n", vw, leaves.vector_expr("b", "acc"));
+      k += "  }\n";
+    }
+  } else {
+    k += fmt::format("  float a[{}];\n", vw);
+    for (int j = 0; j < rc; ++j) {
+      k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
+      k += fmt::format("  for (int l = 0; l < {} && ow0 + l < {}; ++l) {{\n", vw, c.out_w);
+      k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l;\n", idx, c.cout, j, c.out_h, c.out_w);
+      k += "    const float acc = a[l];\n";
+      k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+    }
   }
   k += "}\n";
 
