@@ -55,7 +55,7 @@ TEST(OpenclVariants, ConvAsGemmWhereOneStridePerOperandHolds) {
 
 // The same designs on every OpenCL device, in another order on a CPU: a work-item per row
 // first (on PoCL it beat the work-group start 2.5-3.8x), a work-group per row first on a GPU;
-// likewise matmul's row-vector kernels.
+// likewise matmul's row-vector kernels, conv's row kernels and elementwise math on vectors.
 TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   for (const std::string name : {"softmax", "row_sum"}) {
     SCOPED_TRACE(name);
@@ -76,6 +76,15 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   EXPECT_EQ(opencl_variants(mm.plan, mm.problem, find_target("nvidia-opencl")).front().family, "opencl.matmul.tiled");
   // conv: the register-blocked row kernels first on a CPU (im2col + CLBlast was 0.15-0.63x of
   // PyTorch on PoCL), im2col + CLBlast on a GPU
+  // elementwise: math on float16 values first on a CPU (one vectorised Sleef call per vector;
+  // per lane, PoCL made one scalar call per element: a GELU 9x slower)
+  const Case ew = load_case("act_chain");
+  const auto ew_cpu = opencl_variants(ew.plan, ew.problem, find_target("pocl-cpu"));
+  ASSERT_FALSE(ew_cpu.empty());
+  EXPECT_EQ(ew_cpu.front().family, "opencl.elementwise.vector");
+  EXPECT_EQ(ew_cpu.front().params.value("math", ""), "vector");
+  EXPECT_EQ(ew_cpu.front().params.value("vec", 0), 16);
+  EXPECT_EQ(opencl_variants(ew.plan, ew.problem, find_target("nvidia-opencl")).front().family, "opencl.elementwise.scalar");
   const Case cv = load_case("pt_conv_dense");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("pocl-cpu")).front().family, "opencl.conv.rows");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("nvidia-opencl")).front().family, "opencl.conv.gemm");
