@@ -304,6 +304,26 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = reduction("reduce", "mean", {3, 50, 33}, {3, 33}, b.e);
     v.push_back(s);
   }
+  {  // relu(max over dim 1 + w[col]) and sigmoid(mean over dim 1) * w[col] with 48 columns, a multiple of
+     // every vector width: the vector column kernels, their epilogue loading w along the lanes
+    for (const std::string op : {"max", "mean"}) {
+      Synthetic s;
+      s.name = "pt_col_" + op + "_48";
+      s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 48})}, {tensor("w", {48})}, tensor("y", {3, 48}), 1e-5,
+                                    1e-4, 3 * 50 * 48);
+      const std::string y = op == "max" ? "np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) + params[\"w\"].astype(np.float64)[None, :], 0.0)"
+                                        : "1.0 / (1.0 + np.exp(-inputs[\"x\"].astype(np.float64).mean(axis=1))) * params[\"w\"].astype(np.float64)[None, :]";
+      s.reference_py = head +
+                       "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 48), distribution, \"f32\")}\n\n\n"
+                       "def make_params(rng):\n    return {\"w\": sample(rng, (48,), \"normal\", \"f32\")}\n\n\n"
+                       "def reference(inputs, params):\n    return {\"y\": " + y + "}\n";
+      ExprBuilder b;
+      if (op == "max") b.unary("relu", b.binary("add", b.acc(), b.param(0, 1, 48)));
+      else b.binary("mul", b.unary("sigmoid", b.acc()), b.param(0, 1, 48));
+      s.plan = reduction("reduce", op, {3, 50, 48}, {3, 48}, b.e);
+      v.push_back(s);
+    }
+  }
   {  // sum over a long axis of 16384 (inner 40) whose exact sum is 0: the second half is the first,
      // negated and reversed, so running sums of 3 x N(0, 1) grow to ~300 and cancel. A plain running
      // sum in float32 misses by 4-6e-4 here, PyTorch's CPU sum by ~1.3e-4, a compensated one by ~3e-5.
