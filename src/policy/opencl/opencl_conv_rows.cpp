@@ -17,6 +17,59 @@
 
 namespace mblast::policy::opencl {
 
+std::string row_lanes_load(int vw, int64_t step, int64_t len, const std::string& idx, const std::string& indent) {
+  const std::string fv = fmt::format("float{}", vw);
+  std::string k = fmt::format("{}{} xv;\n", indent, fv);
+  if (step == 1) {
+    k += fmt::format("{}if (iw0 >= 0 && iw0 + {} <= {}) {{\n", indent, vw, len);
+    k += fmt::format("{}  xv = vload{}(0, row + iw0);\n", indent, vw);
+    k += indent + "} else {\n";
+  } else {
+    k += indent + "{\n";
+  }
+  k += fmt::format("{}  float t[{}];\n", indent, vw);
+  k += fmt::format("{}  for (int j = 0; j < {}; ++j) {{\n", indent, vw);
+  k += fmt::format("{}    const {} iw = iw0 + j * {};\n", indent, idx, step);
+  k += fmt::format("{}    t[j] = (iw >= 0 && iw < {}) ? row[iw] : 0.0f;\n", indent, len);
+  k += indent + "  }\n";
+  k += fmt::format("{}  xv = vload{}(0, t);\n", indent, vw);
+  k += indent + "}\n";
+  return k;
+}
+
+std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, const std::string& idx) {
+  const ConvShape& c = plan.conv;
+  std::string k = fmt::format("  float a[{}];\n", vw);
+  for (int j = 0; j < rc; ++j) {
+    k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
+    k += fmt::format("  for (int l = 0; l < {0} && ow0 + l * {1} < {2}; ++l) {{\n", vw, step, c.out_w);
+    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l * {5};\n", idx, c.cout, j, c.out_h, c.out_w, step);
+    k += "    const float acc = a[l];\n";
+    k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+  }
+  return k;
+}
+
+Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
+                             const std::string& description, const std::string& kernel, std::string source, int64_t items) {
+  const auto tensors = gpu::plan_tensors(plan);
+  Design d;
+  d.family = family;
+  d.params = params;
+  d.description = description + (gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening", "opencl.pocl-cpu-friendly-kernels"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
+  if (index_type(plan, problem) == "int") d.actions.push_back("opencl.32bit-index-math");
+  d.cpu_first = true;
+  d.kernels = std::move(source);
+  Launch l;
+  l.kernel = kernel;
+  l.global = {items, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return d;
+}
+
 namespace {
 
 Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
@@ -50,21 +103,7 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
   k += fmt::format("      __global const float* wr = wg + (ci * {} + r) * {};\n", c.kh, c.kw);
   k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);
   k += fmt::format("        const {} iw0 = ow0 * {} - {} + q * {};\n", idx, c.sw, c.pw, c.dw);
-  k += fmt::format("        {} xv;\n", fv);
-  if (c.sw == 1) {
-    k += fmt::format("        if (iw0 >= 0 && iw0 + {} <= {}) {{\n", vw, c.w);
-    k += fmt::format("          xv = vload{}(0, row + iw0);\n", vw);
-    k += "        } else {\n";
-  } else {
-    k += "        {\n";
-  }
-  k += fmt::format("          float t[{}];\n", vw);
-  k += fmt::format("          for (int j = 0; j < {}; ++j) {{\n", vw);
-  k += fmt::format("            const {} iw = iw0 + j * {};\n", idx, c.sw);
-  k += fmt::format("            t[j] = (iw >= 0 && iw < {}) ? row[iw] : 0.0f;\n", c.w);
-  k += "          }\n";
-  k += fmt::format("          xv = vload{}(0, t);\n", vw);
-  k += "        }\n";
+  k += row_lanes_load(vw, c.sw, c.w, idx, "        ");
   for (int j = 0; j < rc; ++j) k += fmt::format("        acc{} += xv * wr[{} + q];\n", j, j * taps);
   k += "      }\n    }\n  }\n";
   if (c.out_w % vw == 0) {
@@ -80,33 +119,13 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
       k += "  }\n";
     }
   } else {
-    k += fmt::format("  float a[{}];\n", vw);
-    for (int j = 0; j < rc; ++j) {
-      k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
-      k += fmt::format("  for (int l = 0; l < {} && ow0 + l < {}; ++l) {{\n", vw, c.out_w);
-      k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l;\n", idx, c.cout, j, c.out_h, c.out_w);
-      k += "    const float acc = a[l];\n";
-      k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
-    }
+    k += lane_stores(plan, rc, vw, 1, idx);
   }
   k += "}\n";
-
-  Design d;
-  d.family = "opencl.conv.rows";
-  d.params = {{"rc", rc}, {"vw", vw}};
-  d.description = fmt::format("direct convolution, {} output channel(s) x {} positions of a row per work-item in float{} registers{}", rc, vw,
-                              vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
-  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening", "opencl.pocl-cpu-friendly-kernels"};
-  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
-  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
-  d.cpu_first = true;
-  d.kernels = k;
-  Launch l;
-  l.kernel = "mb_conv_rows";
-  l.global = {items, 1, 1};
-  l.args = launch_args(tensors);
-  d.launches.push_back(l);
-  return d;
+  return register_block_design(plan, problem, "opencl.conv.rows", {{"rc", rc}, {"vw", vw}},
+                               fmt::format("direct convolution, {} output channel(s) x {} positions of a row per work-item in float{} registers",
+                                           rc, vw, vw),
+                               "mb_conv_rows", std::move(k), items);
 }
 
 }  // namespace

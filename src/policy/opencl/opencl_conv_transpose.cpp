@@ -24,9 +24,25 @@ std::string weight_at(const ConvShape& c, const std::string& ci, const std::stri
   return fmt::format("(({} * {} + {}) * {})", ci, c.cout / c.groups, co_local, c.kh * c.kw);
 }
 
+// Opens the loops over the group's input channels (ci; xc its plane, wc its weights for output
+// channel `col` of the group) and the taps' rows r whose scatter lands on output row oh (th / sh
+// the input row); g, n and oh are declared by the caller.
+std::string group_row_loops(const ConvShape& c, const std::string& x, const std::string& wt, const std::string& idx, const std::string& col) {
+  const int64_t cig = c.cin / c.groups;
+  std::string k;
+  k += fmt::format("  for (int cj = 0; cj < {}; ++cj) {{\n", cig);
+  k += fmt::format("    const {} ci = g * {} + cj;\n", idx, cig);
+  k += fmt::format("    __global const float* xc = {} + (n * {} + ci) * {};\n", x, c.cin, c.h * c.w);
+  k += fmt::format("    __global const float* wc = {} + {};\n", wt, weight_at(c, "ci", col));
+  k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
+  k += fmt::format("      const {} th = oh + {} - r * {};\n", idx, c.ph, c.dh);
+  k += fmt::format("      if (th < 0 || th % {0} != 0 || th / {0} >= {1}) continue;\n", c.sh, c.h);
+  return k;
+}
+
 Design direct(const KernelPlan& plan, const Problem& problem, int wg) {
   const ConvShape& c = plan.conv;
-  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
+  const int64_t cog = c.cout / c.groups;
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const std::string x = gpu::buffer_name({false, plan.source});
@@ -40,13 +56,7 @@ Design direct(const KernelPlan& plan, const Problem& problem, int wg) {
                    c.out_w, c.out_h, c.cout);
   k += fmt::format("  const {} g = co / {}, col = co % {};\n", idx, cog, cog);
   k += "  float acc = 0.0f;\n";
-  k += fmt::format("  for (int cj = 0; cj < {}; ++cj) {{\n", cig);
-  k += fmt::format("    const {} ci = g * {} + cj;\n", idx, cig);
-  k += fmt::format("    __global const float* xc = {} + (n * {} + ci) * {};\n", x, c.cin, c.h * c.w);
-  k += fmt::format("    __global const float* wc = {} + {};\n", wt, weight_at(c, "ci", "col"));
-  k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
-  k += fmt::format("      const {} th = oh + {} - r * {};\n", idx, c.ph, c.dh);
-  k += fmt::format("      if (th < 0 || th % {0} != 0 || th / {0} >= {1}) continue;\n", c.sh, c.h);
+  k += group_row_loops(c, x, wt, idx, "col");
   k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);
   k += fmt::format("        const {} tw = ow + {} - q * {};\n", idx, c.pw, c.dw);
   k += fmt::format("        if (tw < 0 || tw % {0} != 0 || tw / {0} >= {1}) continue;\n", c.sw, c.w);
@@ -74,7 +84,7 @@ Design direct(const KernelPlan& plan, const Problem& problem, int wg) {
 
 Design phase_rows(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
   const ConvShape& c = plan.conv;
-  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
+  const int64_t cog = c.cout / c.groups;
   const int64_t per_phase = gpu::ceil_div(c.out_w, c.sw), mb = gpu::ceil_div(per_phase, vw), cb = c.cout / rc;
   const int64_t items = c.n * cb * c.out_h * c.sw * mb;
   const std::string idx = index_type(plan, problem);
@@ -93,54 +103,22 @@ Design phase_rows(const KernelPlan& plan, const Problem& problem, int rc, int vw
   k += fmt::format("  const {0} co0 = cb * {1}, g = co0 / {2}, col0 = co0 % {2};\n", idx, rc, cog);
   k += fmt::format("  const {0} ow0 = phase + b * {1};  // lane j: column ow0 + j * {2}\n", idx, vw * c.sw, c.sw);
   for (int j = 0; j < rc; ++j) k += fmt::format("  {0} acc{1} = ({0})(0.0f);\n", fv, j);
-  k += fmt::format("  for (int cj = 0; cj < {}; ++cj) {{\n", cig);
-  k += fmt::format("    const {} ci = g * {} + cj;\n", idx, cig);
-  k += fmt::format("    __global const float* xc = {} + (n * {} + ci) * {};\n", x, c.cin, c.h * c.w);
-  k += fmt::format("    __global const float* wc = {} + {};\n", wt, weight_at(c, "ci", "col0"));
-  k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
-  k += fmt::format("      const {} th = oh + {} - r * {};\n", idx, c.ph, c.dh);
-  k += fmt::format("      if (th < 0 || th % {0} != 0 || th / {0} >= {1}) continue;\n", c.sh, c.h);
+  k += group_row_loops(c, x, wt, idx, "col0");
   k += fmt::format("      __global const float* row = xc + (th / {}) * {};\n", c.sh, c.w);
   k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);
   k += fmt::format("        const {} tw = ow0 + {} - q * {};\n", idx, c.pw, c.dw);
   k += fmt::format("        if (tw % {} != 0) continue;  // this tap misses the phase's columns\n", c.sw);
   k += fmt::format("        const {} iw0 = tw / {};  // lane j reads iw0 + j\n", idx, c.sw);
-  k += fmt::format("        {} xv;\n", fv);
-  k += fmt::format("        if (iw0 >= 0 && iw0 + {} <= {}) {{\n", vw, c.w);
-  k += fmt::format("          xv = vload{}(0, row + iw0);\n", vw);
-  k += "        } else {\n";
-  k += fmt::format("          float t[{}];\n", vw);
-  k += fmt::format("          for (int j = 0; j < {}; ++j) t[j] = (iw0 + j >= 0 && iw0 + j < {}) ? row[iw0 + j] : 0.0f;\n", vw, c.w);
-  k += fmt::format("          xv = vload{}(0, t);\n", vw);
-  k += "        }\n";
+  k += row_lanes_load(vw, 1, c.w, idx, "        ");
   for (int j = 0; j < rc; ++j) k += fmt::format("        acc{} += xv * wc[{} + r * {} + q];\n", j, j * c.kh * c.kw, c.kw);
   k += "      }\n    }\n  }\n";
-  k += fmt::format("  float a[{}];\n", vw);
-  for (int j = 0; j < rc; ++j) {
-    k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
-    k += fmt::format("  for (int l = 0; l < {0} && ow0 + l * {1} < {2}; ++l) {{\n", vw, c.sw, c.out_w);
-    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l * {5};\n", idx, c.cout, j, c.out_h, c.out_w, c.sw);
-    k += "    const float acc = a[l];\n";
-    k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
-  }
+  k += lane_stores(plan, rc, vw, c.sw, idx);
   k += "}\n";
-  Design d;
-  d.family = "opencl.conv_transpose.phase-rows";
-  d.params = {{"rc", rc}, {"vw", vw}};
-  d.description = fmt::format("transposed convolution by output phase: {} channel(s) x {} same-phase columns per work-item in float{} "
-                              "registers, a vector load of the input row per tap{}",
-                              rc, vw, vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
-  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening", "opencl.pocl-cpu-friendly-kernels"};
-  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
-  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
-  d.cpu_first = true;
-  d.kernels = k;
-  Launch l;
-  l.kernel = "mb_conv_transpose";
-  l.global = {items, 1, 1};
-  l.args = launch_args(tensors);
-  d.launches.push_back(l);
-  return d;
+  return register_block_design(plan, problem, "opencl.conv_transpose.phase-rows", {{"rc", rc}, {"vw", vw}},
+                               fmt::format("transposed convolution by output phase: {} channel(s) x {} same-phase columns per work-item in "
+                                           "float{} registers, a vector load of the input row per tap",
+                                           rc, vw, vw),
+                               "mb_conv_transpose", std::move(k), items);
 }
 
 }  // namespace

@@ -102,6 +102,16 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
 // conv as direct kernels for a CPU device: RC output channels x VW positions of a row per
 // work-item in floatVW registers (opencl_conv_rows.cpp).
 std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& problem);
+// Pieces of the register-blocked row kernels (opencl_conv_rows.cpp), shared with the
+// transposed ones: `floatVW xv` = row[iw0 + j * step] for lanes j (zero outside [0, len); one
+// vloadVW when step is 1 and every lane is inside), with `row`, `iw0` declared by the caller;
+// the RC accumulators acc0.. stored lane by lane through the epilogue at output column
+// ow0 + l * step of row oh (n, co0, oh, ow0 declared), lanes past the row not stored; the design
+// around a kernel of `items` work-items, first on a CPU.
+std::string row_lanes_load(int vw, int64_t step, int64_t len, const std::string& idx, const std::string& indent);
+std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, const std::string& idx);
+Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
+                             const std::string& description, const std::string& kernel, std::string source, int64_t items);
 // conv_transpose as gathers: a work-item per output element, and for CPU devices RC channels x
 // VW same-phase columns per work-item (opencl_conv_transpose.cpp).
 std::vector<Design> conv_transpose_designs(const KernelPlan& plan, const Problem& problem);
