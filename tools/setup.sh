@@ -25,8 +25,10 @@ PACKAGES=(
   # the Python helper (reference data); ssh for the remote-runner transport and its test
   python3 python3-numpy python3-venv python3-pip python3-torch libtorch-dev pybind11-dev openssh-client openssh-server
   # an optimised BLAS for PyTorch's CPU baselines: without it Debian's torch runs on the
-  # reference (netlib) BLAS, and an eager linear is ~70x slower than it should be
-  libopenblas0-pthread
+  # reference (netlib) BLAS, and an eager linear is ~70x slower than it should be. The OpenMP
+  # build: it shares PyTorch's OpenMP threads, where the pthread build's own threads contend
+  # with them (eager products erratic, up to 10x slower; docs/kernelbench.md "BLAS")
+  libopenblas0-openmp
 )
 
 if [[ "${1:-}" != "--no-apt" ]]; then

@@ -343,6 +343,30 @@ class BaselineTest(unittest.TestCase):
         fast = blas_info([d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "openblas-pthread/libblas.so.3"])
         self.assertNotIn("blas_note", fast)
         self.assertNotIn("blas_note", blas_info([]))  # MKL builds map no libblas
+        # OpenBLAS's pthread build beside PyTorch's OpenMP threads: erratic eager products
+        pthread = [d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "openblas-pthread/libblas.so.3"]
+        self.assertIn("libopenblas0-openmp", blas_info(pthread, torch_openmp=True)["blas_note"])
+        self.assertNotIn("blas_note", blas_info([d + "openblas-openmp/libopenblasp-r0.3.21.so", d + "openblas-openmp/libblas.so.3"],
+                                                torch_openmp=True))
+
+    def test_helper_prefers_the_openmp_openblas(self):
+        # Re-run with Debian's OpenMP OpenBLAS first on the loader path when it is installed and
+        # the system resolves another libblas.so.3; never twice, never when told to keep the system's.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from mblast_kernelbench import openmp_blas_env
+        finally:
+            sys.path.pop(0)
+        ma = "x86_64-linux-gnu"
+        installed = lambda p: p == f"/usr/lib/{ma}/openblas-openmp/libblas.so.3"  # noqa: E731
+        pthread = lambda p: f"/usr/lib/{ma}/openblas-pthread/libblas.so.3"  # noqa: E731
+        env = openmp_blas_env({"LD_LIBRARY_PATH": "/opt/x"}, ma, exists=installed, realpath=pthread)
+        self.assertEqual(env["LD_LIBRARY_PATH"], f"/usr/lib/{ma}/openblas-openmp:/opt/x")
+        self.assertEqual(env["MBLAST_BLAS_SET"], "openblas-openmp")
+        self.assertIsNone(openmp_blas_env(env, ma, exists=installed, realpath=pthread))  # already re-run
+        self.assertIsNone(openmp_blas_env({"MBLAST_TORCH_BLAS": "system"}, ma, exists=installed, realpath=pthread))
+        self.assertIsNone(openmp_blas_env({}, ma, exists=lambda p: False, realpath=pthread))  # not installed
+        self.assertIsNone(openmp_blas_env({}, ma, exists=installed, realpath=lambda p: f"/usr/lib/{ma}/openblas-openmp/libblas.so.3"))
 
     def test_timing_loop_budget_counts_the_flushes(self):
         # The runner's rule: at least `repeats` calls, and the loop (calls and the flushes between

@@ -58,10 +58,13 @@ _REFERENCE_BLAS_DIR = "/blas/"
 _BLAS_NAMES = ("libblas.so", "libopenblas", "libmkl_rt", "libmkl_core", "libblis", "libcblas.so")
 
 
-def blas_info(mapped_paths) -> dict:
+def blas_info(mapped_paths, torch_openmp: bool = False) -> dict:
     """Which BLAS libraries are mapped, and a note when the libblas.so.3 resolved is Debian's
     reference (netlib) one: that makes every eager matmul and linear a weak baseline. Another
-    BLAS may be mapped beside it for LAPACK's sake; the libblas.so that was resolved decides."""
+    BLAS may be mapped beside it for LAPACK's sake; the libblas.so that was resolved decides.
+    Also a note when OpenBLAS's pthread build runs beside PyTorch's OpenMP threads
+    (`torch_openmp`): the two thread sets oversubscribe the cores (mblast_kernelbench.py picks the
+    OpenMP build when it is installed)."""
     libs = []
     for path in mapped_paths:
         if path.startswith("/") and any(n in os.path.basename(path) for n in _BLAS_NAMES) and path not in libs:
@@ -69,7 +72,10 @@ def blas_info(mapped_paths) -> dict:
     info = {"blas": libs}
     if any(os.path.basename(p).startswith("libblas.so") and _REFERENCE_BLAS_DIR in p for p in libs):
         info["blas_note"] = ("PyTorch runs on the reference (netlib) BLAS, so eager matrix products are far slower "
-                             "than an optimised BLAS makes them; install one (Debian: libopenblas0-pthread)")
+                             "than an optimised BLAS makes them; install one (Debian: libopenblas0-openmp)")
+    elif any("openblas-pthread/" in p for p in libs) and torch_openmp:
+        info["blas_note"] = ("PyTorch's OpenMP threads run beside OpenBLAS's own pthreads, which makes eager matrix "
+                             "products erratic and slow; install libopenblas0-openmp (the helper then uses it)")
     return info
 
 
@@ -79,7 +85,8 @@ def _cpu_blas() -> dict:
     torch.mm(a, a)
     try:
         with open("/proc/self/maps") as f:
-            return blas_info(ln.split()[-1] for ln in f if len(ln.split()) >= 6)
+            return blas_info((ln.split()[-1] for ln in f if len(ln.split()) >= 6),
+                             "OpenMP" in torch.__config__.parallel_info())
     except OSError:
         return {"blas": []}
 
