@@ -442,6 +442,43 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan.b_batched = false;
     v.push_back(s);
   }
+  {  // gelu(x @ W^T + bias) with 64 outputs a row and 5 rows a batch: dot-rows' epilogue on a float4
+     // of a row's outputs (bias loaded as a vector), and its last row block half past M
+    Synthetic s;
+    s.name = "pt_linear_gelu_64";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 5, 40})}, {tensor("weight", {64, 40}), tensor("bias", {64})},
+                                  tensor("y", {2, 5, 64}), 1e-4, 1e-4, 2 * 10 * 64 * 40);
+    s.reference_py = head + "import math\n\n" +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"weight\": sample(rng, (64, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (64,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
+                     "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
+    ExprBuilder b;
+    b.unary("gelu", b.binary("add", b.acc(), b.param(1, 1, 64)));
+    s.plan = matmul_plan({2, 5, 64}, 0, 0, true, 5, 64, 40, b.e);
+    s.plan.b_transposed = true;
+    s.plan.b_batched = false;
+    v.push_back(s);
+  }
+  {  // tanh(x @ w + bias) with 32 outputs a row: the row-vector kernels' epilogue on their float4/8/16
+     // accumulators, the bias loaded along the lanes
+    Synthetic s;
+    s.name = "pt_mm_bias_tanh_32";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {12, 40})}, {tensor("w", {40, 32}), tensor("bias", {32})},
+                                  tensor("y", {12, 32}), 1e-5, 1e-4, 2 * 12 * 32 * 40);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"w\": sample(rng, (40, 32), \"normal\", \"f32\"), \"bias\": sample(rng, (32,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.tanh(inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) + params[\"bias\"].astype(np.float64))}\n";
+    ExprBuilder b;
+    b.unary("tanh", b.binary("add", b.acc(), b.param(1, 1, 32)));
+    s.plan = matmul_plan({12, 32}, 0, 0, true, 12, 32, 40, b.e);
+    v.push_back(s);
+  }
   {  // a^T b + r per batch: A stored [b, k, m], a residual input in the epilogue
     Synthetic s;
     s.name = "pt_bmm_at";

@@ -172,15 +172,15 @@ Design row_vector(const Mm& c, int vec, int rm) {
                      c.plan.a_transposed ? "a[(" + c.idx + ")k * M + " + row + "]" : "a[(" + c.idx + ")" + row + " * K + k]");
   }
   s += "  }\n";
+  // The epilogue on the float{vec} accumulators (o is a multiple of vec): its leaves load as
+  // vectors and its math runs per component, one vectorised call where a GELU's erf was a
+  // scalar call per element on PoCL.
+  const LaneLeaves leaves(c.plan, vec);
   for (int i = 0; i < rm; ++i) {
     s += "  {\n";
     s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + nv * {};\n", c.idx, rm, i, vec);
-    std::string ys;
-    for (int j = 0; j < vec; ++j) {
-      s += fmt::format("    const float y{} = {};\n", j, epilogue(c, fmt::format("(o + {})", j), fmt::format("c{}.s{}", i, kLane[j])));
-      ys += (j ? ", y" : "y") + std::to_string(j);
-    }
-    s += fmt::format("    vstore{}(({})({}), 0, out + o);\n  }}\n", vec, vt, ys);
+    s += leaves.loads("o", "    ");
+    s += fmt::format("    vstore{}({}, 0, out + o);\n  }}\n", vec, leaves.vector_expr("o", fmt::format("c{}", i)));
   }
   s += "}\n";
 
@@ -222,19 +222,41 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   for (int i = 0; i < rm; ++i)
     for (int j = 0; j < rn; ++j) s += fmt::format("    c{0}{1} += av{0} * bv{1};\n", i, j);
   s += "  }\n";
-  for (int i = 0; i < rm; ++i)
+  // Each output's dot product: the float{vec} partials added up, then the k tail.
+  auto dot = [&](int i, int j, const std::string& var) {
+    std::string sum = fmt::format("c{}{}.s0", i, j);
+    for (int l = 1; l < vec; ++l) sum = fmt::format("({} + c{}{}.s{})", sum, i, j, kLane[l]);
+    return fmt::format("    float {} = {};\n    for (int k = KV * {}; k < K; ++k) {} += ar{}[k] * br{}[k];\n", var, sum, vec, var, i, j);
+  };
+  // With RN (2 or 4) whole columns a row, a row's RN outputs start at a multiple of RN: the
+  // epilogue on a float{RN} (its math per component, one vectorised call instead of RN scalar
+  // ones: level2/07-style GELU epilogues were two thirds of the kernel's time on PoCL).
+  const bool vector_epilogue = (rn == 2 || rn == 4) && c.n % rn == 0;
+  for (int i = 0; i < rm; ++i) {
+    const std::string row_in = c.m % rm != 0 ? fmt::format("mg * {} + {} < M", rm, i) : "";
+    if (vector_epilogue) {
+      const LaneLeaves leaves(c.plan, rn);
+      s += row_in.empty() ? "  {\n" : "  if (" + row_in + ") {\n";
+      std::string lanes;
+      for (int j = 0; j < rn; ++j) {
+        s += dot(i, j, fmt::format("d{}", j));
+        lanes += (j ? ", d" : "d") + std::to_string(j);
+      }
+      s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + ng * {};\n", c.idx, rm, i, rn);
+      s += leaves.loads("o", "    ");
+      s += fmt::format("    const float{} acc = (float{})({});\n", rn, rn, lanes);
+      s += fmt::format("    vstore{}({}, 0, out + o);\n  }}\n", rn, leaves.vector_expr("o", "acc"));
+      continue;
+    }
     for (int j = 0; j < rn; ++j) {
-      std::string sum = fmt::format("c{}{}.s0", i, j);
-      for (int l = 1; l < vec; ++l) sum = fmt::format("({} + c{}{}.s{})", sum, i, j, kLane[l]);
-      std::string in_range;
-      if (c.m % rm != 0) in_range = fmt::format("mg * {} + {} < M", rm, i);
+      std::string in_range = row_in;
       if (c.n % rn != 0) in_range += fmt::format("{}ng * {} + {} < N", in_range.empty() ? "" : " && ", rn, j);
       s += in_range.empty() ? "  {\n" : "  if (" + in_range + ") {\n";
-      s += fmt::format("    float acc = {};\n", sum);
-      s += fmt::format("    for (int k = KV * {}; k < K; ++k) acc += ar{}[k] * br{}[k];\n", vec, i, j);
+      s += dot(i, j, "acc");
       s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + ng * {} + {};\n", c.idx, rm, i, rn, j);
       s += "    out[o] = " + epilogue(c, "o", "acc") + ";\n  }\n";
     }
+  }
   s += "}\n";
 
   Design d;
