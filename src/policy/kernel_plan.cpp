@@ -617,16 +617,22 @@ class Walker {
     c.out_h = window_out(c.h, c.kh, c.sh, c.ph, c.dh);
     c.out_w = window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end());
     if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv: the kernel is larger than the padded input"};
+    return conv_result("conv", x, w, c, one_d, bias);
+  }
+
+  // A conv kind's result [n, cout, (out_h,) out_w] as the stage's producer; the bias joins the
+  // epilogue per output channel.
+  Value conv_result(const char* kind, const Value& x, const Value& w, const ConvShape& c, bool one_d, const std::optional<Value>& bias) {
     std::vector<int64_t> shape = {c.n, c.cout};
     if (!one_d) shape.push_back(c.out_h);
     shape.push_back(c.out_w);
     Value r = producer_result(shape);
-    cur_.kind = "conv";
+    cur_.kind = kind;
     cur_.source = x.index;
     cur_.conv = c;
     cur_.conv_weight = w.index;
     cur_.conv_weight_is_param = w.is_param;
-    if (bias) r = binary("add", r, per_channel(*bias, shape.size(), "conv bias"));
+    if (bias) r = binary("add", r, per_channel(*bias, shape.size(), std::string(kind) + " bias"));
     return r;
   }
 
@@ -665,17 +671,7 @@ class Walker {
     c.out_h = transposed_out(c.h, c.kh, c.sh, c.ph, c.dh) + oph;
     c.out_w = transposed_out(c.w, c.kw, c.sw, c.pw, c.dw) + opw;
     if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv_transpose: the padding removes every output element"};
-    std::vector<int64_t> shape = {c.n, c.cout};
-    if (!one_d) shape.push_back(c.out_h);
-    shape.push_back(c.out_w);
-    Value r = producer_result(shape);
-    cur_.kind = "conv_transpose";
-    cur_.source = x.index;
-    cur_.conv = c;
-    cur_.conv_weight = w.index;
-    cur_.conv_weight_is_param = w.is_param;
-    if (bias) r = binary("add", r, per_channel(*bias, shape.size(), "conv_transpose bias"));
-    return r;
+    return conv_result("conv_transpose", x, w, c, one_d, bias);
   }
 
   // logsumexp(x, dim) = log(sum(exp(x - m), dim)) + m with m = amax(x, dim): a max, an
