@@ -336,7 +336,8 @@ void add_baselines(Run& run, const Problem& p, json& row) {
   row["baseline"]["measured_at"] = entry.value("measured_at", "");
   row["baseline"]["torch"] = entry.value("torch", "");
   row["baseline"]["device"] = entry.value("device", json::object()).value("name", "");
-  // Why eager may be weak here (the reference BLAS): said with the figures, not only in a log.
+  // Why eager may be weak here (the reference BLAS, or a BLAS whose threads fight PyTorch's):
+  // said with the figures, not only in a log.
   if (entry.value("device", json::object()).contains("blas_note")) row["baseline"]["note"] = entry["device"]["blas_note"];
   row["eager"] = timing_entry(entry.value("eager", json()));
   row["compile"] = timing_entry(entry.value("compile", json()));

@@ -113,9 +113,7 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
     for (int j = 0; j < rc; ++j) {
       k += "  {\n";
       k += fmt::format("    const {0} b = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0;\n", idx, c.cout, j, c.out_h, c.out_w);
-      k += leaves.loads("b", "    ");
-      k += fmt::format("    const {} acc = acc{};\n", fv, j);
-      k += fmt::format("    vstore{}({}, 0, out + b);\n", vw, leaves.vector_expr("b", "acc"));
+      k += leaves.store("b", fmt::format("acc{}", j), "    ");
       k += "  }\n";
     }
   } else {

@@ -178,6 +178,10 @@ std::string LaneLeaves::lane_expr(int lane, const std::string& base, const std::
   });
 }
 
+std::string LaneLeaves::store(const std::string& base, const std::string& acc, const std::string& indent) const {
+  return loads(base, indent) + fmt::format("{}vstore{}({}, 0, out + {});\n", indent, width_, vector_expr(base, acc), base);
+}
+
 std::string LaneLeaves::vector_expr(const std::string& base, const std::string& acc) const {
   if (plan_.expr.empty()) return acc;
   // Built-ins take (floatN, float) but not (float, floatN): a constant first argument of max /

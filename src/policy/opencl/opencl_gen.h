@@ -70,6 +70,9 @@ class LaneLeaves {
   // The expression for all lanes at once (a floatN; OpenCL's math functions, operators and ?:
   // work per component), Acc being the floatN `acc`.
   std::string vector_expr(const std::string& base, const std::string& acc) const;
+  // The loads, then vstoreN of the expression for `acc` (a floatN) at out + base: the epilogue
+  // of a vector of outputs, each line starting with `indent`.
+  std::string store(const std::string& base, const std::string& acc, const std::string& indent) const;
   // True when the expression reads any tensor (then `base` must be declared).
   bool reads_tensors() const { return !leaves_.empty(); }
 

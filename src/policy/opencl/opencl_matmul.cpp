@@ -179,8 +179,7 @@ Design row_vector(const Mm& c, int vec, int rm) {
   for (int i = 0; i < rm; ++i) {
     s += "  {\n";
     s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + nv * {};\n", c.idx, rm, i, vec);
-    s += leaves.loads("o", "    ");
-    s += fmt::format("    vstore{}({}, 0, out + o);\n  }}\n", vec, leaves.vector_expr("o", fmt::format("c{}", i)));
+    s += leaves.store("o", fmt::format("c{}", i), "    ") + "  }\n";
   }
   s += "}\n";
 
@@ -228,10 +227,10 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
     for (int l = 1; l < vec; ++l) sum = fmt::format("({} + c{}{}.s{})", sum, i, j, kLane[l]);
     return fmt::format("    float {} = {};\n    for (int k = KV * {}; k < K; ++k) {} += ar{}[k] * br{}[k];\n", var, sum, vec, var, i, j);
   };
-  // With RN (2 or 4) whole columns a row, a row's RN outputs start at a multiple of RN: the
-  // epilogue on a float{RN} (its math per component, one vectorised call instead of RN scalar
-  // ones: level2/07-style GELU epilogues were two thirds of the kernel's time on PoCL).
-  const bool vector_epilogue = (rn == 2 || rn == 4) && c.n % rn == 0;
+  // With whole blocks of RN (a vector width) a row, a row's RN outputs start at a multiple of
+  // RN: the epilogue on a float{RN} (its math per component, one vectorised call instead of RN
+  // scalar ones: level2/02's GELU epilogue was two thirds of the kernel's time on PoCL).
+  const bool vector_epilogue = rn > 1 && c.n % rn == 0;
   for (int i = 0; i < rm; ++i) {
     const std::string row_in = c.m % rm != 0 ? fmt::format("mg * {} + {} < M", rm, i) : "";
     if (vector_epilogue) {
@@ -243,9 +242,8 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
         lanes += (j ? ", d" : "d") + std::to_string(j);
       }
       s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + ng * {};\n", c.idx, rm, i, rn);
-      s += leaves.loads("o", "    ");
       s += fmt::format("    const float{} acc = (float{})({});\n", rn, rn, lanes);
-      s += fmt::format("    vstore{}({}, 0, out + o);\n  }}\n", rn, leaves.vector_expr("o", "acc"));
+      s += leaves.store("o", "acc", "    ") + "  }\n";
       continue;
     }
     for (int j = 0; j < rn; ++j) {

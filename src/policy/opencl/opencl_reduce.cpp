@@ -410,9 +410,8 @@ Design columns_vec(const Ctx& c, int vw) {
                      vw);
   }
   k += fmt::format("  const {} b = o * INNER + i0;\n", c.idx);
-  k += leaves.loads("b", "  ");
   k += fmt::format("  const {} acc = {};\n", fv, final_value(c, "a"));
-  k += fmt::format("  vstore{}({}, 0, out + b);\n}}\n", vw, leaves.vector_expr("b", "acc"));
+  k += leaves.store("b", "acc", "  ") + "}\n";
 
   Design d;
   d.family = "opencl.reduce.columns-vec";
