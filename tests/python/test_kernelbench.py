@@ -69,6 +69,16 @@ def opencl_device_here():
     return "Device" in r.stdout
 
 
+def from_tools(module, name):
+    """`name` from tools/<module> (the helper's own code, imported as the helper imports it)."""
+    import importlib
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        return getattr(importlib.import_module(module), name)
+    finally:
+        sys.path.pop(0)
+
+
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -331,11 +341,7 @@ class BaselineTest(unittest.TestCase):
     def test_reference_blas_is_named(self):
         # Debian's netlib libblas.so.3 makes eager matmuls ~70x slower than OpenBLAS (level2/07
         # small's linear, 2 threads: 19.4 ms against 0.27 ms): the baseline must say so.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from kernelbench.baseline import blas_info
-        finally:
-            sys.path.pop(0)
+        blas_info = from_tools("kernelbench.baseline", "blas_info")
         d = "/usr/lib/x86_64-linux-gnu/"
         ref = blas_info([d + "libc.so.6", d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "blas/libblas.so.3.11.0"])
         self.assertIn("reference (netlib) BLAS", ref["blas_note"])
@@ -352,11 +358,7 @@ class BaselineTest(unittest.TestCase):
     def test_helper_prefers_the_openmp_openblas(self):
         # Re-run with Debian's OpenMP OpenBLAS first on the loader path when it is installed and
         # the system resolves another libblas.so.3; never twice, never when told to keep the system's.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from mblast_kernelbench import openmp_blas_env
-        finally:
-            sys.path.pop(0)
+        openmp_blas_env = from_tools("mblast_kernelbench", "openmp_blas_env")
         ma = "x86_64-linux-gnu"
         installed = lambda p: p == f"/usr/lib/{ma}/openblas-openmp/libblas.so.3"  # noqa: E731
         pthread = lambda p: f"/usr/lib/{ma}/openblas-pthread/libblas.so.3"  # noqa: E731
@@ -372,11 +374,7 @@ class BaselineTest(unittest.TestCase):
         # The runner's rule: at least `repeats` calls, and the loop (calls and the flushes between
         # them) runs `min_seconds`. A call much shorter than its flush stops there, not after
         # thousands of flushes to collect min_seconds of timed work.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from kernelbench.baseline import _measure
-        finally:
-            sys.path.pop(0)
+        _measure = from_tools("kernelbench.baseline", "_measure")
         import time
 
         class SlowFlush:
@@ -403,11 +401,7 @@ class BaselineTest(unittest.TestCase):
     def test_tf32_off_restores_the_flags(self):
         # The CUDA baseline re-times eager with TF32 off when PyTorch's default is outside the
         # tolerance; the flags must be off inside and as they were after, even on an error.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from kernelbench.baseline import tf32_off
-        finally:
-            sys.path.pop(0)
+        tf32_off = from_tools("kernelbench.baseline", "tf32_off")
         b = torch.backends
         if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):  # torch >= 2.9
             flags, on, off = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
