@@ -50,6 +50,16 @@ std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, co
   return k;
 }
 
+std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items, int rc, int vw) {
+  const std::string idx = index_type(plan, problem);
+  std::string k = fmt::format("#define ITEMS {}\n\n", items);
+  k += "__kernel void " + kernel + "(" + kernel_params(gpu::plan_tensors(plan)) + ") {\n";
+  k += fmt::format("  const {0} gid = ({0})get_global_id(0);\n", idx);
+  k += "  if (gid >= ITEMS) return;\n";
+  for (int j = 0; j < rc; ++j) k += fmt::format("  float{0} acc{1} = (float{0})(0.0f);\n", vw, j);
+  return k;
+}
+
 Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
                              const std::string& description, const std::string& kernel, std::string source, int64_t items) {
   const auto tensors = gpu::plan_tensors(plan);
@@ -78,23 +88,16 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
   const int64_t owb = gpu::ceil_div(c.out_w, vw), cb = c.cout / rc;
   const int64_t items = c.n * cb * c.out_h * owb;
   const std::string idx = index_type(plan, problem);
-  const auto tensors = gpu::plan_tensors(plan);
   const std::string x = gpu::buffer_name({false, plan.source});
   const std::string wt = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
-  const std::string fv = fmt::format("float{}", vw);
 
-  std::string k;
-  k += fmt::format("#define ITEMS {}\n\n", items);
-  k += "__kernel void mb_conv_rows(" + kernel_params(tensors) + ") {\n";
-  k += fmt::format("  const {0} g = ({0})get_global_id(0);\n", idx);
-  k += "  if (g >= ITEMS) return;\n";
-  k += fmt::format("  const {0} pb = g % {1}, oh = (g / {1}) % {2}, cb = (g / ({1} * {2})) % {3}, n = g / ({1} * {2} * {3});\n", idx, owb,
-                   c.out_h, cb);
+  std::string k = block_kernel_open(plan, problem, "mb_conv_rows", items, rc, vw);
+  k += fmt::format("  const {0} pb = gid % {1}, oh = (gid / {1}) % {2}, cb = (gid / ({1} * {2})) % {3}, n = gid / ({1} * {2} * {3});\n", idx,
+                   owb, c.out_h, cb);
   k += fmt::format("  const {0} co0 = cb * {1}, ow0 = pb * {2};\n", idx, rc, vw);
   k += fmt::format("  __global const float* xg = {} + (n * {} + co0 / {} * {}) * {};  // the group's first input channel\n", x, c.cin, cog,
                    cig, c.h * c.w);
   k += fmt::format("  __global const float* wg = {} + co0 * {};\n", wt, taps);
-  for (int j = 0; j < rc; ++j) k += fmt::format("  {} acc{} = ({})(0.0f);\n", fv, j, fv);
   k += fmt::format("  for (int ci = 0; ci < {}; ++ci) {{\n", cig);
   k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
   k += fmt::format("      const {} ih = oh * {} - {} + r * {};\n", idx, c.sh, c.ph, c.dh);

@@ -88,21 +88,14 @@ Design phase_rows(const KernelPlan& plan, const Problem& problem, int rc, int vw
   const int64_t per_phase = gpu::ceil_div(c.out_w, c.sw), mb = gpu::ceil_div(per_phase, vw), cb = c.cout / rc;
   const int64_t items = c.n * cb * c.out_h * c.sw * mb;
   const std::string idx = index_type(plan, problem);
-  const auto tensors = gpu::plan_tensors(plan);
   const std::string x = gpu::buffer_name({false, plan.source});
   const std::string wt = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
-  const std::string fv = fmt::format("float{}", vw);
-  std::string k;
-  k += fmt::format("#define ITEMS {}\n\n", items);
-  k += "__kernel void mb_conv_transpose(" + kernel_params(tensors) + ") {\n";
-  k += fmt::format("  const {0} gid = ({0})get_global_id(0);\n", idx);
-  k += "  if (gid >= ITEMS) return;\n";
+  std::string k = block_kernel_open(plan, problem, "mb_conv_transpose", items, rc, vw);
   // (sample, channel block, output row, phase, block of the phase's columns), the last fastest
   k += fmt::format("  const {0} b = gid % {1}, phase = (gid / {1}) % {2}, oh = (gid / ({1} * {2})) % {3};\n", idx, mb, c.sw, c.out_h);
   k += fmt::format("  const {0} cb = (gid / ({1} * {2} * {3})) % {4}, n = gid / ({1} * {2} * {3} * {4});\n", idx, mb, c.sw, c.out_h, cb);
   k += fmt::format("  const {0} co0 = cb * {1}, g = co0 / {2}, col0 = co0 % {2};\n", idx, rc, cog);
   k += fmt::format("  const {0} ow0 = phase + b * {1};  // lane j: column ow0 + j * {2}\n", idx, vw * c.sw, c.sw);
-  for (int j = 0; j < rc; ++j) k += fmt::format("  {0} acc{1} = ({0})(0.0f);\n", fv, j);
   k += group_row_loops(c, x, wt, idx, "col0");
   k += fmt::format("      __global const float* row = xc + (th / {}) * {};\n", c.sh, c.w);
   k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);

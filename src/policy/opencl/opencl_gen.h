@@ -110,7 +110,9 @@ std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& pro
 // vloadVW when step is 1 and every lane is inside), with `row`, `iw0` declared by the caller;
 // the RC accumulators acc0.. stored lane by lane through the epilogue at output column
 // ow0 + l * step of row oh (n, co0, oh, ow0 declared), lanes past the row not stored; the design
-// around a kernel of `items` work-items, first on a CPU.
+// around a kernel of `items` work-items, first on a CPU. block_kernel_open opens such a kernel:
+// ITEMS, the signature, `gid` (returning past ITEMS) and the RC floatVW accumulators acc0...
+std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items, int rc, int vw);
 std::string row_lanes_load(int vw, int64_t step, int64_t len, const std::string& idx, const std::string& indent);
 std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, const std::string& idx);
 Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
