@@ -1554,7 +1554,8 @@ std::string render_expr(const Expr& e, const Dialect& d, const std::function<std
       if (n.op == "tanh" || n.op == "exp" || n.op == "log" || n.op == "sqrt") return f(n.op.c_str()) + "(" + x + ")";
       if (n.op == "rsqrt") return "(" + lit(1) + " / " + f("sqrt") + "(" + x + "))";
       if (n.op == "abs") return f("fabs") + "(" + x + ")";
-      if (n.op == "gelu") return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + f("erf") + "(" + x + " * " + lit(M_SQRT1_2) + ")))";
+      if (n.op == "gelu")
+        return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + (d.erf_function.empty() ? f("erf") : d.erf_function) + "(" + x + " * " + lit(M_SQRT1_2) + ")))";
       if (n.op == "gelu_tanh")
         return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + f("tanh") + "(" + lit(0.7978845608028654) + " * (" + x +
                " + " + lit(0.044715) + " * " + x + " * " + x + " * " + x + "))))";

@@ -62,10 +62,13 @@ struct Dialect {
   std::string float_suffix;  // "f" for literals (1.0f)
   // Math function spelling: opencl uses exp/tanh/erf/sqrt/fmax; cuda and c use expf/tanhf/...
   bool suffix_f_functions = false;
+  // The function GELU's erf calls; empty: the dialect's own erf (erf / erff). A generator that
+  // names another (a polynomial it defines in the kernel source) says so in its variant.
+  std::string erf_function;
 };
-inline const Dialect kOpenCL{"opencl", "f", false};
-inline const Dialect kCuda{"cuda", "f", true};
-inline const Dialect kC{"c", "f", true};
+inline const Dialect kOpenCL{"opencl", "f", false, ""};
+inline const Dialect kCuda{"cuda", "f", true, ""};
+inline const Dialect kC{"c", "f", true, ""};
 
 // Renders node `root` of `e` (default: e.root) as an expression in `d`; `leaf` gives the source
 // text of an Input / Param / Acc node (e.g. "x[i]", "scale[i % 1024]", "acc").
