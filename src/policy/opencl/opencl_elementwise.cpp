@@ -22,8 +22,6 @@ namespace {
 
 using gpu::LeafAccess;
 
-const char* kLane = "0123456789abcdef";
-
 int op_count(const Expr& e) {
   int n = 0;
   for (const auto& node : e.nodes) n += node.kind == ExprNode::Kind::Unary || node.kind == ExprNode::Kind::Binary;

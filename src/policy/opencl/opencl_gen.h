@@ -13,6 +13,9 @@
 
 namespace mblast::policy::opencl {
 
+// Component names of a vector (.s0 .. .sf), lane by lane.
+inline constexpr const char* kLane = "0123456789abcdef";
+
 // A row-major (batched) SGEMM through CLBlast on the runner's queue: C = A B, the buffers
 // being the launch's args (C, A, B).
 struct ClblastGemm {

@@ -19,8 +19,6 @@ namespace mblast::policy::opencl {
 
 namespace {
 
-const char* kLane = "0123456789abcdef";
-
 struct Mm {
   const KernelPlan& plan;
   const Problem& problem;

@@ -21,8 +21,6 @@ namespace mblast::policy::opencl {
 
 namespace {
 
-const char* kLane = "0123456789abcdef";
-
 struct Ctx {
   const KernelPlan& plan;
   const Problem& problem;
@@ -381,7 +379,6 @@ Design column_per_item(const Ctx& c, int wg) {
   d.launches.push_back(l);
   return d;
 }
-
 
 // VW neighbouring columns per work-item (reductions, inner a multiple of VW), for CPU devices:
 // one vloadVW per step of the axis and floatVW accumulators (compensated for sums, lane by
