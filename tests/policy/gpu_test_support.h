@@ -794,6 +794,36 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = c;
     v.push_back(s);
   }
+  {  // relu(cumsum(x, -1)) over rows of 1003: the vector row scans' scalar tail (1003 = 62 x 16 + 11)
+    Synthetic s;
+    s.name = "pt_cumsum_rows_tail";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {5, 1003})}, nlohmann::json::array(), tensor("y", {5, 1003}),
+                                  1e-5, 1e-4, 5015);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 1003), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.maximum(np.cumsum(inputs[\"x\"].astype(np.float64), axis=1), 0.0)}\n";
+    ExprBuilder b;
+    b.unary("relu", b.acc());
+    s.plan = reduction("cumsum", "", {5, 1003, 1}, {5, 1003}, b.e);
+    v.push_back(s);
+  }
+  {  // cumsum(x, -1) + b[col] over rows of 1024: an epilogue reading a tensor, on the vector row scans' vectors
+    Synthetic s;
+    s.name = "pt_cumsum_rows_bias";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {6, 1024})}, {tensor("b", {1024})}, tensor("y", {6, 1024}), 1e-5,
+                                  1e-4, 6144);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (6, 1024), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"b\": sample(rng, (1024,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) + params[\"b\"].astype(np.float64)[None, :]}\n";
+    ExprBuilder b;
+    b.binary("add", b.acc(), b.param(0, 1, 1024));
+    s.plan = reduction("cumsum", "", {6, 1024, 1}, {6, 1024}, b.e);
+    v.push_back(s);
+  }
   {  // cumsum(x, 1) of [2, 50, 7]: along a middle axis (inner 7)
     Synthetic s;
     s.name = "pt_cumsum_columns";

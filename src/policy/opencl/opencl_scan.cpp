@@ -3,7 +3,8 @@
 // device (PoCL) a row per work-item is the fast form, and for inner > 1 neighbouring work-items
 // read neighbouring columns. Contiguous rows (inner 1) also get one work-group per row: each
 // work-item sums V consecutive elements, a Hillis-Steele pass in local memory gives the
-// work-items' prefix, and the tile's total carries into the next tile (Kahan-compensated, as the column walk's sum).
+// work-items' prefix, and the tile's total carries into the next tile (Kahan-compensated, as the column walk's sum);
+// and, first on a CPU, a work-item per row scanning VW elements at a time in registers.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -84,15 +85,77 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   return d;
 }
 
+// For CPU devices, contiguous rows (inner 1): a work-item per row, VW elements a step through
+// one vloadVW and an in-register scan (log2 VW shifted adds), the row's carry compensated
+// (Kahan) a vector at a time, the epilogue on the vector; a compensated scalar tail. Sequential
+// per element (the column walk), the carry's add chain bounded the row; here it is one chain per
+// VW elements.
+Design rows_vector(const KernelPlan& plan, const Problem& problem, int vw) {
+  const std::string idx = index_type(plan, problem);
+  const auto tensors = gpu::plan_tensors(plan);
+  const ReduceShape& r = plan.rshape;
+  const std::string x = gpu::buffer_name({false, plan.source});
+  const std::string vt = "float" + std::to_string(vw);
+  const int64_t body = r.reduce / vw * vw;
+  std::string k;
+  k += fmt::format("#define L {}\n#define ROWS {}\n\n", r.reduce, r.outer);
+  k += "__kernel void mb_scan_rows_vec(" + kernel_params(tensors) + ") {\n";
+  k += fmt::format("  const {0} row = ({0})get_global_id(0);\n", idx);
+  k += "  if (row >= ROWS) return;\n";
+  k += fmt::format("  __global const float* xr = {} + row * L;\n", x);
+  k += "  float carry = 0.0f, comp = 0.0f;  // the row's sum so far; comp is what carry lost to rounding\n";
+  k += fmt::format("  for ({} j = 0; j < {}; j += {}) {{\n", idx, body, vw);
+  k += fmt::format("    {} v = vload{}(0, xr + j);\n", vt, vw);
+  for (int shift = 1; shift < vw; shift *= 2) {  // v.s[i] += v.s[i - shift]
+    std::string lanes;
+    for (int i = 0; i < vw; ++i) lanes += std::string(i ? ", " : "") + (i < shift ? "0.0f" : std::string("v.s") + kLane[i - shift]);
+    k += fmt::format("    v += ({})({});\n", vt, lanes);
+  }
+  k += fmt::format("    const {0} acc = ({0})(carry) + (v - ({0})(comp));\n", vt);
+  k += fmt::format("    const {} base = row * L + j;\n", idx);
+  k += LaneLeaves(plan, vw).store("base", "acc", "    ");
+  k += fmt::format("    const float y = v.s{} - comp, t = carry + y;\n", kLane[vw - 1]);
+  k += "    comp = (t - carry) - y;\n    carry = t;\n  }\n";
+  if (body < r.reduce) {
+    k += fmt::format("  for ({} j = {}; j < L; ++j) {{\n", idx, body);
+    k += "    const float y = xr[j] - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
+    k += fmt::format("    const {} i = row * L + j;\n", idx);
+    k += fmt::format("    out[i] = {};\n  }}\n", gpu::render_at(plan, kOpenCL, "i", "carry"));
+  }
+  k += "}\n";
+  Design d;
+  d.family = "opencl.scan.rows-vec";
+  d.params = {{"vw", vw}};
+  d.description = fmt::format("inclusive scan, one work-item per row, {} elements a step scanned in a float{} (shifted adds), the row's "
+                              "carry compensated{}",
+                              vw, vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused on the vector" : "");
+  d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit"};
+  if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
+  if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
+  d.kernels = k;
+  d.cpu_first = true;
+  Launch l;
+  l.kernel = "mb_scan_rows_vec";
+  l.global = {r.outer, 1, 1};
+  l.args = launch_args(tensors);
+  d.launches.push_back(l);
+  return d;
+}
+
 }  // namespace
 
 std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem) {
   std::vector<Design> v;
   v.push_back(columns(plan, problem, 0));
   v.push_back(columns(plan, problem, 64));
-  if (plan.rshape.inner == 1)
+  if (plan.rshape.inner == 1) {
     for (int wg : {64, 256})
       for (int per_item : {4, 16}) v.push_back(group_rows(plan, problem, wg, per_item));
+    // LaneLeaves needs the vector's first index a multiple of VW when the epilogue reads tensors
+    for (int vw : {16, 8})
+      if (plan.rshape.reduce >= vw && (plan.rshape.reduce % vw == 0 || !LaneLeaves(plan, vw).reads_tensors()))
+        v.push_back(rows_vector(plan, problem, vw));
+  }
   return v;
 }
 
