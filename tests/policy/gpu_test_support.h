@@ -809,19 +809,20 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = reduction("cumsum", "", {5, 1003, 1}, {5, 1003}, b.e);
     v.push_back(s);
   }
-  {  // cumsum(x, -1) + b[col] over rows of 1024: an epilogue reading a tensor, on the vector row scans' vectors
+  {  // cumsum(x, -1) + b[col] over 48 rows of 4096: an epilogue reading a tensor, on the vector row scans' vectors;
+     // enough rows that a carry summed without compensation drifts past atol 1e-5 somewhere
     Synthetic s;
     s.name = "pt_cumsum_rows_bias";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {6, 1024})}, {tensor("b", {1024})}, tensor("y", {6, 1024}), 1e-5,
-                                  1e-4, 6144);
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {48, 4096})}, {tensor("b", {4096})}, tensor("y", {48, 4096}), 1e-5,
+                                  1e-4, 196608);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (6, 1024), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {\"b\": sample(rng, (1024,), \"normal\", \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (48, 4096), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {\"b\": sample(rng, (4096,), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) + params[\"b\"].astype(np.float64)[None, :]}\n";
     ExprBuilder b;
-    b.binary("add", b.acc(), b.param(0, 1, 1024));
-    s.plan = reduction("cumsum", "", {6, 1024, 1}, {6, 1024}, b.e);
+    b.binary("add", b.acc(), b.param(0, 1, 4096));
+    s.plan = reduction("cumsum", "", {48, 4096, 1}, {48, 4096}, b.e);
     v.push_back(s);
   }
   {  // cumsum(x, 1) of [2, 50, 7]: along a middle axis (inner 7)

@@ -3,7 +3,9 @@
 // device (PoCL) a row per work-item is the fast form, and for inner > 1 neighbouring work-items
 // read neighbouring columns. Contiguous rows (inner 1) also get one work-group per row: each
 // work-item sums V consecutive elements, a Hillis-Steele pass in local memory gives the
-// work-items' prefix, and the tile's total carries into the next tile (Kahan-compensated, as the column walk's sum);
+// work-items' prefix (each add a two-sum, its rounding error kept beside it: rows of 4096 at
+// atol 1e-5 left no room for the tree's eight roundings at the row's magnitude), and the tile's
+// total carries into the next tile (Kahan-compensated, as the column walk's sum);
 // and, first on a CPU, a work-item per row scanning VW elements at a time in registers.
 #include <fmt/format.h>
 
@@ -50,7 +52,7 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   std::string k;
   k += fmt::format("#define L {}\n#define V {}\n#define WG {}\n\n", r.reduce, per_item, wg);
   k += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void mb_scan_rows(" + kernel_params(tensors) + ") {\n";
-  k += "  __local float total[WG];\n";
+  k += "  __local float total[WG], low[WG];  // the tree's sums and what they lost to rounding\n";
   k += fmt::format("  const {0} row = ({0})get_group_id(0);\n", idx);
   k += "  const int t = (int)get_local_id(0);\n";
   k += fmt::format("  __global const float* xr = {} + row * L;\n", x);
@@ -58,13 +60,22 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   k += fmt::format("  for ({} base = 0; base < L; base += WG * V) {{\n", idx);
   k += fmt::format("    const {} first = base + ({})t * V;\n", idx, idx);
   k += gpu::scan_tile_parts(kOpenCL, "    ");
-  k += "    total[t] = run;\n    barrier(CLK_LOCAL_MEM_FENCE);\n";
-  k += "    for (int o = 1; o < WG; o <<= 1) {  // Hillis-Steele: total[t] becomes the inclusive prefix\n";
-  k += "      const float add = t >= o ? total[t - o] : 0.0f;\n      barrier(CLK_LOCAL_MEM_FENCE);\n";
-  k += "      total[t] += add;\n      barrier(CLK_LOCAL_MEM_FENCE);\n    }\n";
-  k += "    const float before = carry + total[t] - run;\n";
+  k += "    total[t] = run;\n    low[t] = 0.0f;\n    barrier(CLK_LOCAL_MEM_FENCE);\n";
+  k += "    for (int o = 1; o < WG; o <<= 1) {  // Hillis-Steele: total[t] + low[t] becomes the inclusive prefix\n";
+  k += "      const float add = t >= o ? total[t - o] : 0.0f, add_low = t >= o ? low[t - o] : 0.0f;\n";
+  k += "      barrier(CLK_LOCAL_MEM_FENCE);\n";
+  k += "      const float a = total[t], s = a + add, b = s - a;  // Knuth's two-sum: s + e = a + add exactly\n";
+  k += "      low[t] += add_low + ((a - (s - b)) + (add - b));\n";
+  k += "      total[t] = s;\n      barrier(CLK_LOCAL_MEM_FENCE);\n    }\n";
+  // before + lo is the tile's exclusive prefix for this work-item plus the row's carry, `before`
+  // rounded once: the store's acc = before + part[j] then rounds once at the row's magnitude
+  k += "    const float ex = total[t] - run, eb = ex - total[t];  // two-sums: what each big add lost\n";
+  k += "    const float ex_err = (total[t] - (ex - eb)) + (-run - eb);\n";
+  k += "    const float before = carry + ex, bb = before - carry;\n";
+  k += "    const float lo = ((low[t] + ex_err) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
+  k += "    for (int j = 0; j < V; ++j) part[j] += lo;\n";
   k += gpu::scan_tile_store(plan, kOpenCL, idx, "    ");
-  k += "    const float y = total[WG - 1] - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    carry = tc;\n";
+  k += "    const float y = (total[WG - 1] + low[WG - 1]) - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    carry = tc;\n";
   k += "    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "opencl.scan.group-rows";
