@@ -174,6 +174,32 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   return s;
 }
 
+std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
+                                  const std::string& idx, const std::string& indent, const std::string& space) {
+  const ConvShape& c = plan.conv;
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = c.kh * c.kw;
+  const std::string in = indent + "  ", in2 = indent + "    ", in3 = indent + "      ";
+  std::string s;
+  s += fmt::format("{0}const {1} ow = {2} % {3}, oh = ({2} / {3}) % {4}, co = ({2} / {5}) % {6}, n = {2} / {7};\n", indent, idx, i, c.out_w,
+                   c.out_h, c.out_w * c.out_h, c.cout, c.out_w * c.out_h * c.cout);
+  s += fmt::format("{}const {} g = co / {}, col = co % {};\n", indent, idx, cog, cog);
+  s += fmt::format("{}const {}float* xg = {} + (n * {} + g * {}) * {};  // the group's first input channel\n", indent, space, x, c.cin,
+                   cig, c.h * c.w);
+  s += fmt::format("{}const {}float* wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + q]\n", indent,
+                   space, wt, cig * cog, taps, cig, cog * taps, c.kw);
+  s += indent + "float acc = 0.0f;\n";
+  s += fmt::format("{}for (int cj = 0; cj < {}; ++cj) {{\n", indent, cig);
+  s += fmt::format("{}for (int r = 0; r < {}; ++r) {{\n", in, c.kh);
+  s += fmt::format("{}const {} th = oh + {} - r * {};  // input row th / {} scatters onto oh through tap r\n", in2, idx, c.ph, c.dh, c.sh);
+  s += fmt::format("{}if (th < 0 || th % {} != 0 || th / {} >= {}) continue;\n", in2, c.sh, c.sh, c.h);
+  s += fmt::format("{}for (int q = 0; q < {}; ++q) {{\n", in2, c.kw);
+  s += fmt::format("{}const {} tw = ow + {} - q * {};\n", in3, idx, c.pw, c.dw);
+  s += fmt::format("{}if (tw >= 0 && tw % {} == 0 && tw / {} < {}) acc += xg[cj * {} + (th / {}) * {} + tw / {}] * wg[cj * {} + r * {} + q];\n",
+                   in3, c.sw, c.sw, c.w, c.h * c.w, c.sh, c.w, c.sw, cog * taps, c.kw);
+  s += in2 + "}\n" + in + "}\n" + indent + "}\n";
+  return s;
+}
+
 bool argmax_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "argmax" || !plan.expr.is_identity_epilogue()) return false;
   const ReduceShape& r = plan.rshape;

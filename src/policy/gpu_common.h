@@ -57,6 +57,11 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem);
 // `n`, `co`, `oh`, `ow` are declared. Zero padding is skipped.
 std::string conv_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
                         const std::string& idx, const std::string& indent, const std::string& space = "");
+// The same for a conv_transpose plan, as a gather: the input elements whose scatter lands on the
+// output element (input row th / sh where th = oh + ph - r * dh is a non-negative multiple of sh
+// inside the input, columns alike); `n`, `co`, `oh`, `ow`, `g`, `col` are declared.
+std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
+                                  const std::string& idx, const std::string& indent, const std::string& space = "");
 
 // An argmax plan: f32 input of [outer, reduce, inner], int64 output of [outer, inner], no epilogue.
 bool argmax_fits(const KernelPlan& plan, const Problem& problem);

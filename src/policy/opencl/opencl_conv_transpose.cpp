@@ -41,8 +41,6 @@ std::string group_row_loops(const ConvShape& c, const std::string& x, const std:
 }
 
 Design direct(const KernelPlan& plan, const Problem& problem, int wg) {
-  const ConvShape& c = plan.conv;
-  const int64_t cog = c.cout / c.groups;
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const std::string x = gpu::buffer_name({false, plan.source});
@@ -52,16 +50,7 @@ Design direct(const KernelPlan& plan, const Problem& problem, int wg) {
   k += "__kernel void mb_conv_transpose(" + kernel_params(tensors) + ") {\n";
   k += fmt::format("  const {0} i = ({0})get_global_id(0);\n", idx);
   k += "  if (i >= N) return;\n";
-  k += fmt::format("  const {0} ow = i % {1}, oh = (i / {1}) % {2}, co = (i / ({1} * {2})) % {3}, n = i / ({1} * {2} * {3});\n", idx,
-                   c.out_w, c.out_h, c.cout);
-  k += fmt::format("  const {} g = co / {}, col = co % {};\n", idx, cog, cog);
-  k += "  float acc = 0.0f;\n";
-  k += group_row_loops(c, x, wt, idx, "col");
-  k += fmt::format("      for (int q = 0; q < {}; ++q) {{\n", c.kw);
-  k += fmt::format("        const {} tw = ow + {} - q * {};\n", idx, c.pw, c.dw);
-  k += fmt::format("        if (tw < 0 || tw % {0} != 0 || tw / {0} >= {1}) continue;\n", c.sw, c.w);
-  k += fmt::format("        acc += xc[(th / {}) * {} + tw / {}] * wc[r * {} + q];\n", c.sh, c.w, c.sw, c.kw);
-  k += "      }\n    }\n  }\n";
+  k += gpu::conv_transpose_window(plan, x, wt, "i", idx, "  ", "__global ");
   k += "  out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n}\n";
   Design d;
   d.family = "opencl.conv_transpose.direct";
