@@ -915,8 +915,8 @@ inline const std::string kConvTransposeReference = R"PY(def conv_transpose(x, wt
 
 )PY";
 
-// Plans only the OpenCL generators know so far (conv_transpose); CUDA and RVV refuse them.
-inline std::vector<Synthetic> opencl_only_problems() {
+// Transposed convolutions (kind conv_transpose), appended to synthetic_problems().
+inline std::vector<Synthetic> conv_transpose_problems() {
   std::vector<Synthetic> v;
   const std::string head = "import numpy as np\n\nfrom mblast_data import sample\n\n";
   {  // relu(conv_transpose2d(x, w, b, stride (2, 3), padding (1, 2), output_padding (1, 2), dilation (1, 2), groups 2)):
@@ -1103,7 +1103,7 @@ inline Case load_case(const std::string& name) {
     if (s.name == name) return {materialise(s), s.plan, false};
   for (const auto& s : chain_problems())
     if (s.name == name) return {materialise(s), s.plan, false};
-  for (const auto& s : opencl_only_problems())
+  for (const auto& s : conv_transpose_problems())
     if (s.name == name) return {materialise(s), s.plan, false};
   throw std::runtime_error("no policy test case " + name);
 }
@@ -1112,15 +1112,9 @@ inline Case load_case(const std::string& name) {
 inline std::vector<std::string> case_names(bool with_chains = false) {
   std::vector<std::string> v = hand_problems();
   for (const auto& s : synthetic_problems()) v.push_back(s.name);
+  for (const auto& s : conv_transpose_problems()) v.push_back(s.name);
   if (with_chains)
     for (const auto& s : chain_problems()) v.push_back(s.name);
-  return v;
-}
-
-// The OpenCL generators' cases: every GPU generator's, the chains, and the plans only they know.
-inline std::vector<std::string> opencl_case_names() {
-  std::vector<std::string> v = case_names(true);
-  for (const auto& s : opencl_only_problems()) v.push_back(s.name);
   return v;
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 using namespace gpu_test;
 
-TEST(OpenclVariants, StructureAndSeedActions) { check_variant_structure("opencl", ".opencl.cpp", opencl_case_names()); }
+TEST(OpenclVariants, StructureAndSeedActions) { check_variant_structure("opencl", ".opencl.cpp", case_names(true)); }
 
 TEST(OpenclVariants, RefusesWhatItCannotGenerate) { check_refusals("opencl"); }
 
@@ -125,7 +125,7 @@ class OpenclVariantsOnTarget : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpenclVariantsOnTarget, VariantsAreCorrect) { evaluate_every_variant("opencl", GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Problems, OpenclVariantsOnTarget, ::testing::ValuesIn(opencl_case_names()),
+INSTANTIATE_TEST_SUITE_P(Problems, OpenclVariantsOnTarget, ::testing::ValuesIn(case_names(true)),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -60,7 +60,7 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
-// pool and conv: one work-item per output walking its window (*_window.cpp).
+// pool, conv, conv_transpose and gather: one thread per output walking its window (cuda_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // cumsum: block-wide scans of contiguous rows, or a thread per column (cuda_scan.cpp).
 std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);

@@ -157,7 +157,7 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
-  if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
+  if (plan.kind == "pool" || plan.kind == "gather" || plan.kind == "conv_transpose") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
   if (plan.kind == "argmax") return argmax_designs(plan, problem);
   if (plan.kind == "conv") {

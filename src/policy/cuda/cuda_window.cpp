@@ -1,6 +1,7 @@
-// CUDA kernels for the window kinds, pooling, direct convolution and gather (a strided copy):
-// one thread per output element walks its window (gpu::pool_window / gpu::conv_window) or reads
-// its one source element (gpu::gather_window), the epilogue (for a conv: its
+// CUDA kernels for the window kinds, pooling, direct and transposed convolution and gather (a
+// strided copy): one thread per output element walks its window (gpu::pool_window /
+// gpu::conv_window / gpu::conv_transpose_window, a gather of the inputs that scatter onto it) or
+// reads its one source element (gpu::gather_window), the epilogue (for a conv: its
 // bias, a batch norm, activations) applied before the one store; neighbouring threads read
 // neighbouring windows, so a warp's loads are coalesced for stride 1 and the overlaps come from
 // the read-only cache. No shared-memory tiling, no tensor cores: the direct form, correct for any
@@ -26,6 +27,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool wave
   if (conv) {
     k += gpu::conv_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ");
     k += "    (void)n;\n";
+  } else if (plan.kind == "conv_transpose") {
+    k += gpu::conv_transpose_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ");
   } else if (plan.kind == "gather") {
     k += gpu::gather_window(plan, x, "i", idx, "    ");
   } else {
@@ -34,10 +37,14 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool wave
   }
   k += "    out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n  }\n}\n";
   Design d;
-  d.family = conv ? "cuda.conv.direct" : plan.kind == "gather" ? "cuda.gather.direct" : "cuda.pool.direct";
+  d.family = conv ? "cuda.conv.direct" : "cuda." + plan.kind + ".direct";
   d.params = {{"block", block}, {"grid", wave ? "wave" : "full"}};
   d.description = fmt::format("{}, one thread per output, {}-thread blocks, {}{}",
-                              conv ? std::string("direct convolution") : plan.kind == "gather" ? std::string("strided copy") : plan.pool_op + " pooling", block,
+                              conv                              ? std::string("direct convolution")
+                              : plan.kind == "conv_transpose" ? std::string("transposed convolution as a gather")
+                              : plan.kind == "gather"         ? std::string("strided copy")
+                                                              : plan.pool_op + " pooling",
+                              block,
                               wave ? "grid-stride over one wave of resident blocks" : "one thread per output element",
                               gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning", "cuda.read-only-data-path"};
