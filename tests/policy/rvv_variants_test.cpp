@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@
 #include "mblast/driver/runner_client.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
+#include "conv_transpose_reference.h"
 #include "test_env.h"
 #include "variant_subset.h"
 
@@ -844,6 +846,65 @@ TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasSilu) {
   plan.out_numel = 360;
   ExprBuilder b;
   plan.expr = b.done(b.u("silu", b.b("add", b.acc(), b.pr(1, 30, 6))));
+  expect_variants_correct(p, plan, true);
+}
+
+// The reference's scatter, nested in reference() (the synthetic file has no other top level).
+std::string conv_transpose_reference(const std::string& call) {
+  std::string nested;
+  std::istringstream lines(kConvTransposeReference);
+  for (std::string line; std::getline(lines, line);) nested += line.empty() ? "\n" : "    " + line + "\n";
+  return nested + "    y = " + call;
+}
+
+KernelPlan conv_transpose_plan(std::vector<int64_t> out, ConvShape shape, Expr epilogue) {
+  KernelPlan plan;
+  plan.kind = "conv_transpose";
+  plan.source = 0;
+  plan.conv = shape;
+  plan.conv_weight = 0;
+  plan.conv_weight_is_param = true;
+  plan.out_numel = 1;
+  for (auto d : out) plan.out_numel *= d;
+  plan.out_shape = std::move(out);
+  plan.expr = std::move(epilogue);
+  return plan;
+}
+
+// relu(conv_transpose2d(x, w, b, stride (2, 3), padding (1, 2), output_padding (1, 2), dilation
+// (1, 2), groups 2)): strided scatters (vlse/vsse), taps landing before the row's start and past its
+// end, output rows no input row reaches through some taps.
+TEST_F(SyntheticProblems, ConvTransposeStridedGroupedWithBiasRelu) {
+  Synthetic s{"conv_transpose",
+              nlohmann::json::array({spec("x", {2, 4, 5, 4})}),
+              nlohmann::json::array({spec("w", {4, 3, 3, 4}), spec("b", {6})}),
+              spec("y", {2, 6, 10, 14}),
+              "    return {'x': sample(rng, (2, 4, 5, 4), distribution, 'f32')}",
+              "    return {'w': sample(rng, (4, 3, 3, 4), 'normal', 'f32'), 'b': sample(rng, (6,), 'normal', 'f32')}",
+              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), 2, 3, 1, 2, 1, 2, 1, 2, 2)\n") +
+                  "    return {'y': np.maximum(y + params['b'].astype(np.float64)[None, :, None, None], 0.0)}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  ExprBuilder b;
+  const KernelPlan plan = conv_transpose_plan({2, 6, 10, 14}, ConvShape{2, 4, 6, 2, 5, 4, 10, 14, 3, 4, 2, 3, 1, 2, 1, 2},
+                                              b.done(b.u("relu", b.b("add", b.acc(), b.pr(1, 140, 6)))));
+  expect_variants_correct(p, plan, true);
+}
+
+// conv_transpose1d(x, w, stride 1, padding 1, dilation 2) over rows of 9: the unit-stride
+// scatter, a row longer than VLMAX at LMUL 1 on VLEN 128.
+TEST_F(SyntheticProblems, ConvTranspose1dUnitStride) {
+  Synthetic s{"conv_transpose_1d",
+              nlohmann::json::array({spec("x", {1, 3, 1, 9})}),
+              nlohmann::json::array({spec("w", {3, 2, 1, 3})}),
+              spec("y", {1, 2, 1, 11}),
+              "    return {'x': sample(rng, (1, 3, 1, 9), distribution, 'f32')}",
+              "    return {'w': sample(rng, (3, 2, 1, 3), 'normal', 'f32')}",
+              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), 1, 1, 0, 1, 0, 0, 1, 2, 1)\n") +
+                  "    return {'y': y}",
+              1e-5, 1e-4};
+  const Problem p = write_problem(s);
+  const KernelPlan plan = conv_transpose_plan({1, 2, 1, 11}, ConvShape{1, 3, 2, 1, 1, 9, 1, 11, 1, 3, 1, 1, 0, 1, 1, 2}, identity());
   expect_variants_correct(p, plan, true);
 }
 

@@ -48,7 +48,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   for (const auto& n : plan.expr.nodes)
     if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
       return false;
-  if ((is_row_kind(plan.kind) || plan.kind == "pool" || plan.kind == "conv" || plan.kind == "gather" || plan.kind == "cumsum" ||
+  if ((is_row_kind(plan.kind) || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" || plan.kind == "cumsum" ||
        plan.kind == "argmax") &&
       !f32(false, plan.source))
     return false;
@@ -67,7 +67,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   };
   if (plan.kind == "elementwise") return !plan.expr.empty();
   if (plan.kind == "pool") return gpu::pool_fits(plan, problem);
-  if (plan.kind == "conv") return gpu::conv_fits(plan, problem);
+  if (is_conv_kind(plan.kind)) return gpu::conv_fits(plan, problem);
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
   if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
   if (plan.kind == "argmax") return gpu::argmax_fits(plan, problem);
@@ -199,7 +199,7 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
   if (plan.kind == "layernorm") return layernorm_variants(plan, problem);
   if (plan.kind == "matmul") return matmul_variants(plan, problem);
   if (plan.kind == "pool") return pool_variants(plan, problem);
-  if (plan.kind == "conv") return conv_variants(plan, problem);
+  if (is_conv_kind(plan.kind)) return conv_variants(plan, problem);  // conv and conv_transpose
   if (plan.kind == "gather") return gather_variants(plan, problem);
   if (plan.kind == "cumsum") return scan_variants(plan, problem);
   if (plan.kind == "argmax") return argmax_variants(plan, problem);

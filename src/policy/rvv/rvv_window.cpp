@@ -5,7 +5,11 @@
 // and every column in the scalar variants, walk their window in C (gpu::pool_window /
 // gpu::conv_window). Max keeps NaN as PyTorch does; avg divides the sum by the window size (or by
 // the taps inside, without count_include_pad); a conv tap is one vfmacc by the scalar weight.
-// The epilogue (a conv's bias included) is a separate pass.
+// A transposed convolution scatters instead: per output row, each input row that lands on it
+// through a tap row adds, tap column by tap column, its whole row (VLMAX at a time, unit-stride)
+// times the scalar weight into the output columns iw * sw + q * dw - pw (a strided
+// load-accumulate-store, unit-stride for stride 1); its scalar variant gathers per output
+// (gpu::conv_transpose_window). The epilogue (a conv's bias included) is a separate pass.
 #include <optional>
 
 #include <fmt/format.h>
@@ -35,16 +39,18 @@ std::pair<int64_t, int64_t> interior_columns(int64_t out_w, int64_t w, int64_t p
 std::string conv_one(const KernelPlan& plan);
 std::string weight_name(const KernelPlan& plan);
 
-// Every output through mb_pool_one / mb_conv_one: the scalar variant of either kind.
+// Every output through mb_pool_one / mb_conv_one: the scalar variant of each window kind.
 Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
-  const bool conv = plan.kind == "conv";
+  const bool conv = is_conv_kind(plan.kind);
   Variant v;
-  v.family = conv ? "rvv.conv.scalar" : "rvv.pool.scalar";
+  v.family = "rvv." + plan.kind + ".scalar";
   v.extension = ".rvv.c";
   v.params = nlohmann::json::object();
   v.actions = {"rvv.vector-length-agnostic"};
   v.description = fmt::format("{} in scalar C, one output at a time (left to clang's auto-vectoriser)",
-                              conv ? std::string("direct convolution") : plan.pool_op + " pooling");
+                              plan.kind == "conv"             ? std::string("direct convolution")
+                              : plan.kind == "conv_transpose" ? std::string("transposed convolution as a gather")
+                                                              : plan.pool_op + " pooling");
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, Lmul{1}) +
                   (conv ? conv_one(plan) : pool_one(plan));
   s += run_begin(problem);
@@ -117,9 +123,14 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
 }
 
 
-// static float mb_conv_one(const float* x, const float* w, int64_t i): output element i (scalar C).
+// static float mb_conv_one(const float* x, const float* w, int64_t i): output element i (scalar C)
+// of a conv or conv_transpose plan.
 std::string conv_one(const KernelPlan& plan) {
   std::string s = "static float mb_conv_one(const float* restrict x, const float* restrict wt, int64_t i) {\n";
+  if (plan.kind == "conv_transpose") {
+    s += gpu::conv_transpose_window(plan, "x", "wt", "i", "int64_t", "  ");
+    return s + "  return acc;\n}\n\n";
+  }
   s += gpu::conv_window(plan, "x", "wt", "i", "int64_t", "  ");
   s += "  (void)n;\n  return acc;\n}\n\n";
   return s;
@@ -173,6 +184,64 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
     s += fmt::format("        {}(orow + j, acc, vl);\n      }}\n", lm.f("vse32_v"));
   }
   s += "    }\n  }\n";
+  s += epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
+  s += "  return 0;\n}\n";
+  v.source = std::move(s);
+  return v;
+}
+
+// conv_transpose by scatter: output row (n, co, oh) zeroed, then for each of the group's input
+// channels, each tap row r that lands an input row ih on oh (oh + ph - r * dh = ih * sh) and each
+// tap column q, the input columns iw whose target ow = iw * sw + q * dw - pw lies in the row get
+// x[ih, iw] * w[ci, co, r, q] added, VLMAX columns at a time.
+Variant conv_transpose_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
+  const ConvShape& c = plan.conv;
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = c.kh * c.kw;
+  Variant v;
+  v.family = "rvv.conv_transpose.scatter-rows";
+  v.extension = ".rvv.c";
+  v.params = {{"lmul", lm.name()}};
+  v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic", "rvv.scalar-operand-forms", "rvv.fused-multiply-add",
+               c.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
+               lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
+  v.description = fmt::format("transposed convolution by scatter: each input row adds into the output row it lands on, VLMAX columns a "
+                              "tap at LMUL {} (a unit-stride load of the input, a {} accumulate into the output)",
+                              lm.name(), c.sw == 1 ? "unit-stride" : "strided");
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm);
+  s += run_begin(problem);
+  const std::string wname = weight_name(plan);
+  s += fmt::format("  for (int64_t n = 0; n < {}; ++n)\n  for (int64_t co = 0; co < {}; ++co) {{\n", c.n, c.cout);
+  s += fmt::format("    const int64_t g = co / {}, col = co % {};\n", cog, cog);
+  s += fmt::format("    const float* restrict xg = in{} + (n * {} + g * {}) * {};\n", plan.source, c.cin, cig, c.h * c.w);
+  s += fmt::format("    const float* restrict wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + q]\n",
+                   wname, cig * cog, taps, cig, cog * taps, c.kw);
+  s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", c.out_h);
+  s += fmt::format("      float* restrict orow = out + ((n * {} + co) * {} + oh) * {};\n", c.cout, c.out_h, c.out_w);
+  s += fmt::format("      for (size_t j = 0, vl; j < {}; j += vl) {{\n", c.out_w);
+  s += fmt::format("        vl = {}({} - j);\n        {}(orow + j, {}(0.0f, vl), vl);\n      }}\n", lm.vsetvl(), c.out_w, lm.f("vse32_v"),
+                   lm.f("vfmv_v_f"));
+  s += fmt::format("      for (int cj = 0; cj < {}; ++cj)\n", cig);
+  s += fmt::format("      for (int r = 0; r < {}; ++r) {{\n", c.kh);
+  s += fmt::format("        const int64_t th = oh + {} - r * {};\n", c.ph, c.dh);
+  s += fmt::format("        if (th < 0 || th % {} != 0 || th / {} >= {}) continue;\n", c.sh, c.sh, c.h);
+  s += fmt::format("        const float* restrict xrow = xg + cj * {} + th / {} * {};\n", c.h * c.w, c.sh, c.w);
+  s += fmt::format("        for (int q = 0; q < {}; ++q) {{\n", c.kw);
+  s += fmt::format("          const int64_t off = (int64_t)q * {} - {};  // input column iw lands on iw * {} + off\n", c.dw, c.pw, c.sw);
+  s += fmt::format("          const int64_t lo = off >= 0 ? 0 : (-off + {0} - 1) / {0};\n", c.sw);
+  s += fmt::format("          const int64_t hi = off > {0} ? 0 : ({0} - off) / {1} + 1 < {2} ? ({0} - off) / {1} + 1 : {2};\n",
+                   c.out_w - 1, c.sw, c.w);
+  s += fmt::format("          const float wv = wg[cj * {} + r * {} + q];\n", cog * taps, c.kw);
+  s += "          for (size_t j = lo, vl; (int64_t)j < hi; j += vl) {\n";
+  s += fmt::format("            vl = {}(hi - j);\n", lm.vsetvl());
+  s += fmt::format("            float* dst = orow + (int64_t)j * {} + off;\n", c.sw);
+  s += fmt::format("            const {} x = {}(xrow + j, vl);\n", lm.f32(), lm.f("vle32_v"));
+  if (c.sw == 1) {
+    s += fmt::format("            {}(dst, {}({}(dst, vl), wv, x, vl), vl);\n", lm.f("vse32_v"), lm.f("vfmacc_vf"), lm.f("vle32_v"));
+  } else {
+    s += fmt::format("            {}(dst, {} * sizeof(float), {}({}(dst, {} * sizeof(float), vl), wv, x, vl), vl);\n", lm.f("vsse32_v"),
+                     c.sw, lm.f("vfmacc_vf"), lm.f("vlse32_v"), c.sw);
+  }
+  s += "          }\n        }\n      }\n    }\n  }\n";
   s += epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
   s += "  return 0;\n}\n";
   v.source = std::move(s);
@@ -244,7 +313,9 @@ std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& proble
 
 std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> v;
-  for (int m : {1, 2, 4}) v.push_back(conv_vector_variant(plan, problem, Lmul{m}));
+  for (int m : {1, 2, 4})
+    v.push_back(plan.kind == "conv_transpose" ? conv_transpose_vector_variant(plan, problem, Lmul{m})
+                                              : conv_vector_variant(plan, problem, Lmul{m}));
   v.push_back(scalar_variant(plan, problem));
   return v;
 }
