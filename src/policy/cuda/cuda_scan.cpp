@@ -2,7 +2,8 @@
 // epilogue). Contiguous rows (inner 1): one block per row walks it in tiles of block x V
 // elements; each thread sums its V consecutive elements, warp shuffles and one shared-memory
 // pass turn the threads' totals into a block-wide prefix, and the tile's total carries into the
-// next tile (a Kahan-compensated running sum, as the column walk's). Any axis: one thread per (outer, inner) column walks the axis in order, neighbouring
+// next tile (a Kahan-compensated running sum, as the column walk's); the prefix passes keep each
+// add's rounding error. Any axis: one thread per (outer, inner) column walks the axis in order, neighbouring
 // threads on neighbouring columns (coalesced when inner > 1).
 #include <fmt/format.h>
 
@@ -21,7 +22,7 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   std::string k;
   k += fmt::format("#define L {}\n#define V {}\n#define WARPS {}\n\n", r.reduce, per_thread, warps);
   k += fmt::format("__global__ void __launch_bounds__({}) mb_scan_rows({}) {{\n", block, kernel_params(tensors));
-  k += "  __shared__ float warp_total[WARPS];\n";
+  k += "  __shared__ float warp_total[WARPS], warp_low[WARPS];  // the warps' sums and what they lost to rounding\n";
   k += fmt::format("  const {0} row = static_cast<{0}>(blockIdx.x);\n", idx);
   k += fmt::format("  const float* xr = {} + row * L;\n", x);
   k += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
@@ -29,17 +30,32 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += fmt::format("  for ({} base = 0; base < L; base += {} * V) {{\n", idx, block);
   k += fmt::format("    const {} first = base + static_cast<{}>(threadIdx.x) * V;\n", idx, idx);
   k += gpu::scan_tile_parts(kCuda, "    ");
-  k += "    float incl = run;  // inclusive prefix of the threads' totals within the warp\n";
+  // Each add of the two prefix passes is a two-sum (Knuth): s + e = a + b exactly, e kept in the
+  // _low partner. Rows of 4096 at atol 1e-5 left no room for their ten roundings at the row's
+  // magnitude (the OpenCL group-rows scan failed pt_cumsum_rows_bias and level1/28 so).
+  k += "    float incl = run, incl_low = 0.0f;  // inclusive prefix of the threads' totals within the warp\n";
   k += "#pragma unroll\n    for (int o = 1; o < 32; o <<= 1) {\n";
-  k += "      const float t = __shfl_up_sync(0xffffffffu, incl, o);\n      if (lane >= o) incl += t;\n    }\n";
-  k += "    if (lane == 31) warp_total[warp] = incl;\n    __syncthreads();\n";
-  k += "    if (warp == 0) {\n      float w = lane < WARPS ? warp_total[lane] : 0.0f;\n";
+  k += "      const float t = __shfl_up_sync(0xffffffffu, incl, o), tl = __shfl_up_sync(0xffffffffu, incl_low, o);\n";
+  k += "      if (lane >= o) {\n        const float s = incl + t, b = s - incl;\n";
+  k += "        incl_low += tl + ((incl - (s - b)) + (t - b));\n        incl = s;\n      }\n    }\n";
+  k += "    if (lane == 31) warp_total[warp] = incl, warp_low[warp] = incl_low;\n    __syncthreads();\n";
+  k += "    if (warp == 0) {\n";
+  k += "      float w = lane < WARPS ? warp_total[lane] : 0.0f, wl = lane < WARPS ? warp_low[lane] : 0.0f;\n";
   k += "#pragma unroll\n      for (int o = 1; o < WARPS; o <<= 1) {\n";
-  k += "        const float t = __shfl_up_sync(0xffffffffu, w, o);\n        if (lane >= o) w += t;\n      }\n";
-  k += "      if (lane < WARPS) warp_total[lane] = w;\n    }\n    __syncthreads();\n";
-  k += "    const float before = carry + (warp > 0 ? warp_total[warp - 1] : 0.0f) + incl - run;\n";
+  k += "        const float t = __shfl_up_sync(0xffffffffu, w, o), tl = __shfl_up_sync(0xffffffffu, wl, o);\n";
+  k += "        if (lane >= o) {\n          const float s = w + t, b = s - w;\n";
+  k += "          wl += tl + ((w - (s - b)) + (t - b));\n          w = s;\n        }\n      }\n";
+  k += "      if (lane < WARPS) warp_total[lane] = w, warp_low[lane] = wl;\n    }\n    __syncthreads();\n";
+  // before + lo: the thread's exclusive prefix plus the carry, `before` rounded once, so that the
+  // store's before + part[j] rounds once at the row's magnitude
+  k += "    const float ph = warp > 0 ? warp_total[warp - 1] : 0.0f, pl = warp > 0 ? warp_low[warp - 1] : 0.0f;\n";
+  k += "    const float d = incl - run, db = d - incl, d_err = (incl - (d - db)) + (-run - db);\n";
+  k += "    const float ex = ph + d, eb = ex - ph, ex_err = (ph - (ex - eb)) + (d - eb);\n";
+  k += "    const float before = carry + ex, bb = before - carry;\n";
+  k += "    const float lo = (((pl + incl_low) + (d_err + ex_err)) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
+  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) part[j] += lo;\n";
   k += gpu::scan_tile_store(plan, kCuda, idx, "    ");
-  k += "    const float y = warp_total[WARPS - 1] - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
+  k += "    const float y = (warp_total[WARPS - 1] + warp_low[WARPS - 1]) - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
   k += "    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "cuda.scan.block-rows";
