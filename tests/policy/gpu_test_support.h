@@ -778,6 +778,26 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = g;
     v.push_back(s);
   }
+  {  // tanh(x @ W^T + bias) over 2 batches of 8 rows, 48 outputs: nn.Linear's weight repacked at preparation for the
+     // row-vector kernels (OpenCL), A batched and the weight shared
+    Synthetic s;
+    s.name = "pt_linear_packed";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 8, 40})}, {tensor("weight", {48, 40}), tensor("bias", {48})},
+                                  tensor("y", {2, 8, 48}), 1e-5, 1e-4, 2 * 16 * 48 * 40);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 8, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n"
+                     "    return {\"weight\": sample(rng, (48, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (48,), \"normal\", \"f32\")}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
+                     "    return {\"y\": np.tanh(y)}\n";
+    ExprBuilder b;
+    b.unary("tanh", b.binary("add", b.acc(), b.param(1, 1, 48)));
+    s.plan = matmul_plan({2, 8, 48}, 0, 0, true, 8, 48, 40, b.e);
+    s.plan.b_transposed = true;
+    s.plan.b_batched = false;
+    v.push_back(s);
+  }
   {  // cumsum(x, -1) * 0.5 over rows of 4096 at an imported problem's tolerance (atol 1e-5): more than one tile
      // of most row designs (a carry); an uncompensated sequential sum drifts past it
     Synthetic s;

@@ -96,6 +96,13 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   EXPECT_EQ(gelu_cpu.front().params.value("erf", ""), "polynomial");
   EXPECT_NE(gelu_cpu.front().source.find("mb_erf16("), std::string::npos);
   for (const auto& v : ew_cpu) EXPECT_FALSE(v.params.contains("erf")) << v.family << " " << v.params.dump();
+  // nn.Linear's weight: transposed once at preparation for the row-vector kernels, first on a CPU
+  const Case lin = load_case("pt_linear_packed");
+  const auto lin_cpu = opencl_variants(lin.plan, lin.problem, find_target("pocl-cpu"));
+  ASSERT_FALSE(lin_cpu.empty());
+  EXPECT_EQ(lin_cpu.front().family, "opencl.matmul.packed-row-vector");
+  EXPECT_NE(lin_cpu.front().source.find("mb_prepare_enqueue(ctx, s, par)"), std::string::npos);
+  EXPECT_EQ(opencl_variants(lin.plan, lin.problem, find_target("nvidia-opencl")).front().family, "opencl.matmul.tiled");
   const Case cv = load_case("pt_conv_dense");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("pocl-cpu")).front().family, "opencl.conv.rows");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("nvidia-opencl")).front().family, "opencl.conv.gemm");

@@ -42,11 +42,12 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
       }
       return b;
     };
-    for (Launch l : p.launches) {
-      if (!l.gemm) l.kernel = fmt::format("mb_s{}_{}", i, l.kernel.substr(3));
-      for (auto& a : l.args) a = buffer(a);
-      d.launches.push_back(std::move(l));
-    }
+    for (auto [from, to] : {std::pair{&p.launches, &d.launches}, std::pair{&p.prepare_launches, &d.prepare_launches}})
+      for (Launch l : *from) {
+        if (!l.gemm) l.kernel = fmt::format("mb_s{}_{}", i, l.kernel.substr(3));
+        for (auto& a : l.args) a = buffer(a);
+        to->push_back(std::move(l));
+      }
   }
   return d;
 }

@@ -43,6 +43,10 @@ struct Design {
   std::string kernels;  // OpenCL C
   std::vector<Launch> launches;
   std::vector<int64_t> temps;  // elements of each temporary (f32), allocated once in mblast_prepare
+  // Enqueued once in mblast_prepare, after the temporaries exist, and finished before it returns:
+  // work on parameters only (their args are "tmpJ" and "parJ"), such as a weight repacked into a
+  // temporary. Untimed (the ABI's preparation); a run without mblast_prepare does it first.
+  std::vector<Launch> prepare_launches;
   // Tried before the kernel's other designs on a CPU device (designs_for): set by generators
   // where PoCL measured it well ahead of their GPU-first order.
   bool cpu_first = false;

@@ -5,7 +5,8 @@
 //               neighbouring work-items read neighbouring local words and write neighbouring
 //               output elements), the epilogue applied before the one store.
 //   row-vector  no local memory: each work-item keeps RM rows x VEC columns in floatN
-//               accumulators and streams B's rows with vloadN (row-major B only).
+//               accumulators and streams B's rows with vloadN (row-major B only; a weight
+//               parameter stored [n, k] is transposed once at preparation: packed-row-vector).
 //   dot-rows    no local memory, B stored [n, k] (nn.Linear's weight) or a vector [k, 1]: each
 //               work-item takes RM rows of A and RN rows of B, both contiguous along k, and
 //               keeps RM x RN floatN partial dot products, summed across lanes at the end.
@@ -151,12 +152,24 @@ Design tiled(const Mm& c, const Tile& t) {
   return d;
 }
 
-Design row_vector(const Mm& c, int vec, int rm) {
+// `packed`: B is a parameter stored [n, k] (nn.Linear's weight), transposed once at preparation
+// into temporary 0 ([k, n], row-major), which the kernel reads as its B (argument `bpk`).
+Design row_vector(const Mm& mm, int vec, int rm, bool packed = false) {
+  Mm c = mm;
+  if (packed) c.b = "bpk";
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   std::string s;
+  if (packed) {
+    s += fmt::format("#define M {}\n#define N {}\n#define K {}\n\n", c.m, c.n, c.k);
+    s += "// B [N][K] -> bpk [K][N], once at preparation: consecutive work-items write consecutive n\n";
+    s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
+    s += "  const int n = (int)get_global_id(0), k = (int)get_global_id(1);\n";
+    s += fmt::format("  if (n < N && k < K) bpk[({0})k * N + n] = b[({0})n * K + k];\n}}\n\n", c.idx);
+    s += "#undef M\n#undef N\n#undef K\n";
+  }
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
-  s += "__kernel void mb_matmul(" + kernel_params(tensors) + ") {\n";
+  s += "__kernel void mb_matmul(" + kernel_params(tensors) + (packed ? ", __global const float* restrict bpk" : "") + ") {\n";
   s += "  const int nv = (int)get_global_id(0), mg = (int)get_global_id(1);\n";
   s += fmt::format("  const {0} bt = ({0})get_global_id(2);\n", c.idx);
   s += "  if (nv >= NV || mg >= MG) return;\n";
@@ -182,15 +195,26 @@ Design row_vector(const Mm& c, int vec, int rm) {
   s += "}\n";
 
   Design d;
-  d.family = "opencl.matmul.row-vector";
+  d.family = packed ? "opencl.matmul.packed-row-vector" : "opencl.matmul.row-vector";
   // First on a CPU device: on PoCL (matmul 256x384x512) these ran at 3.9-51x the naive kernel,
   // the tiled start at 0.8x (its local memory and barriers cost a CPU without buying anything).
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}};
-  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}", rm,
-                              vec, vec, vec);
+  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}", rm,
+                              vec, vec, vec, packed ? " (B, a [n, k] weight, transposed once at preparation)" : "");
   d.actions = kCpuRegisterActions;
+  if (packed) d.actions.insert(d.actions.begin(), "opencl.prepack-weights");
   finish(d, c, std::move(s), c.n / vec, c.m / rm);
+  if (packed) {
+    d.launches.back().args.push_back("tmp0");
+    d.temps.push_back(c.k * c.n);
+    Launch pack;
+    pack.kernel = "mb_pack_b";
+    pack.dims = 2;
+    pack.global = {c.n, c.k, 1};
+    pack.args = {"tmp0", mm.b};
+    d.prepare_launches.push_back(pack);
+  }
   return d;
 }
 
@@ -330,6 +354,13 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     for (int vec : {16, 8, 4})
       for (int rm : {8, 4, 1})
         if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm));
+  // nn.Linear's weight ([n, k], a parameter): transposed once at preparation, then the row-vector
+  // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
+  // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
+  if (plan.b_transposed && plan.b_is_param && !plan.b_batched)
+    for (int vec : {16, 8})
+      for (int rm : {8, 4})
+        if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm, true));
   // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
   const bool matvec = c.n == 1 && !plan.b_transposed;
   if ((plan.b_transposed || matvec) && !plan.a_transposed && c.batch <= 65535)

@@ -18,7 +18,9 @@ std::string host_code(const Design& d, const Problem& problem) {
   std::vector<std::string> names;
   std::vector<int64_t> fixed;
   bool gemm = false;
-  for (const auto& l : d.launches) {
+  std::vector<Launch> all = d.prepare_launches;
+  all.insert(all.end(), d.launches.begin(), d.launches.end());
+  for (const auto& l : all) {
     if (l.gemm) {
       gemm = true;
       continue;
@@ -120,27 +122,32 @@ std::string host_code(const Design& d, const Problem& problem) {
   }
   s += "  *out = s;\n  return 0;\n}\n\n";
 
-  // The launches.
-  std::vector<std::string> buffers;
-  auto need = [&](const std::string& b) {
-    if (b != "out" && std::find(buffers.begin(), buffers.end(), b) == buffers.end()) buffers.push_back(b);
-  };
-  for (const auto& l : d.launches)
-    for (const auto& a : l.args) need(a);
+  // The launches: mb_enqueue the run's, mb_prepare_enqueue the preparation's (parameters only).
   auto mem = [](const std::string& b) { return b == "out" ? std::string("out_mem") : b; };
-  s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
-  s += "                      mblast_tensor* out) {\n";
-  s += "  (void)s;\n  (void)in;\n  (void)par;\n";
-  s += "  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);\n";
-  s += "  cl_mem out_mem = static_cast<cl_mem>(out[0].data);\n";
-  for (const auto& b : buffers) {
-    if (b.starts_with("tmp")) {
-      s += fmt::format("  cl_mem {} = s->tmp[{}];\n", b, b.substr(3));
-      continue;
+  auto open_function = [&](const std::vector<Launch>& launches, bool prepare) {
+    std::vector<std::string> buffers;
+    for (const auto& l : launches)
+      for (const auto& b : l.args)
+        if (b != "out" && std::find(buffers.begin(), buffers.end(), b) == buffers.end()) buffers.push_back(b);
+    if (prepare) {
+      s += "static int mb_prepare_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* par) {\n";
+      s += "  (void)s;\n  (void)par;\n";
+    } else {
+      s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
+      s += "                      mblast_tensor* out) {\n";
+      s += "  (void)s;\n  (void)in;\n  (void)par;\n";
     }
-    const bool param = b.starts_with("par");
-    s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in", b.substr(param ? 3 : 2));
-  }
+    s += "  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);\n";
+    if (!prepare) s += "  cl_mem out_mem = static_cast<cl_mem>(out[0].data);\n";
+    for (const auto& b : buffers) {
+      if (b.starts_with("tmp")) {
+        s += fmt::format("  cl_mem {} = s->tmp[{}];\n", b, b.substr(3));
+        continue;
+      }
+      const bool param = b.starts_with("par");
+      s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in", b.substr(param ? 3 : 2));
+    }
+  };
   auto emit_gemm = [&](const Launch& l) {
     const ClblastGemm& g = *l.gemm;
     const std::string c = mem(l.args.at(0)), a = l.args.at(1), b = l.args.at(2);
@@ -162,10 +169,10 @@ std::string host_code(const Design& d, const Problem& problem) {
     }
     s += "  }\n";
   };
-  for (const auto& l : d.launches) {
+  auto emit_launch = [&](const Launch& l) {
     if (l.gemm) {
       emit_gemm(l);
-      continue;
+      return;
     }
     const size_t ki = static_cast<size_t>(std::find(names.begin(), names.end(), l.kernel) - names.begin());
     s += "  {\n";
@@ -190,15 +197,40 @@ std::string host_code(const Design& d, const Problem& problem) {
     s += fmt::format("    if (err != CL_SUCCESS) return mblast_cl::fail(\"clEnqueueNDRangeKernel({}) failed with cl_int %d\", err);\n",
                      l.kernel);
     s += "  }\n";
+  };
+  const bool prepares = !d.prepare_launches.empty();
+  if (prepares) {
+    open_function(d.prepare_launches, true);
+    for (const auto& l : d.prepare_launches) emit_launch(l);
+    s += "  const cl_int fin = clFinish(queue);\n";
+    s += "  if (fin != CL_SUCCESS) return mblast_cl::fail(\"clFinish after the preparation failed with cl_int %d\", fin);\n";
+    s += "  return 0;\n}\n\n";
   }
+  open_function(d.launches, false);
+  for (const auto& l : d.launches) emit_launch(l);
   s += "  return 0;\n}\n\n";
 
-  s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
+  if (prepares) {
+    s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t n_par, void** state) {
+  *state = nullptr;
+  if (!par || n_par < 1) return mblast_cl::fail("mblast_prepare needs the parameters");
+  mb_state* s = nullptr;
+  if (mb_build(ctx, &s) != 0) return -1;
+  if (mb_prepare_enqueue(ctx, s, par) != 0) return mb_free(s), -1;
+  *state = s;
+  return 0;
+}
+)CXX";
+  } else {
+    s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
   mb_state* s = nullptr;
   const int rc = mb_build(ctx, &s);
   *state = s;
   return rc;
 }
+)CXX";
+  }
+  s += R"CXX(
 
 extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
                           const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
@@ -208,7 +240,9 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   if (s) return mb_enqueue(ctx, s, in, par, out);
   // Called without mblast_prepare: a transient program (OpenCL keeps what the queue needs).
   if (mb_build(ctx, &s) != 0) return -1;
-  const int rc = mb_enqueue(ctx, s, in, par, out);
+  const int rc = )CXX";
+  s += prepares ? "mb_prepare_enqueue(ctx, s, par) != 0 ? -1 : mb_enqueue(ctx, s, in, par, out);" : "mb_enqueue(ctx, s, in, par, out);";
+  s += R"CXX(
   mb_free(s);
   return rc;
 }
