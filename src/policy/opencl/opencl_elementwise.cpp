@@ -231,17 +231,13 @@ std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& p
   // GELU's erf is then still most of the time (level1/21 on 2 cores: 1.3 ms for 1M elements where
   // PyTorch takes 0.5 ms): a polynomial erf and one exp, before the built-in erf on a CPU.
   const bool erf = uses_erf(plan.expr);
-  std::vector<Design> poly;
-  for (int vec : {16, 8, 4})
-    for (int wg : {0, 256}) {
-      v.push_back(vector_variant(plan, problem, vec, wg, true));
-      v.back().cpu_first = true;
-      if (erf && vec >= 8) {
-        poly.push_back(vector_variant(plan, problem, vec, wg, true, true));
-        poly.back().cpu_first = true;
-      }
-    }
-  v.insert(v.end() - (erf ? 6 : 0), poly.begin(), poly.end());
+  for (bool poly : {true, false})
+    for (int vec : {16, 8, 4})
+      for (int wg : {0, 256})
+        if (!poly || (erf && vec >= 8)) {
+          v.push_back(vector_variant(plan, problem, vec, wg, true, poly));
+          v.back().cpu_first = true;
+        }
   return v;
 }
 
