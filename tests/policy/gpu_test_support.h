@@ -778,8 +778,8 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = g;
     v.push_back(s);
   }
-  {  // tanh(x @ W^T + bias) over 2 batches of 8 rows, 48 outputs: nn.Linear's weight repacked at preparation for the
-     // row-vector kernels (OpenCL), A batched and the weight shared
+  {  // gelu(x @ W^T + bias) over 2 batches of 8 rows, 48 outputs: nn.Linear's weight repacked at preparation for the
+     // row-vector kernels (OpenCL; one with the polynomial erf), A batched and the weight shared
     Synthetic s;
     s.name = "pt_linear_packed";
     s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 8, 40})}, {tensor("weight", {48, 40}), tensor("bias", {48})},
@@ -790,9 +790,9 @@ inline std::vector<Synthetic> synthetic_problems() {
                      "    return {\"weight\": sample(rng, (48, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (48,), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
-                     "    return {\"y\": np.tanh(y)}\n";
+                     "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
     ExprBuilder b;
-    b.unary("tanh", b.binary("add", b.acc(), b.param(1, 1, 48)));
+    b.unary("gelu", b.binary("add", b.acc(), b.param(1, 1, 48)));
     s.plan = matmul_plan({2, 8, 48}, 0, 0, true, 8, 48, 40, b.e);
     s.plan.b_transposed = true;
     s.plan.b_batched = false;

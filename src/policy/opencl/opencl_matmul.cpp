@@ -154,7 +154,8 @@ Design tiled(const Mm& c, const Tile& t) {
 
 // `packed`: B is a parameter stored [n, k] (nn.Linear's weight), transposed once at preparation
 // into temporary 0 ([k, n], row-major), which the kernel reads as its B (argument `bpk`).
-Design row_vector(const Mm& mm, int vec, int rm, bool packed = false) {
+// `poly_erf`: the epilogue's erf (GELU) by poly_erf_source's polynomial.
+Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_erf = false) {
   Mm c = mm;
   if (packed) c.b = "bpk";
   const auto tensors = gpu::plan_tensors(c.plan);
@@ -169,6 +170,7 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false) {
     s += "#undef M\n#undef N\n#undef K\n";
   }
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
+  if (poly_erf) s += poly_erf_source(vec) + "\n";
   s += "__kernel void mb_matmul(" + kernel_params(tensors) + (packed ? ", __global const float* restrict bpk" : "") + ") {\n";
   s += "  const int nv = (int)get_global_id(0), mg = (int)get_global_id(1);\n";
   s += fmt::format("  const {0} bt = ({0})get_global_id(2);\n", c.idx);
@@ -186,7 +188,7 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false) {
   // The epilogue on the float{vec} accumulators (o is a multiple of vec): its leaves load as
   // vectors and its math runs per component, one vectorised call where a GELU's erf was a
   // scalar call per element on PoCL.
-  const LaneLeaves leaves(c.plan, vec);
+  const LaneLeaves leaves(c.plan, vec, poly_erf ? poly_erf_name(vec) : "");
   for (int i = 0; i < rm; ++i) {
     s += "  {\n";
     s += fmt::format("    const {} o = (bt * M + mg * {} + {}) * N + nv * {};\n", c.idx, rm, i, vec);
@@ -200,10 +202,13 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false) {
   // the tiled start at 0.8x (its local memory and barriers cost a CPU without buying anything).
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}};
-  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}", rm,
-                              vec, vec, vec, packed ? " (B, a [n, k] weight, transposed once at preparation)" : "");
+  if (poly_erf) d.params["erf"] = "polynomial";
+  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}{}",
+                              rm, vec, vec, vec, packed ? " (B, a [n, k] weight, transposed once at preparation)" : "",
+                              poly_erf ? ", the epilogue's erf by a polynomial (Abramowitz & Stegun 7.1.26)" : "");
   d.actions = kCpuRegisterActions;
   if (packed) d.actions.insert(d.actions.begin(), "opencl.prepack-weights");
+  if (poly_erf) d.actions.push_back("opencl.polynomial-erf");
   finish(d, c, std::move(s), c.n / vec, c.m / rm);
   if (packed) {
     d.launches.back().args.push_back("tmp0");
@@ -357,10 +362,13 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   // nn.Linear's weight ([n, k], a parameter): transposed once at preparation, then the row-vector
   // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
   // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
-  if (plan.b_transposed && plan.b_is_param && !plan.b_batched)
+  // With a GELU epilogue, the widest of them also with the polynomial erf, first.
+  if (plan.b_transposed && plan.b_is_param && !plan.b_batched) {
+    if (uses_erf(plan.expr) && c.n % 16 == 0 && c.m % 8 == 0) v.push_back(row_vector(c, 16, 8, true, true));
     for (int vec : {16, 8})
       for (int rm : {8, 4})
         if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm, true));
+  }
   // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
   const bool matvec = c.n == 1 && !plan.b_transposed;
   if ((plan.b_transposed || matvec) && !plan.a_transposed && c.batch <= 65535)
