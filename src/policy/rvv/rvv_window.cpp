@@ -140,17 +140,24 @@ std::string weight_name(const KernelPlan& plan) {
   return fmt::format("{}{}", plan.conv_weight_is_param ? "pr" : "in", plan.conv_weight);
 }
 
-Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
-  const ConvShape& c = plan.conv;
-  const auto [lo, hi] = interior_columns(c.out_w, c.w, c.pw, c.sw, c.kw, c.dw);
-  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
+// The family, parameters and actions of a vector convolution variant (direct or transposed):
+// strips of VLMAX columns, a vfmacc by the scalar weight per tap, unit-stride or strided along the row.
+Variant conv_vector_base(const std::string& family, const ConvShape& c, Lmul lm) {
   Variant v;
-  v.family = "rvv.conv.strided-strips";
+  v.family = family;
   v.extension = ".rvv.c";
   v.params = {{"lmul", lm.name()}};
   v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic", "rvv.scalar-operand-forms", "rvv.fused-multiply-add",
                c.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
                lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
+  return v;
+}
+
+Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
+  const ConvShape& c = plan.conv;
+  const auto [lo, hi] = interior_columns(c.out_w, c.w, c.pw, c.sw, c.kw, c.dw);
+  const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
+  Variant v = conv_vector_base("rvv.conv.strided-strips", c, lm);
   v.description = fmt::format("direct convolution, output columns {}..{} of each row VLMAX at a time at LMUL {} (a {} load and a "
                               "vfmacc by the scalar weight per tap), the {} border column(s) in scalar C",
                               lo, hi, lm.name(), c.sw == 1 ? "unit-stride" : "strided", c.out_w - (hi - lo));
@@ -197,13 +204,7 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
 Variant conv_transpose_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) {
   const ConvShape& c = plan.conv;
   const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = c.kh * c.kw;
-  Variant v;
-  v.family = "rvv.conv_transpose.scatter-rows";
-  v.extension = ".rvv.c";
-  v.params = {{"lmul", lm.name()}};
-  v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic", "rvv.scalar-operand-forms", "rvv.fused-multiply-add",
-               c.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
-               lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
+  Variant v = conv_vector_base("rvv.conv_transpose.scatter-rows", c, lm);
   v.description = fmt::format("transposed convolution by scatter: each input row adds into the output row it lands on, VLMAX columns a "
                               "tap at LMUL {} (a unit-stride load of the input, a {} accumulate into the output)",
                               lm.name(), c.sw == 1 ? "unit-stride" : "strided");
