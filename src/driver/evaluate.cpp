@@ -441,6 +441,21 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   if (t.header.contains("cost")) r["time"]["cost"] = t.header["cost"];  // backend detail (e.g. vector instructions)
   if (seconds) {
     r["peak"] = peak_fractions(p, t.header.value("peaks", json()), s.median);
+    // A kernel cannot stream faster than memory: a cached peak bandwidth it beats by more than
+    // 10 % was measured while other work ran (CI: 19 GB/s under a parallel test, 34-54 GB/s
+    // quiet, on one VM). It is measured again now, kept for later evaluations, and used here.
+    if (r["peak"].value("peaks_cached", false) && r["peak"].value("bandwidth_fraction", 0.0) > 1.1) {
+      const double stale = r["peak"]["peak_bandwidth_bytes_per_s"].get<double>();
+      client->send({{"op", "peaks"}, {"target", target.spec}, {"refresh", true}});
+      const protocol::Message m = client->receive(330);
+      if (m.header.value("stage", "") == "peaks") {
+        r["peak"] = peak_fractions(p, m.header, s.median);
+        r["peak"]["remeasured"] = fmt::format("the cached peak bandwidth ({:.1f} GB/s) was below this kernel's; measured again", stale / 1e9);
+      } else {
+        r["peak"]["note"] = "the cached peak bandwidth is below this kernel's, and measuring it again failed: " +
+                            m.header.value("reason", std::string("the runner said nothing"));
+      }
+    }
     r["fraction_of_peak"] = r["peak"]["fraction_of_peak"];
   } else {
     r["peak"] = {{"fraction_of_peak", nullptr}, {"note", "the cost is a count of " + unit + ", not a time: no speed-of-light fraction"}};
