@@ -124,9 +124,13 @@ TEST_P(Peaks, MeasuredAgainOnRequestOrWhenBeatenAndUsedNext) {
     RunnerClient client(RunnerAddress{});
     auto r = evaluate(p, t, cand, quick_timing(), &client);
     ASSERT_TRUE(r["correct"].get<bool>()) << r.value("reason", nlohmann::json()).dump();
-    EXPECT_TRUE(r["peak"].value("peaks_cached", false)) << r["peak"].dump();
-    EXPECT_DOUBLE_EQ(r["peak"].value("peak_fp32_flops_per_s", 0.0), flops);
-    EXPECT_DOUBLE_EQ(r["peak"].value("peak_bandwidth_bytes_per_s", 0.0), bw);
+    if (!r["peak"].contains("remeasured")) {  // unless vec_add beat what was just measured (a noisy machine)
+      EXPECT_TRUE(r["peak"].value("peaks_cached", false)) << r["peak"].dump();
+      EXPECT_DOUBLE_EQ(r["peak"].value("peak_fp32_flops_per_s", 0.0), flops);
+      EXPECT_DOUBLE_EQ(r["peak"].value("peak_bandwidth_bytes_per_s", 0.0), bw);
+    } else {
+      EXPECT_GT(r["peak"].value("achieved_bandwidth_bytes_per_s", 0.0), 1.1 * bw) << r["peak"].dump();
+    }
 
     // The cache entry says 1 kB/s, as if measured under a heavy load: vec_add beats it.
     int planted = 0;
