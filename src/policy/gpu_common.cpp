@@ -262,7 +262,7 @@ std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std:
   if (d.name == "cuda") s += "#pragma unroll\n";
   s += indent + "for (int j = 0; j < V; ++j) {\n";
   s += fmt::format("{}  const {} i = row * L + first + j;\n", indent, idx);
-  s += indent + "  const float acc = before + part[j];\n";
+  s += indent + "  const float acc = before + (part[j] + lo);\n";
   s += fmt::format("{}  if (first + j < L) out[i] = {};\n{}}}\n", indent, render_at(plan, d, "i", "acc"), indent);
   return s;
 }

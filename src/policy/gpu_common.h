@@ -82,7 +82,9 @@ bool scan_fits(const KernelPlan& plan, const Problem& problem);
 // order, writing each element through the epilogue (the running sum compensated, Kahan's way:
 // a long sequential float sum drifts by sqrt(L) roundings, beyond the tolerance at L = 4096); scan_tile_parts declares `float part[V]`
 // and `float run`, the running sums of the V elements from xr[first] (zeros past L); and
-// scan_tile_store writes out[row * L + first + j] = epilogue(before + part[j]).
+// scan_tile_store writes out[row * L + first + j] = epilogue(before + (part[j] + lo)): `before` the
+// tile's prefix for the thread plus the carry, `lo` what their sums lost to rounding (one rounding
+// at the row's magnitude).
 std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c, const std::string& idx,
                         const std::string& indent);
 std::string scan_tile_parts(const Dialect& d, const std::string& indent);

@@ -47,13 +47,12 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += "          wl += tl + ((w - (s - b)) + (t - b));\n          w = s;\n        }\n      }\n";
   k += "      if (lane < WARPS) warp_total[lane] = w, warp_low[lane] = wl;\n    }\n    __syncthreads();\n";
   // before + lo: the thread's exclusive prefix plus the carry, `before` rounded once, so that the
-  // store's before + part[j] rounds once at the row's magnitude
+  // store's before + (part[j] + lo) rounds once at the row's magnitude
   k += "    const float ph = warp > 0 ? warp_total[warp - 1] : 0.0f, pl = warp > 0 ? warp_low[warp - 1] : 0.0f;\n";
   k += "    const float d = incl - run, db = d - incl, d_err = (incl - (d - db)) + (-run - db);\n";
   k += "    const float ex = ph + d, eb = ex - ph, ex_err = (ph - (ex - eb)) + (d - eb);\n";
   k += "    const float before = carry + ex, bb = before - carry;\n";
   k += "    const float lo = (((pl + incl_low) + (d_err + ex_err)) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
-  k += "#pragma unroll\n    for (int j = 0; j < V; ++j) part[j] += lo;\n";
   k += gpu::scan_tile_store(plan, kCuda, idx, "    ");
   k += "    const float y = (warp_total[WARPS - 1] + warp_low[WARPS - 1]) - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
   k += "    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";

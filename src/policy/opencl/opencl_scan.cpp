@@ -68,12 +68,11 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   k += "      low[t] += add_low + ((a - (s - b)) + (add - b));\n";
   k += "      total[t] = s;\n      barrier(CLK_LOCAL_MEM_FENCE);\n    }\n";
   // before + lo is the tile's exclusive prefix for this work-item plus the row's carry, `before`
-  // rounded once: the store's acc = before + part[j] then rounds once at the row's magnitude
+  // rounded once: the store's acc = before + (part[j] + lo) then rounds once at the row's magnitude
   k += "    const float ex = total[t] - run, eb = ex - total[t];  // two-sums: what each big add lost\n";
   k += "    const float ex_err = (total[t] - (ex - eb)) + (-run - eb);\n";
   k += "    const float before = carry + ex, bb = before - carry;\n";
   k += "    const float lo = ((low[t] + ex_err) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
-  k += "    for (int j = 0; j < V; ++j) part[j] += lo;\n";
   k += gpu::scan_tile_store(plan, kOpenCL, idx, "    ");
   k += "    const float y = (total[WG - 1] + low[WG - 1]) - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    carry = tc;\n";
   k += "    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
