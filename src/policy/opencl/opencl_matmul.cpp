@@ -161,15 +161,13 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   std::string s;
+  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
   if (packed) {
-    s += fmt::format("#define M {}\n#define N {}\n#define K {}\n\n", c.m, c.n, c.k);
     s += "// B [N][K] -> bpk [K][N], once at preparation: consecutive work-items write consecutive n\n";
     s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
     s += "  const int n = (int)get_global_id(0), k = (int)get_global_id(1);\n";
     s += fmt::format("  if (n < N && k < K) bpk[({0})k * N + n] = b[({0})n * K + k];\n}}\n\n", c.idx);
-    s += "#undef M\n#undef N\n#undef K\n";
   }
-  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
   if (poly_erf) s += poly_erf_source(vec) + "\n";
   s += "__kernel void mb_matmul(" + kernel_params(tensors) + (packed ? ", __global const float* restrict bpk" : "") + ") {\n";
   s += "  const int nv = (int)get_global_id(0), mg = (int)get_global_id(1);\n";

@@ -231,7 +231,6 @@ std::string host_code(const Design& d, const Problem& problem) {
 )CXX";
   }
   s += R"CXX(
-
 extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
                           const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
   if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
