@@ -13,6 +13,7 @@
 #                generated|candidate, default generated)
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
 #   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
+#                (PROBE_TIMEOUT seconds at most, default 300)
 # A `collect` on a machine without /tmp/res (a fresh one: the last was released) says so at once.
 set -u
 R=/tmp/res
@@ -45,7 +46,7 @@ pipeline)
   echo "== gpu_check rc $? $(date -u +%T)" >>"$R/progress.log"
   if [[ -n ${PROBE:-} ]]; then
     echo "== probe $(date -u +%T)" >>"$R/progress.log"
-    timeout 300 bash -c "$PROBE" >"$R/probe.log" 2>&1
+    timeout "${PROBE_TIMEOUT:-300}" bash -c "$PROBE" >"$R/probe.log" 2>&1
     echo "== probe rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
   if [[ -n ${BENCH_FILES:-} ]]; then

@@ -4,7 +4,10 @@
 #include "opencl_backend.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <vector>
 
 #include "mblast/process.h"
@@ -82,6 +85,37 @@ nlohmann::json OpenclBackend::environment() {
   env["platforms"] = plats;
   if (plats.empty()) env["missing"] = "no OpenCL platform: install an ICD (pocl-opencl-icd, or the GPU vendor's driver)";
   return env;
+}
+
+std::vector<std::filesystem::path> OpenclBackend::sandbox_read_paths() const {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> icds;  // .icd files, or folders of them
+  if (const char* v = std::getenv("OCL_ICD_VENDORS"); v && *v) icds.emplace_back(v);
+  if (const char* f = std::getenv("OCL_ICD_FILENAMES"); f && *f) {
+    std::stringstream ss(f);
+    for (std::string item; std::getline(ss, item, ':');)
+      if (!item.empty()) icds.emplace_back(item);
+  }
+  std::vector<fs::path> paths;
+  auto add_library_of = [&](const fs::path& icd) {
+    std::ifstream in(icd);
+    std::string lib;
+    std::getline(in, lib);
+    while (!lib.empty() && (lib.back() == '\r' || lib.back() == ' ')) lib.pop_back();
+    if (!lib.empty() && lib.front() == '/') paths.push_back(fs::path(lib).parent_path());
+  };
+  std::error_code ec;
+  for (const auto& p : icds) {
+    if (!fs::exists(p, ec)) continue;
+    paths.push_back(p);
+    if (fs::is_directory(p, ec)) {
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.path().extension() == ".icd") add_library_of(e.path());
+    } else {
+      add_library_of(p);
+    }
+  }
+  return paths;
 }
 
 std::unique_ptr<Device> OpenclBackend::open(const nlohmann::json& target) {

@@ -16,6 +16,9 @@ class OpenclBackend final : public Backend {
   std::string toolchain_id(const nlohmann::json& target) override;
   BuildOutcome build(const BuildRequest& request) override;
   nlohmann::json environment() override;
+  // An ICD folder or files named by OCL_ICD_VENDORS / OCL_ICD_FILENAMES (e.g. a folder in /tmp
+  // holding nvidia.icd) and the libraries they name by absolute path, when outside the defaults.
+  std::vector<std::filesystem::path> sandbox_read_paths() const override;
   std::unique_ptr<Device> open(const nlohmann::json& target) override;
 };
 

@@ -4,6 +4,8 @@
 // statistics, and the same evaluation twice must hit the build cache and agree.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "mblast/driver/evaluate.h"
@@ -207,6 +209,34 @@ TEST_P(TimingLoop, BudgetCountsTheFlushesBetweenCalls) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, TimingLoop, ::testing::ValuesIn(testing::all_backend_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// A GPU machine reaches NVIDIA's OpenCL beside PoCL through an ICD folder of its own
+// (OCL_ICD_VENDORS, tools/gpu_check.sh). The sandboxed worker must be able to read it: before,
+// every OpenCL target whose worker is sandboxed before it opens the device found no platform.
+TEST(OpenclIcd, AFolderNamedByOclIcdVendorsIsReadInTheSandbox) {
+  std::string why;
+  auto targets = available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  std::error_code ec;
+  std::vector<fs::path> icds;
+  for (const auto& e : fs::directory_iterator("/etc/OpenCL/vendors", ec))
+    if (e.path().extension() == ".icd") icds.push_back(e.path());
+  if (icds.empty()) GTEST_SKIP() << "no /etc/OpenCL/vendors/*.icd to copy";
+  const fs::path dir = fs::temp_directory_path() / ("mblast-icd-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const auto& f : icds) fs::copy_file(f, dir / f.filename(), fs::copy_options::overwrite_existing);
+  ::setenv("OCL_ICD_VENDORS", dir.c_str(), 1);
+  {
+    RunnerClient client(RunnerAddress{});  // a new runner: it inherits the variable
+    for (const auto& t : targets) {
+      client.send({{"op", "probe"}, {"target", t.spec}});
+      auto m = client.receive(120);
+      EXPECT_EQ(m.header.value("stage", ""), "probe") << t.name << ": " << m.header.value("reason", "?");
+    }
+  }
+  ::unsetenv("OCL_ICD_VENDORS");
+  fs::remove_all(dir, ec);
+}
 
 }  // namespace
 }  // namespace mblast
