@@ -79,6 +79,37 @@ TEST(CudaVariants, FftAndWinogradDesignsOnlyWhereCudnnTakesThem) {
   EXPECT_EQ(cudnn_maths(pw.plan, pw.problem), (std::vector<std::string>{"fp32", "fp32-fft", "tf32"}));
 }
 
+TEST(CudaVariants, TransposedConvStartsFromCudnnDataGradient) {
+  // stride (2, 3), padding (1, 2), output_padding (1, 2), dilation (1, 2), two groups
+  const Case c = load_case("pt_conv_transpose");
+  const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  std::vector<std::string> maths;
+  for (const auto& v : variants) {
+    if (v.family != "cuda.conv_transpose.cudnn") continue;
+    maths.push_back(v.params.value("math", ""));
+    // the data gradient of the forward convolution from the 2x6x10x14 output back to the 2x4x5x4
+    // input, through PyTorch's [cin, cout / groups, kh, kw] weight as that convolution's filter
+    EXPECT_NE(v.source.find("cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, par0, s->xd, in0, s->cd, s->algo, s->ws, s->ws_bytes, "
+                            "&beta, s->yd, out0)"),
+              std::string::npos)
+        << v.source;
+    EXPECT_NE(v.source.find("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 4, 3, 3, 4)"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetConvolution2dDescriptor(s->cd, 1, 2, 2, 3, 1, 2, CUDNN_CROSS_CORRELATION"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetConvolutionGroupCount(s->cd, 2)"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 6, 10, 14)"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnGetConvolution2dForwardOutputDim(s->cd, s->yd, s->wd"), std::string::npos);
+    EXPECT_NE(v.source.find("if (on != 2 || oc != 4 || oh != 5 || ow != 4)"), std::string::npos);
+    // a second run must agree with the first: cuDNN's non-deterministic algorithms are not taken
+    EXPECT_NE(v.source.find("perf[i].determinism == CUDNN_DETERMINISTIC"), std::string::npos);
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_1") != std::string::npos, maths.back() == "fp32");
+    EXPECT_NE(v.source.find("mb_epilogue<<<"), std::string::npos);  // bias and relu in place
+  }
+  EXPECT_EQ(maths, (std::vector<std::string>{"fp32", "tf32"}));
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(variants.front().family, "cuda.conv_transpose.cudnn");
+  EXPECT_EQ(variants.back().family, "cuda.conv_transpose.direct");  // the gather stays, after cuDNN
+}
+
 TEST(CudaVariants, PointwiseConvStartsFromCublasPerImageProducts) {
   const Case c = load_case("pt_conv_pointwise_bias");
   const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));

@@ -1,11 +1,15 @@
-// conv plans through cuDNN, the vendor library eager PyTorch calls: cudnnConvolutionForward on the
-// runner's stream writes the plain convolution into out0, then the plan's epilogue (its bias, a
-// batch norm, activations) runs in place as one elementwise kernel, where eager launches one
-// kernel per op. Four designs, kept apart as with cuBLAS, for the verifier to judge against the
-// problem's tolerance:
+// conv and conv_transpose plans through cuDNN, the vendor library eager PyTorch calls:
+// cudnnConvolutionForward (a conv), or cudnnConvolutionBackwardData (a transposed convolution is
+// the data gradient of the forward convolution whose input has the transposed one's output
+// shape, with the same weight, padding, stride, dilation and groups), on the runner's stream,
+// writes the plain convolution into out0; then the plan's epilogue (its bias, a batch norm,
+// activations) runs in place as one elementwise kernel, where eager launches one kernel per op.
+// Four designs, kept apart as with cuBLAS, for the verifier to judge against the problem's
+// tolerance:
 //   fp32           strict FP32 (CUDNN_FMA_MATH) and only the algorithms that sum the products
-//                  directly (implicit GEMM, precomputed implicit GEMM, GEMM, direct): another
-//                  summation order, an error the size of the reference's own;
+//                  directly (implicit GEMM, precomputed implicit GEMM, GEMM, direct; for the
+//                  data gradient ALGO_1, and ALGO_0 when deterministic): another summation order,
+//                  an error the size of the reference's own;
 //   fp32-fft       strict FP32, FFT or tiled FFT: the transforms add rounding error, and for
 //                  3x3 kernels over 56x56 images they are 3x faster than a direct sum (H200,
 //                  tools/probe/cudnn_find.cpp: 1.39 ms tiled FFT vs 4.05 ms GEMM); PyTorch's
@@ -14,12 +18,14 @@
 //                  (on level2/05 it missed the strict tolerance by 3.5e-5 on a 0.13 output);
 //   tf32           TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32
 //                  default gives its convolutions).
-// Each design takes the fastest of its algorithms that cudnnFindConvolutionForwardAlgorithm
-// measures in mblast_prepare, with its workspace allocated there, so a timed run only enqueues;
-// a design none of whose algorithms cuDNN supports for the shape fails there, with the reason
-// (the FFT and Winograd designs are offered only for shapes those algorithms take).
+// Each design takes the fastest deterministic one of its algorithms that cuDNN's Find call
+// measures in mblast_prepare (a second run must agree with the first), with its workspace
+// allocated there, so a timed run only enqueues; a design none of whose algorithms cuDNN
+// supports for the shape fails there, with the reason (the FFT and Winograd designs are offered
+// only for shapes those algorithms take).
 #include <fmt/format.h>
 
+#include <array>
 #include <iterator>
 #include <limits>
 
@@ -43,40 +49,54 @@ enum class Mode { Fp32DirectSum, Fp32Fft, Fp32Winograd, Tf32 };
 struct ModeInfo {
   const char* math;         // the design's "math" parameter
   const char* description;  // for the design's description and the failure reason
-  const char* excluded;     // the C condition, on `a`, under which a found algorithm is another design's ("": none)
+  // The C conditions, on `a`, under which a found algorithm is another design's ("": none), for
+  // the forward convolution and for its data gradient (a transposed convolution).
+  const char* excluded_fwd;
+  const char* excluded_bwd_data;
 };
 constexpr ModeInfo kModes[] = {
     {"fp32", "strict FP32, direct-sum algorithms",
      "a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
-     "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT"},
-    {"fp32-fft", "strict FP32, FFT algorithms", "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING"},
+     "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT",
+     "a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_1"},
+    {"fp32-fft", "strict FP32, FFT algorithms", "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING",
+     "a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING"},
     {"fp32-winograd", "strict FP32, Winograd algorithms",
-     "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"},
-    {"tf32", "TF32 tensor cores allowed", ""},
+     "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED",
+     "a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED"},
+    {"tf32", "TF32 tensor cores allowed", "", ""},
 };
 static_assert(std::size(kModes) == static_cast<size_t>(Mode::Tf32) + 1, "one entry per Mode, in its order");
 
 Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   const ConvShape& c = plan.conv;
   const bool tf32 = mode == Mode::Tf32;
+  const bool bwd = plan.kind == "conv_transpose";  // cuDNN's data gradient
   const ModeInfo& info = kModes[static_cast<int>(mode)];
+  const char* excluded = bwd ? info.excluded_bwd_data : info.excluded_fwd;
   Design d;
-  d.family = "cuda.conv.cudnn";
+  d.family = bwd ? "cuda.conv_transpose.cudnn" : "cuda.conv.cudnn";
   d.params = {{"math", info.math}};
-  d.description = fmt::format("cuDNN forward convolution ({}, the fastest found in mblast_prepare){}", info.description,
-                              gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.description = fmt::format("cuDNN {} ({}, the fastest found in mblast_prepare){}",
+                              bwd ? "transposed convolution as the data gradient of a convolution" : "forward convolution",
+                              info.description, gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"cuda.implicit-gemm-convolution"};
   if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.includes = "#include <cudnn.h>\n";
-  d.state_fields =
+  // xd describes the plan's input, yd its output; the filter is [cout, cin / groups, kh, kw] for
+  // a conv and [cin, cout / groups, kh, kw] (PyTorch's ConvTranspose weight) for a transposed one,
+  // which is the forward convolution's filter from its output yd back to xd.
+  const std::string algo_type = bwd ? "cudnnConvolutionBwdDataAlgo_t" : "cudnnConvolutionFwdAlgo_t";
+  d.state_fields = fmt::format(
       "  cudnnHandle_t dnn = nullptr;\n"
       "  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
       "  cudnnFilterDescriptor_t wd = nullptr;\n"
       "  cudnnConvolutionDescriptor_t cd = nullptr;\n"
-      "  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;\n"
+      "  {} algo{{}};\n"
       "  void* ws = nullptr;  // the algorithm's workspace\n"
-      "  size_t ws_bytes = 0;\n";
+      "  size_t ws_bytes = 0;\n",
+      algo_type);
   d.free_code =
       "  if (s->ws) cudaFree(s->ws);\n"
       "  if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);\n"
@@ -94,8 +114,9 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   init += checked_init("cudnnCreateConvolutionDescriptor(&s->cd)", "cudnnCreateConvolutionDescriptor");
   init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cin, c.h, c.w),
                        "cudnnSetTensor4dDescriptor (input)");
-  init += checked_init(fmt::format("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, {}, {}, {}, {})", c.cout,
-                                   c.cin / c.groups, c.kh, c.kw),
+  const int64_t filter_k = bwd ? c.cin : c.cout, filter_c = bwd ? c.cout / c.groups : c.cin / c.groups;
+  init += checked_init(fmt::format("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, {}, {}, {}, {})", filter_k,
+                                   filter_c, c.kh, c.kw),
                        "cudnnSetFilter4dDescriptor");
   init += checked_init(fmt::format("cudnnSetConvolution2dDescriptor(s->cd, {}, {}, {}, {}, {}, {}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
                                    c.ph, c.pw, c.sh, c.sw, c.dh, c.dw),
@@ -106,29 +127,33 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cout,
                                    c.out_h, c.out_w),
                        "cudnnSetTensor4dDescriptor (output)");
-  // cuDNN's own view of the output must be the problem's: a disagreement is refused, not run.
+  // cuDNN's own view of the shapes must be the problem's: a disagreement is refused, not run. The
+  // forward convolution runs from xd to yd; for a transposed one, from yd back to xd.
+  const std::array<int64_t, 4> fwd_out = bwd ? std::array<int64_t, 4>{c.n, c.cin, c.h, c.w}
+                                              : std::array<int64_t, 4>{c.n, c.cout, c.out_h, c.out_w};
   init += "  {\n    int on = 0, oc = 0, oh = 0, ow = 0;\n";
-  init += "    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->xd, s->wd, &on, &oc, &oh, &ow);\n";
+  init += fmt::format("    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->{}, s->wd, &on, &oc, &oh, &ow);\n", bwd ? "yd" : "xd");
   init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnGetConvolution2dForwardOutputDim failed: %s\", "
           "cudnnGetErrorString(st));\n";
-  init += fmt::format("    if (on != {0} || oc != {1} || oh != {2} || ow != {3})\n", c.n, c.cout, c.out_h, c.out_w);
+  init += fmt::format("    if (on != {0} || oc != {1} || oh != {2} || ow != {3})\n", fwd_out[0], fwd_out[1], fwd_out[2], fwd_out[3]);
   init += fmt::format(
-      "      return mb_free(s), mb_fail(\"cuDNN computes a %dx%dx%dx%d output, the problem a {}x{}x{}x{} one\", on, oc, oh, ow);\n  }}\n",
-      c.n, c.cout, c.out_h, c.out_w);
-  init += "  {\n    cudnnConvolutionFwdAlgoPerf_t perf[8];\n    int found = 0;\n";
-  init += "    st = cudnnFindConvolutionForwardAlgorithm(s->dnn, s->xd, s->wd, s->cd, s->yd, 8, &found, perf);\n";
-  init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnFindConvolutionForwardAlgorithm failed: %s\", "
-          "cudnnGetErrorString(st));\n";
+      "      return mb_free(s), mb_fail(\"cuDNN's forward convolution gives a %dx%dx%dx%d tensor, the problem's {}x{}x{}x{}\", on, oc, oh, ow);\n  }}\n",
+      fwd_out[0], fwd_out[1], fwd_out[2], fwd_out[3]);
+  init += fmt::format("  {{\n    {} perf[8];\n    int found = 0;\n", bwd ? "cudnnConvolutionBwdDataAlgoPerf_t" : "cudnnConvolutionFwdAlgoPerf_t");
+  const std::string find = bwd ? "cudnnFindConvolutionBackwardDataAlgorithm" : "cudnnFindConvolutionForwardAlgorithm";
+  init += fmt::format("    st = {}(s->dnn, {}, 8, &found, perf);\n", find, bwd ? "s->wd, s->xd, s->cd, s->yd" : "s->xd, s->wd, s->cd, s->yd");
+  init += fmt::format("    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n", find);
   init += "    int pick = -1;\n";
   init += "    for (int i = 0; i < found && pick < 0; ++i) {  // sorted fastest first\n";
-  init += "      const cudnnConvolutionFwdAlgo_t a = perf[i].algo;\n";
-  if (*info.excluded)
-    init += std::string("      if (") + info.excluded + ")\n        continue;  // another design's algorithm\n";
+  init += "      const auto a = perf[i].algo;\n";
+  if (*excluded)
+    init += std::string("      if (") + excluded + ")\n        continue;  // another design's algorithm\n";
   else
     init += "      (void)a;\n";
-  init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n    }\n";
-  init += fmt::format("    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {} algorithm for this convolution (%d tried)\", found);\n",
-                      info.description);
+  init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) pick = i;\n    }\n";
+  init += fmt::format(
+      "    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no deterministic {} algorithm for this {} (%d tried)\", found);\n",
+      info.description, bwd ? "transposed convolution" : "convolution");
   init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
   init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
   init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
@@ -136,14 +161,17 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
 
   const std::string x = gpu::buffer_name({false, plan.source});
   const std::string w = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
+  const std::string call =
+      bwd ? fmt::format("cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, {1}, s->xd, {0}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0)", x, w)
+          : fmt::format("cudnnConvolutionForward(s->dnn, &alpha, s->xd, {0}, s->wd, {1}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0)", x, w);
   std::string launch;
   launch += "  {\n";
   launch += "    cudnnStatus_t st = cudnnSetStream(s->dnn, stream);\n";
   launch += "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnSetStream failed: %s\", cudnnGetErrorString(st));\n";
   launch += "    const float alpha = 1.0f, beta = 0.0f;  // beta 0: out0 is not read (it holds poison)\n";
-  launch += fmt::format("    st = cudnnConvolutionForward(s->dnn, &alpha, s->xd, {}, s->wd, {}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0);\n",
-                        x, w);
-  launch += "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnConvolutionForward failed: %s\", cudnnGetErrorString(st));\n";
+  launch += "    st = " + call + ";\n";
+  launch += fmt::format("    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n",
+                        call.substr(0, call.find('(')));
   launch += "  }\n";
   d.launch_code = launch;
   add_inplace_epilogue(d, plan, index_type(plan, problem));

@@ -66,7 +66,8 @@ std::vector<Design> window_designs(const KernelPlan& plan, const Problem& proble
 std::vector<Design> scan_designs(const KernelPlan& plan, const Problem& problem);
 // argmax: block-wide (value, index) reductions of rows, or a thread per column (cuda_argmax.cpp).
 std::vector<Design> argmax_designs(const KernelPlan& plan, const Problem& problem);
-// conv through cuDNN's forward convolution, then the epilogue in place (cuda_cudnn.cpp).
+// conv through cuDNN's forward convolution, conv_transpose through its data gradient, then the
+// epilogue in place (cuda_cudnn.cpp).
 std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A 1x1, stride-1, unpadded, ungrouped convolution as cuBLAS products, one per image; none for
 // any other convolution.

@@ -157,9 +157,14 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
-  if (plan.kind == "pool" || plan.kind == "gather" || plan.kind == "conv_transpose") return window_designs(plan, problem);
+  if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
   if (plan.kind == "argmax") return argmax_designs(plan, problem);
+  if (plan.kind == "conv_transpose") {  // cuDNN's data gradient first, then the direct gather
+    std::vector<Design> v = cudnn_conv_designs(plan, problem);
+    for (auto& d : window_designs(plan, problem)) v.push_back(std::move(d));
+    return v;
+  }
   if (plan.kind == "conv") {
     // A pointwise conv starts from cuBLAS's strict FP32 product, a depthwise one from its
     // shared-memory kernel, any other from cuDNN's.
