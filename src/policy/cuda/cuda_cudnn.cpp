@@ -87,16 +87,17 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   // xd describes the plan's input, yd its output; the filter is [cout, cin / groups, kh, kw] for
   // a conv and [cin, cout / groups, kh, kw] (PyTorch's ConvTranspose weight) for a transposed one,
   // which is the forward convolution's filter from its output yd back to xd.
-  const std::string algo_type = bwd ? "cudnnConvolutionBwdDataAlgo_t" : "cudnnConvolutionFwdAlgo_t";
+  const std::string algo = bwd ? "cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1"
+                               : "cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM";
   d.state_fields = fmt::format(
       "  cudnnHandle_t dnn = nullptr;\n"
       "  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
       "  cudnnFilterDescriptor_t wd = nullptr;\n"
       "  cudnnConvolutionDescriptor_t cd = nullptr;\n"
-      "  {} algo{{}};\n"
+      "  {};  // set in mblast_prepare\n"
       "  void* ws = nullptr;  // the algorithm's workspace\n"
       "  size_t ws_bytes = 0;\n",
-      algo_type);
+      algo);
   d.free_code =
       "  if (s->ws) cudaFree(s->ws);\n"
       "  if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);\n"
