@@ -14,7 +14,7 @@ class CudaBackend final : public Backend {
   std::string toolchain_id(const nlohmann::json& target) override;
   BuildOutcome build(const BuildRequest& request) override;
   // The driver reserves address space far beyond what a process uses.
-  bool allows_memory_rlimits() const override { return false; }
+  bool allows_memory_rlimits(const nlohmann::json&) const override { return false; }
   bool driver_writes_proc(const nlohmann::json&) const override { return true; }
   std::vector<std::filesystem::path> sandbox_read_paths() const override;
   // No driver library (checked by dlopen alone, no device is opened) or no nvcc.

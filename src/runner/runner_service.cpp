@@ -92,7 +92,7 @@ class WorkerRun {
     memory_bytes_ = static_cast<size_t>(limits.value("memory_mb", 4096)) << 20;
     SandboxPolicy pol;
     pol.memory_bytes = memory_bytes_;
-    pol.memory_rlimits = backend.allows_memory_rlimits();
+    pol.memory_rlimits = backend.allows_memory_rlimits(target);
     pol.proc_write = backend.driver_writes_proc(target);
     pol.landlock_in_worker = pol.proc_write;
     // With /proc writable by the worker, nothing of the runner may be reachable through it.

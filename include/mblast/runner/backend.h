@@ -109,8 +109,9 @@ class Backend {
                                                   const nlohmann::json& target);
   // Whether the worker's memory may be limited by rlimits (RLIMIT_DATA, RLIMIT_AS). GPU drivers
   // map large private ranges at initialisation (cuInit fails under a few GiB of RLIMIT_DATA), so
-  // such backends rely on the runner's resident-memory watchdog alone.
-  virtual bool allows_memory_rlimits() const { return true; }
+  // such backends, and NVIDIA's OpenCL on the same driver, rely on the runner's resident-memory
+  // watchdog alone.
+  virtual bool allows_memory_rlimits(const nlohmann::json& /*target*/) const { return true; }
   // Whether the target's driver must write under /proc (NVIDIA's: cuInit fails with
   // CUDA_ERROR_OPERATING_SYSTEM when only /proc/self is writable; tests/gpu/cuda_sandbox_probe.cpp
   // shows it). The runner then also makes itself non-dumpable so the worker cannot write its memory.
