@@ -19,7 +19,8 @@
 //   tf32           TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32
 //                  default gives its convolutions).
 // Each design takes the fastest deterministic one of its algorithms that cuDNN's Find call
-// measures in mblast_prepare (a second run must agree with the first), with its workspace
+// measures in mblast_prepare (a transposed convolution also has a strict design that may take the
+// non-deterministic ALGO_0: the verifier's second run judges it), with its workspace
 // allocated there, so a timed run only enqueues; a design none of whose algorithms cuDNN
 // supports for the shape fails there, with the reason (the FFT and Winograd designs are offered
 // only for shapes those algorithms take).
@@ -68,7 +69,9 @@ constexpr ModeInfo kModes[] = {
 };
 static_assert(std::size(kModes) == static_cast<size_t>(Mode::Tf32) + 1, "one entry per Mode, in its order");
 
-Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
+// `deterministic` false: cuDNN's non-deterministic algorithms too (the data gradient's ALGO_0 adds
+// with atomics); the verifier's second run judges whether two runs agree within the tolerance.
+Design design(const KernelPlan& plan, const Problem& problem, Mode mode, bool deterministic = true) {
   const ConvShape& c = plan.conv;
   const bool tf32 = mode == Mode::Tf32;
   const bool bwd = plan.kind == "conv_transpose";  // cuDNN's data gradient
@@ -77,9 +80,11 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
   Design d;
   d.family = bwd ? "cuda.conv_transpose.cudnn" : "cuda.conv.cudnn";
   d.params = {{"math", info.math}};
-  d.description = fmt::format("cuDNN {} ({}, the fastest found in mblast_prepare){}",
+  if (!deterministic) d.params["deterministic"] = false;
+  d.description = fmt::format("cuDNN {} ({}{}, the fastest found in mblast_prepare){}",
                               bwd ? "transposed convolution as the data gradient of a convolution" : "forward convolution",
-                              info.description, gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+                              info.description, deterministic ? "" : ", non-deterministic ones too",
+                              gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"cuda.implicit-gemm-convolution"};
   if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
@@ -151,10 +156,10 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode) {
     init += std::string("      if (") + excluded + ")\n        continue;  // another design's algorithm\n";
   else
     init += "      (void)a;\n";
-  init += "      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) pick = i;\n    }\n";
-  init += fmt::format(
-      "    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no deterministic {} algorithm for this {} (%d tried)\", found);\n",
-      info.description, bwd ? "transposed convolution" : "convolution");
+  init += deterministic ? "      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) pick = i;\n    }\n"
+                        : "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n    }\n";
+  init += fmt::format("    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {}{} algorithm for this {} (%d tried)\", found);\n",
+                      deterministic ? "deterministic " : "", info.description, bwd ? "transposed convolution" : "convolution");
   init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
   init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
   init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
@@ -191,6 +196,8 @@ std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& pr
   // Winograd algorithms take only unit strides and dilations, one group, and Winograd only 3x3
   // and 5x5 kernels (on the H200 it refused the tests' other convolutions: "not supported").
   std::vector<Design> v{design(plan, problem, Mode::Fp32DirectSum)};
+  // The data gradient's ALGO_0 is non-deterministic (PyTorch's eager may take it): its own design.
+  if (plan.kind == "conv_transpose") v.push_back(design(plan, problem, Mode::Fp32DirectSum, false));
   const bool dense_unit = c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 && c.groups == 1;
   if (dense_unit) v.push_back(design(plan, problem, Mode::Fp32Fft));
   if (dense_unit && c.kh == c.kw && (c.kh == 3 || c.kh == 5)) v.push_back(design(plan, problem, Mode::Fp32Winograd));
