@@ -1,6 +1,7 @@
 #include "mblast/process.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
@@ -217,6 +218,21 @@ std::optional<std::filesystem::path> find_program(const std::string& name) {
     start = end + 1;
   }
   return std::nullopt;
+}
+
+std::string prefer_huge_pages_in_children() {
+  if (const char* v = std::getenv("MBLAST_HUGE_PAGES"); v && std::string(v) == "0") return "";
+  const char* cur = std::getenv("GLIBC_TUNABLES");
+  std::string value = cur ? cur : "";
+  if (value.find("glibc.malloc.hugetlb") != std::string::npos) return "";
+  value += (value.empty() ? "" : ":") + std::string("glibc.malloc.hugetlb=1");
+  ::setenv("GLIBC_TUNABLES", value.c_str(), 1);
+  return value;
+}
+
+void restart_with_huge_pages(char** argv) {
+  if (prefer_huge_pages_in_children().empty()) return;
+  ::execv("/proc/self/exe", argv);  // returns only on failure: go on with 4 KiB pages here
 }
 
 }  // namespace mblast

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "mblast/paths.h"
+#include "mblast/process.h"
 #include "mblast/runner/backend.h"
 #include "mblast/runner/sandbox.h"
 #include "mblast/runner/worker.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
       });
       return mblast::runner::worker_main(3, 4, *b, nullptr);
     }
+    mblast::restart_with_huge_pages(argv);  // for the workers and this relay (started over ssh too)
     // Keep the protocol stream clean: anything else this process prints goes to stderr.
     int proto_out = ::dup(1);
     ::dup2(2, 1);

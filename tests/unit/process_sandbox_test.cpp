@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,24 @@ TEST(Process, TimeoutKillsTheWholeGroup) {
   auto r = run_command({"/bin/sh", "-c", "sleep 30 & sleep 30"}, 0.3);
   EXPECT_TRUE(r.timed_out);
   EXPECT_LT(r.seconds, 5);
+}
+
+// The processes mblast starts get glibc's huge-page tunable, added to what the user set, once.
+TEST(Process, HugePagesTunableReachesChildrenBesideTheUsersTunables) {
+  const char* saved = std::getenv("GLIBC_TUNABLES");
+  const std::string before = saved ? saved : "";
+  ::unsetenv("MBLAST_HUGE_PAGES");
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2", 1);
+  EXPECT_EQ(prefer_huge_pages_in_children(), "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  EXPECT_EQ(prefer_huge_pages_in_children(), "");  // already there: left alone
+  auto r = run_command({"/bin/sh", "-c", "printf %s \"$GLIBC_TUNABLES\""}, 10);
+  EXPECT_EQ(r.output, "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  ::unsetenv("GLIBC_TUNABLES");
+  ::setenv("MBLAST_HUGE_PAGES", "0", 1);  // the opt-out
+  EXPECT_EQ(prefer_huge_pages_in_children(), "");
+  EXPECT_EQ(std::getenv("GLIBC_TUNABLES"), nullptr);
+  ::unsetenv("MBLAST_HUGE_PAGES");
+  if (saved) ::setenv("GLIBC_TUNABLES", before.c_str(), 1);
 }
 
 TEST(Process, MissingProgramIsAnError) {
