@@ -92,8 +92,8 @@ std::optional<std::filesystem::path> find_program(const std::string& name);
 // processes it starts (the runner, the worker and the candidate, the PyTorch helper) get
 // transparent huge pages for their large allocations (glibc >= 2.35; where the kernel's THP mode
 // is `madvise` or `always`). With 4 KiB pages, first touching the gigabytes a full-size problem
-// moves costs millions of page faults: a 512 MiB elementwise eval on pocl-cpu took 38 s instead
-// of 19. Candidates and PyTorch baselines run alike either way. MBLAST_HUGE_PAGES=0 leaves the
+// moves costs millions of page faults: a 512 MiB elementwise eval on pocl-cpu took 25-33 s
+// instead of 20-21 s. Candidates and PyTorch baselines run alike either way. MBLAST_HUGE_PAGES=0 leaves the
 // environment as it is, as does a GLIBC_TUNABLES that already sets glibc.malloc.hugetlb.
 // Returns the value set, or "" when nothing was changed.
 std::string prefer_huge_pages_in_children();
