@@ -798,6 +798,23 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan.b_batched = false;
     v.push_back(s);
   }
+  {  // a @ b^T of two inputs (level1/04's layout): on a CPU device b is transposed by a kernel of its own on each
+     // call for the row-vector kernels (it is no parameter: preparation cannot do it)
+    Synthetic s;
+    s.name = "pt_mm_input_bt";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {24, 40}), tensor("b", {48, 40})}, nlohmann::json::array(),
+                                  tensor("y", {24, 48}), 1e-5, 1e-4, 2 * 24 * 48 * 40);
+    s.reference_py = head +
+                     "def make_inputs(rng, distribution):\n"
+                     "    return {\"a\": sample(rng, (24, 40), distribution, \"f32\"), \"b\": sample(rng, (48, 40), distribution, \"f32\")}\n\n\n"
+                     "def make_params(rng):\n    return {}\n\n\n"
+                     "def reference(inputs, params):\n"
+                     "    return {\"y\": inputs[\"a\"].astype(np.float64) @ inputs[\"b\"].astype(np.float64).T}\n";
+    s.plan = matmul_plan({24, 48}, 0, 1, false, 24, 48, 40, identity_epilogue());
+    s.plan.b_transposed = true;
+    s.plan.b_batched = false;
+    v.push_back(s);
+  }
   {  // cumsum(x, -1) * 0.5 over rows of 4096 at an imported problem's tolerance (atol 1e-5): more than one tile
      // of most row designs (a carry); an uncompensated sequential sum drifts past it
     Synthetic s;

@@ -103,6 +103,15 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   EXPECT_EQ(lin_cpu.front().family, "opencl.matmul.packed-row-vector");
   EXPECT_NE(lin_cpu.front().source.find("mb_prepare_enqueue(ctx, s, par)"), std::string::npos);
   EXPECT_EQ(opencl_variants(lin.plan, lin.problem, find_target("nvidia-opencl")).front().family, "opencl.matmul.tiled");
+  // B^T an input: transposed by a kernel before the product on each call, first on a CPU
+  const Case bt = load_case("pt_mm_input_bt");
+  const auto bt_cpu = opencl_variants(bt.plan, bt.problem, find_target("pocl-cpu"));
+  ASSERT_FALSE(bt_cpu.empty());
+  EXPECT_EQ(bt_cpu.front().family, "opencl.matmul.transposed-row-vector");
+  EXPECT_EQ(bt_cpu.front().source.find("mb_prepare_enqueue(ctx, s, par)"), std::string::npos);  // nothing at preparation
+  const std::string& bt_src = bt_cpu.front().source;  // enqueued on each call, the transpose first
+  ASSERT_NE(bt_src.find("clEnqueueNDRangeKernel(mb_matmul)"), std::string::npos);
+  EXPECT_LT(bt_src.find("clEnqueueNDRangeKernel(mb_pack_b)"), bt_src.find("clEnqueueNDRangeKernel(mb_matmul)"));
   const Case cv = load_case("pt_conv_dense");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("pocl-cpu")).front().family, "opencl.conv.rows");
   EXPECT_EQ(opencl_variants(cv.plan, cv.problem, find_target("nvidia-opencl")).front().family, "opencl.conv.gemm");

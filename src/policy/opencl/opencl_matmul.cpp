@@ -152,18 +152,35 @@ Design tiled(const Mm& c, const Tile& t) {
   return d;
 }
 
-// `packed`: B is a parameter stored [n, k] (nn.Linear's weight), transposed once at preparation
-// into temporary 0 ([k, n], row-major), which the kernel reads as its B (argument `bpk`).
-// `poly_erf`: the epilogue's erf (GELU) by poly_erf_source's polynomial.
+// `packed`: B is stored [n, k] (nn.Linear's weight, or an input used as B^T), transposed into
+// temporary 0 ([k, n], row-major), which the kernel reads as its B (argument `bpk`): once at
+// preparation when B is a parameter, by a kernel before the product on each call when it is an
+// input. `poly_erf`: the epilogue's erf (GELU) by poly_erf_source's polynomial.
 Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_erf = false) {
   Mm c = mm;
+  const bool each_call = packed && !mm.plan.b_is_param;
   if (packed) c.b = "bpk";
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   std::string s;
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
-  if (packed) {
-    s += "// B [N][K] -> bpk [K][N], once at preparation: consecutive work-items write consecutive n\n";
+  // On each call the transpose is timed: 8x8 blocks through registers where they tile B (a work-item
+  // per element, its reads K apart, cost level1/04 small more than its product on pocl-cpu).
+  const bool blocked = each_call && c.n % 8 == 0 && c.k % 8 == 0;
+  if (blocked) {
+    s += "// B [N][K] -> bpk [K][N] before the product on each call: an 8x8 block per work-item, eight rows of B\n";
+    s += "// loaded as float8 and stored as eight float8 columns\n";
+    s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
+    s += "  const int nb = (int)get_global_id(0), kb = (int)get_global_id(1);\n";
+    s += "  if (nb >= N / 8 || kb >= K / 8) return;\n";
+    for (int i = 0; i < 8; ++i) s += fmt::format("  const float8 r{0} = vload8(kb, b + ({1})(nb * 8 + {0}) * K);\n", i, c.idx);
+    for (int j = 0; j < 8; ++j)
+      s += fmt::format("  vstore8((float8)(r0.s{0}, r1.s{0}, r2.s{0}, r3.s{0}, r4.s{0}, r5.s{0}, r6.s{0}, r7.s{0}), nb, bpk + ({1})(kb * 8 + {0}) * N);\n",
+                       j, c.idx);
+    s += "}\n\n";
+  } else if (packed) {
+    s += std::string("// B [N][K] -> bpk [K][N], ") + (each_call ? "before the product on each call" : "once at preparation") +
+         ": consecutive work-items write consecutive n\n";
     s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
     s += "  const int n = (int)get_global_id(0), k = (int)get_global_id(1);\n";
     s += fmt::format("  if (n < N && k < K) bpk[({0})k * N + n] = b[({0})n * K + k];\n}}\n\n", c.idx);
@@ -195,17 +212,20 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   s += "}\n";
 
   Design d;
-  d.family = packed ? "opencl.matmul.packed-row-vector" : "opencl.matmul.row-vector";
+  d.family = each_call ? "opencl.matmul.transposed-row-vector" : packed ? "opencl.matmul.packed-row-vector" : "opencl.matmul.row-vector";
   // First on a CPU device: on PoCL (matmul 256x384x512) these ran at 3.9-51x the naive kernel,
   // the tiled start at 0.8x (its local memory and barriers cost a CPU without buying anything).
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}};
   if (poly_erf) d.params["erf"] = "polynomial";
   d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}{}",
-                              rm, vec, vec, vec, packed ? " (B, a [n, k] weight, transposed once at preparation)" : "",
+                              rm, vec, vec, vec,
+                              each_call ? " (B, a [n, k] input, transposed by a kernel of its own on each call)"
+                              : packed  ? " (B, a [n, k] weight, transposed once at preparation)"
+                                        : "",
                               poly_erf ? ", the epilogue's erf by a polynomial (Abramowitz & Stegun 7.1.26)" : "");
   d.actions = kCpuRegisterActions;
-  if (packed) d.actions.insert(d.actions.begin(), "opencl.prepack-weights");
+  if (packed) d.actions.insert(d.actions.begin(), each_call ? "opencl.transpose-operand" : "opencl.prepack-weights");
   if (poly_erf) d.actions.push_back("opencl.polynomial-erf");
   finish(d, c, std::move(s), c.n / vec, c.m / rm);
   if (packed) {
@@ -214,9 +234,10 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
     Launch pack;
     pack.kernel = "mb_pack_b";
     pack.dims = 2;
-    pack.global = {c.n, c.k, 1};
+    pack.global = blocked ? std::array<int64_t, 3>{c.n / 8, c.k / 8, 1} : std::array<int64_t, 3>{c.n, c.k, 1};
     pack.args = {"tmp0", mm.b};
-    d.prepare_launches.push_back(pack);
+    if (each_call) d.launches.insert(d.launches.begin(), pack);
+    else d.prepare_launches.push_back(pack);
   }
   return d;
 }
@@ -361,7 +382,9 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
   // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
   // With a GELU epilogue, the widest of them also with the polynomial erf, first.
-  if (plan.b_transposed && plan.b_is_param && !plan.b_batched) {
+  // An input B^T (level1/04: A @ B.t() of two inputs) the same way, transposed on each call: a
+  // read and a write of B against a product that reads it M / rm times.
+  if (plan.b_transposed && !plan.b_batched) {
     if (uses_erf(plan.expr) && c.n % 16 == 0 && c.m % 8 == 0) v.push_back(row_vector(c, 16, 8, true, true));
     for (int vec : {16, 8})
       for (int rm : {8, 4})
