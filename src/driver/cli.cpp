@@ -21,7 +21,6 @@
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/paths.h"
-#include "mblast/process.h"
 #include "mblast/version.h"
 
 namespace mblast {
@@ -76,7 +75,6 @@ int cli_main(int argc, char** argv) {
   // Log lines go to stderr: stdout carries results (--json).
   // Once per process: tests call cli_main many times.
   if (!spdlog::get("mblast")) spdlog::set_default_logger(spdlog::stderr_color_mt("mblast"));
-  prefer_huge_pages_in_children();  // for the runner, the worker and the PyTorch helper alike
   CLI::App app{"mblast — a learning-augmented optimizer for accelerator kernels (CUDA, OpenCL, RVV)"};
   app.set_version_flag("--version", std::string("mblast ") + kMblastVersion);
   app.require_subcommand(1);

@@ -134,8 +134,8 @@ TEST_P(Peaks, MeasuredAgainOnRequestOrWhenBeatenAndUsedNext) {
       EXPECT_GT(r["peak"].value("achieved_bandwidth_bytes_per_s", 0.0), 1.1 * bw) << r["peak"].dump();
     }
 
-    // The cache entry says 1 kB/s, as if measured under a heavy load: vec_add beats it.
-    // Every cache entry of the target set to 1 kB/s; `beaten`: as if that figure had itself been
+    // Every cache entry of the target set to 1 kB/s (as if measured under a heavy load: vec_add
+    // beats it); `beaten`: as if that figure had itself been
     // measured because a kernel beat the one before (then it stands), else as if on request.
     auto plant = [&](bool beaten) {
       int planted = 0;

@@ -135,8 +135,7 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode, bool de
                        "cudnnSetTensor4dDescriptor (output)");
   // cuDNN's own view of the shapes must be the problem's: a disagreement is refused, not run. The
   // forward convolution runs from xd to yd; for a transposed one, from yd back to xd.
-  const std::array<int64_t, 4> fwd_out = bwd ? std::array<int64_t, 4>{c.n, c.cin, c.h, c.w}
-                                              : std::array<int64_t, 4>{c.n, c.cout, c.out_h, c.out_w};
+  const auto fwd_out = bwd ? std::array{c.n, c.cin, c.h, c.w} : std::array{c.n, c.cout, c.out_h, c.out_w};
   init += "  {\n    int on = 0, oc = 0, oh = 0, ow = 0;\n";
   init += fmt::format("    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->{}, s->wd, &on, &oc, &oh, &ow);\n", bwd ? "yd" : "xd");
   init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnGetConvolution2dForwardOutputDim failed: %s\", "
