@@ -96,6 +96,11 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--min-seconds", type=float, default=0.5)
+    p.add_argument("--cache-flush", choices=("auto", "evict", "sweep"), default="auto",
+                   help="how a CPU's caches are made cold before each timed call (the target's "
+                   "device.cache_flush)")
+    p.add_argument("--evict-library", metavar="PATH", help="mblast's libmblast_evict.so (without "
+                   "it, caches are swept)")
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON here (atomically)")
     p = sub.add_parser("export", help="write a KernelBench ModelNew file for a candidate")
     p.add_argument("--problem", required=True, metavar="PROBLEM_DIR")

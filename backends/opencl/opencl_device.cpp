@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "mblast/cache_evict.h"
+
 namespace mblast::runner::opencl {
 
 namespace {
@@ -148,6 +150,15 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
   if (err != CL_SUCCESS) throw BackendError("clCreateCommandQueue failed: " + cl_error_name(err));
   align_ = std::max<size_t>(info_value<cl_uint>(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4096);
   cache_bytes_ = info_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
+  // A CPU device computes in this process, on this process's memory: its caches are made cold
+  // by evicting that memory (mblast/cache_evict.h) where that is available, as the PyTorch
+  // baseline on the same CPU does. The target's device.cache_flush: auto or evict (that), or
+  // sweep (the kernel below, also what a GPU device gets).
+  const std::string flush = sel.value("cache_flush", "auto");
+  if (flush != "auto" && flush != "evict" && flush != "sweep")
+    throw BackendError("the target's device.cache_flush is '" + flush + "'; it must be auto, evict or sweep");
+  const bool cpu = info_value<cl_device_type>(device_, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU;
+  evict_ = cpu && flush != "sweep" && eviction_available();
 }
 
 OpenclDevice::~OpenclDevice() {
@@ -249,11 +260,16 @@ void OpenclDevice::synchronize() { MBLAST_CL_CHECK(clFinish(queue_)); }
 std::string OpenclDevice::health() { return ""; }
 
 void OpenclDevice::flush_caches() {
+  if (evict_) {
+    MBLAST_CL_CHECK(clFinish(queue_));  // nothing of the device's threads runs while memory is walked
+    if (evict_process_data()) return;
+    evict_ = false;  // /proc/self/maps became unreadable: sweep from now on
+  }
   // Read and write twice the device's global-memory cache so no timed call starts warm. A
   // kernel, not clEnqueueFillBuffer: a CPU device fills with memset, whose non-temporal stores
   // for large sizes bypass the cache and evict nothing (small problems then ran from the cache,
   // faster than memory allows).
-  const size_t bytes = (std::max<size_t>(2 * cache_bytes_, 8u << 20) + 63) & ~size_t{63};
+  const size_t bytes = flush_bytes();
   cl_int err = CL_SUCCESS;
   if (!flush_buf_) {
     flush_buf_ = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
@@ -275,6 +291,8 @@ void OpenclDevice::flush_caches() {
   MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, flush_kernel_, 1, nullptr, &items, nullptr, 0, nullptr, nullptr));
   MBLAST_CL_CHECK(clFinish(queue_));
 }
+
+size_t OpenclDevice::flush_bytes() const { return (std::max<size_t>(2 * cache_bytes_, 8u << 20) + 63) & ~size_t{63}; }
 
 void OpenclDevice::timer_begin() {
   if (start_) clReleaseEvent(start_);
@@ -300,8 +318,11 @@ double OpenclDevice::timer_end() {
 }
 
 std::string OpenclDevice::timing_method() {
-  return events_ok_ ? "opencl marker-event profiling (start marker end -> end marker end, after clFinish)"
-                    : "host wall clock around the call and clFinish (marker profiling unavailable)";
+  const std::string clock = events_ok_ ? "opencl marker-event profiling (start marker end -> end marker end, after clFinish)"
+                                       : "host wall clock around the call and clFinish (marker profiling unavailable)";
+  const std::string cold = evict_ ? "every cache line of the process's resident writable memory flushed (CLFLUSHOPT)"
+                                  : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
+  return clock + "; caches cold before each timed call: " + cold;
 }
 
 double OpenclDevice::time_kernel(cl_kernel k, size_t global, int reps) {

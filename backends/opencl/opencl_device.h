@@ -47,6 +47,7 @@ class OpenclDevice final : public Device {
 
  private:
   double time_kernel(cl_kernel k, size_t global, int reps);
+  size_t flush_bytes() const;  // the sweep's buffer
 
   cl_platform_id platform_ = nullptr;
   cl_device_id device_ = nullptr;
@@ -59,6 +60,7 @@ class OpenclDevice final : public Device {
   cl_program flush_prog_ = nullptr;
   cl_kernel flush_kernel_ = nullptr;
   unsigned flush_count_ = 0;
+  bool evict_ = false;  // flush_caches() evicts this process's memory instead of sweeping
   cl_event start_ = nullptr, end_ = nullptr;
   bool events_ok_ = true;
   std::chrono::steady_clock::time_point host_start_;

@@ -163,6 +163,7 @@ int run_baseline(const BaselineArgs& a) {
                                    "--warmup",    std::to_string(a.warmup), "--repeats",     std::to_string(a.repeats),
                                    "--min-seconds", fmt::format("{}", a.min_seconds), "--json-out", out.string()};
   if (!a.no_compile) args.push_back("--compile");
+  for (auto& x : baseline_cache_args(t)) args.push_back(std::move(x));
   const std::string python = kernelbench_python(a.python);
   CommandResult r = run_kernelbench_tool(python, args, a.timeout_s);
   std::error_code ec;

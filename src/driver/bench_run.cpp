@@ -278,6 +278,7 @@ json measure_baseline(Run& run, const Problem& p) {
                                    "--min-seconds", fmt::format("{}", run.o.baseline_min_seconds),
                                    "--json-out",    out.string()};
   if (run.o.compile) args.push_back("--compile");
+  for (auto& x : baseline_cache_args(run.target)) args.push_back(std::move(x));
   CommandResult r = run_kernelbench_tool(run.python, args, run.o.baseline_timeout_s);
   std::error_code ec;
   if (!r.ok() || !fs::exists(out)) {

@@ -12,6 +12,7 @@
 namespace mblast {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 fs::path kernelbench_tool_path() {
   const fs::path tool = data_dir() / "tools" / "mblast_kernelbench.py";
@@ -36,6 +37,16 @@ CommandResult run_kernelbench_tool(const std::string& python, const std::vector<
   if (r.exit.exited && r.exit.code == 127 && r.output.find("mblast_kernelbench") == std::string::npos)
     throw UserError("cannot run the Python helper: " + python + " not found (use --python or MBLAST_PYTHON)");
   return r;
+}
+
+std::vector<std::string> baseline_cache_args(const Target& t) {
+  std::vector<std::string> args = {"--cache-flush", t.spec.value("device", json::object()).value("cache_flush", "auto")};
+  const fs::path lib = self_executable().parent_path().parent_path() / "lib" / "mblast" / "libmblast_evict.so";
+  if (fs::exists(lib)) {
+    args.push_back("--evict-library");
+    args.push_back(lib.string());
+  }
+  return args;
 }
 
 fs::path kernelbench_json_path(const std::string& what) {

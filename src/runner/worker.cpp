@@ -10,6 +10,7 @@
 #include <optional>
 #include <map>
 
+#include "mblast/cache_evict.h"
 #include "mblast/protocol.h"
 #include "mblast/safetensors.h"
 
@@ -374,6 +375,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       return 0;
     }
     const TensorViews payload = view_safetensors(req->payload);  // req outlives the session
+    skip_in_eviction(req->payload);  // only uploaded from: a cache flush need not walk it
     Session session(*dev, cand, h, payload);
     stage = "verify";
     const double t_verify = now_s();

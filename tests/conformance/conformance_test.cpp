@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "mblast/cache_evict.h"
 #include "mblast/driver/evaluate.h"
 #include "mblast/driver/runner_client.h"
 #include "mblast/driver/targets_command.h"
@@ -236,6 +237,42 @@ TEST(OpenclIcd, AFolderNamedByOclIcdVendorsIsReadInTheSandbox) {
   }
   ::unsetenv("OCL_ICD_VENDORS");
   fs::remove_all(dir, ec);
+}
+
+// An OpenCL CPU device makes its caches cold before each timed call by evicting the worker's
+// memory where that is available (mblast/cache_evict.h), and says so in the timing method; a
+// target may ask for the sweep instead, and a target that names another way is refused.
+TEST(OpenclCacheFlush, ACpuDeviceEvictsUnlessTheTargetAsksForTheSweep) {
+  std::string why;
+  auto targets = available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const fs::path dir = testing::source_dir() / "problems" / "vec_add";
+  const Problem p = load_problem(dir);
+  const fs::path cand = dir / "candidates" / "naive.opencl.cpp";
+  bool ran = false;
+  for (Target t : targets) {
+    if (t.spec["device"].value("type", "") != "cpu" || t.spec["device"].contains("cache_flush")) continue;
+    SCOPED_TRACE("target " + t.name);
+    ran = true;
+    RunnerClient client(RunnerAddress{});
+    auto r = evaluate(p, t, cand, quick_timing(), &client);
+    ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
+    const std::string method = r["time"]["method"];
+    if (eviction_available())
+      EXPECT_NE(method.find("resident writable memory flushed (CLFLUSHOPT)"), std::string::npos) << method;
+    else
+      EXPECT_NE(method.find("MiB (2x the device's cache)"), std::string::npos) << method;
+    t.spec["device"]["cache_flush"] = "sweep";
+    r = evaluate(p, t, cand, quick_timing(), &client);
+    ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
+    EXPECT_NE(r["time"]["method"].get<std::string>().find("MiB (2x the device's cache)"), std::string::npos) << r["time"].dump();
+    t.spec["device"]["cache_flush"] = "often";
+    r = evaluate(p, t, cand, quick_timing(), &client);
+    EXPECT_FALSE(r["correct"].get<bool>());
+    EXPECT_EQ(r.value("failure_kind", ""), "unavailable") << r.dump();
+    EXPECT_NE(r.value("reason", "").find("device.cache_flush is 'often'; it must be auto, evict or sweep"), std::string::npos) << r.dump();
+  }
+  if (!ran) GTEST_SKIP() << "no OpenCL CPU target available";
 }
 
 }  // namespace

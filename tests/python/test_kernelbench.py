@@ -9,6 +9,7 @@ parts skip when the pocl-cpu target is not available here.
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -338,6 +339,28 @@ class BaselineTest(unittest.TestCase):
         self.assertNotIn("tf32", e)
         self.assertNotIn("eager_default", res)
 
+    def test_baseline_caches_cold_as_the_runner_makes_them(self):
+        # With mblast's eviction library the CPU baseline evicts its own memory before each timed
+        # call (as the runner's worker does for an OpenCL CPU device); without it, or when the
+        # target asks for the sweep, it sweeps twice the largest cache.
+        lib = os.path.join(os.path.dirname(os.path.dirname(MBLAST)), "lib", "mblast", "libmblast_evict.so")
+        if not os.path.exists(lib):
+            self.skipTest(f"{lib} is not built")
+        common = ("baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5",
+                  "--min-seconds", "0.01")
+        methods = {}
+        for mode in ("auto", "sweep"):
+            r = helper(*common, "--cache-flush", mode, "--evict-library", lib)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            methods[mode] = json.loads(r.stdout)["timing"]["method"]
+        r = helper(*common)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        methods["no library"] = json.loads(r.stdout)["timing"]["method"]
+        if platform.machine() == "x86_64":
+            self.assertIn("resident writable memory flushed (CLFLUSHOPT", methods["auto"])
+        self.assertIn("MiB (2x the largest CPU cache)", methods["sweep"])
+        self.assertIn("MiB (2x the largest CPU cache)", methods["no library"])
+
     def test_reference_blas_is_named(self):
         # Debian's netlib libblas.so.3 makes eager matmuls ~70x slower than OpenBLAS (level2/07
         # small's linear, 2 threads: 19.4 ms against 0.27 ms): the baseline must say so.
@@ -433,6 +456,8 @@ class BaselineTest(unittest.TestCase):
         self.assertEqual(entry["torch_device"], "cpu")
         self.assertGreater(entry["eager"]["median_us"], 0)
         self.assertIn("measured_at", entry)
+        if platform.machine() == "x86_64":  # mblast hands the helper its eviction library
+            self.assertIn("CLFLUSHOPT, libmblast_evict", entry["timing"]["method"])
         stored = read_json(path)["baselines"]
         self.assertEqual(sorted(stored), ["h200", "pocl-cpu"])  # the other target's entry is kept
         self.assertEqual(stored["h200"], {"eager": {"median_us": 1.0}})

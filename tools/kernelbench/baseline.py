@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
 import os
@@ -102,9 +103,29 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _evictor(mode: str, library: str | None):
+    """The function that makes a CPU's caches cold by evicting this process's memory (mblast's
+    libmblast_evict.so, the code the runner's worker uses for an OpenCL CPU device, see
+    include/mblast/cache_evict.h), or None for a sweep: where eviction is not available, or
+    `mode` (the target's device.cache_flush: auto, evict or sweep) is sweep."""
+    if mode == "sweep" or not library:
+        return None
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError:
+        return None
+    if not lib.mblast_eviction_available():
+        return None
+    fn = lib.mblast_evict_process_data
+    fn.argtypes = [ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn if fn(None) == 0 else None
+
+
 class _Timer:
-    def __init__(self, device: str):
+    def __init__(self, device: str, cache_flush: str = "auto", evict_library: str | None = None):
         self.device = device
+        self.evict = None
         if device == "cuda":
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2 = int(getattr(props, "L2_cache_size", 0) or 0)
@@ -127,19 +148,27 @@ class _Timer:
                 torch.set_num_threads(want)
             self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
                          "torch_threads": torch.get_num_threads(), **_cpu_blas()}
-        self.flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+            self.evict = _evictor(cache_flush, evict_library)
+        self.flush_buf = None if self.evict else torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         self.flushes = 0
         self.method = (
             "CUDA events on the current stream: start event before the call; after it "
             "torch.cuda.synchronize() (device-wide), then the end event; L2 flushed before "
             f"each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x L2)"
             if device == "cuda" else
+            "time.perf_counter() around the call (CPU ops are synchronous); caches cold before "
+            "each timed call: every cache line of the process's resident writable memory flushed "
+            "(CLFLUSHOPT, libmblast_evict)"
+            if self.evict else
             "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
             f"before each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x the largest "
             "CPU cache)")
 
     def flush(self):
         self.flushes += 1
+        if self.evict:
+            self.evict(None)
+            return
         # Read and write every byte: a plain fill may be done with non-temporal stores on a
         # CPU, which evict nothing (the OpenCL runner flushes the same way, with a kernel).
         self.flush_buf.add_(1)
@@ -230,7 +259,7 @@ def _check_against_expected(out, pdir, problem, seed, init) -> dict:
 
 
 def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats: int,
-                 min_seconds: float) -> dict:
+                 min_seconds: float, cache_flush: str = "auto", evict_library: str | None = None) -> dict:
     from safetensors.torch import load_file
     problem = read_problem(pdir)
     if device == "cuda" and not torch.cuda.is_available():
@@ -288,7 +317,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     n_sets = max(len(seed_sets), min(4, budget // max(set_bytes, 1)))
     sets = [make_args(seed_sets[k % len(seed_sets)]) for k in range(n_sets)]
 
-    timer = _Timer(device)
+    timer = _Timer(device, cache_flush, evict_library)
     result = {"problem": problem["name"], "torch": torch.__version__,
               "python": platform.python_version(), "device": timer.info,
               "timing": {"method": timer.method, "warmup": warmup, "min_repeats": repeats,
@@ -384,7 +413,8 @@ def cmd_baseline(a) -> int:
     if a.warmup < 0 or a.repeats < 1 or a.min_seconds < 0:
         die("--warmup >= 0, --repeats >= 1, --min-seconds >= 0")
     try:
-        r = run_baseline(a.problem, a.device, a.compile, a.warmup, a.repeats, a.min_seconds)
+        r = run_baseline(a.problem, a.device, a.compile, a.warmup, a.repeats, a.min_seconds,
+                         a.cache_flush, a.evict_library)
     except Failure as e:
         die(f"{a.problem}: {e}")
     text = json.dumps(r, indent=2)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mblast/process.h"
+#include "mblast/target.h"
 
 namespace mblast {
 
@@ -21,6 +22,11 @@ std::string kernelbench_python(const std::string& python);
 // caller (see kernelbench_tool_failure).
 CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args,
                                    double timeout_s);
+
+// The baseline's arguments for cold caches on a CPU, made the way the target's runner makes them:
+// --cache-flush (the target's device.cache_flush: auto, evict or sweep) and, where it was built,
+// --evict-library <bin>/../lib/mblast/libmblast_evict.so (mblast/cache_evict.h).
+std::vector<std::string> baseline_cache_args(const Target& t);
 
 // A fresh path in the temporary folder for the helper's --json-out (not created).
 std::filesystem::path kernelbench_json_path(const std::string& what);
