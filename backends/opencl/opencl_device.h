@@ -48,6 +48,7 @@ class OpenclDevice final : public Device {
  private:
   double time_kernel(cl_kernel k, size_t global, int reps);
   size_t flush_bytes() const;  // the sweep's buffer
+  void keep_busy();            // after an eviction: the device works, touching no memory
 
   cl_platform_id platform_ = nullptr;
   cl_device_id device_ = nullptr;
@@ -61,6 +62,10 @@ class OpenclDevice final : public Device {
   cl_kernel flush_kernel_ = nullptr;
   unsigned flush_count_ = 0;
   bool evict_ = false;  // flush_caches() evicts this process's memory instead of sweeping
+  cl_program busy_prog_ = nullptr;
+  cl_kernel busy_kernel_ = nullptr;
+  cl_mem busy_sink_ = nullptr;
+  cl_uint busy_iters_ = 0;
   cl_event start_ = nullptr, end_ = nullptr;
   bool events_ok_ = true;
   std::chrono::steady_clock::time_point host_start_;

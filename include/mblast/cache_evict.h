@@ -1,17 +1,19 @@
 // Cold caches for a CPU by eviction instead of a sweep.
 //
 // Before each timed call the caches must hold nothing of the call's data. A sweep (read and
-// write a buffer twice the size of the largest cache) does not do that reliably: a last-level
-// cache that protects reused lines from a streaming pass kept part of a pocl-cpu candidate's
-// rotating buffers through a sweep of twice its 480 MiB (the candidate then ran 1.6x faster
-// than with its data flushed line by line), and the sweep's cost grows with the cache, not the
-// problem (80 ms before every call there, even before a 4 ms one). Eviction writes back and
-// drops every cache line of this process's resident writable memory (CLFLUSHOPT acts on every
-// cache level of every core): the next call reads its inputs, parameters, temporaries and
-// outputs from memory. It costs what the process holds, about 2.6 ns a line.
+// write a buffer twice the size of the largest cache) does that at a cost that grows with the
+// cache, not the problem: on a VM that reports a 480 MiB L3 it is 960 MiB, 80 ms before every
+// call, even before a 4 ms one; and what it leaves behind (its own dirty lines, a thrashed TLB)
+// slows the call after it: PyTorch eager ran 20-28 % slower after the sweep than after
+// eviction. Eviction writes back and drops every cache line of this process's resident data
+// memory (CLFLUSHOPT acts on every cache level of every core): the next call reads its inputs,
+// parameters, temporaries and outputs from memory. It costs what the process holds, about
+// 2.6 ns a line.
 //
 // Both sides of a comparison use it where it is available: the runner's worker for an OpenCL
-// CPU device, and the PyTorch baseline on the CPU through the C functions below.
+// CPU device, and the PyTorch baseline on the CPU through the C functions below. Each then keeps
+// its own threads computing for kBusyAfterEviction seconds, touching no memory (OpenclDevice::keep_busy, the
+// baseline's _Timer.flush), so the call starts on a CPU that was just working, as after a sweep.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +21,13 @@
 #include <span>
 
 namespace mblast {
+
+// Seconds of arithmetic on the device's (or PyTorch's) threads after each eviction. Eviction
+// alone left pocl's threads idle while the host walked memory, and the next kernel ran up to
+// 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440); 10 ms of
+// arithmetic brought it to 430-510 us with spreads of 15-40 % (two states), 30 ms to 408-474 us
+// with 7-16 %.
+inline constexpr double kBusyAfterEviction = 0.03;
 
 struct EvictResult {
   size_t bytes = 0;    // resident bytes whose lines were flushed
@@ -32,8 +41,10 @@ bool eviction_available();
 // worker keeps): flushing it only costs time. Process-wide; a later call replaces it.
 void skip_in_eviction(std::span<const std::byte> host);
 
-// Flushes the lines of every resident page of every readable and writable mapping (device files
-// under /dev excepted). Nothing else in the process may map or unmap memory meanwhile.
+// Flushes the lines of every resident page of every readable mapping that is writable or
+// anonymous (device files under /dev and the kernel's [vvar]/[vdso] excepted; files mapped
+// read-only, such as code, are not data). Nothing else in the process may map or unmap memory
+// meanwhile.
 // nullopt when eviction is not available.
 std::optional<EvictResult> evict_process_data();
 
@@ -46,4 +57,6 @@ extern "C" {
 int mblast_eviction_available(void);
 // 0 after an eviction (the bytes flushed in *bytes when not null), -1 when not available.
 int mblast_evict_process_data(unsigned long long* bytes);
+// kBusyAfterEviction.
+double mblast_busy_after_eviction(void);
 }

@@ -44,8 +44,11 @@ void flush_lines(uintptr_t begin, uintptr_t end) {
   for (uintptr_t p = begin; p < end; p += kLine) _mm_clflush(reinterpret_cast<void*>(p));
 }
 
-// The readable and writable mappings, from /proc/self/maps, less the device files.
-std::vector<Range> writable_mappings() {
+// The mappings a call's data can live in, from /proc/self/maps: every readable one that is
+// writable or anonymous (memory made read-only after it was written is data too), less device
+// files and the kernel's [vvar]/[vdso]/[vsyscall]. Files mapped read-only (code, constants) are
+// left alone: they are not a call's data.
+std::vector<Range> data_mappings() {
   std::vector<Range> out;
   FILE* f = std::fopen("/proc/self/maps", "re");
   if (!f) return out;
@@ -55,8 +58,10 @@ std::vector<Range> writable_mappings() {
     char perms[8] = {};
     int path_at = 0;
     if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &b, &e, perms, &path_at) < 3) continue;
-    if (perms[0] != 'r' || perms[1] != 'w') continue;
-    if (path_at > 0 && std::strncmp(line + path_at, "/dev/", 5) == 0) continue;  // device memory
+    const char* path = path_at > 0 ? line + path_at : "";
+    const bool anonymous = path[0] == '\0' || path[0] == '\n' || (path[0] == '[' && std::strncmp(path, "[v", 2) != 0);
+    if (perms[0] != 'r' || (perms[1] != 'w' && !anonymous)) continue;
+    if (std::strncmp(path, "/dev/", 5) == 0 || std::strncmp(path, "[v", 2) == 0) continue;  // device memory, kernel pages
     out.push_back({b, e});
   }
   std::fclose(f);
@@ -85,7 +90,7 @@ std::optional<EvictResult> evict_process_data() {
   if (!eviction_available()) return std::nullopt;
   static const bool opt = has_clflushopt();
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const std::vector<Range> maps = writable_mappings();
+  const std::vector<Range> maps = data_mappings();
   if (maps.empty()) return std::nullopt;
   EvictResult r;
   constexpr size_t kChunkPages = 16384;
@@ -140,3 +145,5 @@ extern "C" int mblast_evict_process_data(unsigned long long* bytes) {
   if (bytes) *bytes = r->bytes;
   return 0;
 }
+
+extern "C" double mblast_busy_after_eviction(void) { return mblast::kBusyAfterEviction; }

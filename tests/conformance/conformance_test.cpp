@@ -259,7 +259,7 @@ TEST(OpenclCacheFlush, ACpuDeviceEvictsUnlessTheTargetAsksForTheSweep) {
     ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
     const std::string method = r["time"]["method"];
     if (eviction_available())
-      EXPECT_NE(method.find("resident writable memory flushed (CLFLUSHOPT)"), std::string::npos) << method;
+      EXPECT_NE(method.find("resident data memory flushed (CLFLUSHOPT)"), std::string::npos) << method;
     else
       EXPECT_NE(method.find("MiB (2x the device's cache)"), std::string::npos) << method;
     t.spec["device"]["cache_flush"] = "sweep";

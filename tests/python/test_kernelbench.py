@@ -357,7 +357,7 @@ class BaselineTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         methods["no library"] = json.loads(r.stdout)["timing"]["method"]
         if platform.machine() == "x86_64":
-            self.assertIn("resident writable memory flushed (CLFLUSHOPT", methods["auto"])
+            self.assertIn("resident data memory flushed (CLFLUSHOPT", methods["auto"])
         self.assertIn("MiB (2x the largest CPU cache)", methods["sweep"])
         self.assertIn("MiB (2x the largest CPU cache)", methods["no library"])
 

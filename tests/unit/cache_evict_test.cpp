@@ -40,6 +40,13 @@ TEST(CacheEvict, FlushesResidentMemoryButNotTheSkippedRange) {
   skip_in_eviction({});
   ASSERT_TRUE(less.has_value());
   EXPECT_GE(all->bytes, less->bytes + n - (size_t{4} << 20)) << "the skipped 64 MiB were flushed anyway";
+  // Data made read-only after it was written is still data (a candidate cannot hide a table of
+  // results from the flush with mprotect).
+  ASSERT_EQ(::mprotect(m, n, PROT_READ), 0);
+  const auto read_only = evict_process_data();
+  ASSERT_TRUE(read_only.has_value());
+  EXPECT_GE(read_only->bytes, n);
+  EXPECT_GE(read_only->bytes + (size_t{4} << 20), all->bytes) << "the read-only 64 MiB were not flushed";
   // Pages never touched are not resident: nothing to flush there.
   void* untouched = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(untouched, MAP_FAILED);

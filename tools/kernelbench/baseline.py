@@ -119,7 +119,9 @@ def _evictor(mode: str, library: str | None):
     fn = lib.mblast_evict_process_data
     fn.argtypes = [ctypes.c_void_p]
     fn.restype = ctypes.c_int
-    return fn if fn(None) == 0 else None
+    lib.mblast_busy_after_eviction.restype = ctypes.c_double
+    busy = lib.mblast_busy_after_eviction()
+    return (lambda: fn(None), busy) if fn(None) == 0 else None
 
 
 class _Timer:
@@ -148,8 +150,10 @@ class _Timer:
                 torch.set_num_threads(want)
             self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
                          "torch_threads": torch.get_num_threads(), **_cpu_blas()}
-            self.evict = _evictor(cache_flush, evict_library)
+            self.evict = _evictor(cache_flush, evict_library)  # (evict, seconds busy after it)
         self.flush_buf = None if self.evict else torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+        # 256 KiB: large enough that PyTorch splits sin over its threads, small next to any L2.
+        self.busy = torch.ones(1 << 16, dtype=torch.float32) if self.evict else None
         self.flushes = 0
         self.method = (
             "CUDA events on the current stream: start event before the call; after it "
@@ -157,8 +161,9 @@ class _Timer:
             f"each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x L2)"
             if device == "cuda" else
             "time.perf_counter() around the call (CPU ops are synchronous); caches cold before "
-            "each timed call: every cache line of the process's resident writable memory flushed "
-            "(CLFLUSHOPT, libmblast_evict)"
+            "each timed call: every cache line of the process's resident data memory flushed "
+            f"(CLFLUSHOPT, libmblast_evict), then {round(self.evict[1] * 1000)} ms of arithmetic on "
+            "PyTorch's threads"
             if self.evict else
             "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
             f"before each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x the largest "
@@ -167,7 +172,14 @@ class _Timer:
     def flush(self):
         self.flushes += 1
         if self.evict:
-            self.evict(None)
+            evict, busy = self.evict
+            evict()
+            # Then arithmetic on PyTorch's threads on a small tensor, as the runner's worker keeps
+            # an OpenCL CPU device busy after its eviction (for the library's figure): the timed
+            # call starts on threads that were just working, not on threads that idled meanwhile.
+            end = time.perf_counter() + busy
+            while time.perf_counter() < end:
+                torch.sin(self.busy, out=self.busy)
             return
         # Read and write every byte: a plain fill may be done with non-temporal stores on a
         # CPU, which evict nothing (the OpenCL runner flushes the same way, with a kernel).
