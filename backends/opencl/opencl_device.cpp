@@ -150,15 +150,15 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
   if (err != CL_SUCCESS) throw BackendError("clCreateCommandQueue failed: " + cl_error_name(err));
   align_ = std::max<size_t>(info_value<cl_uint>(device_, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 4096);
   cache_bytes_ = info_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
-  // A CPU device computes in this process, on this process's memory: its caches are made cold
-  // by evicting that memory (mblast/cache_evict.h) where that is available, as the PyTorch
-  // baseline on the same CPU does. The target's device.cache_flush: auto or evict (that), or
-  // sweep (the kernel below, also what a GPU device gets).
+  // A CPU device computes in this process, on this process's memory: its caches can be made
+  // cold by evicting that memory (mblast/cache_evict.h), as the PyTorch baseline on the same CPU
+  // then does. The target's device.cache_flush: auto (prefer_eviction's rule on the device's
+  // cache size), evict (where available) or sweep (the kernel below; a GPU device always sweeps).
   const std::string flush = sel.value("cache_flush", "auto");
   if (flush != "auto" && flush != "evict" && flush != "sweep")
     throw BackendError("the target's device.cache_flush is '" + flush + "'; it must be auto, evict or sweep");
   const bool cpu = info_value<cl_device_type>(device_, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU;
-  evict_ = cpu && flush != "sweep" && eviction_available();
+  evict_ = cpu && (flush == "evict" ? eviction_available() : flush == "auto" && prefer_eviction(cache_bytes_));
 }
 
 OpenclDevice::~OpenclDevice() {
@@ -284,11 +284,7 @@ void OpenclDevice::flush_caches() {
     MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, flush_buf_, &zero, 1, 0, bytes, 0, nullptr, nullptr));
     static const char* kFlush =
         "__kernel void mblast_flush(__global uint16* p, uint v) { size_t i = get_global_id(0); p[i] = p[i] * v + 1u; }\n";
-    flush_prog_ = clCreateProgramWithSource(ctx_, 1, &kFlush, nullptr, &err);
-    MBLAST_CL_CHECK(err);
-    MBLAST_CL_CHECK(clBuildProgram(flush_prog_, 1, &device_, "", nullptr, nullptr));
-    flush_kernel_ = clCreateKernel(flush_prog_, "mblast_flush", &err);
-    MBLAST_CL_CHECK(err);
+    flush_kernel_ = own_kernel(kFlush, "mblast_flush", flush_prog_);
     MBLAST_CL_CHECK(clSetKernelArg(flush_kernel_, 0, sizeof(cl_mem), &flush_buf_));
   }
   const cl_uint v = ++flush_count_;
@@ -296,6 +292,16 @@ void OpenclDevice::flush_caches() {
   const size_t items = bytes / 64;
   MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, flush_kernel_, 1, nullptr, &items, nullptr, 0, nullptr, nullptr));
   MBLAST_CL_CHECK(clFinish(queue_));
+}
+
+cl_kernel OpenclDevice::own_kernel(const char* source, const char* name, cl_program& program) {
+  cl_int err = CL_SUCCESS;
+  program = clCreateProgramWithSource(ctx_, 1, &source, nullptr, &err);
+  MBLAST_CL_CHECK(err);
+  MBLAST_CL_CHECK(clBuildProgram(program, 1, &device_, "", nullptr, nullptr));
+  cl_kernel k = clCreateKernel(program, name, &err);
+  MBLAST_CL_CHECK(err);
+  return k;
 }
 
 void OpenclDevice::keep_busy() {
@@ -311,11 +317,7 @@ void OpenclDevice::keep_busy() {
         "  for (uint i = 0; i < n; ++i) x = x * 0.999f + 1.0f;\n"
         "  if (x == -1.0f) sink[0] = x;\n"
         "}\n";
-    busy_prog_ = clCreateProgramWithSource(ctx_, 1, &kBusy, nullptr, &err);
-    MBLAST_CL_CHECK(err);
-    MBLAST_CL_CHECK(clBuildProgram(busy_prog_, 1, &device_, "", nullptr, nullptr));
-    busy_kernel_ = clCreateKernel(busy_prog_, "mblast_busy", &err);
-    MBLAST_CL_CHECK(err);
+    busy_kernel_ = own_kernel(kBusy, "mblast_busy", busy_prog_);
     busy_sink_ = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, sizeof(float), nullptr, &err);
     MBLAST_CL_CHECK(err);
     MBLAST_CL_CHECK(clSetKernelArg(busy_kernel_, 0, sizeof(cl_mem), &busy_sink_));

@@ -49,6 +49,8 @@ class OpenclDevice final : public Device {
   double time_kernel(cl_kernel k, size_t global, int reps);
   size_t flush_bytes() const;  // the sweep's buffer
   void keep_busy();            // after an eviction: the device works, touching no memory
+  // Builds one of the device's own kernels (the sweep, the busy loop); `program` keeps it.
+  cl_kernel own_kernel(const char* source, const char* name, cl_program& program);
 
   cl_platform_id platform_ = nullptr;
   cl_device_id device_ = nullptr;

@@ -37,6 +37,12 @@ struct EvictResult {
 // x86-64 with CLFLUSHOPT or CLFLUSH, and /proc/self/maps readable.
 bool eviction_available();
 
+// The rule both sides apply when the target leaves the choice open (device.cache_flush "auto"):
+// evict where available and a sweep would move more than 256 MiB (twice `cache_bytes`);
+// otherwise sweep, which on a cache of tens of MiB costs a few ms, less than the eviction's
+// busy time, and is what every figure before 2026-12-05 used.
+bool prefer_eviction(size_t cache_bytes);
+
 // Host memory that need not be flushed because no timed call touches it (the request payload a
 // worker keeps): flushing it only costs time. Process-wide; a later call replaces it.
 void skip_in_eviction(std::span<const std::byte> host);
@@ -55,6 +61,8 @@ std::optional<EvictResult> evict_process_data();
 extern "C" {
 // 1 when eviction_available(), else 0.
 int mblast_eviction_available(void);
+// 1 when prefer_eviction(cache_bytes), else 0.
+int mblast_prefer_eviction(unsigned long long cache_bytes);
 // 0 after an eviction (the bytes flushed in *bytes when not null), -1 when not available.
 int mblast_evict_process_data(unsigned long long* bytes);
 // kBusyAfterEviction.

@@ -80,6 +80,8 @@ bool eviction_available() {
 #endif
 }
 
+bool prefer_eviction(size_t cache_bytes) { return 2 * cache_bytes > (size_t{256} << 20) && eviction_available(); }
+
 void skip_in_eviction(std::span<const std::byte> host) {
   const auto b = reinterpret_cast<uintptr_t>(host.data());
   g_skip = {b, b + host.size()};
@@ -138,6 +140,10 @@ std::optional<EvictResult> evict_process_data() {
 }  // namespace mblast
 
 extern "C" int mblast_eviction_available(void) { return mblast::eviction_available() ? 1 : 0; }
+
+extern "C" int mblast_prefer_eviction(unsigned long long cache_bytes) {
+  return mblast::prefer_eviction(static_cast<size_t>(cache_bytes)) ? 1 : 0;
+}
 
 extern "C" int mblast_evict_process_data(unsigned long long* bytes) {
   const auto r = mblast::evict_process_data();

@@ -103,11 +103,12 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _evictor(mode: str, library: str | None):
+def _evictor(mode: str, library: str | None, cache: int):
     """The function that makes a CPU's caches cold by evicting this process's memory (mblast's
     libmblast_evict.so, the code the runner's worker uses for an OpenCL CPU device, see
-    include/mblast/cache_evict.h), or None for a sweep: where eviction is not available, or
-    `mode` (the target's device.cache_flush: auto, evict or sweep) is sweep."""
+    include/mblast/cache_evict.h), or None for a sweep: where eviction is not available, `mode`
+    (the target's device.cache_flush: auto, evict or sweep) is sweep, or it is auto and the
+    library's rule for this cache size (the worker's) says sweep."""
     if mode == "sweep" or not library:
         return None
     try:
@@ -115,6 +116,8 @@ def _evictor(mode: str, library: str | None):
     except OSError:
         return None
     if not lib.mblast_eviction_available():
+        return None
+    if mode == "auto" and not lib.mblast_prefer_eviction(ctypes.c_ulonglong(cache)):
         return None
     fn = lib.mblast_evict_process_data
     fn.argtypes = [ctypes.c_void_p]
@@ -150,7 +153,7 @@ class _Timer:
                 torch.set_num_threads(want)
             self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
                          "torch_threads": torch.get_num_threads(), **_cpu_blas()}
-            self.evict = _evictor(cache_flush, evict_library)  # (evict, seconds busy after it)
+            self.evict = _evictor(cache_flush, evict_library, cache)  # (evict, seconds busy after it)
         self.flush_buf = None if self.evict else torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         # 256 KiB: large enough that PyTorch splits sin over its threads, small next to any L2.
         self.busy = torch.ones(1 << 16, dtype=torch.float32) if self.evict else None
