@@ -26,7 +26,7 @@ namespace mblast {
 // alone left pocl's threads idle while the host walked memory, and the next kernel ran up to
 // 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440); 10 ms of
 // arithmetic brought it to 430-510 us with spreads of 15-40 % (two states), 30 ms to 408-474 us
-// with 7-16 %.
+// with 7-16 % (over the whole suite the median spread stayed 24.5 %: docs/STATUS.md).
 inline constexpr double kBusyAfterEviction = 0.03;
 
 struct EvictResult {
