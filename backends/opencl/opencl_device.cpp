@@ -318,16 +318,16 @@ void OpenclDevice::keep_busy() {
         "  if (x == -1.0f) sink[0] = x;\n"
         "}\n";
     busy_kernel_ = own_kernel(kBusy, "mblast_busy", busy_prog_);
+    busy_global_ = 4 * std::max<cl_uint>(info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS), 1);
     busy_sink_ = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, sizeof(float), nullptr, &err);
     MBLAST_CL_CHECK(err);
     MBLAST_CL_CHECK(clSetKernelArg(busy_kernel_, 0, sizeof(cl_mem), &busy_sink_));
   }
-  const size_t units = std::max<cl_uint>(info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS), 1);
-  const size_t global = 4 * units, local = 1;
+  const size_t local = 1;
   auto run = [&](cl_uint n) {
     MBLAST_CL_CHECK(clSetKernelArg(busy_kernel_, 1, sizeof n, &n));
     const auto t0 = std::chrono::steady_clock::now();
-    MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, busy_kernel_, 1, nullptr, &global, &local, 0, nullptr, nullptr));
+    MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, busy_kernel_, 1, nullptr, &busy_global_, &local, 0, nullptr, nullptr));
     MBLAST_CL_CHECK(clFinish(queue_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };

@@ -67,6 +67,7 @@ class OpenclDevice final : public Device {
   cl_program busy_prog_ = nullptr;
   cl_kernel busy_kernel_ = nullptr;
   cl_mem busy_sink_ = nullptr;
+  size_t busy_global_ = 0;  // work-groups of one: four per compute unit
   cl_uint busy_iters_ = 0;
   cl_event start_ = nullptr, end_ = nullptr;
   bool events_ok_ = true;

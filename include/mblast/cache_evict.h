@@ -4,7 +4,7 @@
 // write a buffer twice the size of the largest cache) does that at a cost that grows with the
 // cache, not the problem: on a VM that reports a 480 MiB L3 it is 960 MiB, 80 ms before every
 // call, even before a 4 ms one; and what it leaves behind (its own dirty lines, a thrashed TLB)
-// slows the call after it: PyTorch eager ran 20-28 % slower after the sweep than after
+// slows the call after it: PyTorch eager ran 10-27 % slower after the sweep than after
 // eviction. Eviction writes back and drops every cache line of this process's resident data
 // memory (CLFLUSHOPT acts on every cache level of every core): the next call reads its inputs,
 // parameters, temporaries and outputs from memory. It costs what the process holds, about

@@ -123,8 +123,7 @@ def _evictor(mode: str, library: str | None, cache: int):
     fn.argtypes = [ctypes.c_void_p]
     fn.restype = ctypes.c_int
     lib.mblast_busy_after_eviction.restype = ctypes.c_double
-    busy = lib.mblast_busy_after_eviction()
-    return (lambda: fn(None), busy) if fn(None) == 0 else None
+    return (lambda: fn(None), lib.mblast_busy_after_eviction())
 
 
 class _Timer:
