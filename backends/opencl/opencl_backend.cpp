@@ -3,6 +3,9 @@
 // PoCL, NVIDIA's OpenCL and an Adreno phone.
 #include "opencl_backend.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -116,6 +119,27 @@ std::vector<std::filesystem::path> OpenclBackend::sandbox_read_paths() const {
     }
   }
   return paths;
+}
+
+// PoCL's CPU driver pins its i-th thread to CPU i when POCL_AFFINITY=1. Unpinned, on a 2-vCPU
+// VM, a kernel after the worker's eviction walk often ran both threads on one CPU (the scheduler
+// places a thread that wakes after idling beside its waker): a 320^3 matmul took 1021-1049 us in
+// five evals, pinned 667-730 (docs/STATUS.md, 2026-12-05). Only where a process may run on every
+// online CPU 0..n-1: PoCL aborts when it cannot pin a thread. NVIDIA's OpenCL ignores it.
+static bool pocl_can_pin_threads() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 2 || online > CPU_SETSIZE) return false;
+  for (long c = 0; c < online; ++c)
+    if (!CPU_ISSET(c, &allowed)) return false;
+  return CPU_COUNT(&allowed) == online;
+}
+
+std::map<std::string, std::string> OpenclBackend::worker_environment(const nlohmann::json& target) const {
+  if (nvidia_platform(target) || std::getenv("POCL_AFFINITY") || !pocl_can_pin_threads()) return {};
+  return {{"POCL_AFFINITY", "1"}};
 }
 
 std::unique_ptr<Device> OpenclBackend::open(const nlohmann::json& target) {

@@ -18,6 +18,8 @@ class OpenclBackend final : public Backend {
   // An ICD folder or files named by OCL_ICD_VENDORS / OCL_ICD_FILENAMES (e.g. a folder in /tmp
   // holding nvidia.icd) and the libraries they name by absolute path, when outside the defaults.
   std::vector<std::filesystem::path> sandbox_read_paths() const override;
+  // POCL_AFFINITY=1 where PoCL's CPU driver can pin its threads (pocl_can_pin_threads).
+  std::map<std::string, std::string> worker_environment(const nlohmann::json& target) const override;
   std::unique_ptr<Device> open(const nlohmann::json& target) override;
 
  private:

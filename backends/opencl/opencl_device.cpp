@@ -3,6 +3,7 @@
 #include "opencl_device.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <utility>
 #include <cstring>
@@ -159,6 +160,8 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
     throw BackendError("the target's device.cache_flush is '" + flush + "'; it must be auto, evict or sweep");
   const bool cpu = info_value<cl_device_type>(device_, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU;
   evict_ = cpu && (flush == "evict" ? eviction_available() : flush == "auto" && prefer_eviction(cache_bytes_));
+  const char* pin = std::getenv("POCL_AFFINITY");  // read by PoCL when it started its threads
+  pocl_pinned_ = cpu && contains_ci(platform_name_, "Portable Computing Language") && pin && std::string(pin) == "1";
 }
 
 OpenclDevice::~OpenclDevice() {
@@ -371,7 +374,8 @@ std::string OpenclDevice::timing_method() {
   const std::string cold = evict_ ? "every cache line of the process's resident data memory flushed (CLFLUSHOPT), "
                                     "then " + std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic on every compute unit"
                                   : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
-  return clock + "; caches cold before each timed call: " + cold;
+  return clock + "; caches cold before each timed call: " + cold +
+         (pocl_pinned_ ? "; PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)" : "");
 }
 
 double OpenclDevice::time_kernel(cl_kernel k, size_t global, int reps) {

@@ -64,6 +64,7 @@ class OpenclDevice final : public Device {
   cl_kernel flush_kernel_ = nullptr;
   unsigned flush_count_ = 0;
   bool evict_ = false;  // flush_caches() evicts this process's memory instead of sweeping
+  bool pocl_pinned_ = false;  // PoCL's CPU threads run one to a CPU (OpenclBackend::worker_environment)
   cl_program busy_prog_ = nullptr;
   cl_kernel busy_kernel_ = nullptr;
   cl_mem busy_sink_ = nullptr;

@@ -116,6 +116,7 @@ class WorkerRun {
                  {"HOME", dir_.string()},
                  {"POCL_CACHE_DIR", (svc.cache_dir() / "driver-cache" / "pocl").string()},
                  {"CUDA_CACHE_PATH", (svc.cache_dir() / "driver-cache" / "nv").string()}};
+    for (const auto& [k, v] : backend.worker_environment(target)) o.set_env.emplace(k, v);
     o.drop_env_prefixes = {"QEMU_", "LD_PRELOAD", "MBLAST_"};  // nothing from the runner's environment steers the worker
     o.before_exec = [pol] { return apply_sandbox(pol); };
     child_ = spawn(o);

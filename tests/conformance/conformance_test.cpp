@@ -4,8 +4,10 @@
 // statistics, and the same evaluation twice must hit the build cache and agree.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "mblast/cache_evict.h"
@@ -259,14 +261,16 @@ TEST(OpenclCacheFlush, ACpuDeviceEvictsOrSweepsAsTheTargetSays) {
     auto r = evaluate(p, t, cand, quick_timing(), &client);  // auto
     ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
     const std::string method = r["time"]["method"];
-    EXPECT_TRUE(method.find("resident data memory flushed (CLFLUSHOPT), then 30 ms of arithmetic") != std::string::npos ||
+    const std::string busy = "resident data memory flushed (CLFLUSHOPT), then " +
+                             std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic";
+    EXPECT_TRUE(method.find(busy) != std::string::npos ||
                 method.find("MiB (2x the device's cache)") != std::string::npos) << method;
     t.spec["device"]["cache_flush"] = "evict";
     r = evaluate(p, t, cand, quick_timing(), &client);
     ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
     const std::string evicted = r["time"]["method"];
     if (eviction_available())
-      EXPECT_NE(evicted.find("resident data memory flushed (CLFLUSHOPT), then 30 ms of arithmetic"), std::string::npos) << evicted;
+      EXPECT_NE(evicted.find(busy), std::string::npos) << evicted;
     else
       EXPECT_NE(evicted.find("MiB (2x the device's cache)"), std::string::npos) << evicted;
     t.spec["device"]["cache_flush"] = "sweep";
@@ -280,6 +284,51 @@ TEST(OpenclCacheFlush, ACpuDeviceEvictsOrSweepsAsTheTargetSays) {
     EXPECT_NE(r.value("reason", "").find("device.cache_flush is 'often'; it must be auto, evict or sweep"), std::string::npos) << r.dump();
   }
   if (!ran) GTEST_SKIP() << "no OpenCL CPU target available";
+}
+
+// The runner pins PoCL's CPU threads one to a CPU (POCL_AFFINITY=1) where it may run on every
+// online CPU; restricted to fewer CPUs it must not (PoCL aborts when it cannot pin), and a
+// POCL_AFFINITY of the user's stands. The runner inherits this process's CPU set.
+TEST(OpenclPinning, PoclThreadsArePinnedOnlyWhereEveryCpuIsAllowed) {
+  std::string why;
+  auto targets = available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  if (std::getenv("POCL_AFFINITY")) GTEST_SKIP() << "POCL_AFFINITY is set in this environment";
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 2 || CPU_COUNT(&all) != online) GTEST_SKIP() << "needs at least 2 CPUs, every online one allowed";
+  const fs::path dir = testing::source_dir() / "problems" / "vec_add";
+  const Problem p = load_problem(dir);
+  const fs::path cand = dir / "candidates" / "naive.opencl.cpp";
+  const std::string pinned = "PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)";
+  auto method = [&](const Target& t) {
+    RunnerClient client(RunnerAddress{});  // a runner started now, with this process's CPU set and environment
+    auto r = evaluate(p, t, cand, quick_timing(), &client);
+    EXPECT_TRUE(r["correct"].get<bool>()) << r.dump();
+    return r["time"].value("method", "");
+  };
+  bool ran = false;
+  for (const Target& t : targets) {
+    const auto& d = t.spec["device"];
+    if (d.value("type", "") != "cpu" || d.value("platform_contains", "").find("Portable") == std::string::npos) continue;
+    SCOPED_TRACE("target " + t.name);
+    ran = true;
+    EXPECT_NE(method(t).find(pinned), std::string::npos);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(online - 1, &one);  // not CPU 0: PoCL would pin its thread 0 there
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const std::string restricted = method(t);
+    ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+    EXPECT_EQ(restricted.find(pinned), std::string::npos) << restricted;
+    setenv("POCL_AFFINITY", "0", 1);
+    const std::string users = method(t);
+    unsetenv("POCL_AFFINITY");
+    EXPECT_EQ(users.find(pinned), std::string::npos) << users;
+  }
+  if (!ran) GTEST_SKIP() << "no PoCL CPU target available";
 }
 
 }  // namespace

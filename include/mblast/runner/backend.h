@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -116,6 +117,10 @@ class Backend {
   // CUDA_ERROR_OPERATING_SYSTEM when only /proc/self is writable; tests/gpu/cuda_sandbox_probe.cpp
   // shows it). The runner then also makes itself non-dumpable so the worker cannot write its memory.
   virtual bool driver_writes_proc(const nlohmann::json& /*target*/) const { return false; }
+  // Environment variables the runner adds to the worker's for this target (driver settings that
+  // must be in place before the driver starts; the runner decides, as the sandboxed worker may
+  // not read /sys). A variable already in the runner's environment is the user's and stands.
+  virtual std::map<std::string, std::string> worker_environment(const nlohmann::json& /*target*/) const { return {}; }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
   // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or
