@@ -24,9 +24,11 @@ namespace mblast {
 
 // Seconds of arithmetic on the device's (or PyTorch's) threads after each eviction. Eviction
 // alone left pocl's threads idle while the host walked memory, and the next kernel ran up to
-// 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440); 10 ms of
-// arithmetic brought it to 430-510 us with spreads of 15-40 % (two states), 30 ms to 408-474 us
-// with 7-16 % (over the whole suite the median spread stayed 24.5 %: docs/STATUS.md).
+// 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440): the woken threads
+// shared one CPU, which the runner now prevents by pinning them (OpenclBackend::
+// worker_environment). Pinned, the 30 ms still halves the suite's median spread within an eval
+// (12 against 24 %) and both sides then start from threads that just worked (docs/STATUS.md,
+// 2026-12-05).
 inline constexpr double kBusyAfterEviction = 0.03;
 
 struct EvictResult {
