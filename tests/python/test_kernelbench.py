@@ -163,6 +163,25 @@ class ImportTest(unittest.TestCase):
                 self.assertTrue(torch.equal(exp, torch.relu(inputs[s])))
         self.assertEqual(self.data("relu", "params.init0.safetensors"), {})
 
+    def test_signed_seed_avoids_what_the_file_is_not_made_for(self):
+        # x / x.sum(-1) on zero-centred rows divides by sums near zero: the float32 reference's
+        # own error would need an atol beyond KernelBench's 1e-2, so no kernel could match it.
+        # The importer says so and shifts by half the mean instead (signed, well-conditioned).
+        src = copy_fixtures(os.path.join(self.tmp, "src_rownorm"), ["row_normalize.py"])
+        out = os.path.join(self.tmp, "problems_rownorm")
+        r = helper("import", src, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        p = read_json(os.path.join(out, "row_normalize", "problem.json"))
+        seed = p["seeds"][2]
+        self.assertEqual(seed["distribution"], "signed-variant")
+        self.assertIn("x-mean(x) (the file draws it from", seed["note"])
+        self.assertIn("ill-conditioned", seed["note"])
+        self.assertIn("x-mean(x)/2", seed["note"])
+        x = load_file(os.path.join(out, "row_normalize", "data", "inputs.seed2.safetensors"))["in0"]
+        self.assertGreater(float((x < 0).float().mean()), 0.1)
+        self.assertNotIn("capped", p.get("tolerance_calibration", {}))
+        self.assertLessEqual(p["tolerance"]["f32"]["atol"], 1e-3)
+
     def test_linear_gelu_parameters_in_documented_order(self):
         p = self.problem("linear_gelu")
         self.assertEqual([t["name"] for t in p["parameters"]], ["linear.weight", "linear.bias"])
@@ -270,7 +289,7 @@ class ImportTest(unittest.TestCase):
         r = mblast("import", "kernelbench", FIXTURES, "--out", out, "--json")
         self.assertEqual(r.returncode, 1)  # the fixtures include the two bad files
         summary = json.loads(r.stdout)
-        self.assertEqual((summary["imported"], summary["failed"]), (3, 2))
+        self.assertEqual((summary["imported"], summary["failed"]), (4, 2))
         bad = {os.path.basename(f["file"]): f["reason"] for f in summary["files"] if not f["ok"]}
         self.assertEqual(sorted(bad), ["forward_raises.py", "syntax_error.py"])
         r = mblast("import", "kernelbench", "--help")

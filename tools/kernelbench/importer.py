@@ -33,20 +33,31 @@ CALIBRATION_MARGIN = 10.0
 KERNELBENCH_TOL = 1e-2  # KernelBench's own atol = rtol, used when calibration is impossible
 
 
-def _signed_variant(args):
-    """Float tensor inputs whose values are all >= 0 made signed. Returns (args, changes)."""
+def _signed_variant(args, mild: bool = False):
+    """Float tensor inputs whose values are all >= 0 made signed. Returns (args, changes).
+    By default centred on zero (half the values negative); `mild` shifts by half the mean
+    instead (about a quarter negative), for models that a zero mean makes ill-conditioned
+    (x / x.sum(): row sums near zero)."""
     new, changes = list(args), []
     for i, v in enumerate(args):
         if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 0:
             lo, hi = float(v.min()), float(v.max())
             if lo >= 0:
-                if hi <= 1:
+                if mild:
+                    new[i] = v - (v.float().mean() / 2).to(v.dtype)
+                    changes.append(f"in{i}: x-mean(x)/2 (the file draws it from [0, {hi:.3g}])")
+                elif hi <= 1:
                     new[i] = v * 2 - 1
                     changes.append(f"in{i}: 2x-1 (the file draws it from [0, 1])")
                 else:
                     new[i] = v - v.float().mean().to(v.dtype)
                     changes.append(f"in{i}: x-mean(x) (the file draws it from [0, {hi:.3g}])")
     return new, changes
+
+
+def _capped(need: dict) -> bool:
+    """Whether calibrated atols (_calibrate's first result) exceed KernelBench's tolerance."""
+    return any(_round_up_125(CALIBRATION_MARGIN * v) > KERNELBENCH_TOL for v in need.values())
 
 
 def _calibrate(ref: Reference, args, outs, decl_outs):
@@ -189,33 +200,66 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             raise Failure(f"Model has other parameters under init {i} than under init 0")
     module_mode = "train" if refs[0].model.training else "eval"
 
-    # Expected outputs; the last seed is the signed variant when it stays finite.
+    # Expected outputs; the last seed is the signed variant when it stays finite. Where the
+    # zero-centred variant makes a model ill-conditioned that is not on the file's own inputs
+    # (the reference's own float error needs more than KernelBench's atol: x / x.sum() with
+    # row sums near zero), a milder one, shifted by half the mean, is used instead; no kernel
+    # could match the reference there, correct or not.
     expected, return_kind, output_decl = {}, None, None
     signed_seed = seeds[-1] if n_seeds >= 2 else None
+    calibrated = {}  # seed -> _calibrate's result, or the exception it raised
+
+    def calibrate(s, args, outs):
+        if s not in calibrated:
+            try:
+                calibrated[s] = _calibrate(refs[inits[0]], args, outs, output_decl)
+            except Exception as e:  # the model does not run in float64: handled below
+                calibrated[s] = e
+        return calibrated[s]
+
     for s in seeds:
         args = on_device(seed_args[s])
         done = {}
         if s == signed_seed:
-            sargs, changes = _signed_variant(args)
-            if changes:
-                bad = None
+            notes = []
+            for mild in (False, True):
+                sargs, changes = _signed_variant(args, mild)
+                if not changes:
+                    break
+                bad, done = None, {}
                 for i in inits:
                     outs, kind = refs[i].forward(sargs, f"forward (seed {s}, signed variant, init {i})")
                     if not all_finite(outs):
                         bad = i
                         break
                     done[i] = (outs, kind)
-                if bad is None:
-                    args = sargs
-                    seed_info[s] = {"seed": s, "distribution": "signed-variant",
-                                    "note": "; ".join(changes)}
-                    seed_args[s] = [a.detach().cpu() if isinstance(a, torch.Tensor) else a
-                                    for a in sargs]
-                else:
+                if bad is not None:
                     done = {}
-                    seed_info[s]["note"] = (f"the signed variant ({'; '.join(changes)}) makes "
-                                            f"the reference NaN/Inf under init {bad}: this seed "
-                                            "keeps the file's own distribution")
+                    notes.append(f"the signed variant ({'; '.join(changes)}) makes the reference "
+                                 f"NaN/Inf under init {bad}")
+                    continue
+                if not mild:
+                    own = calibrate(seeds[0], on_device(seed_args[seeds[0]]), expected[(seeds[0], inits[0])])
+                    signed = calibrate(s, sargs, done[inits[0]][0])
+                    if (not isinstance(own, Exception) and not isinstance(signed, Exception)
+                            and _capped(signed[0]) and not _capped(own[0])):
+                        worst = max(signed[0].values())
+                        notes.append(f"the signed variant ({'; '.join(changes)}) makes the model "
+                                     f"ill-conditioned (the reference's own error against float64 "
+                                     f"needs atol {worst:.3g}, the file's inputs do not)")
+                        del calibrated[s]
+                        done = {}
+                        continue
+                args = sargs
+                seed_info[s] = {"seed": s, "distribution": "signed-variant",
+                                "note": "; ".join(notes + changes)}
+                seed_args[s] = [a.detach().cpu() if isinstance(a, torch.Tensor) else a
+                                for a in sargs]
+                break
+            if seed_info[s]["distribution"] == "signed-variant":
+                pass
+            elif notes:
+                seed_info[s]["note"] = "; ".join(notes) + ": this seed keeps the file's own distribution"
             elif any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
                 seed_info[s]["note"] = ("every float input already takes negative values: "
                                         "this seed keeps the file's own distribution")
@@ -257,8 +301,10 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     try:
         need, raw = {}, {}
         for s in sorted({seeds[0], seeds[-1]}):
-            n, r = _calibrate(refs[inits[0]], on_device(seed_args[s]), expected[(s, inits[0])],
-                              output_decl)
+            got = calibrate(s, on_device(seed_args[s]), expected[(s, inits[0])])
+            if isinstance(got, Exception):
+                raise got
+            n, r = got
             for k, v in n.items():
                 need[k] = max(need.get(k, 0.0), v)
             for k, v in r.items():
