@@ -134,11 +134,13 @@ static bool pocl_can_pin_threads() {
   if (online < 2 || online > CPU_SETSIZE) return false;
   for (long c = 0; c < online; ++c)
     if (!CPU_ISSET(c, &allowed)) return false;
+  // More threads than CPUs (the user's POCL_MAX_PTHREAD_COUNT) could not all be pinned.
+  if (const char* n = std::getenv("POCL_MAX_PTHREAD_COUNT"); n && std::atol(n) > online) return false;
   return CPU_COUNT(&allowed) == online;
 }
 
 std::map<std::string, std::string> OpenclBackend::worker_environment(const nlohmann::json& target) const {
-  if (nvidia_platform(target) || std::getenv("POCL_AFFINITY") || !pocl_can_pin_threads()) return {};
+  if (nvidia_platform(target) || !pocl_can_pin_threads()) return {};
   return {{"POCL_AFFINITY", "1"}};
 }
 

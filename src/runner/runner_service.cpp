@@ -5,6 +5,7 @@
 
 #include <sys/prctl.h>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -116,7 +117,8 @@ class WorkerRun {
                  {"HOME", dir_.string()},
                  {"POCL_CACHE_DIR", (svc.cache_dir() / "driver-cache" / "pocl").string()},
                  {"CUDA_CACHE_PATH", (svc.cache_dir() / "driver-cache" / "nv").string()}};
-    for (const auto& [k, v] : backend.worker_environment(target)) o.set_env.emplace(k, v);
+    for (const auto& [k, v] : backend.worker_environment(target))
+      if (!std::getenv(k.c_str())) o.set_env.emplace(k, v);  // the user's setting stands
     o.drop_env_prefixes = {"QEMU_", "LD_PRELOAD", "MBLAST_"};  // nothing from the runner's environment steers the worker
     o.before_exec = [pol] { return apply_sandbox(pol); };
     child_ = spawn(o);
