@@ -26,10 +26,11 @@ namespace mblast {
 // alone left pocl's threads idle while the host walked memory, and the next kernel ran up to
 // 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440): the woken threads
 // shared one CPU, which the runner now prevents by pinning them (OpenclBackend::
-// worker_environment). Pinned, the 30 ms still halves the suite's median spread within an eval
-// (12 against 24 %) and both sides then start from threads that just worked (docs/STATUS.md,
-// 2026-12-05).
-inline constexpr double kBusyAfterEviction = 0.03;
+// worker_environment). Pinned, a short busy phase still matters: with none the suite's median
+// spread within an eval was 24 %, with 5 ms 10.9 % (with 30 ms 12.0 %); and 30 ms of torch.sin
+// made PyTorch's next op 9-14 % slower than 5 ms did (three problems, alternated three times),
+// which inflated every speedup (docs/STATUS.md, 2026-12-05).
+inline constexpr double kBusyAfterEviction = 0.005;
 
 struct EvictResult {
   size_t bytes = 0;    // resident bytes whose lines were flushed
