@@ -311,7 +311,6 @@ void OpenclDevice::keep_busy() {
   // Arithmetic only, on every compute unit, for kBusyAfterEviction seconds: the timed call then
   // starts on a device that was just working, as after a sweep (and as in a pipeline of
   // kernels), not on threads that idled while the host walked memory (mblast/cache_evict.h).
-  constexpr double kBusySeconds = kBusyAfterEviction;
   cl_int err = CL_SUCCESS;
   if (!busy_kernel_) {
     static const char* kBusy =
@@ -334,11 +333,11 @@ void OpenclDevice::keep_busy() {
     MBLAST_CL_CHECK(clFinish(queue_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  if (busy_iters_ == 0) {  // calibrated once: iterations for kBusySeconds (the first launch also compiles)
+  if (busy_iters_ == 0) {  // calibrated once: iterations for kBusyAfterEviction (the first launch also compiles)
     const cl_uint probe = 100000;
     run(probe);
     const double t = std::max(run(probe), 1e-6);
-    busy_iters_ = static_cast<cl_uint>(std::clamp(probe * kBusySeconds / t, 1000.0, 1e9));
+    busy_iters_ = static_cast<cl_uint>(std::clamp(probe * kBusyAfterEviction / t, 1000.0, 1e9));
   }
   run(busy_iters_);
 }
