@@ -97,6 +97,45 @@ def _calibrate(ref: Reference, args, outs, decl_outs):
     return need, raw
 
 
+def _pick_signed_variant(s, args, refs, inits, calibrate, own_calibration):
+    """The signed variant for seed `s` (docs/kernelbench.md "Seeds"): (args, {init: (outs,
+    kind)}, its calibration or None, note) when one is kept, else (None, {}, None, note) with why
+    the seed keeps the file's distribution. The zero-centred variant goes first; the milder one
+    when that makes the reference NaN/Inf, or ill-conditioned where the file's inputs
+    (`own_calibration()`) are not: its float32 error against float64 needs an atol beyond
+    KernelBench's (x / x.sum() with row sums near zero); no kernel could match it there."""
+    notes = []
+    for mild in (False, True):
+        sargs, changes = _signed_variant(args, mild)
+        if not changes:
+            break
+        done = {}
+        for i in inits:
+            outs, kind = refs[i].forward(sargs, f"forward (seed {s}, signed variant, init {i})")
+            if not all_finite(outs):
+                notes.append(f"the signed variant ({'; '.join(changes)}) makes the reference "
+                             f"NaN/Inf under init {i}")
+                break
+            done[i] = (outs, kind)
+        else:
+            calib = None
+            if not mild:
+                calib, own = calibrate(sargs, done[inits[0]][0]), own_calibration()
+                if (not isinstance(own, Exception) and not isinstance(calib, Exception)
+                        and _capped(calib[0]) and not _capped(own[0])):
+                    notes.append(f"the signed variant ({'; '.join(changes)}) makes the model "
+                                 f"ill-conditioned (the reference's own error against float64 "
+                                 f"needs atol {max(calib[0].values()):.3g}, the file's inputs do not)")
+                    continue
+            return sargs, done, calib, "; ".join(notes + changes)
+    if notes:
+        return None, {}, None, "; ".join(notes) + ": this seed keeps the file's own distribution"
+    if any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
+        return None, {}, None, ("every float input already takes negative values: "
+                                "this seed keeps the file's own distribution")
+    return None, {}, None, "no float input: nothing to make signed"
+
+
 def _round_up_125(x: float) -> float:
     """The smallest 1, 2 or 5 times a power of ten that is >= x."""
     if x <= 0:
@@ -200,71 +239,36 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             raise Failure(f"Model has other parameters under init {i} than under init 0")
     module_mode = "train" if refs[0].model.training else "eval"
 
-    # Expected outputs; the last seed is the signed variant when it stays finite. Where the
-    # zero-centred variant makes a model ill-conditioned that is not on the file's own inputs
-    # (the reference's own float error needs more than KernelBench's atol: x / x.sum() with
-    # row sums near zero), a milder one, shifted by half the mean, is used instead; no kernel
-    # could match the reference there, correct or not.
+    # Expected outputs; the last seed is a signed variant (_pick_signed_variant).
     expected, return_kind, output_decl = {}, None, None
     signed_seed = seeds[-1] if n_seeds >= 2 else None
     calibrated = {}  # seed -> _calibrate's result, or the exception it raised
 
-    def calibrate(s, args, outs):
+    def calibrate(args, outs):
+        try:
+            return _calibrate(refs[inits[0]], args, outs, output_decl)
+        except Exception as e:  # the model does not run in float64: handled below
+            return e
+
+    def calibration_of(s):
         if s not in calibrated:
-            try:
-                calibrated[s] = _calibrate(refs[inits[0]], args, outs, output_decl)
-            except Exception as e:  # the model does not run in float64: handled below
-                calibrated[s] = e
+            calibrated[s] = calibrate(on_device(seed_args[s]), expected[(s, inits[0])])
         return calibrated[s]
 
     for s in seeds:
         args = on_device(seed_args[s])
         done = {}
         if s == signed_seed:
-            notes = []
-            for mild in (False, True):
-                sargs, changes = _signed_variant(args, mild)
-                if not changes:
-                    break
-                bad, done = None, {}
-                for i in inits:
-                    outs, kind = refs[i].forward(sargs, f"forward (seed {s}, signed variant, init {i})")
-                    if not all_finite(outs):
-                        bad = i
-                        break
-                    done[i] = (outs, kind)
-                if bad is not None:
-                    done = {}
-                    notes.append(f"the signed variant ({'; '.join(changes)}) makes the reference "
-                                 f"NaN/Inf under init {bad}")
-                    continue
-                if not mild:
-                    own = calibrate(seeds[0], on_device(seed_args[seeds[0]]), expected[(seeds[0], inits[0])])
-                    signed = calibrate(s, sargs, done[inits[0]][0])
-                    if (not isinstance(own, Exception) and not isinstance(signed, Exception)
-                            and _capped(signed[0]) and not _capped(own[0])):
-                        worst = max(signed[0].values())
-                        notes.append(f"the signed variant ({'; '.join(changes)}) makes the model "
-                                     f"ill-conditioned (the reference's own error against float64 "
-                                     f"needs atol {worst:.3g}, the file's inputs do not)")
-                        del calibrated[s]
-                        done = {}
-                        continue
+            sargs, done, calib, note = _pick_signed_variant(
+                s, args, refs, inits, calibrate, lambda: calibration_of(seeds[0]))
+            seed_info[s]["note"] = note
+            if sargs is not None:
                 args = sargs
-                seed_info[s] = {"seed": s, "distribution": "signed-variant",
-                                "note": "; ".join(notes + changes)}
+                seed_info[s]["distribution"] = "signed-variant"
                 seed_args[s] = [a.detach().cpu() if isinstance(a, torch.Tensor) else a
                                 for a in sargs]
-                break
-            if seed_info[s]["distribution"] == "signed-variant":
-                pass
-            elif notes:
-                seed_info[s]["note"] = "; ".join(notes) + ": this seed keeps the file's own distribution"
-            elif any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
-                seed_info[s]["note"] = ("every float input already takes negative values: "
-                                        "this seed keeps the file's own distribution")
-            else:
-                seed_info[s]["note"] = "no float input: nothing to make signed"
+                if calib is not None:
+                    calibrated[s] = calib
         for i in inits:
             what = f"forward (seed {s}, init {i})"
             outs, kind = done[i] if i in done else refs[i].forward(args, what)
@@ -301,7 +305,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     try:
         need, raw = {}, {}
         for s in sorted({seeds[0], seeds[-1]}):
-            got = calibrate(s, on_device(seed_args[s]), expected[(s, inits[0])])
+            got = calibration_of(s)
             if isinstance(got, Exception):
                 raise got
             n, r = got
