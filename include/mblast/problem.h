@@ -44,6 +44,11 @@ struct Problem {
   std::filesystem::path params_file(int init) const;
   std::filesystem::path expected_file(int seed, int init) const;
   bool data_present() const;
+  // The inits a candidate is run on. Without parameters, an init whose expected outputs the
+  // data's MANIFEST.json records as identical (same content hash, on every seed) to the first
+  // init's is the same computation on the same inputs: it is run once, as the first init.
+  // Without a manifest, or where any hash differs, every init.
+  std::vector<int> inits_to_run() const;
 };
 
 // Reads and checks problem.json. Throws UserError with a one-line reason naming the file.

@@ -49,10 +49,11 @@ struct ReferenceData {
   std::vector<TensorView> sent;  // views into sources, named "in/<seed>/<name>", "par/<init>/<name>"
   std::map<std::pair<int, int>, std::unique_ptr<MappedSafetensors>> expected;
   std::map<std::string, std::string> sent_hash;  // "in/<seed>/<name>" -> content hash
+  std::vector<int> inits;  // the inits the candidate runs on
 
-  explicit ReferenceData(const Problem& prob) : p(prob) {
+  ReferenceData(const Problem& prob, std::vector<int> run_inits) : p(prob), inits(std::move(run_inits)) {
     for (const auto& s : p.seeds) add(p.inputs_file(s.seed), p.inputs, "in/" + std::to_string(s.seed) + "/");
-    for (int i : p.inits) add(p.params_file(i), p.parameters, "par/" + std::to_string(i) + "/");
+    for (int i : inits) add(p.params_file(i), p.parameters, "par/" + std::to_string(i) + "/");
   }
   void add(const fs::path& file, const std::vector<TensorSpec>& specs, const std::string& prefix) {
     sources.push_back(map_checked(file, specs));
@@ -249,8 +250,8 @@ double data_seconds_per_run(const Problem& p) {
 }
 
 // The runner request that builds a candidate and runs it on every seed x init (o.runs times).
-json eval_request(const Problem& p, const Target& target, const std::string& source, const fs::path& candidate,
-                  const EvalOptions& o) {
+json eval_request(const Problem& p, const std::vector<int>& inits, const Target& target, const std::string& source,
+                  const fs::path& candidate, const EvalOptions& o) {
   json seeds = json::array();
   for (const auto& s : p.seeds) seeds.push_back(s.seed);
   return {{"op", "eval"},
@@ -260,7 +261,7 @@ json eval_request(const Problem& p, const Target& target, const std::string& sou
           {"parameters", spec_list(p.parameters)},
           {"outputs", spec_list(p.outputs)},
           {"seeds", seeds},
-          {"inits", p.inits},
+          {"inits", inits},
           {"runs", o.runs},
           {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"data_s", data_seconds_per_run(p)}, {"time_s", o.time_s}}}};
 }
@@ -313,7 +314,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   const std::string source = read_source(candidate);
   const RunnerAddress addr = runner_for(target, o);
   ensure_problem_data(p, o.quiet);
-  ReferenceData ref(p);
+  ReferenceData ref(p, p.inits_to_run());
   const double t_prepared = since(t_start);
 
   std::unique_ptr<RunnerClient> own;
@@ -333,7 +334,11 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   r["failure_kind"] = nullptr;
   r["reason"] = nullptr;
 
-  json req = eval_request(p, target, source, candidate, o);
+  json req = eval_request(p, ref.inits, target, source, candidate, o);
+  if (ref.inits.size() < p.inits.size())
+    r["inits_run"] = {{"inits", ref.inits},
+                      {"note", fmt::format("the problem has no parameters and its {} inits have identical expected outputs "
+                                           "(data/MANIFEST.json): one computation, run once", p.inits.size())}};
   const auto payload = ref.payload();
   const int rotate = rotating_sets(p, target, o.rotate);
   set_memory_limit(req, p, payload.size(), o, rotate);
@@ -470,13 +475,13 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 json capture_outputs(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o,
                      std::map<std::pair<int, int>, TensorSet>& outputs) {
   const std::string source = read_source(candidate);
-  ReferenceData ref(p);  // inputs and parameters only: there is no expected data yet
+  ReferenceData ref(p, p.inits);  // inputs and parameters only: there is no expected data yet
   RunnerClient client(runner_for(target, o));
   json r = {{"problem", p.name}, {"target", target.name}, {"candidate", fs::absolute(candidate).string()},
             {"correct", false}, {"failure_kind", nullptr}, {"reason", nullptr}};
   EvalOptions two = o;
   two.runs = std::max(2, o.runs);  // the second run must agree with the first
-  json req = eval_request(p, target, source, candidate, two);
+  json req = eval_request(p, ref.inits, target, source, candidate, two);
   const auto payload = ref.payload();
   set_memory_limit(req, p, payload.size(), two, 0);  // no timing stage, no rotating sets
   client.send(req, payload);
@@ -545,6 +550,7 @@ std::string format_eval_result(const json& r) {
     o << fmt::format("device    {}\n", r["device"].value("name", "?"));
   if (r.value("correct", false)) {
     o << "result    CORRECT on every seed, init and run\n";
+    if (r.contains("inits_run")) o << fmt::format("          ({})\n", r["inits_run"].value("note", ""));
   } else {
     o << fmt::format("result    REJECTED: {}\n          {}\n", r.value("failure_kind", json("?")).get<std::string>(),
                      r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "");

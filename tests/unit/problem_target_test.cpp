@@ -50,6 +50,38 @@ TEST(Problem, LoadsAWellFormedProblem) {
   EXPECT_FALSE(p.data_present());
 }
 
+// Two seeds, two inits; `params` is the parameter list's JSON.
+std::string two_inits(const std::string& params) {
+  return R"({"format": 1, "name": "t", "op_class": "elementwise",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}], "parameters": )" + params + R"(,
+  "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
+  "flops": 4, "bytes": 32, "seeds": [{"seed": 0}, {"seed": 1}], "inits": [0, 1]})";
+}
+
+// A manifest whose expected files hash as given, in the order s0i0, s0i1, s1i0, s1i1.
+std::string manifest(const std::string& h00, const std::string& h01, const std::string& h10, const std::string& h11) {
+  return R"({"files": {"expected.seed0.init0.safetensors": ")" + h00 + R"(", "expected.seed0.init1.safetensors": ")" + h01 +
+         R"(", "expected.seed1.init0.safetensors": ")" + h10 + R"(", "expected.seed1.init1.safetensors": ")" + h11 + R"("}})";
+}
+
+TEST(Problem, InitsThatAreOneComputationRunOnce) {
+  TempDir d;
+  d.write("problem.json", two_inits("[]"));
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "no manifest: every init";
+  d.write("data/MANIFEST.json", manifest("a", "a", "b", "b"));
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0})) << "no parameters, identical expected outputs";
+  d.write("data/MANIFEST.json", manifest("a", "a", "b", "c"));
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "one seed's outputs differ by init";
+  d.write("data/MANIFEST.json", R"({"files": {"expected.seed0.init0.safetensors": "a", "expected.seed0.init1.safetensors": "a"}})");
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "a seed the manifest does not name";
+  d.write("data/MANIFEST.json", "{not json");
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "a damaged manifest";
+  TempDir withp;
+  withp.write("problem.json", two_inits(R"([{"name": "w", "dtype": "f32", "shape": [4]}])"));
+  withp.write("data/MANIFEST.json", manifest("a", "a", "b", "b"));
+  EXPECT_EQ(load_problem(withp.path()).inits_to_run(), (std::vector<int>{0, 1})) << "parameters: every init";
+}
+
 void expect_one_line_error(const std::string& json, const std::string& needle) {
   TempDir d;
   d.write("problem.json", json);
