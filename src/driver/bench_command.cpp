@@ -143,6 +143,8 @@ int run_bench(const BenchArgs& a) {
                              r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
       c.details = {{"optimize_run", r["run"]}, {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},
                    {"stop_reason", r["stop_reason"]},
+                   {"seconds", {{"optimize", r.value("elapsed_s", 0.0)}, {"evaluate", r.value("evaluate_s", 0.0)},
+                                {"evaluate_split", r.value("evaluate_split", json::object())}}},
                    {"design", {{"family", r.value("best_family", "")}, {"params", r.value("best_params", json::object())},
                                {"description", r.value("best_description", "")}}}};
       return c;

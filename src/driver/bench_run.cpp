@@ -385,6 +385,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   if (run.runner_device.is_null() && r.contains("device")) run.runner_device = r["device"];
   row["candidate"]["build_cached"] = r.value("build", json::object()).value("cached", false);
   row["eval_seconds"] = r.value("phases", json::object()).value("total_s", 0.0);
+  if (r.contains("phases"))
+    for (const char* k : {"build_s", "verify_s", "timing_s"}) row["eval_phases"][k] = r["phases"].value(k, 0.0);
   if (!r.value("correct", false)) {
     const std::string kind = r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";
     std::string reason = r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "";
@@ -466,8 +468,13 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
   row["flops"] = pj.value("flops", 0.0);
   row["flops_method"] = pj.value("flops_method", "");
   row["bytes"] = pj.value("bytes", 0.0);
+  const auto t_base = Clock::now();
   add_baselines(run, p, row);
+  const double baselines_s = since(t_base);
+  const auto t_cand = Clock::now();
   add_candidate(run, p, s, provider, row);
+  // Where the row's time went (the candidate's part includes an optimize run when there is one).
+  row["phases"] = {{"import_s", im.seconds}, {"baselines_s", baselines_s}, {"candidate_s", since(t_cand)}};
   return row;
 }
 

@@ -118,6 +118,7 @@ class Loop {
   nlohmann::json knowledge_used_ = nlohmann::json::array();
   int step_ = 0, evals_ = 0, steps_without_gain_ = 0;
   double eval_seconds_ = 0;  // wall time inside evaluate(), for the steps' timing
+  nlohmann::json eval_split_ = nlohmann::json::object();  // build_s / verify_s / timing_s summed over evaluations
 
   nlohmann::json initial_meta() const {
     return {{"problem", in_.problem.name},
@@ -180,7 +181,10 @@ class Loop {
       ~Count() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
     } count{eval_seconds_, t0};
     try {
-      return measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
+      Measured m = measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
+      if (m.eval.contains("phases"))
+        for (const char* k : {"build_s", "verify_s", "timing_s"}) eval_split_[k] = eval_split_.value(k, 0.0) + m.eval["phases"].value(k, 0.0);
+      return m;
     } catch (const UserError&) {
       throw;
     } catch (const Error& e) {
@@ -584,6 +588,8 @@ class Loop {
         {"stop_reason", stop},
         {"spend", actor_.spend()},
         {"elapsed_s", elapsed()},
+        {"evaluate_s", eval_seconds_},
+        {"evaluate_split", eval_split_},
         {"kernel_plan", plan_.kind == "unsupported" ? nlohmann::json{{"kind", "unsupported"}, {"reason", plan_.reason}}
                                                     : nlohmann::json{{"kind", plan_.kind}, {"summary", plan_.summary()}}},
         {"knowledge", {{"used", knowledge_used_}, {"experiences_written", learned_.size()},
