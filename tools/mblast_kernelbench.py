@@ -45,8 +45,12 @@ from kernelbench.common import die, one_line  # noqa: E402
 
 def _need_torch() -> None:
     """torch and safetensors for import and baseline, or one line saying what is missing."""
+    import time
+    from kernelbench import common
+    t0 = time.perf_counter()
     try:
         import torch  # noqa: F401
+        common.TORCH_IMPORT_SECONDS = time.perf_counter() - t0
     except Exception as e:  # ImportError, or a broken install
         die(f"torch is not importable for {sys.executable} ({one_line(e)}); install "
             "python3-torch (Debian) or pip install torch, or point --python / MBLAST_PYTHON "

@@ -318,6 +318,7 @@ void add_baselines(Run& run, const Problem& p, json& row) {
     try {
       entry = measure_baseline(run, p);
       row["baseline"] = {{"measured", "in this run"}};
+      if (entry.contains("phases")) row["baseline"]["helper_phases"] = entry["phases"];
     } catch (const UserError& e) {
       row["eager"] = {{"failed", e.what()}};
       row["compile"] = {{"failed", e.what()}};

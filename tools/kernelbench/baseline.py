@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from . import common
 from .common import (FLOAT_DTYPES, Failure, die, nbytes, one_line, read_problem,
                      write_bytes_atomic)
 from .tensors import (Reference, as_arg_list, call_user, flatten_outputs,
@@ -275,6 +276,9 @@ def _check_against_expected(out, pdir, problem, seed, init) -> dict:
 def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats: int,
                  min_seconds: float, cache_flush: str = "auto", evict_library: str | None = None) -> dict:
     from safetensors.torch import load_file
+    t_start = time.perf_counter()
+    # Where the helper's time goes, in seconds (import_torch_s: measured by the entry script).
+    phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS}
     problem = read_problem(pdir)
     if device == "cuda" and not torch.cuda.is_available():
         raise Failure("--device cuda, but torch.cuda.is_available() is False here")
@@ -332,7 +336,8 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     sets = [make_args(seed_sets[k % len(seed_sets)]) for k in range(n_sets)]
 
     timer = _Timer(device, cache_flush, evict_library)
-    result = {"problem": problem["name"], "torch": torch.__version__,
+    phases["setup_s"] = time.perf_counter() - t_start  # model, parameters, inputs on the device
+    result = {"problem": problem["name"], "torch": torch.__version__, "phases": phases,
               "python": platform.python_version(), "device": timer.info,
               "timing": {"method": timer.method, "warmup": warmup, "min_repeats": repeats,
                          "min_seconds": min_seconds, "rotating_sets": n_sets,
@@ -343,6 +348,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
         with torch.no_grad():
             return model(*args)
 
+    t_eager = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
         try:
             check = _check_against_expected(eager(*make_args(seed_sets[0])), pdir, problem,
@@ -377,6 +383,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
                     result["eager"]["tf32_off_check"] = check32
         except Exception as e:
             result["eager"]["tf32_off_failed"] = one_line(e)
+    phases["eager_s"] = time.perf_counter() - t_eager  # checks and timing, TF32 retry included
 
     if not do_compile:
         result["compile"] = {"unavailable": "not requested (pass --compile)"}
@@ -384,6 +391,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
         result["compile"] = {"unavailable": f"torch {'.'.join(map(str, torch_version()))} "
                                             "has no torch.compile"}
     else:
+        t_compile = time.perf_counter()
         try:
             # the same precision as the eager baseline, for the compilation too
             with tf32_off() if strict else contextlib.nullcontext():
@@ -393,6 +401,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
                 result["compile"]["tf32"] = TF32_OFF_NOTE.replace(" (eager_default)", "")
         except Exception as e:
             result["compile"] = {"unavailable": f"torch.compile failed: {one_line(e)}"}
+        phases["compile_s"] = time.perf_counter() - t_compile  # compilation, check and timing
     return result
 
 

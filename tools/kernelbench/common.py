@@ -10,6 +10,10 @@ import os
 import re
 import sys
 
+# Seconds the entry script spent importing torch (None: not measured), for the baseline's
+# phases: on a GPU server it is seconds of every baseline.
+TORCH_IMPORT_SECONDS = None
+
 PROG = "mblast_kernelbench"
 GENERATOR = "tools/mblast_kernelbench.py"
 VERSION = 1
