@@ -74,7 +74,24 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   const Case mm = load_case("matmul");
   const auto mm_cpu = opencl_variants(mm.plan, mm.problem, find_target("pocl-cpu"));
   EXPECT_EQ(mm_cpu.front().family, "opencl.matmul.row-vector");
-  EXPECT_EQ(mm_cpu.front().params, nlohmann::json({{"rm", 8}, {"vec", 16}}));  // the widest block (1 x float4 was 10x slower)
+  // the widest block (1 x float4 was 10x slower), first in work-groups of two column slabs (B,
+  // 512 x 384, is the larger operand: each work-group streams half of it, all 32 row groups)
+  EXPECT_EQ(mm_cpu.front().params, nlohmann::json({{"rm", 8}, {"slabs", 2}, {"vec", 16}}));
+  EXPECT_NE(mm_cpu.front().source.find("const size_t local[3] = {12, 32, 1};"), std::string::npos);  // 384 / 16 / 2, 256 / 8
+  EXPECT_EQ(mm_cpu.at(2).params, nlohmann::json({{"rm", 8}, {"vec", 16}})) << "and with the implementation's work-groups";
+  // A taller than B is wide: no slabs (level1/02 small: 328 us, 2 slabs 542). 512 rows: a
+  // work-group of two slabs would still fit (12 x 64 work-items).
+  KernelPlan tall = mm.plan;
+  Problem tall_problem = mm.problem;
+  tall.m = 512;
+  tall.out_shape = {512, 384};
+  tall.out_numel = 512 * 384;
+  tall_problem.inputs.at(0).shape = {512, 512};
+  tall_problem.outputs.at(0).shape = {512, 384};
+  const auto tall_cpu = opencl_variants(tall, tall_problem, find_target("pocl-cpu"));
+  ASSERT_FALSE(tall_cpu.empty());
+  EXPECT_EQ(tall_cpu.front().family, "opencl.matmul.row-vector");
+  for (const auto& v : tall_cpu) EXPECT_FALSE(v.params.contains("slabs")) << v.params.dump();
   EXPECT_EQ(opencl_variants(mm.plan, mm.problem, find_target("nvidia-opencl")).front().family, "opencl.matmul.tiled");
   // conv: the register-blocked row kernels first on a CPU (im2col + CLBlast was 0.15-0.63x of
   // PyTorch on PoCL), im2col + CLBlast on a GPU

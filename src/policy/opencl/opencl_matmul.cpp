@@ -156,7 +156,10 @@ Design tiled(const Mm& c, const Tile& t) {
 // temporary 0 ([k, n], row-major), which the kernel reads as its B (argument `bpk`): once at
 // preparation when B is a parameter, by a kernel before the product on each call when it is an
 // input. `poly_erf`: the epilogue's erf (GELU) by poly_erf_source's polynomial.
-Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_erf = false) {
+// `slabs` > 0: work-groups of every row group and N / vec / slabs column vectors, so that each
+// work-group streams one slab of B's columns (K x N / slabs) while A stays in its core's cache;
+// 0 leaves the work-group to the implementation.
+Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_erf = false, int slabs = 0) {
   Mm c = mm;
   const bool each_call = packed && !mm.plan.b_is_param;
   if (packed) c.b = "bpk";
@@ -218,16 +221,20 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}};
   if (poly_erf) d.params["erf"] = "polynomial";
+  if (slabs > 0) d.params["slabs"] = slabs;
   d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}{}",
                               rm, vec, vec, vec,
                               each_call ? " (B, a [n, k] input, transposed by a kernel of its own on each call)"
                               : packed  ? " (B, a [n, k] weight, transposed once at preparation)"
                                         : "",
                               poly_erf ? ", the epilogue's erf by a polynomial (Abramowitz & Stegun 7.1.26)" : "");
+  if (slabs > 0)
+    d.description += fmt::format("; {} work-groups, each all {} row groups x one slab of {} columns", slabs, c.m / rm, c.n / slabs);
   d.actions = kCpuRegisterActions;
   if (packed) d.actions.insert(d.actions.begin(), each_call ? "opencl.transpose-operand" : "opencl.prepack-weights");
   if (poly_erf) d.actions.push_back("opencl.polynomial-erf");
-  finish(d, c, std::move(s), c.n / vec, c.m / rm);
+  finish(d, c, std::move(s), c.n / vec, c.m / rm,
+         slabs > 0 ? std::array<int64_t, 3>{c.n / vec / slabs, c.m / rm, 1} : std::array<int64_t, 3>{0, 0, 0});
   if (packed) {
     d.launches.back().args.push_back("tmp0");
     d.temps.push_back(c.k * c.n);
@@ -372,12 +379,29 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
                           Tile{64, 64, 16, 4, 4}, Tile{64, 64, 16, 8, 8}, Tile{128, 128, 8, 8, 8}})
       v.push_back(tiled(c, t));
   }
+  // Column slabs (work-groups of every row group) where B is at least as wide as A is tall (B
+  // the larger operand to stream) and such a work-group is small enough for any device (1024
+  // work-items): level3/03 small (four 64-row products) on pocl-cpu, 2 vCPUs, 4 x float16
+  // everywhere, one eval each: the implementation's work-groups 748-796 us, 2 slabs 631-674, 4
+  // slabs 635, half the rows per work-group (2 of them) 793, 12 small ones 713. Not for a tall A:
+  // level1/02 small (4096x64x128), 8 x float16: 328 us, 2 slabs 542.
+  auto slab_counts = [&](int vec, int rm) {
+    std::vector<int> r;
+    if (c.n < c.m) return r;
+    for (int slabs : {2, 4})
+      if ((c.n / vec) % slabs == 0 && (c.n / vec / slabs) * (c.m / rm) <= 1024) r.push_back(slabs);
+    return r;
+  };
   if (!plan.b_transposed)
     // The widest blocks first (they go first on a CPU): level2/14 small (256x384x512) on pocl-cpu,
     // one eval each: 8 rows x float16 610 us, 4 x float16 636, 8 x float8 924, 1 x float4 6.5 ms.
     for (int vec : {16, 8, 4})
       for (int rm : {8, 4, 1})
-        if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm));
+        if (c.n % vec == 0 && c.m % rm == 0) {
+          if (vec == 16)
+            for (int slabs : slab_counts(vec, rm)) v.push_back(row_vector(c, vec, rm, false, false, slabs));
+          v.push_back(row_vector(c, vec, rm));
+        }
   // nn.Linear's weight ([n, k], a parameter): transposed once at preparation, then the row-vector
   // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
   // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
@@ -388,7 +412,11 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     if (uses_erf(plan.expr) && c.n % 16 == 0 && c.m % 8 == 0) v.push_back(row_vector(c, 16, 8, true, true));
     for (int vec : {16, 8})
       for (int rm : {8, 4})
-        if (c.n % vec == 0 && c.m % rm == 0) v.push_back(row_vector(c, vec, rm, true));
+        if (c.n % vec == 0 && c.m % rm == 0) {
+          if (vec == 16)
+            for (int slabs : slab_counts(vec, rm)) v.push_back(row_vector(c, vec, rm, true, false, slabs));
+          v.push_back(row_vector(c, vec, rm, true));
+        }
   }
   // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
   const bool matvec = c.n == 1 && !plan.b_transposed;
