@@ -9,6 +9,7 @@ Usage:
                           [--repeats 50] [--min-seconds 0.5] [--json-out FILE]
     mblast_kernelbench.py export --problem PROBLEM_DIR --candidate FILE --backend cuda|opencl
                           --out FILE.py [--abi-header PATH]
+    mblast_kernelbench.py serve     (started by `mblast bench`: baseline requests on fd 3)
 
 import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inputs(),
           get_init_inputs(), module-level constants) or a directory of them; each file becomes
@@ -19,6 +20,9 @@ import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inpu
 baseline  times PyTorch eager (and torch.compile with --compile) on the problem's own
           model.py, parameters and inputs, by the runner's rules; prints one JSON object on
           stdout (and writes it to --json-out when given).
+serve     runs `baseline` commands one after another in this one process, torch imported
+          once: each line on fd 3 is {"argv": ["baseline", ...]}, each answer on fd 4 is
+          {"exit": N}; see serve() below.
 export    writes a KernelBench submission: model.py, then ModelNew(Model) whose forward calls
           the candidate through torch.utils.cpp_extension.load_inline.
 
@@ -50,7 +54,8 @@ def _need_torch() -> None:
     t0 = time.perf_counter()
     try:
         import torch  # noqa: F401
-        common.TORCH_IMPORT_SECONDS = time.perf_counter() - t0
+        if common.TORCH_IMPORT_SECONDS is None:  # the first import in this process (serve: once)
+            common.TORCH_IMPORT_SECONDS = time.perf_counter() - t0
     except Exception as e:  # ImportError, or a broken install
         die(f"torch is not importable for {sys.executable} ({one_line(e)}); install "
             "python3-torch (Debian) or pip install torch, or point --python / MBLAST_PYTHON "
@@ -106,6 +111,8 @@ def main(argv=None) -> int:
     p.add_argument("--evict-library", metavar="PATH", help="mblast's libmblast_evict.so (without "
                    "it, caches are swept)")
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON here (atomically)")
+    sub.add_parser("serve", help="answer baseline requests, one JSON line each on fd 3, until it "
+                   "closes (one process, torch imported once, for a whole `mblast bench`)")
     p = sub.add_parser("export", help="write a KernelBench ModelNew file for a candidate")
     p.add_argument("--problem", required=True, metavar="PROBLEM_DIR")
     p.add_argument("--candidate", required=True, metavar="FILE")
@@ -124,11 +131,50 @@ def main(argv=None) -> int:
             sys.stdout.flush()
             os.execve(sys.executable, [sys.executable] + sys.argv, env)
     _need_torch()
+    if a.cmd == "serve":
+        return serve(main)
     if a.cmd == "import":
         from kernelbench.importer import cmd_import
         return cmd_import(a)
     from kernelbench.baseline import cmd_baseline
     return cmd_baseline(a)
+
+
+def serve(run) -> int:
+    """The helper as a server for `mblast bench`: each line on fd 3 is {"argv": [...]}, the
+    arguments of one `baseline` command, run by `run` in this process; each answer, on fd 4, is
+    {"exit": N}, that command's exit status (its messages go to stderr, its JSON to its
+    --json-out file, as when it runs alone). Between requests the state one problem leaves
+    behind is dropped: torch.compile's caches and the device's cached memory. Ends when fd 3
+    closes. fd 1 is pointed at stderr, so nothing a model prints can reach the answers."""
+    import gc
+    import json
+    import torch
+    from kernelbench import common
+    os.dup2(2, 1)
+    requests = os.fdopen(3, "r", encoding="utf-8")
+    answers = os.fdopen(4, "w", encoding="utf-8")
+    for line in requests:
+        try:
+            argv = json.loads(line)["argv"]
+            if not isinstance(argv, list) or not argv or argv[0] != "baseline":
+                raise ValueError("only baseline requests are served")
+            code = run([str(x) for x in argv])
+        except SystemExit as e:  # die(): its one line is on stderr already
+            code = e.code if isinstance(e.code, int) else 1
+        except Exception as e:  # a request that is not JSON, or an error outside the command's own handling
+            print(f"mblast_kernelbench serve: {one_line(e)}", file=sys.stderr)
+            code = 2
+        sys.stderr.flush()
+        common.TORCH_IMPORT_SECONDS = 0.0  # paid once: the next baselines import nothing
+        if hasattr(torch, "_dynamo"):
+            torch._dynamo.reset()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        answers.write(json.dumps({"exit": code or 0}) + "\n")
+        answers.flush()
+    return 0
 
 
 if __name__ == "__main__":

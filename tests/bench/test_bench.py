@@ -146,6 +146,10 @@ class BenchTest(unittest.TestCase):
 
     def test_baselines_measured_in_this_run(self):
         import torch
+        # in one helper process: torch imported for the first problem only
+        imports = [p["baseline"]["helper_phases"]["import_torch_s"] for p in self.results["problems"]]
+        self.assertGreater(imports[0], 0, imports)
+        self.assertEqual(imports[1:], [0.0] * (len(imports) - 1))
         for p in self.results["problems"]:
             self.assertEqual(p["baseline"]["measured"], "in this run")
             self.assertGreater(p["eager"]["median_us"], 0)

@@ -358,6 +358,52 @@ class BaselineTest(unittest.TestCase):
         self.assertNotIn("tf32", e)
         self.assertNotIn("eager_default", res)
 
+    def test_serve_runs_baselines_in_one_process(self):
+        # `serve` (what `mblast bench` starts): requests on fd 3, answers on fd 4, one process
+        # for many baselines; a bad request gets a non-zero answer and the server goes on.
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+
+        def child_fds():  # os.pipe()'s ends close on exec; a dup2 onto itself keeps that flag
+            for src, dst in ((req_r, 3), (ans_w, 4)):
+                if src != dst:
+                    os.dup2(src, dst)
+                os.set_inheritable(dst, True)
+
+        proc = subprocess.Popen([sys.executable, TOOL, "serve"], preexec_fn=child_fds, close_fds=False,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(req_r)
+        os.close(ans_w)
+        requests, answers = os.fdopen(req_w, "w"), os.fdopen(ans_r, "r")
+
+        def ask(line):
+            requests.write(line + "\n")
+            requests.flush()
+            return json.loads(answers.readline())
+
+        outs = [os.path.join(self.tmp, f"served{i}.json") for i in range(2)]
+        good = ["baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5",
+                "--min-seconds", "0.01"]
+        try:
+            self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[0]]})), {"exit": 0})
+            self.assertNotEqual(ask(json.dumps({"argv": ["baseline", os.path.join(self.tmp, "nowhere"),
+                                                         "--device", "cpu"]}))["exit"], 0)
+            self.assertNotEqual(ask(json.dumps({"argv": ["import", self.pdir, "--out", self.tmp]}))["exit"], 0)
+            self.assertNotEqual(ask("not json")["exit"], 0)
+            self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[1]]})), {"exit": 0})
+        finally:
+            requests.close()
+            out, err = proc.communicate(timeout=300)
+            answers.close()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(out, b"", "nothing on stdout: the answers have their own channel")
+        first, second = read_json(outs[0]), read_json(outs[1])
+        self.assertGreater(first["eager"]["median_us"], 0)
+        self.assertGreater(second["eager"]["median_us"], 0)
+        # torch was imported once, for the first request
+        self.assertGreater(first["phases"]["import_torch_s"], 0)
+        self.assertEqual(second["phases"]["import_torch_s"], 0.0)
+
     def test_baseline_caches_cold_as_the_runner_makes_them(self):
         # With mblast's eviction library the CPU baseline evicts its own memory before each timed
         # call (as the runner's worker does for an OpenCL CPU device); without it, or when the

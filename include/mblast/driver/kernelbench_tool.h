@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,33 @@ std::string kernelbench_python(const std::string& python);
 // caller (see kernelbench_tool_failure).
 CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args,
                                    double timeout_s);
+
+// One `mblast_kernelbench.py serve` process that runs the `baseline` commands of a whole bench,
+// so that Python, torch (and on a GPU its CUDA context) start once rather than per problem. It
+// is started on first use and again after it failed; its output goes to a log file removed with
+// it. MBLAST_BASELINE_SERVER=0 turns it off (every baseline in a process of its own).
+class KernelbenchServer {
+ public:
+  explicit KernelbenchServer(std::string python);
+  ~KernelbenchServer();
+  KernelbenchServer(const KernelbenchServer&) = delete;
+  KernelbenchServer& operator=(const KernelbenchServer&) = delete;
+
+  // Whether MBLAST_BASELINE_SERVER allows it.
+  static bool enabled();
+  // Runs one command (`args` as for run_kernelbench_tool; "baseline" first) in the server: its
+  // exit status, or nullopt when the server could not be started or died during it (it is then
+  // stopped; the caller can run the command on its own to learn why). Throws UserError when no
+  // answer came within timeout_s (the server is killed).
+  std::optional<int> run(const std::vector<std::string>& args, double timeout_s);
+
+ private:
+  void stop();
+  std::string python_;
+  std::filesystem::path log_;
+  std::optional<Child> child_;
+  std::string pending_;  // what the server wrote after its last answer line
+};
 
 // The baseline's arguments for cold caches on a CPU, made the way the target's runner makes them:
 // --cache-flush (the target's device.cache_flush: auto, evict or sweep) and, where it was built,
