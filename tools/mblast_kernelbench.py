@@ -141,9 +141,10 @@ def main(argv=None) -> int:
 
 
 def serve(run) -> int:
-    """The helper as a server for `mblast bench`: each line on fd 3 is {"argv": [...]}, the
-    arguments of one `baseline` command, run by `run` in this process; each answer, on fd 4, is
-    {"exit": N}, that command's exit status (its messages go to stderr, its JSON to its
+    """The helper as a server for `mblast bench` (mblast/protocol.h's messages: one JSON line
+    each, no payloads): each line on fd 3 is {"argv": [...]}, the arguments of one `baseline`
+    command, run by `run` in this process; each answer, on fd 4, is {"exit": N}, that
+    command's exit status (its messages go to stderr, its JSON to its
     --json-out file, as when it runs alone). Between requests the state one problem leaves
     behind is dropped: torch.compile's caches and the device's cached memory. Ends when fd 3
     closes. fd 1 is pointed at stderr, so nothing a model prints can reach the answers."""

@@ -1,11 +1,9 @@
 #include "mblast/driver/kernelbench_tool.h"
 
-#include <poll.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "mblast/error.h"
 #include "mblast/paths.h"
 #include "mblast/problem.h"
+#include "mblast/protocol.h"
 
 namespace mblast {
 
@@ -54,12 +53,8 @@ bool KernelbenchServer::enabled() {
 }
 
 void KernelbenchServer::stop() {
-  if (child_) {
-    child_->close_stdin();
-    child_->kill();
-    child_.reset();
-  }
-  pending_.clear();
+  reader_.reset();
+  child_.reset();  // kills and reaps it
   std::error_code ec;
   if (!log_.empty()) fs::remove(log_, ec);
   log_.clear();
@@ -78,49 +73,21 @@ std::optional<int> KernelbenchServer::run(const std::vector<std::string>& args, 
       stop();
       return std::nullopt;
     }
+    reader_ = std::make_unique<protocol::MessageReader>(child_->from_child_fd());
   }
   ::signal(SIGPIPE, SIG_IGN);  // a server that died is seen as a failed write, not the end of mblast
-  std::string line = json{{"argv", args}}.dump() + "\n";
-  for (size_t done = 0; done < line.size();) {
-    const ssize_t n = ::write(child_->to_child_fd(), line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // the server is gone
-      stop();
-      return std::nullopt;
-    }
-    done += static_cast<size_t>(n);
+  try {
+    protocol::write_message(child_->to_child_fd(), {{"argv", args}});
+    const auto m = reader_->read(protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000)));
+    if (m && m->header.contains("exit") && m->header["exit"].is_number_integer()) return m->header["exit"].get<int>();
+  } catch (const protocol::Timeout&) {
+    stop();
+    throw UserError("the Python helper did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s: " +
+                    shell_quote(args));
+  } catch (const Error&) {  // the server is gone, or wrote something else
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  for (;;) {
-    if (const auto nl = pending_.find('\n'); nl != std::string::npos) {
-      const std::string answer = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      const json a = json::parse(answer, nullptr, false);
-      if (a.is_discarded() || !a.contains("exit") || !a["exit"].is_number_integer()) {
-        stop();
-        return std::nullopt;
-      }
-      return a["exit"].get<int>();
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      stop();
-      throw UserError("the Python helper did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s: " +
-                      shell_quote(args));
-    }
-    pollfd p{child_->from_child_fd(), POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(child_->from_child_fd(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // EOF: the server died
-      stop();
-      return std::nullopt;
-    }
-    pending_.append(buf, static_cast<size_t>(n));
-  }
+  stop();
+  return std::nullopt;
 }
 
 std::vector<std::string> baseline_cache_args(const Target& t) {

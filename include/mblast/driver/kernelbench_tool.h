@@ -3,11 +3,13 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "mblast/process.h"
+#include "mblast/protocol.h"
 #include "mblast/target.h"
 
 namespace mblast {
@@ -24,7 +26,8 @@ std::string kernelbench_python(const std::string& python);
 CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args,
                                    double timeout_s);
 
-// One `mblast_kernelbench.py serve` process that runs the `baseline` commands of a whole bench,
+// One `mblast_kernelbench.py serve` process that runs the `baseline` commands of a whole bench
+// (requests and answers are protocol messages, mblast/protocol.h, without payloads),
 // so that Python, torch (and on a GPU its CUDA context) start once rather than per problem. It
 // is started on first use and again after it failed; its output goes to a log file removed with
 // it. MBLAST_BASELINE_SERVER=0 turns it off (every baseline in a process of its own).
@@ -48,7 +51,7 @@ class KernelbenchServer {
   std::string python_;
   std::filesystem::path log_;
   std::optional<Child> child_;
-  std::string pending_;  // what the server wrote after its last answer line
+  std::unique_ptr<protocol::MessageReader> reader_;  // its answers: one protocol message each
 };
 
 // The baseline's arguments for cold caches on a CPU, made the way the target's runner makes them:
