@@ -385,23 +385,20 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   // everywhere, one eval each: the implementation's work-groups 748-796 us, 2 slabs 631-674, 4
   // slabs 635, half the rows per work-group (2 of them) 793, 12 small ones 713. Not for a tall A:
   // level1/02 small (4096x64x128), 8 x float16: 328 us, 2 slabs 542.
-  auto slab_counts = [&](int vec, int rm) {
-    std::vector<int> r;
-    if (c.n < c.m) return r;
-    for (int slabs : {2, 4})
-      if ((c.n / vec) % slabs == 0 && (c.n / vec / slabs) * (c.m / rm) <= 1024) r.push_back(slabs);
-    return r;
+  // A row-vector design with the implementation's work-groups, after its slab variants (float16).
+  auto row_vectors = [&](int vec, int rm, bool packed) {
+    if (vec == 16 && c.n >= c.m)
+      for (int slabs : {2, 4})
+        if ((c.n / vec) % slabs == 0 && (c.n / vec / slabs) * (c.m / rm) <= 1024)
+          v.push_back(row_vector(c, vec, rm, packed, false, slabs));
+    v.push_back(row_vector(c, vec, rm, packed));
   };
   if (!plan.b_transposed)
     // The widest blocks first (they go first on a CPU): level2/14 small (256x384x512) on pocl-cpu,
     // one eval each: 8 rows x float16 610 us, 4 x float16 636, 8 x float8 924, 1 x float4 6.5 ms.
     for (int vec : {16, 8, 4})
       for (int rm : {8, 4, 1})
-        if (c.n % vec == 0 && c.m % rm == 0) {
-          if (vec == 16)
-            for (int slabs : slab_counts(vec, rm)) v.push_back(row_vector(c, vec, rm, false, false, slabs));
-          v.push_back(row_vector(c, vec, rm));
-        }
+        if (c.n % vec == 0 && c.m % rm == 0) row_vectors(vec, rm, false);
   // nn.Linear's weight ([n, k], a parameter): transposed once at preparation, then the row-vector
   // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
   // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
@@ -412,11 +409,7 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     if (uses_erf(plan.expr) && c.n % 16 == 0 && c.m % 8 == 0) v.push_back(row_vector(c, 16, 8, true, true));
     for (int vec : {16, 8})
       for (int rm : {8, 4})
-        if (c.n % vec == 0 && c.m % rm == 0) {
-          if (vec == 16)
-            for (int slabs : slab_counts(vec, rm)) v.push_back(row_vector(c, vec, rm, true, false, slabs));
-          v.push_back(row_vector(c, vec, rm, true));
-        }
+        if (c.n % vec == 0 && c.m % rm == 0) row_vectors(vec, rm, true);
   }
   // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
   const bool matvec = c.n == 1 && !plan.b_transposed;
