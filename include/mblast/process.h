@@ -27,6 +27,9 @@ struct SpawnOptions {
   // Extra pipes: child fd 3 reads what the parent writes to to_child_fd, child fd 4 writes
   // what the parent reads from from_child_fd (the worker's protocol channel).
   bool protocol_pipes = false;
+  // Parent fds the child gets at the given numbers (parent fd, child fd), e.g. a shared payload.
+  // Child fds 0-4 are the ones above; use 5 and up.
+  std::vector<std::pair<int, int>> inherit_fds;
   // Runs in the child after fork, before exec (limits, sandbox). Must be async-signal-safe in
   // spirit: no locks held by other threads. Returns an error text, or empty.
   std::function<std::string()> before_exec;

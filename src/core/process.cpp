@@ -74,6 +74,7 @@ Child::Exit Child::kill() {
 
 Child spawn(const SpawnOptions& opts) {
   if (opts.argv.empty()) throw Error("spawn: empty command");
+  if (opts.inherit_fds.size() > 8) throw Error("spawn: at most 8 inherited fds");
   int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, to_p[2] = {-1, -1}, from_p[2] = {-1, -1}, err_p[2];
   auto mk = [](int p[2]) {
     if (::pipe2(p, O_CLOEXEC) != 0) throw Error(std::string("spawn: pipe failed: ") + std::strerror(errno));
@@ -112,18 +113,28 @@ Child spawn(const SpawnOptions& opts) {
   if (pid == 0) {
     ::setpgid(0, 0);
     ::signal(SIGPIPE, SIG_DFL);
-    int ef = err_p[1];
-    if (opts.protocol_pipes) {
-      // Move the protocol ends to 3 and 4 without clobbering each other.
-      int r = ::fcntl(to_p[0], F_DUPFD_CLOEXEC, 10), w = ::fcntl(from_p[1], F_DUPFD_CLOEXEC, 10);
-      if (::dup2(r, 3) < 0 || ::dup2(w, 4) < 0) child_fail(ef, "spawn: dup2 failed");
-    }
-    if (opts.pipe_stdin) ::dup2(in_p[0], 0);
+    // Above every number the child gets below (0-4 and inherit_fds), so that none replaces it.
+    int ef = ::fcntl(err_p[1], F_DUPFD_CLOEXEC, 64);
+    if (ef < 0) ef = err_p[1];
+    // Every fd the child keeps, out of the way first: the parent's may sit at a number that one
+    // of the dup2 calls below (0-4, an inherited fd's) replaces, e.g. the stdout pipe at 4.
+    auto away = [&](int f) {
+      if (f < 0) return -1;
+      const int moved = ::fcntl(f, F_DUPFD_CLOEXEC, 64);
+      if (moved < 0) child_fail(ef, "spawn: cannot move an fd");
+      return moved;
+    };
+    const int in_r = away(in_p[0]), out_w = away(out_p[1]), to_r = away(to_p[0]), from_w = away(from_p[1]);
+    int moved[8];
+    const size_t inherit = std::min<size_t>(opts.inherit_fds.size(), 8);
+    for (size_t i = 0; i < inherit; ++i) moved[i] = away(opts.inherit_fds[i].first);
+    if (opts.protocol_pipes && (::dup2(to_r, 3) < 0 || ::dup2(from_w, 4) < 0)) child_fail(ef, "spawn: dup2 failed");
+    if (opts.pipe_stdin) ::dup2(in_r, 0);
     else if (opts.protocol_pipes || !out_path.empty()) {
       int dn = ::open("/dev/null", O_RDONLY);
       if (dn >= 0) ::dup2(dn, 0);
     }
-    if (opts.pipe_stdout) ::dup2(out_p[1], 1);
+    if (opts.pipe_stdout) ::dup2(out_w, 1);
     if (!out_path.empty()) {
       int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       if (fd < 0) child_fail(ef, "spawn: cannot open " + out_path);
@@ -131,6 +142,8 @@ Child spawn(const SpawnOptions& opts) {
       ::dup2(fd, 2);
     }
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) child_fail(ef, "spawn: cannot enter " + cwd);
+    for (size_t i = 0; i < inherit; ++i)
+      if (::dup2(moved[i], opts.inherit_fds[i].second) < 0) child_fail(ef, "spawn: dup2 failed");
     if (opts.before_exec) {
       std::string err = opts.before_exec();
       if (!err.empty()) child_fail(ef, err);

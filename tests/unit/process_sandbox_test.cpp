@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sys/wait.h>
@@ -45,6 +47,38 @@ TEST(Process, HugePagesTunableReachesChildrenBesideTheUsersTunables) {
   EXPECT_EQ(std::getenv("GLIBC_TUNABLES"), nullptr);
   ::unsetenv("MBLAST_HUGE_PAGES");
   if (saved) ::setenv("GLIBC_TUNABLES", before.c_str(), 1);
+}
+
+// A parent fd passed on as the child's fd 5 arrives there, also from a number that the child's
+// own set-up (the protocol pipes at 3 and 4) replaces.
+TEST(Process, InheritedFdArrivesAtItsNumberFromAnyParentNumber) {
+  const fs::path file = fs::path(::testing::TempDir()) / ("mblast-inherit-" + std::to_string(::getpid()));
+  std::ofstream(file) << "passed on";
+  std::vector<int> froms;  // each its own opening of the file (an offset of its own)
+  for (int low : {3, 4})      // a free protocol number, if there is one in this process
+    if (::fcntl(low, F_GETFD) < 0) {
+      const int f = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (f == low || (::dup3(f, low, O_CLOEXEC) == low && ::close(f) == 0)) froms.push_back(low);
+    }
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  froms.push_back(fd);
+  for (int from : froms) {
+    SCOPED_TRACE("parent fd " + std::to_string(from));
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "cat <&5"};
+    o.pipe_stdout = true;
+    o.protocol_pipes = true;
+    o.inherit_fds = {{from, 5}};
+    Child c = spawn(o);
+    std::string out;
+    char buf[64];
+    for (ssize_t n; (n = ::read(c.stdout_fd(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    c.wait();
+    EXPECT_EQ(out, "passed on");
+    ::close(from);
+  }
+  fs::remove(file);
 }
 
 TEST(Process, MissingProgramIsAnError) {
