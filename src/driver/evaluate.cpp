@@ -344,6 +344,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   set_memory_limit(req, p, payload.size(), o, rotate);
   const auto t_sent = std::chrono::steady_clock::now();
   client->send(req, payload);
+  r["payload"] = {{"bytes", payload.size()}, {"shared", client->last_payload_shared()}};
   RunChecker checker(p, ref, *client, o.runs);
   auto v = receive_runs(*client, o, req, std::ref(checker));
   const double verify_wall = since(t_sent);

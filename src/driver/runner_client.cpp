@@ -33,8 +33,18 @@ RunnerClient::RunnerClient(const RunnerAddress& addr, double connect_timeout_s) 
                                         : "ssh " + addr.host + (addr.port ? ":" + std::to_string(addr.port) : "");
   child_ = spawn(o);
   reader_ = std::make_unique<protocol::MessageReader>(child_.stdout_fd());
+  // A local runner is asked whether it can open a shared payload of this process (a runner of
+  // another user, or one that /proc does not show this process to, says no).
+  nlohmann::json hello = {{"op", "hello"}, {"protocol", protocol::kVersion}};
+  std::optional<SharedPayload> probe;
+  const char* share = std::getenv("MBLAST_SHARED_PAYLOAD");
+  if (addr.transport == "local" && !(share && std::string(share) == "0")) {
+    std::string why;
+    probe = SharedPayload::create(std::as_bytes(std::span(kSharedPayloadProbe)), &why);
+    if (probe) hello["shared_payload_probe"] = {{"path", probe->path()}, {"bytes", probe->bytes()}};
+  }
   try {
-    send({{"op", "hello"}, {"protocol", protocol::kVersion}});
+    send(hello);
     auto m = receive(connect_timeout_s);
     if (m.header.value("stage", "") != "hello")
       throw Error("unexpected answer: " + m.header.dump().substr(0, 200));
@@ -42,6 +52,7 @@ RunnerClient::RunnerClient(const RunnerAddress& addr, double connect_timeout_s) 
       throw Error("protocol version " + std::to_string(m.header.value("protocol", 0)) + ", this mblast speaks " +
                   std::to_string(protocol::kVersion));
     hello_ = m.header;
+    shares_payloads_ = probe && hello_.value("shared_payload", false);
   } catch (const Error& e) {
     throw Error("runner (" + describe_ + ") did not start: " + e.what());
   }
@@ -59,7 +70,19 @@ RunnerClient::~RunnerClient() {
 }
 
 void RunnerClient::send(const nlohmann::json& header, std::span<const std::byte> payload) {
+  last_shared_ = false;
   try {
+    if (shares_payloads_ && payload.size() >= (size_t{1} << 20) && header.value("op", "") == "eval") {
+      std::string why;
+      if (auto shared = SharedPayload::create(payload, &why)) {  // else in the message, as to a remote runner
+        nlohmann::json h = header;
+        h["shared_payload"] = {{"path", shared->path()}, {"bytes", shared->bytes()}};
+        protocol::write_message(child_.stdin_fd(), h);
+        in_flight_ = std::move(shared);
+        last_shared_ = true;
+        return;
+      }
+    }
     protocol::write_message(child_.stdin_fd(), header, payload);
   } catch (const Error& e) {
     throw Error("runner (" + describe_ + ") went away: " + e.what());
@@ -80,6 +103,7 @@ protocol::Message RunnerClient::receive(double timeout_s) {
                                                 : " (signal " + std::to_string(exit->signal) + ")";
     throw Error("runner (" + describe_ + ") closed the connection" + how);
   }
+  in_flight_.reset();  // the runner has read the request, and opened its shared payload
   return std::move(*m);
 }
 

@@ -5,6 +5,7 @@
 
 #include <sys/prctl.h>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "mblast/process.h"
 #include "mblast/protocol.h"
+#include "mblast/shared_payload.h"
 #include "mblast/runner/backend.h"
 #include "mblast/runner/sandbox.h"
 #include "mblast/tensor.h"
@@ -85,8 +87,9 @@ fs::path unique_dir(const fs::path& parent, const std::string& stem) {
 // One worker process and the supervision around it.
 class WorkerRun {
  public:
+  // payload_fd >= 0: a shared payload, which the worker gets as fd kSharedPayloadFd.
   WorkerRun(RunnerService& svc, Backend& backend, const json& target, const fs::path& artifact,
-            const json& limits)
+            const json& limits, int payload_fd = -1)
       : svc_(svc) {
     dir_ = unique_dir(svc.cache_dir() / "work", "w");
     log_ = dir_ / "candidate.log";
@@ -121,6 +124,7 @@ class WorkerRun {
       if (!std::getenv(k.c_str())) o.set_env.emplace(k, v);  // the user's setting stands
     o.drop_env_prefixes = {"QEMU_", "LD_PRELOAD", "MBLAST_"};  // nothing from the runner's environment steers the worker
     o.before_exec = [pol] { return apply_sandbox(pol); };
+    if (payload_fd >= 0) o.inherit_fds = {{payload_fd, kSharedPayloadFd}};
     child_ = spawn(o);
     reader_ = std::make_unique<protocol::MessageReader>(child_.from_child_fd());
   }
@@ -238,9 +242,14 @@ int RunnerService::serve(int in_fd, int out_fd) {
       if (op == "hello") {
         json names = json::array();
         for (Backend* b : all_backends()) names.push_back(b->name());
-        protocol::write_message(out_fd, {{"stage", "hello"}, {"protocol", protocol::kVersion},
-                                         {"version", kMblastVersion}, {"backends", names},
-                                         {"cache_dir", cache_dir_.string()}});
+        json hello = {{"stage", "hello"}, {"protocol", protocol::kVersion}, {"version", kMblastVersion},
+                      {"backends", names}, {"cache_dir", cache_dir_.string()}};
+        if (m->header.contains("shared_payload_probe")) {
+          std::string why;
+          hello["shared_payload"] = can_read_shared_payload(m->header["shared_payload_probe"], &why);
+          if (!why.empty()) hello["shared_payload_refused"] = why;
+        }
+        protocol::write_message(out_fd, hello);
       } else if (op == "doctor") {
         json backends = json::object();
         for (Backend* b : all_backends()) backends[std::string(b->name())] = b->environment();
@@ -258,6 +267,18 @@ int RunnerService::serve(int in_fd, int out_fd) {
       protocol::write_message(out_fd, failed(FailureKind::runner_error, std::string("runner: ") + e.what(), op));
     }
   }
+}
+
+// The driver's probe at hello: its shared payload opened and read back.
+bool RunnerService::can_read_shared_payload(const json& probe, std::string* why) {
+  const int fd = open_shared_payload(probe.value("path", ""), sizeof kSharedPayloadProbe, why);
+  if (fd < 0) return false;
+  char got[sizeof kSharedPayloadProbe] = {};
+  const bool same = ::pread(fd, got, sizeof got, 0) == static_cast<ssize_t>(sizeof got) &&
+                    std::memcmp(got, kSharedPayloadProbe, sizeof got) == 0;
+  ::close(fd);
+  if (!same) *why = "the shared payload probe read back differently";
+  return same;
 }
 
 Backend* RunnerService::backend_for(const json& target, std::string* why) {
@@ -396,6 +417,22 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const json& target = h.at("target");
   const json limits = h.value("limits", json::object());
   std::string why;
+  // A shared payload is opened at once: the driver closes its end when the first answer comes.
+  int shared_fd = -1;
+  if (h.contains("shared_payload")) {
+    const json& sp = h["shared_payload"];
+    shared_fd = open_shared_payload(sp.value("path", ""), sp.value("bytes", size_t{0}), &why);
+    if (shared_fd < 0) {
+      protocol::write_message(out_fd, failed(FailureKind::runner_error, why, "request"));
+      return;
+    }
+  }
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{shared_fd};
   Backend* b = backend_for(target, &why);
   if (!b) {
     protocol::write_message(out_fd, failed(FailureKind::unavailable, why, "build"));
@@ -409,11 +446,16 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
     protocol::write_message(out_fd, f);
     return;
   }
-  WorkerRun w(*this, *b, target, artifact, limits);
+  WorkerRun w(*this, *b, target, artifact, limits, shared_fd);
   json wreq = {{"op", "eval"}, {"target", target}, {"artifact", artifact.string()}};
   for (const char* k : {"inputs", "parameters", "outputs", "seeds", "inits", "runs"})
     if (h.contains(k)) wreq[k] = h[k];
-  w.send(wreq, req.payload);
+  if (shared_fd >= 0) {
+    wreq["shared_payload"] = {{"fd", kSharedPayloadFd}, {"bytes", h["shared_payload"].value("bytes", size_t{0})}};
+    w.send(wreq);
+  } else {
+    w.send(wreq, req.payload);
+  }
   // Each verification run answers on its own, within the run limit plus the time its data
   // takes to move (the driver sizes that). The driver's word on each run goes back to the
   // worker: "continue", or anything else to end the runs.

@@ -25,6 +25,7 @@ class RunnerService {
   const std::filesystem::path& cache_dir() const { return cache_dir_; }
 
  private:
+  static bool can_read_shared_payload(const nlohmann::json& probe, std::string* why);
   Backend* backend_for(const nlohmann::json& target, std::string* why);
   void simple(const std::string& op, const nlohmann::json& req, int out_fd);
   void eval(const protocol::Message& req, protocol::MessageReader& driver, int out_fd);

@@ -12,6 +12,7 @@
 
 #include "mblast/cache_evict.h"
 #include "mblast/protocol.h"
+#include "mblast/shared_payload.h"
 #include "mblast/safetensors.h"
 
 namespace mblast::runner {
@@ -374,8 +375,16 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       send_failure(out_fd, FailureKind::abi_error, "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
       return 0;
     }
-    const TensorViews payload = view_safetensors(req->payload);  // req outlives the session
-    skip_in_eviction(req->payload);  // only uploaded from: a cache flush need not walk it
+    // The payload came in the request, or as a shared memory file at fd kSharedPayloadFd (a local
+    // runner: mblast/shared_payload.h), mapped read-only. Either outlives the session.
+    std::optional<MappedPayload> shared;
+    if (h.contains("shared_payload")) {
+      stage = "request";
+      shared.emplace(kSharedPayloadFd, h["shared_payload"].value("bytes", size_t{0}));
+    }
+    const std::span<const std::byte> payload_bytes = shared ? shared->bytes() : std::span<const std::byte>(req->payload);
+    const TensorViews payload = view_safetensors(payload_bytes);
+    skip_in_eviction(payload_bytes);  // only uploaded from: a cache flush need not walk it
     Session session(*dev, cand, h, payload);
     stage = "verify";
     const double t_verify = now_s();
