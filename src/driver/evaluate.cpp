@@ -339,12 +339,15 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     r["inits_run"] = {{"inits", ref.inits},
                       {"note", fmt::format("the problem has no parameters and its {} inits have identical expected outputs "
                                            "(data/MANIFEST.json): one computation, run once", p.inits.size())}};
-  const auto payload = ref.payload();
   const int rotate = rotating_sets(p, target, o.rotate);
-  set_memory_limit(req, p, payload.size(), o, rotate);
-  const auto t_sent = std::chrono::steady_clock::now();
-  client->send(req, payload);
-  r["payload"] = {{"bytes", payload.size()}, {"shared", client->last_payload_shared()}};
+  std::chrono::steady_clock::time_point t_sent;
+  {  // the payload is the runner's once sent (in the pipe, or shared): not held through the eval
+    const auto payload = ref.payload();
+    set_memory_limit(req, p, payload.size(), o, rotate);
+    t_sent = std::chrono::steady_clock::now();
+    client->send(req, payload);
+    r["payload"] = {{"bytes", payload.size()}, {"shared", client->last_payload_shared()}};
+  }
   RunChecker checker(p, ref, *client, o.runs);
   auto v = receive_runs(*client, o, req, std::ref(checker));
   const double verify_wall = since(t_sent);
