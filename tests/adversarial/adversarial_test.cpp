@@ -37,16 +37,10 @@ std::string read_file(const fs::path& p) {
 }
 
 EvalOptions adversarial_options() {
-  EvalOptions o;
-  o.quiet = true;
+  EvalOptions o = testing::quick_timing();
   o.run_s = 8;  // the hang case must be cut off quickly
   o.time_s = 60;
   o.memory_mb = 2048;
-  o.min_repeats = 5;
-  o.min_seconds = 0.02;
-  o.max_wall_seconds = 1;
-  o.warmup = 1;
-  o.rotate = 2;
   return o;
 }
 

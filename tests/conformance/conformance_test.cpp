@@ -34,16 +34,7 @@ std::vector<Case> all_cases() {
   return v;
 }
 
-EvalOptions quick_timing() {
-  EvalOptions o;
-  o.quiet = true;
-  o.min_repeats = 5;
-  o.min_seconds = 0.02;
-  o.max_wall_seconds = 1;
-  o.warmup = 1;
-  o.rotate = 2;
-  return o;
-}
+using testing::quick_timing;
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.problem; }
 

@@ -73,4 +73,15 @@ std::vector<Target> available_targets(const std::string& backend, std::string* w
   return it->second.first;
 }
 
+EvalOptions quick_timing() {
+  EvalOptions o;
+  o.quiet = true;
+  o.min_repeats = 5;
+  o.min_seconds = 0.02;
+  o.max_wall_seconds = 1;
+  o.warmup = 1;
+  o.rotate = 2;
+  return o;
+}
+
 }  // namespace mblast::testing

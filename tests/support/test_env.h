@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mblast/driver/evaluate.h"
 #include "mblast/target.h"
 
 namespace mblast::testing {
@@ -19,6 +20,10 @@ std::vector<Target> available_targets(const std::string& backend, std::string* w
 
 // File extension of a candidate for a backend: .cpp, .cu, .c
 std::string candidate_extension(const std::string& backend);
+
+// Verification in full, timing short (5 samples or 20 ms, 1 s at most, 2 rotating sets): for
+// suites that judge verdicts, not figures.
+EvalOptions quick_timing();
 
 // Backends known to the project (whether or not compiled in).
 const std::vector<std::string>& all_backend_names();

@@ -17,16 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-EvalOptions quick() {
-  EvalOptions o;
-  o.quiet = true;
-  o.min_repeats = 3;
-  o.min_seconds = 0.02;
-  o.max_wall_seconds = 1;
-  o.warmup = 1;
-  o.rotate = 2;
-  return o;
-}
 
 // The first local target of any backend that can run here (pocl-cpu in CI).
 std::optional<Target> some_target(std::string* why) {
@@ -51,7 +41,7 @@ TEST(SharedPayload, ALargePayloadGoesAsSharedMemoryAndTheVerdictIsTheSame) {
   ::unsetenv("MBLAST_SHARED_PAYLOAD");
   RunnerClient shared(RunnerAddress{});
   ASSERT_TRUE(shared.shares_payloads()) << shared.hello().dump();
-  const json a = evaluate(p, *t, cand, quick(), &shared);
+  const json a = evaluate(p, *t, cand, testing::quick_timing(), &shared);
   ASSERT_TRUE(a["correct"].get<bool>()) << a.value("reason", json()).dump();
   EXPECT_TRUE(a["payload"]["shared"].get<bool>()) << a["payload"].dump();
   EXPECT_GE(a["payload"]["bytes"].get<size_t>(), size_t{1} << 20);
@@ -60,14 +50,14 @@ TEST(SharedPayload, ALargePayloadGoesAsSharedMemoryAndTheVerdictIsTheSame) {
   RunnerClient piped(RunnerAddress{});
   ::unsetenv("MBLAST_SHARED_PAYLOAD");
   EXPECT_FALSE(piped.shares_payloads());
-  const json b = evaluate(p, *t, cand, quick(), &piped);
+  const json b = evaluate(p, *t, cand, testing::quick_timing(), &piped);
   ASSERT_TRUE(b["correct"].get<bool>()) << b.value("reason", json()).dump();
   EXPECT_FALSE(b["payload"]["shared"].get<bool>());
   EXPECT_EQ(a["checks"], b["checks"]);  // the same outputs, checked the same way
 
   // A wrong candidate is seen to be wrong through shared memory too.
   if (fs::exists(wrong)) {
-    const json w = evaluate(p, *t, wrong, quick(), &shared);
+    const json w = evaluate(p, *t, wrong, testing::quick_timing(), &shared);
     EXPECT_FALSE(w["correct"].get<bool>());
     EXPECT_EQ(w["failure_kind"], "unwritten_output") << w.value("reason", json()).dump();
     EXPECT_TRUE(w["payload"]["shared"].get<bool>());
@@ -112,7 +102,7 @@ TEST(SharedPayload, TheCandidateReachesNoOtherProcessThroughProc) {
   const Problem p = load_problem(dir);
   RunnerClient client(RunnerAddress{});
   const json r = evaluate(p, targets.front(), testing::source_dir() / "tests" / "transport" / "reach_other_processes.opencl.cpp",
-                          quick(), &client);
+                          testing::quick_timing(), &client);
   if (r.value("sandbox", "").find("landlock abi") == std::string::npos)
     GTEST_SKIP() << "no Landlock here: " << r.value("sandbox", "");
   EXPECT_TRUE(r["payload"]["shared"].get<bool>());

@@ -93,11 +93,7 @@ TEST_F(SshTransport, EvalOverSshGivesTheSameVerdictsAsLocally) {
   auto targets = testing::available_targets("opencl", &why);
   if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
   const Target& t = targets.front();
-  EvalOptions o;
-  o.quiet = true;
-  o.min_repeats = 5;
-  o.min_seconds = 0.02;
-  o.max_wall_seconds = 1;
+  EvalOptions o = testing::quick_timing();
   o.run_s = 8;
   RunnerClient client(address());
   EXPECT_EQ(client.describe().rfind("ssh ", 0), 0u) << client.describe();
