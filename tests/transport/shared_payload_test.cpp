@@ -40,7 +40,9 @@ TEST(SharedPayload, ALargePayloadGoesAsSharedMemoryAndTheVerdictIsTheSame) {
 
   ::unsetenv("MBLAST_SHARED_PAYLOAD");
   RunnerClient shared(RunnerAddress{});
-  ASSERT_TRUE(shared.shares_payloads()) << shared.hello().dump();
+  ASSERT_TRUE(shared.hello().contains("shared_payload")) << "the runner did not answer the probe: " << shared.hello().dump();
+  if (!shared.shares_payloads())  // a machine whose /proc does not let the runner reopen it
+    GTEST_SKIP() << "the runner cannot open this process's memfd: " << shared.hello().value("shared_payload_refused", "");
   const json a = evaluate(p, *t, cand, testing::quick_timing(), &shared);
   ASSERT_TRUE(a["correct"].get<bool>()) << a.value("reason", json()).dump();
   EXPECT_TRUE(a["payload"]["shared"].get<bool>()) << a["payload"].dump();
@@ -105,7 +107,7 @@ TEST(SharedPayload, TheCandidateReachesNoOtherProcessThroughProc) {
                           testing::quick_timing(), &client);
   if (r.value("sandbox", "").find("landlock abi") == std::string::npos)
     GTEST_SKIP() << "no Landlock here: " << r.value("sandbox", "");
-  EXPECT_TRUE(r["payload"]["shared"].get<bool>());
+  EXPECT_EQ(r["payload"]["shared"].get<bool>(), client.shares_payloads());
   EXPECT_TRUE(r["correct"].get<bool>()) << r.value("failure_kind", json()).dump() << "\n" << r.value("log", "");
 }
 
