@@ -1163,13 +1163,8 @@ inline std::string label(const Variant& v) { return v.family + " " + v.params.du
 // Verification in full (every seed, init and run), timing kept short: the suites judge
 // correctness; the figures they print are indicative.
 inline EvalOptions quick_timing() {
-  EvalOptions o;
-  o.quiet = true;
-  o.min_repeats = 5;
+  EvalOptions o = mblast::testing::quick_timing();
   o.min_seconds = 0.05;
-  o.max_wall_seconds = 1;
-  o.warmup = 1;
-  o.rotate = 2;
   return o;
 }
 

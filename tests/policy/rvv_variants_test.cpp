@@ -209,14 +209,10 @@ fs::path write_variant(const Problem& p, const Variant& v) {
   return f;
 }
 
-EvalOptions quick() {
-  EvalOptions o;
-  o.quiet = true;
+EvalOptions quick() {  // instruction counts: one call per rotating set is the whole measurement
+  EvalOptions o = testing::quick_timing();
   o.min_repeats = 2;
   o.min_seconds = 0;
-  o.max_wall_seconds = 1;
-  o.warmup = 1;
-  o.rotate = 2;
   return o;
 }
 
