@@ -26,6 +26,13 @@ fs::path kernelbench_tool_path() {
 
 std::string kernelbench_python(const std::string& python) { return python.empty() ? python_for_tools() : python; }
 
+namespace {
+UserError helper_timed_out(double timeout_s, const std::vector<std::string>& argv) {
+  return UserError("the Python helper did not finish within " + std::to_string(static_cast<int>(timeout_s)) +
+                   " s: " + shell_quote(argv));
+}
+}  // namespace
+
 CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s) {
   std::vector<std::string> argv = {python, kernelbench_tool_path().string()};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -35,9 +42,7 @@ CommandResult run_kernelbench_tool(const std::string& python, const std::vector<
   } catch (const Error& e) {
     throw UserError("cannot run the Python helper with " + python + ": " + e.what() + " (use --python or MBLAST_PYTHON)");
   }
-  if (r.timed_out)
-    throw UserError("the Python helper did not finish within " + std::to_string(static_cast<int>(timeout_s)) +
-                    " s: " + shell_quote(argv));
+  if (r.timed_out) throw helper_timed_out(timeout_s, argv);
   if (r.exit.exited && r.exit.code == 127 && r.output.find("mblast_kernelbench") == std::string::npos)
     throw UserError("cannot run the Python helper: " + python + " not found (use --python or MBLAST_PYTHON)");
   return r;
@@ -82,8 +87,7 @@ std::optional<int> KernelbenchServer::run(const std::vector<std::string>& args, 
     if (m && m->header.contains("exit") && m->header["exit"].is_number_integer()) return m->header["exit"].get<int>();
   } catch (const protocol::Timeout&) {
     stop();
-    throw UserError("the Python helper did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s: " +
-                    shell_quote(args));
+    throw helper_timed_out(timeout_s, args);
   } catch (const Error&) {  // the server is gone, or wrote something else
   }
   stop();
