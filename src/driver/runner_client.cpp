@@ -41,7 +41,7 @@ RunnerClient::RunnerClient(const RunnerAddress& addr, double connect_timeout_s) 
   if (addr.transport == "local" && !(share && std::string(share) == "0")) {
     std::string why;
     probe = SharedPayload::create(std::as_bytes(std::span(kSharedPayloadProbe)), &why);
-    if (probe) hello["shared_payload_probe"] = {{"path", probe->path()}, {"bytes", probe->bytes()}};
+    if (probe) hello["shared_payload_probe"] = {{"path", probe->path()}};  // kSharedPayloadProbe's bytes
   }
   try {
     send(hello);
