@@ -7,7 +7,8 @@
 #   BENCH_FILES="benchmarks/suite/level2/07_rmsnorm_linear.py ..." tools/gpu_session.sh start
 #   tools/gpu_session.sh collect 520            # again in the next call, until PIPELINE_DONE
 #
-# Pipeline (after tools/gpu_check.sh builds mblast and mblast-runner; CTEST_ARGS for its tests):
+# Pipeline: tools/gpu_check.sh builds mblast, mblast-runner and EXTRA_TARGETS and measures the peaks;
+# then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run beside the imports, before anything timed:
 #   BENCH_FILES  KernelBench files: imported in parallel (8 at a time), then one `mblast bench
 #                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
 #                generated|candidate, default generated)
@@ -28,7 +29,7 @@ collect)
   [[ -d $R ]] || { echo "NO_PIPELINE_HERE (a fresh machine: the last one was released)"; exit 3; }
   end=$(($(date +%s) + ${2:-500}))
   while [[ ! -f $R/DONE && $(date +%s) -lt $end ]]; do sleep 5; done
-  for f in bench.json bench.log progress.log gpu_check.log opt.log probe.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
+  for f in bench.json bench.log progress.log ctest.log opt.log probe.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
   (cd "$R" && tar czf "$OUT/res.tgz" --exclude='*.tgz' . 2>/dev/null)
   cat "$R/progress.log"
   tail -30 "$R/bench.log" 2>/dev/null
@@ -40,22 +41,41 @@ pipeline)
   export MBLAST_HOME=$PWD PYTHONUNBUFFERED=1
   B=/tmp/snap/build-gpu/bin
   echo "== build $(date -u +%T)" >>"$R/progress.log"
-  python3 tools/mblast_data.py problems/vec_add/ >"$R/data.log" 2>&1
-  OUT=$R/gc BUILD_TARGETS="mblast mblast-runner ${EXTRA_TARGETS:-}" CTEST_ARGS="${CTEST_ARGS:--R zzzz_none}" \
+  python3 tools/mblast_data.py problems/*/ >"$R/data.log" 2>&1
+  # Build and measure the peaks alone on the GPU; the tests come after, beside the imports.
+  OUT=$R/gc BUILD_TARGETS="mblast mblast-runner ${EXTRA_TARGETS:-}" CTEST_ARGS="-R zzzz_none" \
     bash tools/gpu_check.sh >"$R/gpu_check.log" 2>&1
   echo "== gpu_check rc $? $(date -u +%T)" >>"$R/progress.log"
+  # NVIDIA's OpenCL beside the system's ICDs, as gpu_check.sh does, for the tests, probe and bench.
+  mkdir -p /tmp/icd && cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null
+  echo "libnvidia-opencl.so.1" >/tmp/icd/nvidia.icd
+  export OCL_ICD_VENDORS=/tmp/icd
+  pre=
+  if [[ -n ${BENCH_FILES:-} ]]; then
+    mkdir -p /tmp/none /tmp/pre
+    echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
+    # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw).
+    # Correctness tests may share the GPU with it; nothing timed runs meanwhile.
+    # shellcheck disable=SC2086,SC2016  # a list of files; $1 is expanded by the inner shell
+    printf '%s\n' $BENCH_FILES | xargs -P 8 -I{} sh -c '"$0" bench "$1" --target h200 --size full --no-baseline \
+      --candidates /tmp/none --work /tmp/bw --out "/tmp/pre/$(basename "$1").json"' "$B/mblast" {} >"$R/preimport.log" 2>&1 &
+    pre=$!
+  fi
+  if [[ -n ${CTEST_ARGS:-} ]]; then
+    echo "== ctest $(date -u +%T)" >>"$R/progress.log"
+    # shellcheck disable=SC2086  # a list of words on purpose
+    ctest --test-dir build-gpu --output-on-failure $CTEST_ARGS >"$R/ctest.log" 2>&1
+    echo "== ctest rc $? $(date -u +%T)" >>"$R/progress.log"
+    tail -5 "$R/ctest.log" >>"$R/progress.log"
+  fi
+  [[ -n $pre ]] && wait "$pre"
+  echo "== imports done $(date -u +%T)" >>"$R/progress.log"
   if [[ -n ${PROBE:-} ]]; then
     echo "== probe $(date -u +%T)" >>"$R/progress.log"
     timeout "${PROBE_TIMEOUT:-300}" bash -c "$PROBE" >"$R/probe.log" 2>&1
     echo "== probe rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
   if [[ -n ${BENCH_FILES:-} ]]; then
-    mkdir -p /tmp/none /tmp/pre
-    echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
-    # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw).
-    # shellcheck disable=SC2086,SC2016  # a list of files; $1 is expanded by the inner shell
-    printf '%s\n' $BENCH_FILES | xargs -P 8 -I{} sh -c '"$0" bench "$1" --target h200 --size full --no-baseline \
-      --candidates /tmp/none --work /tmp/bw --out "/tmp/pre/$(basename "$1").json"' "$B/mblast" {} >"$R/preimport.log" 2>&1
     echo "== bench $(date -u +%T)" >>"$R/progress.log"
     # shellcheck disable=SC2086
     "$B/mblast" bench $BENCH_FILES --target h200 --size full --optimize --optimize-evals "${EVALS:-3}" \
