@@ -58,6 +58,10 @@ void add_bench(CLI::App& app, BenchArgs& a) {
       ->check(CLI::IsMember({"small", "full"}));
   c->add_option("--candidates", a.candidates, "Folder of candidates: <level>/<stem><ext> or <stem><ext>, ext .cuda.cu | .opencl.cpp | .rvv.c");
   c->add_option("--work", a.work, "Work folder holding the import cache (default: <cache>/bench, e.g. ~/.cache/mblast/bench)");
+  c->add_option("--keep-free", a.keep_free_gib,
+                 "GiB to keep free on the work folder's disk before each import: cached imports no run is using are "
+                 "removed, least recently used first (default: twice the largest cached import, at least 1 GiB and 5 % of the disk)")
+      ->check(CLI::NonNegativeNumber);
   c->add_option("-o,--out", a.out, "Results JSON (default: <work>/results.json); written atomically");
   c->add_flag("--table", a.table, "Print the table (the default; with --json it goes to stderr)");
   c->add_flag("--json", a.json, "Print the results JSON on stdout instead of the table");
@@ -109,6 +113,7 @@ int run_bench(const BenchArgs& a) {
   o.measure_baselines = !a.no_baseline;
   o.compile = !a.no_compile;
   o.baseline_min_seconds = a.min_seconds;
+  o.keep_free_gib = a.keep_free_gib;
   o.eval.min_seconds = a.min_seconds;
   o.eval.quiet = true;
   o.candidates_note = a.candidates.empty() ? "the suite's candidates/ folders"

@@ -274,6 +274,16 @@ std::string format_bench_table(const json& results) {
       if (v.get<int>() > 0) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
     o << "problems: " << line << "\n";
   }
+  int evicted = 0;
+  double evicted_bytes = 0;
+  for (const auto& row : results.value("problems", json::array())) {
+    const json e = row.value("import", json::object()).value("evicted", json::object());
+    evicted += e.value("imports", 0);
+    evicted_bytes += e.value("bytes", 0.0);
+  }
+  if (evicted > 0)
+    o << fmt::format("import cache: {} cached imports removed ({:.2f} GiB) to keep room on the disk (--keep-free)\n",
+                     evicted, evicted_bytes / 1073741824.0);
   return o.str();
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,6 +25,7 @@
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/bench_report.h"
+#include "mblast/driver/import_cache.h"
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/driver/runner_client.h"
 #include "mblast/error.h"
@@ -63,22 +65,6 @@ std::string last_line(const std::string& text) {
 
 // An exclusive advisory lock on a file, released when it goes out of scope: two bench runs
 // sharing a work folder do not import the same file into the same place at once.
-class ImportLock {
- public:
-  explicit ImportLock(const fs::path& p) {
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot open the lock " + p.string() + ": " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
-  }
-  ~ImportLock() { ::close(fd_); }
-  ImportLock(const ImportLock&) = delete;
-  ImportLock& operator=(const ImportLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 // Sets an environment variable for the lifetime of this object, then restores it.
 class ScopedEnv {
  public:
@@ -205,7 +191,38 @@ struct Imported {
   bool cached = false;
   double seconds = 0;
   std::string failure;  // empty: imported
+  SlotLock lock;        // shared while the row uses the slot: no other run removes it meanwhile
+  Eviction evicted;     // cached imports removed to make room for this one
 };
+
+// One run of the helper's import into SLOT; an empty string when it wrote the problem, else
+// the reason. DISK_FULL: whether its output says the disk was full.
+std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full) {
+  const fs::path dir = slot / s.stem;
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // an interrupted or failed import: start again
+  const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
+                                         "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
+                                         "--device", run.import_device};
+  std::string failure;
+  try {
+    CommandResult r = run_kernelbench_tool(run.python, args, run.o.import_timeout_s);
+    *disk_full = says_disk_full(r.output);
+    if (!r.ok() || !fs::exists(dir / "problem.json")) {
+      // The helper's line about this file ("mblast_kernelbench: FILE: reason"), not its
+      // closing "imported 0, failed 1"; the row names the file already.
+      const std::string tag = "mblast_kernelbench: " + s.file.string() + ": ";
+      std::istringstream out(r.output);
+      for (std::string line; std::getline(out, line);)
+        if (line.rfind(tag, 0) == 0) failure = line.substr(tag.size());
+      if (failure.empty()) failure = kernelbench_tool_failure(r);
+    }
+  } catch (const UserError& e) {  // the helper timed out
+    failure = e.what();
+  }
+  if (!failure.empty()) fs::remove_all(dir, ec);  // no half-written problem stays in the cache
+  return failure;
+}
 
 // Imports one file into WORK/imports/<level>/<stem>.<key>/, where key digests everything the
 // imported problem depends on; an earlier complete import there is used as it is.
@@ -223,33 +240,42 @@ Imported import_file(Run& run, const SuiteFile& s) {
       content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
                           content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
                           run.importer_hash));
-  const fs::path slot = run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
+  const fs::path root = run.work / "imports";
+  const fs::path slot = root / s.level / (s.stem + "." + key.substr(0, 16));
   im.dir = slot / s.stem;
-  fs::create_directories(slot);
-  ImportLock lock(slot / ".lock");
+  im.lock = SlotLock::exclusive(slot);
+  im.lock.mark_used();
   if (fs::exists(im.dir / "problem.json") && fs::exists(im.dir / "data" / "MANIFEST.json")) {
     im.cached = true;
+    im.lock.share();
     return im;
   }
-  std::error_code ec;
-  fs::remove_all(im.dir, ec);  // an interrupted import: start again
-  const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
-                                         "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
-                                         "--device", run.import_device};
-  try {
-    CommandResult r = run_kernelbench_tool(run.python, args, run.o.import_timeout_s);
-    if (!r.ok() || !fs::exists(im.dir / "problem.json")) {
-      // The helper's line about this file ("mblast_kernelbench: FILE: reason"), not its
-      // closing "imported 0, failed 1"; the row names the file already.
-      const std::string tag = "mblast_kernelbench: " + s.file.string() + ": ";
-      std::istringstream out(r.output);
-      for (std::string line; std::getline(out, line);)
-        if (line.rfind(tag, 0) == 0) im.failure = line.substr(tag.size());
-      if (im.failure.empty()) im.failure = kernelbench_tool_failure(r);
+  // Room first: the least recently used imports no run is using go, so that the disk keeps
+  // twice the largest import free (a full-size suite's imports fill tens of GiB).
+  auto add = [&im](const Eviction& e) {
+    im.evicted.removed += e.removed;
+    im.evicted.bytes += e.bytes;
+  };
+  const double gib = 1073741824.0;
+  const std::uintmax_t keep = run.o.keep_free_gib < 0 ? import_reserve(root)
+                              : run.o.keep_free_gib * gib >= 1.8e19 ? std::numeric_limits<std::uintmax_t>::max()
+                                                                     : static_cast<std::uintmax_t>(run.o.keep_free_gib * gib);
+  add(make_room(root, slot, keep));
+  bool disk_full = false;
+  im.failure = run_import(run, s, slot, &disk_full);
+  if (!im.failure.empty() && disk_full) {
+    // Still too little: every import no run is using goes, and the import runs once more.
+    add(make_room(root, slot, std::numeric_limits<std::uintmax_t>::max()));
+    im.failure = run_import(run, s, slot, &disk_full);
+    if (!im.failure.empty() && disk_full) {
+      std::error_code ec;
+      const auto sp = fs::space(root, ec);
+      im.failure = fmt::format("no space left on the disk of {} for this import ({:.1f} GiB free after removing {} cached "
+                               "imports that no run was using); use --work on a larger disk",
+                               root.string(), ec ? 0.0 : sp.available / gib, im.evicted.removed);
     }
-  } catch (const UserError& e) {  // the helper timed out
-    im.failure = e.what();
   }
+  im.lock.share();
   im.seconds = since(t0);
   return im;
 }
@@ -454,6 +480,8 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
               {"candidate", nullptr}, {"time", nullptr}, {"fraction_of_peak", nullptr}};
   const Imported im = import_file(run, s);
   row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
+  if (im.evicted.removed > 0)
+    row["import"]["evicted"] = {{"imports", im.evicted.removed}, {"bytes", im.evicted.bytes}};
   auto import_failed = [&](const std::string& why) {
     row["import"]["failed"] = why;
     set_status(row, "import_failed", "import_failed", why);

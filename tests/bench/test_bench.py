@@ -328,6 +328,37 @@ class BenchTest(unittest.TestCase):
         r = mblast("bench", SUITE, "--target", "pocl-cpu", "--optimize", "--optimize-from", "elsewhere", timeout=120)
         self.assertEqual(r.returncode, 2, r.stderr)
 
+    # ---- the import cache keeps room on the disk ----
+
+    def test_imports_make_room_by_removing_cached_imports(self):
+        work = os.path.join(self.tmp, "work-room")
+        empty = os.path.join(self.tmp, "no-candidates")
+        os.makedirs(empty, exist_ok=True)
+
+        def run(name, keep_free):
+            out = os.path.join(self.tmp, name + ".json")
+            r = mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", work, "--out", out,
+                       "--no-baseline", "--candidates", empty, "--filter", "level1", "--keep-free", keep_free)
+            self.assertEqual(r.returncode, 0, f"{r.stdout}{r.stderr}")
+            return r.stdout, self.rows_of(read_json(out))
+
+        def slots():
+            return sorted(n.split(".")[0] for n in os.listdir(os.path.join(work, "imports", "level1")))
+
+        # More free space asked for than any disk has: the second import removes the first.
+        table, rows = run("room1", "1e9")
+        self.assertNotIn("evicted", rows["level1/clamp01"]["import"])
+        self.assertEqual(rows["level1/relu"]["import"]["evicted"]["imports"], 1)
+        self.assertGreater(rows["level1/relu"]["import"]["evicted"]["bytes"], 0)
+        self.assertEqual(slots(), ["relu"])
+        self.assertIn("import cache: 1 cached imports removed", table)
+        # Room asked for none: the removed one is imported again, the other is used as it is.
+        table, rows = run("room2", "0")
+        self.assertFalse(rows["level1/clamp01"]["import"]["cached"])
+        self.assertTrue(rows["level1/relu"]["import"]["cached"])
+        self.assertEqual(slots(), ["clamp01", "relu"])
+        self.assertNotIn("import cache:", table)
+
     @staticmethod
     def rows_of(res):
         return {p["key"]: p for p in res["problems"]}

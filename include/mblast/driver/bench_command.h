@@ -60,6 +60,9 @@ struct BenchOptions {
   double baseline_min_seconds = 0.3;          // timed work to collect per PyTorch baseline
   int seeds = 3, inits = 2;                   // of each import
   double import_timeout_s = 900, baseline_timeout_s = 900;
+  // Free space to keep on the work folder's disk before an import, in GiB; cached imports no run
+  // is using go, least recently used first, to keep it. Negative: import_reserve()'s choice.
+  double keep_free_gib = -1;
   EvalOptions eval;                           // how each candidate is verified and timed
   std::string candidates_note;                // what the provider is, for the results' "meta"
   bool progress = true;                       // one line per problem on stderr
@@ -80,7 +83,7 @@ nlohmann::json bench(const BenchOptions& options, const CandidateProvider& provi
 struct BenchArgs {
   std::vector<std::string> suites;
   std::string target, size, candidates, work, out, compare, junit, filter, python;
-  double threshold_pct = 10, noise_k = 1, min_seconds = 0.3;
+  double threshold_pct = 10, noise_k = 1, min_seconds = 0.3, keep_free_gib = -1;
   bool table = false, json = false, no_baseline = false, no_compile = false;
   bool optimize = false;  // run the builtin policy per problem, from the file candidate
   int optimize_evals = 12;
