@@ -423,6 +423,7 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   row["eval_seconds"] = r.value("phases", json::object()).value("total_s", 0.0);
   if (r.contains("phases"))
     for (const char* k : {"build_s", "verify_s", "timing_s"}) row["eval_phases"][k] = r["phases"].value(k, 0.0);
+  if (r.contains("payload")) row["eval_phases"]["payload"] = r["payload"];  // shared memory or the messages
   if (!r.value("correct", false)) {
     const std::string kind = r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";
     std::string reason = r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "";
