@@ -414,7 +414,7 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   json r;
   try {
     row["candidate"]["hash"] = content_hash_hex(read_file(choice->source));
-    r = evaluate(p, run.target, choice->source, run.o.eval, run.runner());
+    r = choice->measured.is_object() ? choice->measured : evaluate(p, run.target, choice->source, run.o.eval, run.runner());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());
   }
@@ -559,7 +559,7 @@ CandidateProvider file_candidate_provider(const fs::path& dir) {
       root = fs::path(source).parent_path().parent_path() / "candidates";
     }
     for (const fs::path& f : {root / level / (stem + ext), root / (stem + ext)})
-      if (fs::is_regular_file(f)) return CandidateChoice{f, dir.empty() ? "suite candidates" : "--candidates " + dir.string(), nullptr};
+      if (fs::is_regular_file(f)) return CandidateChoice{f, dir.empty() ? "suite candidates" : "--candidates " + dir.string(), nullptr, nullptr};
     return std::nullopt;
   };
 }

@@ -609,6 +609,10 @@ class Loop {
                                {"evaluations", evals_}, {"candidate", r["candidate"]}};
     store_.meta()["finished_at"] = kb::utc_now_iso();
     store_.save_meta();
+    // The returned file's latest evaluation in full (verified and timed in this run), for a caller
+    // that would otherwise evaluate it once more (mblast bench --optimize); not in the reports.
+    if (const Measured& m = improved ? best_m : start_m; m.eval.is_object() && m.eval.value("correct", false))
+      r["result_eval"] = m.eval;
     progress(improved ? fmt::format("result: {:.2f}x faster than the start ({} -> {}) · {}", speedup,
                                     format_cost(start_m.cost, start_m.unit), format_cost(best_m.cost, best_m.unit),
                                     r["candidate"].get<std::string>())

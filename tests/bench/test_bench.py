@@ -314,6 +314,11 @@ class BenchTest(unittest.TestCase):
         self.assertTrue(details["optimize_run"])
         self.assertGreaterEqual(details["speedup_vs_start"], 1.0)  # never worse than where it started
         self.assertTrue(os.path.isfile(cand["file"]), cand["file"])
+        # The row is the optimize run's last evaluation of the file (not a further one): the same
+        # median as the run's report gives for its result.
+        self.assertEqual(details["measured_by"], "the optimize run's last evaluation of this file")
+        report = read_json(details["report"])
+        self.assertEqual(row["time"]["median"], report["result"]["best"]["cost"])
 
     def test_optimize_from_a_generated_kernel(self):
         row = self.optimize_run("opt_generated", "--optimize-from", "generated")

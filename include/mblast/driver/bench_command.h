@@ -27,6 +27,10 @@ struct CandidateChoice {
   std::filesystem::path source;  // one source file implementing include/mblast/abi.h
   std::string origin;            // where it came from, one line for the report ("suite candidates", ...)
   nlohmann::json details;        // optional facts the provider wants kept in the row (null: none)
+  // Optional: an evaluate() result of this very file, with the run's evaluation options, made in
+  // this run (an optimize run's last evaluation of its result). The row uses it instead of
+  // evaluating the file once more. Null: the row evaluates the file.
+  nlohmann::json measured;
 };
 
 // Chooses the candidate of one problem, after its import. `problem.provenance["source"]` is the
