@@ -2,8 +2,6 @@
 // the candidate — one row per problem (docs/bench.md).
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <fcntl.h>
-#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -251,7 +249,7 @@ Imported import_file(Run& run, const SuiteFile& s) {
     return im;
   }
   // Room first: the least recently used imports no run is using go, so that the disk keeps
-  // twice the largest import free (a full-size suite's imports fill tens of GiB).
+  // --keep-free (default: import_reserve()) free; a full-size suite's imports fill tens of GiB.
   auto add = [&im](const Eviction& e) {
     im.evicted.removed += e.removed;
     im.evicted.bytes += e.bytes;
