@@ -295,6 +295,15 @@ json peak_fractions(const Problem& p, const json& peaks, double median_s) {
   f["bound"] = fbw >= ffl ? "memory" : "compute";
   f["peaks_method"] = peaks.value("method", "");
   f["peaks_cached"] = peaks.value("cached", false);
+  // A fraction above 1 is reported as measured, with what it means.
+  std::string over;
+  if (fbw > 1) over = fmt::format("bandwidth {:.2f}", fbw);
+  if (ffl > 1) over += fmt::format("{}fp32 compute {:.2f}", over.empty() ? "" : ", ", ffl);
+  if (!over.empty())
+    f["note"] = "above the measured peak (" + over +
+                "): the kernel moves fewer bytes or does fewer operations than the problem counts (data served "
+                "from a cache, a fast algorithm such as an FFT or Winograd convolution, tensor cores against the "
+                "fp32 peak), or the peak figure is low";
   return f;
 }
 
@@ -581,6 +590,7 @@ std::string format_eval_result(const json& r) {
                          100 * pk["fraction_of_peak"].get<double>(), pk.value("bound", "?"),
                          pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9, pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
       o << "\n";
+      if (pk.contains("note")) o << "          " << pk["note"].get<std::string>() << "\n";
     } else if (t.contains("cost") && t["cost"].is_object()) {
       o << fmt::format("cost      {} vector of {} instructions per call (deterministic)\n",
                        t["cost"].value("vector_insns_median", json()).dump(), t["cost"].value("total_insns_median", json()).dump());
