@@ -11,7 +11,8 @@
 # then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run beside the imports, before anything timed:
 #   BENCH_FILES  KernelBench files: imported in parallel (8 at a time), then one `mblast bench
 #                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
-#                generated|candidate, default generated)
+#                generated|candidate, default generated); MODE=candidates benches the suite's own
+#                candidates instead, without --optimize
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
 #   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
 #                (PROBE_TIMEOUT seconds at most, default 300)
@@ -78,8 +79,9 @@ pipeline)
   if [[ -n ${BENCH_FILES:-} ]]; then
     echo "== bench $(date -u +%T)" >>"$R/progress.log"
     # shellcheck disable=SC2086
-    "$B/mblast" bench $BENCH_FILES --target h200 --size full --optimize --optimize-evals "${EVALS:-3}" \
-      --optimize-from "${FROM:-generated}" --work /tmp/bw --kb /tmp/bench_kb.sqlite --out "$R/bench.json" >"$R/bench.log" 2>&1
+    opt=(--optimize --optimize-evals "${EVALS:-3}" --optimize-from "${FROM:-generated}" --kb /tmp/bench_kb.sqlite)
+    [[ ${MODE:-optimize} == candidates ]] && opt=()  # the suite's own (naive) candidates, as they are
+    "$B/mblast" bench $BENCH_FILES --target h200 --size full "${opt[@]}" --work /tmp/bw --out "$R/bench.json" >"$R/bench.log" 2>&1
     echo "== bench rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
   for d in ${OPT_DIRS:-}; do
