@@ -78,9 +78,9 @@ pipeline)
   fi
   if [[ -n ${BENCH_FILES:-} ]]; then
     echo "== bench $(date -u +%T)" >>"$R/progress.log"
-    # shellcheck disable=SC2086
     opt=(--optimize --optimize-evals "${EVALS:-3}" --optimize-from "${FROM:-generated}" --kb /tmp/bench_kb.sqlite)
     [[ ${MODE:-optimize} == candidates ]] && opt=()  # the suite's own (naive) candidates, as they are
+    # shellcheck disable=SC2086  # a list of files
     "$B/mblast" bench $BENCH_FILES --target h200 --size full "${opt[@]}" --work /tmp/bw --out "$R/bench.json" >"$R/bench.log" 2>&1
     echo "== bench rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
