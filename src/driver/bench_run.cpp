@@ -419,8 +419,9 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   if (run.runner_device.is_null() && r.contains("device")) run.runner_device = r["device"];
   row["candidate"]["build_cached"] = r.value("build", json::object()).value("cached", false);
   row["eval_seconds"] = r.value("phases", json::object()).value("total_s", 0.0);
-  if (r.contains("phases"))
-    for (const char* k : {"build_s", "verify_s", "timing_s"}) row["eval_phases"][k] = r["phases"].value(k, 0.0);
+  // The evaluation's whole split (mblast eval's `phases`: the driver's checks, the worker's own
+  // steps), so that a slow row says where its time went.
+  if (r.contains("phases") && r["phases"].is_object()) row["eval_phases"] = r["phases"];
   if (r.contains("payload")) row["eval_phases"]["payload"] = r["payload"];  // shared memory or the messages
   if (!r.value("correct", false)) {
     const std::string kind = r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";

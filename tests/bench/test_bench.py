@@ -125,6 +125,11 @@ class BenchTest(unittest.TestCase):
         self.assertGreater(relu["fraction_of_peak"], 0)
         self.assertLessEqual(relu["fraction_of_peak"], 1.5)  # a little over 1 is timer noise, far over is a bug
         self.assertEqual(relu["bound"], "memory")
+        # Where the evaluation's time went, as `mblast eval` splits it, and how its payload travelled.
+        for k in ("build_s", "verify_s", "timing_s", "check_outputs_s", "total_s"):
+            self.assertGreaterEqual(relu["eval_phases"][k], 0, k)
+        self.assertGreater(relu["eval_phases"]["payload"]["bytes"], 0)
+        self.assertIn(relu["eval_phases"]["payload"]["shared"], (True, False))
 
     def test_wrong_candidate_is_rejected_on_the_signed_seed(self):
         clamp = self.rows["level1/clamp01"]
