@@ -11,8 +11,10 @@
 # then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run beside the imports, before anything timed:
 #   BENCH_FILES  KernelBench files: imported in parallel (8 at a time), then one `mblast bench
 #                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
-#                generated|candidate, default generated); MODE=candidates benches the suite's own
-#                candidates instead, without --optimize
+#                generated|candidate, default generated). MODE: the benches to run, in order, each
+#                into bench_<mode>.json: "optimize" (the default) and/or "candidates" (the suite's
+#                own naive candidates, without --optimize); OPT_FILES: the optimize bench's files
+#                when they are fewer than BENCH_FILES. opt.log stays in res.tgz.
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
 #   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
 #                (PROBE_TIMEOUT seconds at most, default 300)
@@ -30,10 +32,10 @@ collect)
   [[ -d $R ]] || { echo "NO_PIPELINE_HERE (a fresh machine: the last one was released)"; exit 3; }
   end=$(($(date +%s) + ${2:-500}))
   while [[ ! -f $R/DONE && $(date +%s) -lt $end ]]; do sleep 5; done
-  for f in bench.json bench.log progress.log ctest.log opt.log probe.log; do [[ -f $R/$f ]] && cp "$R/$f" "$OUT"/; done
+  for f in "$R"/bench_*.json "$R"/bench_*.log "$R"/progress.log "$R"/ctest.log "$R"/probe.log; do [[ -f $f ]] && cp "$f" "$OUT"/; done
   (cd "$R" && tar czf "$OUT/res.tgz" --exclude='*.tgz' . 2>/dev/null)
   cat "$R/progress.log"
-  tail -30 "$R/bench.log" 2>/dev/null
+  tail -n 30 "$R"/bench_*.log 2>/dev/null
   cat "$R/opt.log" 2>/dev/null
   [[ -f $R/DONE ]] && echo PIPELINE_DONE || echo PIPELINE_RUNNING
   ;;
@@ -77,12 +79,19 @@ pipeline)
     echo "== probe rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
   if [[ -n ${BENCH_FILES:-} ]]; then
-    echo "== bench $(date -u +%T)" >>"$R/progress.log"
-    opt=(--optimize --optimize-evals "${EVALS:-3}" --optimize-from "${FROM:-generated}" --kb /tmp/bench_kb.sqlite)
-    [[ ${MODE:-optimize} == candidates ]] && opt=()  # the suite's own (naive) candidates, as they are
-    # shellcheck disable=SC2086  # a list of files
-    "$B/mblast" bench $BENCH_FILES --target h200 --size full "${opt[@]}" --work /tmp/bw --out "$R/bench.json" >"$R/bench.log" 2>&1
-    echo "== bench rc $? $(date -u +%T)" >>"$R/progress.log"
+    for mode in ${MODE:-optimize}; do
+      echo "== bench $mode $(date -u +%T)" >>"$R/progress.log"
+      files=$BENCH_FILES
+      opt=()  # candidates: the suite's own (naive) candidates, as they are
+      if [[ $mode == optimize ]]; then
+        opt=(--optimize --optimize-evals "${EVALS:-3}" --optimize-from "${FROM:-generated}" --kb /tmp/bench_kb.sqlite)
+        files=${OPT_FILES:-$BENCH_FILES}
+      fi
+      # shellcheck disable=SC2086  # a list of files
+      "$B/mblast" bench $files --target h200 --size full "${opt[@]}" --work /tmp/bw --out "$R/bench_$mode.json" \
+        >"$R/bench_$mode.log" 2>&1
+      echo "== bench $mode rc $? $(date -u +%T)" >>"$R/progress.log"
+    done
   fi
   for d in ${OPT_DIRS:-}; do
     echo "== optimize $d $(date -u +%T)" >>"$R/progress.log"
