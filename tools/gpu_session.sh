@@ -6,6 +6,7 @@
 #
 #   BENCH_FILES="benchmarks/suite/level2/07_rmsnorm_linear.py ..." tools/gpu_session.sh start
 #   tools/gpu_session.sh collect 520            # again in the next call, until PIPELINE_DONE
+#   tools/gpu_session.sh stop                   # ends the pipeline and what it started
 #
 # Pipeline: tools/gpu_check.sh builds mblast, mblast-runner and EXTRA_TARGETS and measures the peaks;
 # then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run beside the imports, before anything timed:
@@ -27,6 +28,15 @@ start)
   mkdir -p /tmp/snap "$R"
   cp -a . /tmp/snap/
   setsid nohup bash /tmp/snap/tools/gpu_session.sh pipeline >"$R/pipeline.out" 2>&1 </dev/null &
+  ;;
+stop)
+  # The pipeline and everything it started (patterns that cannot match this command's own line).
+  pkill -f "[g]pu_session.sh pipeline"
+  pkill -x mblast; pkill -x mblast-runner; pkill -f "[m]blast_kernelbench"
+  sleep 2
+  pkill -9 -x mblast; pkill -9 -x mblast-runner; pkill -9 -f "[m]blast_kernelbench"
+  touch "$R/DONE" 2>/dev/null
+  echo "stopped"
   ;;
 collect)
   [[ -d $R ]] || { echo "NO_PIPELINE_HERE (a fresh machine: the last one was released)"; exit 3; }
@@ -102,7 +112,7 @@ pipeline)
   touch "$R/DONE"
   ;;
 *)
-  echo "usage: tools/gpu_session.sh start | collect SECONDS | pipeline" >&2
+  echo "usage: tools/gpu_session.sh start | collect SECONDS | stop | pipeline" >&2
   exit 2
   ;;
 esac
