@@ -74,6 +74,11 @@ def main():
             # process start, device open, verification runs, transfers and checks.
             "overhead_beyond_build_and_timing_stage_s": statistics.mean(x["total_s"] - x["build_s"] - x["timing_s"] for x in ph),
         }
+        # The worker's verification runs by step (uploads, poisoning, calls, downloads, hashing,
+        # sending each run and waiting for the driver's word), the mean over the evals.
+        steps = [x.get("worker", {}).get("verify_steps", {}) for x in ph]
+        if all(steps):
+            entry["verify_steps_mean_s"] = {k: statistics.mean(st[k] for st in steps) for k in steps[0]}
         report["problems"][prob] = entry
         c = entry["cached_runs_mean_phases"]
         print(f"{prob:10s} median {entry['median_of_medians']:.2f} {unit}; spread of {a.runs} medians "
@@ -82,6 +87,9 @@ def main():
               f"overhead beyond build+timed runs {c['overhead_s']:.2f} s (of it the candidate's untimed calls "
               f"{c['untimed_calls_s']:.2f} s, measuring {c['measuring_s']:.2f} s), beyond build+timing stage "
               f"{entry['overhead_beyond_build_and_timing_stage_s']:.2f} s; spread of the minima {entry['spread_of_minima_pct']:.2f}%")
+        if "verify_steps_mean_s" in entry:
+            print(f"{'':10s} verification runs by step (mean s): "
+                  + ", ".join(f"{k[:-2]} {v:.3f}" for k, v in entry["verify_steps_mean_s"].items()))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(report, f, indent=2)

@@ -113,6 +113,9 @@ class Session {
   }
 
   size_t run_count() const { return inits_.size() * seeds_.size() * static_cast<size_t>(std::max(runs_, 0)); }
+  // After verify(): seconds per step of the runs (uploads, prepare, poisoning, the calls,
+  // downloads, hashing the inputs, sending each run and waiting for the driver's word).
+  const json& verify_steps() const { return steps_; }
 
   // Every init x seed x run, in that order (the runs of one seed and init are adjacent). Each
   // run's outputs go to `sink` as soon as the run is done (a safetensors blob of the outputs
@@ -124,33 +127,49 @@ class Session {
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     std::vector<std::byte> scratch;
     bool stopped = false;
+    // Where the runs' time goes (verify_steps): a slow verification says which step it is.
+    double upload_s = 0, prepare_s = 0, poison_s = 0, call_s = 0, download_s = 0, hash_s = 0, send_s = 0;
+    auto timed = [](double& acc, auto&& step) {
+      const double t = now_s();
+      step();
+      acc += now_s() - t;
+    };
     for (size_t ii = 0; ii < inits_.size() && !stopped; ++ii) {
       const int init = inits_[ii];
-      par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
-      void* state = prepare(par);
+      timed(upload_s, [&] { par.upload(dev_, payload_, "par/" + std::to_string(init) + "/"); });
+      void* state = nullptr;
+      timed(prepare_s, [&] { state = prepare(par); });
       for (size_t si = 0; si < seeds_.size() && !stopped; ++si) {
         const int seed = seeds_[si];
-        in.upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
+        timed(upload_s, [&] { in.upload(dev_, payload_, "in/" + std::to_string(seed) + "/"); });
         for (int r = 0; r < runs_ && !stopped; ++r) {
           const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
-          out.poison(dev_, poison);
+          timed(poison_s, [&] { out.poison(dev_, poison); });
           double t0 = now_s();
           call(state, in, par, out);
           dev_.synchronize();
           double t1 = now_s();
+          call_s += t1 - t0;
           check_after_call(in, par, out);
-          out.download_into(dev_, blob);
+          timed(download_s, [&] { out.download_into(dev_, blob); });
           // Hashed after every run: a candidate that changes its inputs and changes them back on
           // the next call (a swap done twice) is caught too.
+          json hin, hpar;
+          timed(hash_s, [&] {
+            hin = in.hashes(dev_, scratch);
+            hpar = par.hashes(dev_, scratch);
+          });
           json c = {{"seed", seed}, {"init", init}, {"run", r}, {"seconds", t1 - t0},
-                    {"poison", static_cast<int>(poison)}, {"input_hashes_after", in.hashes(dev_, scratch)},
-                    {"param_hashes_after", par.hashes(dev_, scratch)}};
-          stopped = !sink(c, blob.blob);
+                    {"poison", static_cast<int>(poison)}, {"input_hashes_after", std::move(hin)},
+                    {"param_hashes_after", std::move(hpar)}};
+          timed(send_s, [&] { stopped = !sink(c, blob.blob); });  // to the runner, and its word back
           cases.push_back(std::move(c));
         }
       }
       release(state);
     }
+    steps_ = {{"upload_s", upload_s}, {"prepare_s", prepare_s}, {"poison_s", poison_s}, {"calls_s", call_s},
+              {"download_s", download_s}, {"hash_inputs_s", hash_s}, {"send_and_word_s", send_s}};
     in.release(dev_); par.release(dev_); out.release(dev_);
     if (stopped) return std::nullopt;
     return cases;
@@ -286,6 +305,7 @@ class Session {
   mblast_context ctx_;
   std::vector<TensorSpec> in_specs_, par_specs_, out_specs_;
   std::vector<int> seeds_, inits_;
+  json steps_ = json::object();  // verify_steps()
   int runs_ = 2;
 };
 
@@ -405,7 +425,8 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     const double verify_s = now_s() - t_verify;
     std::fflush(stdout);
     protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", *cases}, {"device", device},
-                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s}}}});
+                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s},
+                                                        {"verify_steps", session.verify_steps()}}}});
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;
     stage = "timing";

@@ -62,6 +62,16 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
     EXPECT_EQ(p.inits_to_run().size(), inits);
     EXPECT_EQ(r["checks"].size(), p.seeds.size() * inits * 2 * p.outputs.size());
     EXPECT_EQ(r.contains("inits_run"), inits < p.inits.size());
+    // The worker says where its runs' time went: every step, within the runs' own wall time.
+    const auto& worker = r["phases"]["worker"];
+    double steps = 0;
+    for (const char* k : {"upload_s", "prepare_s", "poison_s", "calls_s", "download_s", "hash_inputs_s", "send_and_word_s"}) {
+      ASSERT_TRUE(worker["verify_steps"].contains(k)) << k << ": " << worker.dump();
+      EXPECT_GE(worker["verify_steps"][k].get<double>(), 0) << k;
+      steps += worker["verify_steps"][k].get<double>();
+    }
+    EXPECT_GT(worker["verify_steps"]["calls_s"].get<double>(), 0);
+    EXPECT_LE(steps, worker["verify_runs_s"].get<double>() + 1e-3) << worker.dump();
     const auto& time = r["time"];
     EXPECT_GT(time["median"].get<double>(), 0);
     if (time["unit"] == "instructions") {  // deterministic: one call per rotating set, no spread
