@@ -196,6 +196,7 @@ struct Imported {
 // One run of the helper's import into SLOT; an empty string when it wrote the problem, else
 // the reason. DISK_FULL: whether its output says the disk was full.
 std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full) {
+  *disk_full = false;  // a retry that times out is a time-out, whatever the first try said
   const fs::path dir = slot / s.stem;
   std::error_code ec;
   fs::remove_all(dir, ec);  // an interrupted or failed import: start again
