@@ -10,7 +10,7 @@
 #
 # Pipeline: tools/gpu_check.sh builds mblast, mblast-runner and EXTRA_TARGETS and measures the peaks;
 # then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run beside the imports, before anything timed:
-#   BENCH_FILES  KernelBench files: imported in parallel (8 at a time), then one `mblast bench
+#   BENCH_FILES  KernelBench files: imported in parallel (IMPORT_JOBS at a time, default 8), then one `mblast bench
 #                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
 #                generated|candidate, default generated). MODE: the benches to run, in order, each
 #                into bench_<mode>.json: "optimize" (the default) and/or "candidates" (the suite's
@@ -70,7 +70,7 @@ pipeline)
     # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw).
     # Correctness tests may share the GPU with it; nothing timed runs meanwhile.
     # shellcheck disable=SC2086,SC2016  # a list of files; $1 is expanded by the inner shell
-    printf '%s\n' $BENCH_FILES | xargs -P 8 -I{} sh -c '"$0" bench "$1" --target h200 --size full --no-baseline \
+    printf '%s\n' $BENCH_FILES | xargs -P "${IMPORT_JOBS:-8}" -I{} sh -c '"$0" bench "$1" --target h200 --size full --no-baseline \
       --candidates /tmp/none --work /tmp/bw --out "/tmp/pre/$(basename "$1").json"' "$B/mblast" {} >"$R/preimport.log" 2>&1 &
     pre=$!
   fi
