@@ -1,5 +1,6 @@
 // 16_log_softmax — naive CUDA candidate: log-softmax over the last dim of x [rows, cols],
-//   y = x - max - log(sum exp(x - max)); one thread per row, three passes over the row.
+//   y = x - max - log(sum exp(x - max)); one thread per row, three passes over the row, the sum
+//   in double.
 // The starting point the optimizer improves: simple, correct, nothing clever.
 #include <mblast/abi.h>
 
@@ -84,9 +85,11 @@ __global__ void log_softmax_rows(const float* __restrict__ x, float* __restrict_
   float* yr = y + r * cols;
   float m = -INFINITY;
   for (long long j = 0; j < cols; ++j) m = fmaxf(m, xr[j]);
-  float sum = 0.0f;
+  // A float sum of 32768 terms drifts by up to 6e-5 in log(sum), beyond the tolerance for
+  // outputs near 0: the sum is kept in double.
+  double sum = 0.0;
   for (long long j = 0; j < cols; ++j) sum += expf(xr[j] - m);
-  const float log_sum = logf(sum);
+  const float log_sum = static_cast<float>(log(sum));
   for (long long j = 0; j < cols; ++j) yr[j] = xr[j] - m - log_sum;
 }
 
