@@ -89,6 +89,12 @@ pipeline)
       >"$R/preimport.log" 2>&1
   fi
   echo "== imports done $(date -u +%T)" >>"$R/progress.log"
+  # Per pre-imported problem: its status and whether the import traced a graph (issue 5's figure).
+  python3 -c 'import glob, json
+for f in sorted(glob.glob("/tmp/pre/*.json")):
+    for p in json.load(open(f)).get("problems", []):
+        print(p.get("key"), p.get("status"), "graph" if p.get("graph") else "no graph", p.get("import", {}).get("seconds"))' \
+    >"$R/preimport_graph.txt" 2>&1
   if [[ -n ${PROBE:-} ]]; then
     echo "== probe $(date -u +%T)" >>"$R/progress.log"
     timeout "${PROBE_TIMEOUT:-300}" bash -c "$PROBE" >"$R/probe.log" 2>&1
