@@ -85,7 +85,6 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
     if (time["unit"] == "us") {
       ASSERT_TRUE(r["fraction_of_peak"].is_number()) << r["peak"].dump();
       EXPECT_GT(r["fraction_of_peak"].get<double>(), 0);
-      EXPECT_LT(r["fraction_of_peak"].get<double>(), 1.5) << "faster than the measured peak: " << r["peak"].dump();
     }
     // Again through the same runner: the build is cached and the verdict is the same. One run
     // per seed x init this time (the two-run agreement was checked above): under QEMU each run of
@@ -98,6 +97,15 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
     EXPECT_TRUE(again["build"]["cached"].get<bool>());
     if (time["unit"] == "instructions")  // a count is deterministic: exactly the same
       EXPECT_EQ(again["time"]["median"], time["median"]);
+    // A naive kernel does not beat the measured peak by half (a wrong unit or byte count would).
+    // A peak measured while other work loads the machine can be low (pocl-cpu's 24.7 GB/s beside
+    // imports and 8 parallel tests, then vec_add at 39 GB/s): the second evaluation measures a
+    // cached peak it beats again, so one of the two figures must hold.
+    if (time["unit"] == "us" && r["fraction_of_peak"].get<double>() >= 1.5) {
+      ASSERT_TRUE(again["fraction_of_peak"].is_number()) << again["peak"].dump();
+      EXPECT_LT(again["fraction_of_peak"].get<double>(), 1.5)
+          << "faster than the measured peak twice: " << r["peak"].dump() << "\nthen " << again["peak"].dump();
+    }
   }
 }
 
