@@ -117,6 +117,20 @@ class ImportTest(unittest.TestCase):
     def test_summary_line(self):
         self.assertIn("imported 3, failed 0", self.import_output)
 
+    def test_all_finite_sees_every_nan_and_infinity(self):
+        # A finite sum settles it; a non-finite one is checked element by element, so finite
+        # values whose sum overflows are still finite.
+        all_finite = from_tools("kernelbench.tensors", "all_finite")
+        nan, inf = float("nan"), float("inf")
+        self.assertTrue(all_finite([torch.randn(1000), torch.arange(5), torch.empty(0)]))
+        for bad in ([1.0, nan], [1.0, inf], [-inf, 2.0], [inf, -inf]):
+            for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+                self.assertFalse(all_finite([torch.ones(3), torch.tensor(bad, dtype=dtype)]), (bad, dtype))
+        self.assertTrue(all_finite([torch.full((1000,), 3.4e38)]))  # the float32 sum is inf
+        self.assertTrue(all_finite([torch.tensor([1.7e308, 1.7e308], dtype=torch.float64)]))
+        self.assertTrue(all_finite([torch.full((100,), 60000.0, dtype=torch.float16)]))
+        self.assertFalse(all_finite([torch.tensor([1.7e308, inf], dtype=torch.float64)]))
+
     def test_relu_problem_directory(self):
         d = os.path.join(self.out, "relu")
         for f in ("problem.json", "model.py", "graph.json", "data/MANIFEST.json"):

@@ -88,7 +88,7 @@ def _calibrate(ref: Reference, args, outs, decl_outs):
             raise Failure("float64 run gave other shapes")
         a = o.double()
         b = o64.detach().cpu().double()
-        if not bool(torch.isfinite(b).all()):
+        if not all_finite([b]):
             raise Failure("float64 run is not finite")
         err = (a - b).abs()
         excess = (err - TOL_RTOL[d["dtype"]] * b.abs()).clamp(min=0)

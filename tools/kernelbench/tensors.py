@@ -152,8 +152,18 @@ def flatten_outputs(out, what: str):
 
 
 def all_finite(ts) -> bool:
+    """Whether every floating-point element of the tensors is finite. A NaN or an infinity makes
+    the sum non-finite, so a finite sum settles it in one read; only a non-finite sum (a NaN, an
+    infinity, or finite values that overflow the sum) is checked element by element.
+    torch.isfinite(t).all() alone took 0.9-1.8 s per 512 MiB tensor on a 2-vCPU VM (torch 1.13:
+    temporaries of the tensor's size), the sum 0.04 s; it was a third of a full-size CPU import.
+    """
     for t in ts:
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        if bool(torch.isfinite(t.sum())):
+            continue
+        if not bool(torch.isfinite(t).all()):
             return False
     return True
 
