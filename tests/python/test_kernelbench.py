@@ -131,6 +131,19 @@ class ImportTest(unittest.TestCase):
         self.assertTrue(all_finite([torch.full((100,), 60000.0, dtype=torch.float16)]))
         self.assertFalse(all_finite([torch.tensor([1.7e308, inf], dtype=torch.float64)]))
 
+    def test_calibration_errors_in_chunks_match_the_whole_tensor(self):
+        _max_errors = from_tools("kernelbench.importer", "_max_errors")
+        torch.manual_seed(0)
+        o64 = torch.randn(10, 11, dtype=torch.float64) * 3
+        o = (o64 + torch.randn(10, 11, dtype=torch.float64) * 1e-3).float()
+        err = (o.double() - o64).abs()
+        want = (float((err - 1e-4 * o64.abs()).clamp(min=0).max()), float(err.max()))
+        for chunk in (1, 7, 110, 1 << 22):  # the last chunk short, one element, all in one
+            got = _max_errors(o, o64, 1e-4, chunk)
+            self.assertEqual(got, want, chunk)
+        self.assertEqual(_max_errors(o.t(), o64.t(), 1e-4, 7), want)  # not contiguous
+        self.assertEqual(_max_errors(torch.empty(0), torch.empty(0, dtype=torch.float64), 1e-4), (0.0, 0.0))
+
     def test_relu_problem_directory(self):
         d = os.path.join(self.out, "relu")
         for f in ("problem.json", "model.py", "graph.json", "data/MANIFEST.json"):
