@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "mblast/error.h"
@@ -69,12 +71,16 @@ void SlotLock::mark_used() {
 }
 
 std::uintmax_t tree_bytes(const fs::path& dir) {
+  // Each file once: an import links the expected outputs that several inits share.
+  std::set<std::pair<dev_t, ino_t>> seen;
   std::uintmax_t n = 0;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    std::error_code e2;
-    if (it->is_regular_file(e2)) n += it->file_size(e2);
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_nlink > 1 && !seen.insert({st.st_dev, st.st_ino}).second) continue;
+    n += static_cast<std::uintmax_t>(st.st_size);
   }
   return n;
 }

@@ -190,6 +190,19 @@ class ImportTest(unittest.TestCase):
                 self.assertTrue(torch.equal(exp, torch.relu(inputs[s])))
         self.assertEqual(self.data("relu", "params.init0.safetensors"), {})
 
+    def test_inits_with_the_same_outputs_share_one_file(self):
+        # relu has no parameters: every init's expected outputs are init 0's bytes, stored once
+        # (a hard link, the same hash); linear_gelu's inits differ and keep files of their own.
+        def entry(name, s, i):
+            path = os.path.join(self.out, name, "data", f"expected.seed{s}.init{i}.safetensors")
+            return os.stat(path).st_ino, read_json(os.path.join(self.out, name, "data", "MANIFEST.json"))["files"][os.path.basename(path)]
+        for s in range(3):
+            self.assertEqual(entry("relu", s, 0), entry("relu", s, 1))
+            ino0, hash0 = entry("linear_gelu", s, 0)
+            ino1, hash1 = entry("linear_gelu", s, 1)
+            self.assertNotEqual(ino0, ino1)
+            self.assertNotEqual(hash0, hash1)
+
     def test_signed_seed_avoids_what_the_file_is_not_made_for(self):
         # x / x.sum(-1) on zero-centred rows divides by sums near zero: the float32 reference's
         # own error would need an atol beyond KernelBench's 1e-2, so no kernel could match it.

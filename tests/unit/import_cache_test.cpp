@@ -42,6 +42,18 @@ class ImportCache : public ::testing::Test {
   fs::path root_;
 };
 
+// An import links the expected outputs that several inits share: they take the disk once.
+TEST_F(ImportCache, CountsAHardLinkedFileOnce) {
+  const fs::path d = slot("a.1", 100, 0);
+  EXPECT_EQ(tree_bytes(d), 100u);
+  fs::create_hard_link(d / "p" / "data" / "x.safetensors", d / "p" / "data" / "y.safetensors");
+  EXPECT_EQ(tree_bytes(d), 100u);
+  std::ofstream(d / "p" / "data" / "z.safetensors") << std::string(50, 'z');
+  EXPECT_EQ(tree_bytes(d), 150u);
+  fs::create_symlink(d / "p" / "data" / "z.safetensors", d / "p" / "data" / "s.safetensors");
+  EXPECT_EQ(tree_bytes(d), 150u);
+}
+
 TEST_F(ImportCache, RemovesTheLeastRecentlyUsedFirstAndOnlyWhatIsNeeded) {
   const fs::path a = slot("a.1", 100, 400), b = slot("b.1", 200, 300), c = slot("c.1", 300, 200), d = slot("d.1", 400, 100);
   EXPECT_EQ(tree_bytes(d), 400u);

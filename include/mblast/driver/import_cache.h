@@ -38,7 +38,7 @@ struct Eviction {
   std::uintmax_t bytes = 0;
 };
 
-// The bytes under DIR (regular files; links not followed).
+// The bytes under DIR (regular files, each hard-linked file once; symbolic links not followed).
 std::uintmax_t tree_bytes(const std::filesystem::path& dir);
 
 // Free space to keep on the disk of ROOT before an import: twice the largest slot there (the next
