@@ -148,6 +148,7 @@ struct Run {
   std::unique_ptr<RunnerClient> client;
   json runner_device;         // what the runner reported, from the first evaluation
   std::unique_ptr<KernelbenchServer> helper;  // the baselines' Python process (started on first use)
+  std::vector<fs::path> upcoming;  // import slots of the problems after the current one, in order
 
   RunnerClient* runner() {
     if (!client) client = std::make_unique<RunnerClient>(target.runner);
@@ -225,6 +226,23 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
 
 // Imports one file into WORK/imports/<level>/<stem>.<key>/, where key digests everything the
 // imported problem depends on; an earlier complete import there is used as it is.
+fs::path import_slot(const Run& run, const SuiteFile& s, const std::string& text) {
+  const std::string key =
+      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
+                          content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
+                          run.importer_hash));
+  return run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
+}
+
+// How soon this run needs the slot named `<level>/<slot>` again, for make_room(): 1 for the next
+// problem, 0 for none of the rest (Run::upcoming holds the rest's slots, in order).
+std::size_t next_use(const Run& run, const fs::path& slot) {
+  const fs::path name = slot.parent_path().filename() / slot.filename();
+  for (std::size_t k = 0; k < run.upcoming.size(); ++k)
+    if (run.upcoming[k].parent_path().filename() / run.upcoming[k].filename() == name) return k + 1;
+  return 0;
+}
+
 Imported import_file(Run& run, const SuiteFile& s) {
   Imported im;
   const auto t0 = Clock::now();
@@ -235,12 +253,8 @@ Imported import_file(Run& run, const SuiteFile& s) {
     im.failure = e.what();
     return im;
   }
-  const std::string key =
-      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
-                          content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
-                          run.importer_hash));
   const fs::path root = run.work / "imports";
-  const fs::path slot = root / s.level / (s.stem + "." + key.substr(0, 16));
+  const fs::path slot = import_slot(run, s, text);
   im.dir = slot / s.stem;
   im.lock = SlotLock::exclusive(slot);
   im.lock.mark_used();
@@ -259,12 +273,13 @@ Imported import_file(Run& run, const SuiteFile& s) {
   const std::uintmax_t keep = run.o.keep_free_gib < 0 ? import_reserve(root)
                               : run.o.keep_free_gib * gib >= 1.8e19 ? std::numeric_limits<std::uintmax_t>::max()
                                                                      : static_cast<std::uintmax_t>(run.o.keep_free_gib * gib);
-  add(make_room(root, slot, keep));
+  const NextUse soon = [&run](const fs::path& d) { return next_use(run, d); };
+  add(make_room(root, slot, keep, {}, soon));
   bool disk_full = false;
   im.failure = run_import(run, s, slot, &disk_full);
   if (!im.failure.empty() && disk_full) {
     // Still too little: every import no run is using goes, and the import runs once more.
-    add(make_room(root, slot, std::numeric_limits<std::uintmax_t>::max()));
+    add(make_room(root, slot, std::numeric_limits<std::uintmax_t>::max(), {}, soon));
     im.failure = run_import(run, s, slot, &disk_full);
     if (!im.failure.empty() && disk_full) {
       std::error_code ec;
@@ -570,7 +585,7 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   if (o.work.empty()) throw UserError("no work folder given");
   const std::vector<SuiteFile> files = discover(o.suites, o.filter);
 
-  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr, nullptr};
+  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}};
   if (const std::string why = run.target.unreachable_reason(); !why.empty())
     throw UserError("target " + run.target.name + " is unavailable: " + why);
   run.torch_device = baseline_device(run.target, &run.no_torch_why);
@@ -581,9 +596,19 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   ScopedEnv size_env("MBLAST_BENCH_SIZE", o.size);
   fs::create_directories(run.work);
 
+  // Every problem's import slot, so that making room keeps the imports this run needs soonest.
+  std::vector<fs::path> slots;
+  for (const auto& f : files) {
+    try {
+      slots.push_back(import_slot(run, f, read_file(f.file)));
+    } catch (const UserError&) {  // unreadable: its row says so
+      slots.emplace_back();
+    }
+  }
   json rows = json::array();
   for (size_t i = 0; i < files.size(); ++i) {
     const auto t_row = Clock::now();
+    run.upcoming.assign(slots.begin() + static_cast<std::ptrdiff_t>(i) + 1, slots.end());
     json row = measure_problem(run, files[i], provider);
     add_speedups(row);
     row["seconds"] = since(t_row);

@@ -90,6 +90,7 @@ namespace {
 struct Slot {
   fs::path dir;
   fs::file_time_type used;
+  std::size_t next = 0;  // NextUse's answer
 };
 
 // ROOT/<level>/<slot> folders; a slot's last use is its lock file's time (the folder's without one).
@@ -104,7 +105,7 @@ std::vector<Slot> list_slots(const fs::path& root) {
       std::error_code e3;
       auto t = fs::last_write_time(s.path() / ".lock", e3);
       if (e3) t = fs::last_write_time(s.path(), e3);
-      v.push_back({s.path(), t});
+      v.push_back({s.path(), t, 0});
     }
   }
   return v;
@@ -126,7 +127,7 @@ std::uintmax_t import_reserve(const fs::path& root) {
 }
 
 Eviction make_room(const fs::path& root, const fs::path& keep, std::uintmax_t want,
-                   const std::function<std::uintmax_t()>& available) {
+                   const std::function<std::uintmax_t()>& available, const NextUse& next_use) {
   auto free_now = [&]() -> std::uintmax_t {
     if (available) return available();
     std::error_code ec;
@@ -140,7 +141,13 @@ Eviction make_room(const fs::path& root, const fs::path& keep, std::uintmax_t wa
     if (e.path().filename().string().rfind(".evicting-", 0) == 0) fs::remove_all(e.path(), ec);
   if (free_now() >= want) return ev;
   std::vector<Slot> slots = list_slots(root);
-  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.used < b.used; });
+  for (auto& s : slots) s.next = next_use ? next_use(s.dir) : 0;
+  // Not needed again (0) first, by last use; then the latest needed first.
+  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    if ((a.next == 0) != (b.next == 0)) return a.next == 0;
+    if (a.next != b.next) return a.next > b.next;
+    return a.used < b.used;
+  });
   for (const auto& s : slots) {
     if (free_now() >= want) break;
     if (same_path(s.dir, keep)) continue;

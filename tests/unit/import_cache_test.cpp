@@ -42,6 +42,35 @@ class ImportCache : public ::testing::Test {
   fs::path root_;
 };
 
+// A bench that knows the rest of its list removes what it will not need first (least recently
+// used first), then what it needs latest; never, as least recently used alone would, the import
+// it needs next.
+TEST_F(ImportCache, KeepsWhatTheCallerNeedsSoonest) {
+  const fs::path a = slot("a.1", 100, 500), b = slot("b.1", 100, 400), c = slot("c.1", 100, 300),
+                 d = slot("d.1", 100, 200), e = slot("e.1", 100, 100);
+  auto available = [&] { return std::uintmax_t{1000} - tree_bytes(root_); };
+  // a (the oldest) is needed next, c after four more problems, e after two; b and d not again.
+  auto next = [&](const fs::path& s) -> std::size_t {
+    const std::string n = s.filename().string();
+    return n == "a.1" ? 1 : n == "c.1" ? 5 : n == "e.1" ? 3 : 0;
+  };
+  // 650 free needs 150 more: b and d (not needed again, b first as the less recently used).
+  Eviction ev = make_room(root_, root_ / "level1" / "other", 650, available, next);
+  EXPECT_EQ(ev.removed, 2);
+  EXPECT_FALSE(fs::exists(b));
+  EXPECT_FALSE(fs::exists(d));
+  // 750 needs one more: c, needed latest; a and e stay.
+  ev = make_room(root_, root_ / "level1" / "other", 750, available, next);
+  EXPECT_EQ(ev.removed, 1);
+  EXPECT_FALSE(fs::exists(c));
+  EXPECT_TRUE(fs::exists(a));
+  EXPECT_TRUE(fs::exists(e));
+  // Then e, then a.
+  ev = make_room(root_, root_ / "level1" / "other", 850, available, next);
+  EXPECT_FALSE(fs::exists(e));
+  EXPECT_TRUE(fs::exists(a));
+}
+
 // An import links the expected outputs that several inits share: they take the disk once.
 TEST_F(ImportCache, CountsAHardLinkedFileOnce) {
   const fs::path d = slot("a.1", 100, 0);

@@ -4,6 +4,7 @@
 //
 // A full-size suite's imports take tens of GiB (reference outputs for every seed and init), more
 // than many disks hold; the cache must not fill the disk, and a slot in use must not go.
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -45,11 +46,18 @@ std::uintmax_t tree_bytes(const std::filesystem::path& dir);
 // import is probably no larger), at least 1 GiB and 5 % of the disk's capacity.
 std::uintmax_t import_reserve(const std::filesystem::path& root);
 
-// Removes slots of ROOT (ROOT/<level>/<slot>), least recently used first, until AVAILABLE() says
-// at least WANT bytes are free. KEEP and slots that another holder has locked are left alone.
-// AVAILABLE: the free bytes now (default: the disk's, for an unprivileged user).
+// How soon the caller needs a slot again: 1 for the next problem, 2 for the one after, ...; 0
+// when it will not (a bench knows the rest of its list).
+using NextUse = std::function<std::size_t(const std::filesystem::path& slot)>;
+
+// Removes slots of ROOT (ROOT/<level>/<slot>) until AVAILABLE() says at least WANT bytes are free:
+// first the slots NEXT_USE says are not needed again, least recently used first, then those needed
+// latest first (without NEXT_USE: least recently used first). A suite bench that does not fit the
+// disk then keeps what it needs soonest: least recently used alone removes, on a second pass over
+// the same list, each import just before it is needed. KEEP and slots that another holder has
+// locked are left alone. AVAILABLE: the free bytes now (default: the disk's, for an unprivileged user).
 Eviction make_room(const std::filesystem::path& root, const std::filesystem::path& keep, std::uintmax_t want,
-                   const std::function<std::uintmax_t()>& available = {});
+                   const std::function<std::uintmax_t()>& available = {}, const NextUse& next_use = {});
 
 // Whether an import's output says the disk was full.
 bool says_disk_full(const std::string& output);
