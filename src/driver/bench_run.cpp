@@ -224,8 +224,8 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
   return failure;
 }
 
-// Imports one file into WORK/imports/<level>/<stem>.<key>/, where key digests everything the
-// imported problem depends on; an earlier complete import there is used as it is.
+// WORK/imports/<level>/<stem>.<key>/ for a file with this text: key digests everything the
+// imported problem depends on.
 fs::path import_slot(const Run& run, const SuiteFile& s, const std::string& text) {
   const std::string key =
       content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
@@ -243,6 +243,7 @@ std::size_t next_use(const Run& run, const fs::path& slot) {
   return 0;
 }
 
+// Imports one file into its slot (import_slot()); an earlier complete import there is used as it is.
 Imported import_file(Run& run, const SuiteFile& s) {
   Imported im;
   const auto t0 = Clock::now();

@@ -470,6 +470,7 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
             save(f"inputs.seed{s}.safetensors", {n: seed_args[s][i] for i, n in tensor_pos})
         for i in inits:
             save(f"params.init{i}.safetensors", {n: t for (n, _), t in zip(refs[i].named, refs[i].snapshot)})
+
         def link(first, name):
             """`name` as a hard link to `first` (the same bytes): False where links fail."""
             try:
