@@ -4,7 +4,8 @@
 //
 // Conversation for "eval" (see docs/runner-protocol.md):
 //   driver -> runner  {"op":"eval", ...} + inputs/parameters payload
-//   runner -> driver  {"stage":"verify_run", "case":{...}} + that run's outputs, once per run;
+//   runner -> driver  {"stage":"verify_run", "case":{...}} + that run's outputs, once per run
+//                     (with "stream_runs": relayed as they arrive, then {"stage":"verify_run_end"});
 //   driver -> runner  {"op":"continue"} or {"op":"stop"} after each of them
 //   runner -> driver  {"stage":"verify", "cases":[...]} once every run has been answered
 //   driver -> runner  {"op":"time"} or {"op":"stop"}
@@ -43,6 +44,12 @@ class Timeout : public Error {
 
 // Writes one message. Throws Error when the other side has gone (EPIPE).
 void write_message(int fd, nlohmann::json header, std::span<const std::byte> payload = {});
+// Writes a message's header line announcing PAYLOAD_BYTES, which the caller then writes itself
+// (MessageReader::relay_payload). Throws Error when the other side has gone.
+void write_header(int fd, nlohmann::json header, size_t payload_bytes);
+// Writes N zero bytes: the rest of an announced payload whose source failed, so that the stream
+// stays framed.
+void write_zeros(int fd, size_t n);
 
 // Reads messages from one file descriptor, keeping what it read ahead.
 class MessageReader {
@@ -54,6 +61,16 @@ class MessageReader {
   // Gives a payload buffer back: the next payload that fits is read into it, so a conversation
   // of many large messages does not fault in fresh pages for every one.
   void recycle(std::vector<std::byte>&& buffer);
+  // The next message's header alone, its payload left in the stream for relay_payload() (a
+  // relay passes a payload on as it arrives instead of holding all of it). Same returns and
+  // throws as read(). A header already returned stays pending until its payload is relayed, or
+  // read() returns it whole.
+  std::optional<nlohmann::json> read_header(Deadline deadline = std::nullopt);
+  // Writes the payload of the header read_header() returned to OUT_FD as it arrives. Throws
+  // Timeout at the deadline (call again to go on), Error when the stream ends inside the payload
+  // or OUT_FD fails. relay_left() says how many bytes are still to come.
+  void relay_payload(int out_fd, Deadline deadline = std::nullopt);
+  size_t relay_left() const { return relay_left_; }
 
  private:
   bool wait_readable(Deadline deadline);  // throws Timeout
@@ -64,6 +81,9 @@ class MessageReader {
   std::optional<Message> pending_;  // header parsed, payload still arriving
   size_t have_ = 0;                 // payload bytes of pending_ received so far
   std::vector<std::vector<std::byte>> spares_;  // recycled payload buffers, at most two
+  std::optional<nlohmann::json> header_pending_;  // read_header() parsed it; its payload is next
+  size_t relay_left_ = 0;                          // payload bytes relay_payload() has still to pass on
+  std::vector<char> relay_buf_;                    // relay_payload()'s chunk buffer
 };
 
 // Why a candidate was not accepted. Candidate failures are results, never exceptions.

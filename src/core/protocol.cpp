@@ -46,6 +46,74 @@ void write_message(int fd, nlohmann::json header, std::span<const std::byte> pay
   if (!payload.empty()) write_all(fd, payload.data(), payload.size());
 }
 
+void write_header(int fd, nlohmann::json header, size_t payload_bytes) {
+  header["payload_bytes"] = payload_bytes;
+  std::string line = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line.push_back('\n');
+  write_all(fd, line.data(), line.size());
+}
+
+void write_zeros(int fd, size_t n) {
+  static const std::vector<char> zeros(1 << 20, 0);
+  while (n > 0) {
+    const size_t k = std::min(n, zeros.size());
+    write_all(fd, zeros.data(), k);
+    n -= k;
+  }
+}
+
+std::optional<nlohmann::json> MessageReader::read_header(Deadline deadline) {
+  if (header_pending_) return header_pending_;
+  if (pending_) throw Error("protocol: read_header() while a payload is being read");
+  for (;;) {
+    auto begin = buf_.begin() + static_cast<ptrdiff_t>(pos_);
+    auto it = std::find(begin, buf_.end(), '\n');
+    if (it != buf_.end()) {
+      nlohmann::json h = nlohmann::json::parse(begin, it, nullptr, false);
+      if (h.is_discarded() || !h.is_object()) throw Error("protocol: message header is not a JSON object");
+      pos_ = static_cast<size_t>(it - buf_.begin()) + 1;
+      relay_left_ = h.value("payload_bytes", size_t{0});
+      header_pending_ = std::move(h);
+      return header_pending_;
+    }
+    if (buf_.size() - pos_ > kMaxHeaderBytes) throw Error("protocol: message header too long");
+    if (pos_ > 0) {
+      buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(pos_));
+      pos_ = 0;
+    }
+    char tmp[1 << 16];
+    size_t n = read_some(tmp, sizeof tmp, deadline);
+    if (n == 0) {
+      if (buf_.empty()) return std::nullopt;
+      throw Error("protocol: stream ended inside a message header");
+    }
+    buf_.insert(buf_.end(), tmp, tmp + n);
+  }
+}
+
+void MessageReader::relay_payload(int out_fd, Deadline deadline) {
+  if (!header_pending_) throw Error("protocol: relay_payload() without a header");
+  // Bytes read ahead with the header first, then the rest through a buffer as they arrive.
+  const size_t ahead = std::min(relay_left_, buf_.size() - pos_);
+  if (ahead > 0) {
+    write_all(out_fd, buf_.data() + pos_, ahead);
+    pos_ += ahead;
+    relay_left_ -= ahead;
+  }
+  if (pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  }
+  if (relay_buf_.empty() && relay_left_ > 0) relay_buf_.resize(1 << 20);
+  while (relay_left_ > 0) {
+    const size_t n = read_some(relay_buf_.data(), std::min(relay_left_, relay_buf_.size()), deadline);
+    if (n == 0) throw Error("protocol: stream ended inside a payload");
+    write_all(out_fd, relay_buf_.data(), n);
+    relay_left_ -= n;
+  }
+  header_pending_.reset();
+}
+
 void MessageReader::recycle(std::vector<std::byte>&& buffer) {
   if (buffer.capacity() == 0) return;
   buffer.clear();
@@ -86,6 +154,16 @@ size_t MessageReader::read_some(void* dst, size_t n, Deadline deadline) {
 }
 
 std::optional<Message> MessageReader::read(Deadline deadline) {
+  if (header_pending_) {  // read_header() returned it: its payload is read here after all
+    Message m{std::move(*header_pending_), {}};
+    header_pending_.reset();
+    m.payload.resize(relay_left_);
+    relay_left_ = 0;
+    have_ = std::min(m.payload.size(), buf_.size() - pos_);
+    std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
+    pos_ += have_;
+    pending_ = std::move(m);
+  }
   // State survives a Timeout: a partly received message is completed by the next call.
   for (;;) {
     if (pending_) {

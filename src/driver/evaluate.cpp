@@ -130,6 +130,18 @@ protocol::Message receive_runs(RunnerClient& client, const EvalOptions& o, const
     protocol::Message m = client.receive(wait_s);
     wait_s = run_limit + 60;
     if (m.header.value("stage", "") != "verify_run") return m;
+    if (m.header.value("streamed", false)) {
+      // Relayed as it arrived: the runner says after the payload whether all of it was the
+      // worker's. An incomplete run is not checked (zeros stand in for the rest); the failure
+      // that cut it comes next.
+      protocol::Message end = client.receive(wait_s);
+      if (end.header.value("stage", "") != "verify_run_end")
+        throw Error("runner protocol: a streamed run without its verify_run_end (got '" + end.header.value("stage", "") + "')");
+      if (!end.header.value("complete", false)) {
+        client.recycle(std::move(m.payload));
+        return client.receive(wait_s);
+      }
+    }
     if (!go_on) {
       client.send({{"op", "stop"}});
       return m;
@@ -263,6 +275,7 @@ json eval_request(const Problem& p, const std::vector<int>& inits, const Target&
           {"seeds", seeds},
           {"inits", inits},
           {"runs", o.runs},
+          {"stream_runs", true},  // each run's outputs relayed as they arrive (receive_runs())
           {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"data_s", data_seconds_per_run(p)}, {"time_s", o.time_s}}}};
 }
 

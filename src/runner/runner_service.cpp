@@ -158,15 +158,59 @@ class WorkerRun {
   }
 
   void recycle(std::vector<std::byte>&& payload) { reader_->recycle(std::move(payload)); }
+  size_t relay_left() const { return reader_->relay_left(); }
 
   // The worker's next message, or a "failed" message saying why there is none.
   Message receive(double timeout_s, const std::string& stage, const std::string& limit_note = "") {
+    std::optional<Message> got;
+    if (auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
+          got = reader_->read(d);
+          return got.has_value();
+        }))
+      return std::move(*f);
+    return decorate(std::move(*got));
+  }
+
+  // The next message's header alone (decorated), its payload left for relay(); or a "failed"
+  // message saying why there is none (FAILED set).
+  json receive_header(double timeout_s, const std::string& stage, const std::string& limit_note, bool* failed_now) {
+    std::optional<json> got;
+    *failed_now = false;
+    if (auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
+          got = reader_->read_header(d);
+          return got.has_value();
+        })) {
+      *failed_now = true;
+      return std::move(f->header);
+    }
+    return decorate({std::move(*got), {}}).header;
+  }
+
+  // Passes the payload of the header receive_header() returned on to OUT_FD as it arrives;
+  // nullopt when all of it went, else the failure, after zeros in place of the rest (the stream
+  // to OUT_FD stays framed).
+  std::optional<Message> relay(int out_fd, double timeout_s, const std::string& stage, const std::string& limit_note) {
+    auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
+      reader_->relay_payload(out_fd, d);
+      return true;
+    });
+    if (f) protocol::write_zeros(out_fd, reader_->relay_left());
+    return f;
+  }
+
+ private:
+  json worker_landlock_;  // null: Landlock was applied before exec
+
+  // Runs STEP (a read from the worker with a deadline; false: the worker's stream ended) in
+  // 20 ms slices until it is done, watching the worker's memory and the time meanwhile. nullopt
+  // when STEP finished, else the "failed" message (the worker is killed or dead).
+  template <class Step>
+  std::optional<Message> watch(double timeout_s, const std::string& stage, const std::string& limit_note, Step&& step) {
     const auto deadline = protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     for (;;) {
       const auto slice = std::min(deadline, protocol::Clock::now() + std::chrono::milliseconds(20));
       try {
-        auto m = reader_->read(slice);
-        if (m) return decorate(std::move(*m));
+        if (step(protocol::Deadline(slice))) return std::nullopt;
         return death(stage);  // EOF: the worker ended without answering
       } catch (const protocol::Timeout&) {
         if (memory_bytes_ && child_.running() && rss_bytes(child_.pid()) > memory_bytes_) {
@@ -179,14 +223,11 @@ class WorkerRun {
           return decorate({failed(FailureKind::timeout,
                                   "no answer within " + fmt_number(timeout_s) + " s" + limit_note + " during " + stage + " (killed)", stage), {}});
         }
-      } catch (const Error& e) {
+      } catch (const Error&) {
         return death(stage);
       }
     }
   }
-
- private:
-  json worker_landlock_;  // null: Landlock was applied before exec
   Message death(const std::string& stage) {
     auto exit = child_.wait(protocol::Clock::now() + std::chrono::seconds(5));
     if (!exit) exit = child_.kill();
@@ -461,13 +502,42 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   // worker: "continue", or anything else to end the runs.
   const double run_s = limits.value("run_s", 60.0), data_s = limits.value("data_s", 0.0);
   const std::string note = data_s > 0 ? " (" + fmt_number(run_s) + " s per run + " + fmt_number(data_s) + " s for the data it moves)" : " per run";
+  // A driver that asks for it ("stream_runs") gets each run's outputs as they arrive from the
+  // worker, not after all of them have: the two hops overlap. The header announces the size, so
+  // a worker failing inside the payload leaves zeros in its place, then a "verify_run_end" that
+  // says the run is incomplete, then the failure; a complete run ends with a complete one.
+  const bool stream = h.value("stream_runs", false);
   Message v;
   for (;;) {
-    v = w.receive(run_s + data_s, "verify", note);
-    v.header["build"] = build_info;
-    if (v.header.value("stage", "") != "verify_run") break;
-    protocol::write_message(out_fd, v.header, v.payload);
-    w.recycle(std::move(v.payload));
+    if (stream) {
+      bool failed_now = false;
+      const auto t_run = protocol::Clock::now();
+      json head = w.receive_header(run_s + data_s, "verify", note, &failed_now);
+      head["build"] = build_info;
+      if (failed_now || head.value("stage", "") != "verify_run") {
+        // Not a run: the message as it is (a failure has no payload; "verify" neither).
+        v = failed_now ? Message{std::move(head), {}} : w.receive(run_s + data_s, "verify", note);
+        if (!failed_now) v.header["build"] = build_info;
+        break;
+      }
+      head["streamed"] = true;
+      protocol::write_header(out_fd, head, w.relay_left());
+      // The run's one limit covers its header and its payload.
+      const double spent = std::chrono::duration<double>(protocol::Clock::now() - t_run).count();
+      auto broken = w.relay(out_fd, std::max(run_s + data_s - spent, 0.001), "verify", note);
+      protocol::write_message(out_fd, {{"stage", "verify_run_end"}, {"complete", !broken}});
+      if (broken) {
+        broken->header["build"] = build_info;
+        protocol::write_message(out_fd, broken->header);
+        return;
+      }
+    } else {
+      v = w.receive(run_s + data_s, "verify", note);
+      v.header["build"] = build_info;
+      if (v.header.value("stage", "") != "verify_run") break;
+      protocol::write_message(out_fd, v.header, v.payload);
+      w.recycle(std::move(v.payload));
+    }
     auto word = driver.read();
     if (!word || word->header.value("op", "") != "continue") {
       w.send({{"op", "stop"}});
