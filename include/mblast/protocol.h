@@ -74,6 +74,7 @@ class MessageReader {
 
  private:
   bool wait_readable(Deadline deadline);  // throws Timeout
+  void take_pending_header();             // read_header()'s header -> pending_, for read()
   size_t read_some(void* dst, size_t n, Deadline deadline);  // 0 on EOF
   int fd_;
   std::vector<char> buf_;  // header bytes read ahead

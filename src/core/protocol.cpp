@@ -153,70 +153,46 @@ size_t MessageReader::read_some(void* dst, size_t n, Deadline deadline) {
   }
 }
 
+// The header read_header() parsed becomes the message read() completes: its payload goes into
+// the smallest spare that fits (unless that is more than twice what it needs), bytes read ahead
+// with the header first.
+void MessageReader::take_pending_header() {
+  Message m{std::move(*header_pending_), {}};
+  header_pending_.reset();
+  const size_t payload_bytes = relay_left_;
+  relay_left_ = 0;
+  for (size_t i = spares_.size(); i-- > 0;)
+    if (payload_bytes > 0 && spares_[i].capacity() >= payload_bytes && payload_bytes >= spares_[i].capacity() / 2) {
+      m.payload = std::move(spares_[i]);
+      spares_.erase(spares_.begin() + static_cast<ptrdiff_t>(i));
+      break;
+    }
+  m.payload.resize(payload_bytes);
+  have_ = std::min(m.payload.size(), buf_.size() - pos_);
+  std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
+  pos_ += have_;
+  if (pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  }
+  pending_ = std::move(m);
+}
+
 std::optional<Message> MessageReader::read(Deadline deadline) {
-  if (header_pending_) {  // read_header() returned it: its payload is read here after all
-    Message m{std::move(*header_pending_), {}};
-    header_pending_.reset();
-    m.payload.resize(relay_left_);
-    relay_left_ = 0;
-    have_ = std::min(m.payload.size(), buf_.size() - pos_);
-    std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
-    pos_ += have_;
-    pending_ = std::move(m);
-  }
   // State survives a Timeout: a partly received message is completed by the next call.
-  for (;;) {
-    if (pending_) {
-      auto& payload = pending_->payload;
-      while (have_ < payload.size()) {
-        size_t n = read_some(payload.data() + have_, payload.size() - have_, deadline);
-        if (n == 0) throw Error("protocol: stream ended inside a payload");
-        have_ += n;
-      }
-      Message m = std::move(*pending_);
-      pending_.reset();
-      return m;
-    }
-    auto begin = buf_.begin() + static_cast<ptrdiff_t>(pos_);
-    auto it = std::find(begin, buf_.end(), '\n');
-    if (it != buf_.end()) {
-      Message m;
-      m.header = nlohmann::json::parse(begin, it, nullptr, false);
-      if (m.header.is_discarded() || !m.header.is_object()) throw Error("protocol: message header is not a JSON object");
-      pos_ = static_cast<size_t>(it - buf_.begin()) + 1;
-      // Payload bytes already read ahead, then the rest straight into the payload.
-      const size_t payload_bytes = m.header.value("payload_bytes", size_t{0});
-      // The smallest spare that fits, unless it is more than twice what this payload needs.
-      for (size_t i = spares_.size(); i-- > 0;)
-        if (payload_bytes > 0 && spares_[i].capacity() >= payload_bytes && payload_bytes >= spares_[i].capacity() / 2) {
-          m.payload = std::move(spares_[i]);
-          spares_.erase(spares_.begin() + static_cast<ptrdiff_t>(i));
-          break;
-        }
-      m.payload.resize(payload_bytes);
-      have_ = std::min(m.payload.size(), buf_.size() - pos_);
-      std::memcpy(m.payload.data(), buf_.data() + pos_, have_);
-      pos_ += have_;
-      if (pos_ == buf_.size()) {
-        buf_.clear();
-        pos_ = 0;
-      }
-      pending_ = std::move(m);
-      continue;
-    }
-    if (buf_.size() - pos_ > kMaxHeaderBytes) throw Error("protocol: message header too long");
-    if (pos_ > 0) {
-      buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(pos_));
-      pos_ = 0;
-    }
-    char tmp[1 << 16];
-    size_t n = read_some(tmp, sizeof tmp, deadline);
-    if (n == 0) {
-      if (buf_.empty()) return std::nullopt;
-      throw Error("protocol: stream ended inside a message header");
-    }
-    buf_.insert(buf_.end(), tmp, tmp + n);
+  if (!pending_) {
+    if (!read_header(deadline)) return std::nullopt;
+    take_pending_header();
   }
+  auto& payload = pending_->payload;
+  while (have_ < payload.size()) {
+    size_t n = read_some(payload.data() + have_, payload.size() - have_, deadline);
+    if (n == 0) throw Error("protocol: stream ended inside a payload");
+    have_ += n;
+  }
+  Message m = std::move(*pending_);
+  pending_.reset();
+  return m;
 }
 
 }  // namespace mblast::protocol
