@@ -62,10 +62,10 @@ class MessageReader {
   // of many large messages does not fault in fresh pages for every one.
   void recycle(std::vector<std::byte>&& buffer);
   // The next message's header alone, its payload left in the stream for relay_payload() (a
-  // relay passes a payload on as it arrives instead of holding all of it). Same returns and
-  // throws as read(). A header already returned stays pending until its payload is relayed, or
-  // read() returns it whole.
-  std::optional<nlohmann::json> read_header(Deadline deadline = std::nullopt);
+  // relay passes a payload on as it arrives instead of holding all of it); nullptr on end of
+  // stream before a message, and the same throws as read(). The header stays pending (and the
+  // pointer valid) until its payload is relayed, or read() returns the message whole.
+  const nlohmann::json* read_header(Deadline deadline = std::nullopt);
   // Writes the payload of the header read_header() returned to OUT_FD as it arrives. Throws
   // Timeout at the deadline (call again to go on), Error when the stream ends inside the payload
   // or OUT_FD fails. relay_left() says how many bytes are still to come.

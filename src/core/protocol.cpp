@@ -38,19 +38,16 @@ std::optional<FailureKind> parse_failure_kind(std::string_view name) {
   return std::nullopt;
 }
 
-void write_message(int fd, nlohmann::json header, std::span<const std::byte> payload) {
-  header["payload_bytes"] = payload.size();
-  std::string line = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  line.push_back('\n');
-  write_all(fd, line.data(), line.size());
-  if (!payload.empty()) write_all(fd, payload.data(), payload.size());
-}
-
 void write_header(int fd, nlohmann::json header, size_t payload_bytes) {
   header["payload_bytes"] = payload_bytes;
   std::string line = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line.push_back('\n');
   write_all(fd, line.data(), line.size());
+}
+
+void write_message(int fd, nlohmann::json header, std::span<const std::byte> payload) {
+  write_header(fd, std::move(header), payload.size());
+  if (!payload.empty()) write_all(fd, payload.data(), payload.size());
 }
 
 void write_zeros(int fd, size_t n) {
@@ -62,8 +59,8 @@ void write_zeros(int fd, size_t n) {
   }
 }
 
-std::optional<nlohmann::json> MessageReader::read_header(Deadline deadline) {
-  if (header_pending_) return header_pending_;
+const nlohmann::json* MessageReader::read_header(Deadline deadline) {
+  if (header_pending_) return &*header_pending_;
   if (pending_) throw Error("protocol: read_header() while a payload is being read");
   for (;;) {
     auto begin = buf_.begin() + static_cast<ptrdiff_t>(pos_);
@@ -74,7 +71,7 @@ std::optional<nlohmann::json> MessageReader::read_header(Deadline deadline) {
       pos_ = static_cast<size_t>(it - buf_.begin()) + 1;
       relay_left_ = h.value("payload_bytes", size_t{0});
       header_pending_ = std::move(h);
-      return header_pending_;
+      return &*header_pending_;
     }
     if (buf_.size() - pos_ > kMaxHeaderBytes) throw Error("protocol: message header too long");
     if (pos_ > 0) {
@@ -84,7 +81,7 @@ std::optional<nlohmann::json> MessageReader::read_header(Deadline deadline) {
     char tmp[1 << 16];
     size_t n = read_some(tmp, sizeof tmp, deadline);
     if (n == 0) {
-      if (buf_.empty()) return std::nullopt;
+      if (buf_.empty()) return nullptr;
       throw Error("protocol: stream ended inside a message header");
     }
     buf_.insert(buf_.end(), tmp, tmp + n);

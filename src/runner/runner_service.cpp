@@ -174,16 +174,16 @@ class WorkerRun {
   // The next message's header alone (decorated), its payload left for relay(); or a "failed"
   // message saying why there is none (FAILED set).
   json receive_header(double timeout_s, const std::string& stage, const std::string& limit_note, bool* failed_now) {
-    std::optional<json> got;
+    const json* got = nullptr;
     *failed_now = false;
     if (auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
           got = reader_->read_header(d);
-          return got.has_value();
+          return got != nullptr;
         })) {
       *failed_now = true;
       return std::move(f->header);
     }
-    return decorate({std::move(*got), {}}).header;
+    return decorate({*got, {}}).header;
   }
 
   // Passes the payload of the header receive_header() returned on to OUT_FD as it arrives;
@@ -513,13 +513,17 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
       bool failed_now = false;
       const auto t_run = protocol::Clock::now();
       json head = w.receive_header(run_s + data_s, "verify", note, &failed_now);
-      head["build"] = build_info;
-      if (failed_now || head.value("stage", "") != "verify_run") {
-        // Not a run: the message as it is (a failure has no payload; "verify" neither).
-        v = failed_now ? Message{std::move(head), {}} : w.receive(run_s + data_s, "verify", note);
-        if (!failed_now) v.header["build"] = build_info;
+      if (failed_now) {  // the worker died, hung or overgrew: no message is pending
+        v = {std::move(head), {}};
+        v.header["build"] = build_info;
         break;
       }
+      if (head.value("stage", "") != "verify_run") {  // "verify" or the worker's failure: read whole
+        v = w.receive(run_s + data_s, "verify", note);
+        v.header["build"] = build_info;
+        break;
+      }
+      head["build"] = build_info;
       head["streamed"] = true;
       protocol::write_header(out_fd, head, w.relay_left());
       // The run's one limit covers its header and its payload.
