@@ -61,8 +61,6 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
-// An exclusive advisory lock on a file, released when it goes out of scope: two bench runs
-// sharing a work folder do not import the same file into the same place at once.
 // Sets an environment variable for the lifetime of this object, then restores it.
 class ScopedEnv {
  public:
@@ -148,7 +146,8 @@ struct Run {
   std::unique_ptr<RunnerClient> client;
   json runner_device;         // what the runner reported, from the first evaluation
   std::unique_ptr<KernelbenchServer> helper;  // the baselines' Python process (started on first use)
-  std::vector<fs::path> upcoming;  // import slots of the problems after the current one, in order
+  std::vector<fs::path> slots;  // every problem's import slot, in the run's order (empty: unreadable)
+  size_t row = 0;               // the problem being measured
 
   RunnerClient* runner() {
     if (!client) client = std::make_unique<RunnerClient>(target.runner);
@@ -235,11 +234,11 @@ fs::path import_slot(const Run& run, const SuiteFile& s, const std::string& text
 }
 
 // How soon this run needs the slot named `<level>/<slot>` again, for make_room(): 1 for the next
-// problem, 0 for none of the rest (Run::upcoming holds the rest's slots, in order).
+// problem, 0 for none of the rest.
 std::size_t next_use(const Run& run, const fs::path& slot) {
   const fs::path name = slot.parent_path().filename() / slot.filename();
-  for (std::size_t k = 0; k < run.upcoming.size(); ++k)
-    if (run.upcoming[k].parent_path().filename() / run.upcoming[k].filename() == name) return k + 1;
+  for (std::size_t k = run.row + 1; k < run.slots.size(); ++k)
+    if (run.slots[k].parent_path().filename() / run.slots[k].filename() == name) return k - run.row;
   return 0;
 }
 
@@ -264,8 +263,9 @@ Imported import_file(Run& run, const SuiteFile& s) {
     im.lock.share();
     return im;
   }
-  // Room first: the least recently used imports no run is using go, so that the disk keeps
-  // --keep-free (default: import_reserve()) free; a full-size suite's imports fill tens of GiB.
+  // Room first: imports no run is using go (those this run will not measure again, then those it
+  // measures latest), so that the disk keeps --keep-free (default: import_reserve()) free; a
+  // full-size suite's imports fill tens of GiB.
   auto add = [&im](const Eviction& e) {
     im.evicted.removed += e.removed;
     im.evicted.bytes += e.bytes;
@@ -586,7 +586,7 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   if (o.work.empty()) throw UserError("no work folder given");
   const std::vector<SuiteFile> files = discover(o.suites, o.filter);
 
-  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}};
+  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}, 0};
   if (const std::string why = run.target.unreachable_reason(); !why.empty())
     throw UserError("target " + run.target.name + " is unavailable: " + why);
   run.torch_device = baseline_device(run.target, &run.no_torch_why);
@@ -598,18 +598,17 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   fs::create_directories(run.work);
 
   // Every problem's import slot, so that making room keeps the imports this run needs soonest.
-  std::vector<fs::path> slots;
   for (const auto& f : files) {
     try {
-      slots.push_back(import_slot(run, f, read_file(f.file)));
+      run.slots.push_back(import_slot(run, f, read_file(f.file)));
     } catch (const UserError&) {  // unreadable: its row says so
-      slots.emplace_back();
+      run.slots.emplace_back();
     }
   }
   json rows = json::array();
   for (size_t i = 0; i < files.size(); ++i) {
     const auto t_row = Clock::now();
-    run.upcoming.assign(slots.begin() + static_cast<std::ptrdiff_t>(i) + 1, slots.end());
+    run.row = i;
     json row = measure_problem(run, files[i], provider);
     add_speedups(row);
     row["seconds"] = since(t_row);
