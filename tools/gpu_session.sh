@@ -77,7 +77,7 @@ pipeline)
     echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
     # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw), in
     # the bench's order, while at least PREIMPORT_MIN_FREE_GIB (default 40) are free. A full-size
-    # suite does not fit (imports of 1-9 GiB; about 80 GiB free on the H100 machine): importing
+    # suite does not fit (single imports up to 4.8 GB; 64 GB free on the H100 machine): importing
     # past the disk made the cache evict the imports the bench needed first, and every row
     # imported again (session 25). The rest are imported by the bench, as it reaches them.
     # shellcheck disable=SC2086,SC2016  # a list of files; $1 and $2 are expanded by the inner shell
