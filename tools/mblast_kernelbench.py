@@ -9,7 +9,7 @@ Usage:
                           [--repeats 50] [--min-seconds 0.5] [--json-out FILE]
     mblast_kernelbench.py export --problem PROBLEM_DIR --candidate FILE --backend cuda|opencl
                           --out FILE.py [--abi-header PATH]
-    mblast_kernelbench.py serve     (started by `mblast bench`: baseline requests on fd 3)
+    mblast_kernelbench.py serve     (started by `mblast bench`: import and baseline requests on fd 3)
 
 import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inputs(),
           get_init_inputs(), module-level constants) or a directory of them; each file becomes
@@ -20,9 +20,9 @@ import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inpu
 baseline  times PyTorch eager (and torch.compile with --compile) on the problem's own
           model.py, parameters and inputs, by the runner's rules; prints one JSON object on
           stdout (and writes it to --json-out when given).
-serve     runs `baseline` commands one after another in this one process, torch imported
-          once: each line on fd 3 is {"argv": ["baseline", ...]}, each answer on fd 4 is
-          {"exit": N}; see serve() below.
+serve     runs `import` and `baseline` commands one after another in this one process, torch
+          imported once: each line on fd 3 is {"argv": ["baseline", ...]}, each answer on fd 4
+          is {"exit": N}; see serve() below.
 export    writes a KernelBench submission: model.py, then ModelNew(Model) whose forward calls
           the candidate through torch.utils.cpp_extension.load_inline.
 
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--evict-library", metavar="PATH", help="mblast's libmblast_evict.so (without "
                    "it, caches are swept)")
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON here (atomically)")
-    sub.add_parser("serve", help="answer baseline requests, one JSON line each on fd 3, until it "
+    sub.add_parser("serve", help="answer import and baseline requests, one JSON line each on fd 3, until it "
                    "closes (one process, torch imported once, for a whole `mblast bench`)")
     p = sub.add_parser("export", help="write a KernelBench ModelNew file for a candidate")
     p.add_argument("--problem", required=True, metavar="PROBLEM_DIR")
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
 
 def serve(run) -> int:
     """The helper as a server for `mblast bench` (mblast/protocol.h's messages: one JSON line
-    each, no payloads): each line on fd 3 is {"argv": [...]}, the arguments of one `baseline`
-    command, run by `run` in this process; each answer, on fd 4, is {"exit": N}, that
+    each, no payloads): each line on fd 3 is {"argv": [...]}, the arguments of one `import` or
+    `baseline` command, run by `run` in this process; each answer, on fd 4, is {"exit": N}, that
     command's exit status (its messages go to stderr, its JSON to its
     --json-out file, as when it runs alone). Between requests the state one problem leaves
     behind is dropped: torch.compile's caches and the device's cached memory. Ends when fd 3
@@ -158,8 +158,8 @@ def serve(run) -> int:
     for line in requests:
         try:
             argv = json.loads(line)["argv"]
-            if not isinstance(argv, list) or not argv or argv[0] != "baseline":
-                raise ValueError("only baseline requests are served")
+            if not isinstance(argv, list) or not argv or argv[0] not in ("baseline", "import"):
+                raise ValueError("only baseline and import requests are served")
             code = run([str(x) for x in argv])
         except SystemExit as e:  # die(): its one line is on stderr already
             code = e.code if isinstance(e.code, int) else 1
@@ -167,7 +167,7 @@ def serve(run) -> int:
             print(f"mblast_kernelbench serve: {one_line(e)}", file=sys.stderr)
             code = 2
         sys.stderr.flush()
-        common.TORCH_IMPORT_SECONDS = 0.0  # paid once: the next baselines import nothing
+        common.TORCH_IMPORT_SECONDS = 0.0  # paid once: the next requests import nothing
         try:
             if hasattr(torch, "_dynamo"):
                 torch._dynamo.reset()

@@ -145,7 +145,7 @@ struct Run {
   std::string import_device;  // where the reference data is computed
   std::unique_ptr<RunnerClient> client;
   json runner_device;         // what the runner reported, from the first evaluation
-  std::unique_ptr<KernelbenchServer> helper;  // the baselines' Python process (started on first use)
+  std::unique_ptr<KernelbenchServer> helper;  // the imports' and baselines' Python process (started on first use)
   std::vector<fs::path> slots;  // every problem's import slot, in the run's order (empty: unreadable)
   size_t row = 0;               // the problem being measured
 
@@ -189,36 +189,64 @@ struct Imported {
   bool cached = false;
   double seconds = 0;
   std::string failure;  // empty: imported
+  json phases;          // where the helper's import went (its --json-out "phases"), when it ran
   SlotLock lock;        // shared while the row uses the slot: no other run removes it meanwhile
   Eviction evicted;     // cached imports removed to make room for this one
 };
 
+// Runs the helper command ARGS, which writes the JSON file OUT: in the bench's one helper
+// process (torch imported once) where it answers with a status SERVED accepts and OUT exists;
+// else as a command alone, whose result is returned (nullopt: served). UserError when it timed out.
+std::optional<CommandResult> run_helper(Run& run, const std::vector<std::string>& args, double timeout_s,
+                                        const fs::path& out, bool (*served)(int)) {
+  if (KernelbenchServer::enabled()) {
+    if (!run.helper) run.helper = std::make_unique<KernelbenchServer>(run.python);
+    const std::optional<int> code = run.helper->run(args, timeout_s);
+    if (code && served(*code) && fs::exists(out)) return std::nullopt;
+  }
+  std::error_code ec;
+  fs::remove(out, ec);  // a served try's leftover is not this command's
+  return run_kernelbench_tool(run.python, args, timeout_s);
+}
+
 // One run of the helper's import into SLOT; an empty string when it wrote the problem, else
-// the reason. DISK_FULL: whether its output says the disk was full.
-std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full) {
+// the reason. DISK_FULL: whether the helper says the disk was full. PHASES: its import's phases.
+std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full, json* phases) {
   *disk_full = false;  // a retry that times out is a time-out, whatever the first try said
   const fs::path dir = slot / s.stem;
+  const fs::path out = kernelbench_json_path("bench-import");
   std::error_code ec;
   fs::remove_all(dir, ec);  // an interrupted or failed import: start again
   const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
                                          "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
-                                         "--device", run.import_device};
+                                         "--device", run.import_device,            "--json-out", out.string()};
   std::string failure;
   try {
-    CommandResult r = run_kernelbench_tool(run.python, args, run.o.import_timeout_s);
-    *disk_full = says_disk_full(r.output);
-    if (!r.ok() || !fs::exists(dir / "problem.json")) {
-      // The helper's line about this file ("mblast_kernelbench: FILE: reason"), not its
+    // Exit 1: this file failed, and the summary says why.
+    const std::optional<CommandResult> alone = run_helper(run, args, run.o.import_timeout_s, out, [](int c) { return c <= 1; });
+    json file;  // the summary's entry for this file
+    try {
+      const json summary = read_json(out);
+      if (summary.contains("files") && summary["files"].is_array() && summary["files"].size() == 1) file = summary["files"][0];
+    } catch (const Error&) {  // none: the helper failed before writing it; its output says why
+    }
+    if (file.contains("phases")) *phases = file["phases"];
+    const bool ok = file.value("ok", false) && (!alone || alone->ok()) && fs::exists(dir / "problem.json");
+    if (!ok) {
+      failure = file.value("reason", "");
+      // Else the helper's line about this file ("mblast_kernelbench: FILE: reason"), not its
       // closing "imported 0, failed 1"; the row names the file already.
       const std::string tag = "mblast_kernelbench: " + s.file.string() + ": ";
-      std::istringstream out(r.output);
-      for (std::string line; std::getline(out, line);)
+      std::istringstream lines(alone ? alone->output : "");
+      for (std::string line; failure.empty() && std::getline(lines, line);)
         if (line.rfind(tag, 0) == 0) failure = line.substr(tag.size());
-      if (failure.empty()) failure = kernelbench_tool_failure(r);
+      if (failure.empty()) failure = alone ? kernelbench_tool_failure(*alone) : "the import wrote no summary";
     }
+    *disk_full = says_disk_full(failure) || (alone && says_disk_full(alone->output));
   } catch (const UserError& e) {  // the helper timed out
     failure = e.what();
   }
+  fs::remove(out, ec);
   if (!failure.empty()) fs::remove_all(dir, ec);  // no half-written problem stays in the cache
   return failure;
 }
@@ -277,11 +305,11 @@ Imported import_file(Run& run, const SuiteFile& s) {
   const NextUse soon = [&run](const fs::path& d) { return next_use(run, d); };
   add(make_room(root, slot, keep, {}, soon));
   bool disk_full = false;
-  im.failure = run_import(run, s, slot, &disk_full);
+  im.failure = run_import(run, s, slot, &disk_full, &im.phases);
   if (!im.failure.empty() && disk_full) {
     // Still too little: every import no run is using goes, and the import runs once more.
     add(make_room(root, slot, std::numeric_limits<std::uintmax_t>::max(), {}, soon));
-    im.failure = run_import(run, s, slot, &disk_full);
+    im.failure = run_import(run, s, slot, &disk_full, &im.phases);
     if (!im.failure.empty() && disk_full) {
       std::error_code ec;
       const auto sp = fs::space(root, ec);
@@ -322,18 +350,11 @@ json measure_baseline(Run& run, const Problem& p) {
   if (run.o.compile) args.push_back("--compile");
   for (auto& x : baseline_cache_args(run.target)) args.push_back(std::move(x));
   std::error_code ec;
-  // In the bench's one helper process; where that fails, the command alone says why.
-  bool served = false;
-  if (KernelbenchServer::enabled()) {
-    if (!run.helper) run.helper = std::make_unique<KernelbenchServer>(run.python);
-    const std::optional<int> code = run.helper->run(args, run.o.baseline_timeout_s);
-    served = code == 0 && fs::exists(out);
-  }
-  CommandResult r;
-  if (!served) r = run_kernelbench_tool(run.python, args, run.o.baseline_timeout_s);
-  if (!served && (!r.ok() || !fs::exists(out))) {
+  // Where the served try fails, the command alone says why.
+  const std::optional<CommandResult> alone = run_helper(run, args, run.o.baseline_timeout_s, out, [](int c) { return c == 0; });
+  if (alone && (!alone->ok() || !fs::exists(out))) {
     fs::remove(out, ec);
-    std::string why = kernelbench_tool_failure(r);
+    std::string why = kernelbench_tool_failure(*alone);
     const std::string prefix = p.dir.string() + ": ";
     if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     throw UserError(why);
@@ -497,6 +518,7 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
               {"candidate", nullptr}, {"time", nullptr}, {"fraction_of_peak", nullptr}};
   const Imported im = import_file(run, s);
   row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
+  if (im.phases.is_object()) row["import"]["phases"] = im.phases;
   if (im.evicted.removed > 0)
     row["import"]["evicted"] = {{"imports", im.evicted.removed}, {"bytes", im.evicted.bytes}};
   auto import_failed = [&](const std::string& why) {

@@ -398,9 +398,10 @@ class BaselineTest(unittest.TestCase):
         self.assertNotIn("tf32", e)
         self.assertNotIn("eager_default", res)
 
-    def test_serve_runs_baselines_in_one_process(self):
+    def test_serve_runs_imports_and_baselines_in_one_process(self):
         # `serve` (what `mblast bench` starts): requests on fd 3, answers on fd 4, one process
-        # for many baselines; a bad request gets a non-zero answer and the server goes on.
+        # for many imports and baselines; a bad request gets a non-zero answer and the server
+        # goes on.
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
 
@@ -428,7 +429,11 @@ class BaselineTest(unittest.TestCase):
             self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[0]]})), {"exit": 0})
             self.assertNotEqual(ask(json.dumps({"argv": ["baseline", os.path.join(self.tmp, "nowhere"),
                                                          "--device", "cpu"]}))["exit"], 0)
-            self.assertNotEqual(ask(json.dumps({"argv": ["import", self.pdir, "--out", self.tmp]}))["exit"], 0)
+            served = os.path.join(self.tmp, "served")
+            summary = os.path.join(self.tmp, "served_import.json")
+            self.assertEqual(ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", served,
+                                                      "--json-out", summary]})), {"exit": 0})
+            self.assertNotEqual(ask(json.dumps({"argv": ["export", "--problem", self.pdir]}))["exit"], 0)
             self.assertNotEqual(ask("not json")["exit"], 0)
             self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[1]]})), {"exit": 0})
         finally:
@@ -443,6 +448,16 @@ class BaselineTest(unittest.TestCase):
         # torch was imported once, for the first request
         self.assertGreater(first["phases"]["import_torch_s"], 0)
         self.assertEqual(second["phases"]["import_torch_s"], 0.0)
+        imported = read_json(summary)["files"][0]
+        self.assertTrue(imported["ok"], imported)
+        self.assertTrue(os.path.exists(os.path.join(served, "relu", "problem.json")))
+        self.assertEqual(imported["phases"]["import_torch_s"], 0.0)
+        # every step of the import is timed, and the steps add up to no more than the import
+        steps = {k: v for k, v in imported["phases"].items() if k != "import_torch_s"}
+        self.assertEqual(set(steps), {"load_and_inputs_s", "models_s", "reference_s", "determinism_s",
+                                      "calibrate_s", "graph_s", "flops_s", "write_s"})
+        self.assertTrue(all(v >= 0 for v in steps.values()), steps)
+        self.assertLessEqual(sum(steps.values()), imported["seconds"] + 1e-6)
 
     def test_baseline_caches_cold_as_the_runner_makes_them(self):
         # With mblast's eviction library the CPU baseline evicts its own memory before each timed

@@ -16,8 +16,10 @@ import time
 
 import torch
 
+from . import common
 from .common import (FLOAT_DTYPES, FORMAT, GENERATOR, PROG, VERSION, Failure, die, fsync_path,
                      json_bytes, nbytes, one_line, sha256_bytes, sha256_file, write_bytes_atomic)
+from .baseline import tf32_off
 from .graph import count_flops, guess_op_class, trace_graph
 from .tensors import (PARAM_SEED_BASE, Reference, all_finite, as_arg_list, call_user,
                       flatten_outputs, json_constant, load_kernelbench_module, seed_all,
@@ -167,8 +169,37 @@ def _first_doc_line(obj) -> str:
     return ""
 
 
-def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str) -> str:
-    """Imports one file into out_root/<stem>/. Returns that directory. Raises Failure."""
+class _Phases:
+    """Seconds per step of one import, into a dict (`phases` of the import's JSON summary):
+    where an import's time goes. On CUDA the steps synchronize at their ends (the checks read
+    results back), so queued work is counted in the step that queued it."""
+
+    def __init__(self, into: dict | None):
+        self.d = into if into is not None else {}
+        self.t = time.perf_counter()
+
+    def end(self, name: str) -> None:
+        now = time.perf_counter()
+        self.d[name] = self.d.get(name, 0.0) + (now - self.t)
+        self.t = now
+
+    @contextlib.contextmanager
+    def apart(self, name: str):
+        """Time spent inside, counted under NAME and not in the step around it."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - t0
+            self.d[name] = self.d.get(name, 0.0) + took
+            self.t += took
+
+
+def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str,
+                phases: dict | None = None) -> str:
+    """Imports one file into out_root/<stem>/. Returns that directory. Raises Failure. PHASES, if
+    given, receives the seconds of each step (_Phases)."""
+    ph = _Phases(phases)
     src = os.path.abspath(src)
     stem = os.path.splitext(os.path.basename(src))[0]
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*", stem):
@@ -231,13 +262,10 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
                 raise Failure(f"get_inputs()[{i}] (a constant) changes between seeds")
     input_decl = [e for k, e in layout if k == "tensor"]
     constants = [e for k, e in layout if k == "constant"]
+    ph.end("load_and_inputs_s")  # the file, get_init_inputs(), get_inputs() per seed
 
     def on_device(args):
         return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
-
-    if device == "cuda":  # a true fp32 reference: no TF32 in matmuls or convolutions
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
 
     inits = list(range(n_inits))
     refs = {i: Reference(mod, init_args, i, device) for i in inits}
@@ -249,6 +277,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         if other != param_decl:
             raise Failure(f"Model has other parameters under init {i} than under init 0")
     module_mode = "train" if refs[0].model.training else "eval"
+    ph.end("models_s")  # the Model per init, its parameters drawn and kept
 
     # Expected outputs; the last seed is a signed variant (_pick_signed_variant).
     expected, return_kind, output_decl = {}, None, None
@@ -256,10 +285,11 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     calibrated = {}  # seed -> _calibrate's result, or the exception it raised
 
     def calibrate(args, outs):
-        try:
-            return _calibrate(refs[inits[0]], args, outs, output_decl)
-        except Exception as e:  # the model does not run in float64: handled below
-            return e
+        with ph.apart("calibrate_s"):
+            try:
+                return _calibrate(refs[inits[0]], args, outs, output_decl)
+            except Exception as e:  # the model does not run in float64: handled below
+                return e
 
     def calibration_of(s):
         if s not in calibrated:
@@ -292,6 +322,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             if not all_finite(outs):
                 raise Failure(f"{what} gives NaN/Inf on the file's own inputs")
             expected[(s, i)] = outs
+    ph.end("reference_s")  # every seed and init's outputs, the signed variant's search
     again, _ = refs[inits[0]].forward(on_device(seed_args[seeds[0]]), "forward (run again)")
 
     # The same inputs twice must give the same result: bit for bit, or within KernelBench's
@@ -308,6 +339,8 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             raise Failure(f"forward is not deterministic: out{k} differs between two runs on "
                           f"the same inputs (max |diff| {diff:.3g}); dropout or other "
                           "randomness cannot be matched by a kernel")
+
+    ph.end("determinism_s")
 
     # Tolerance per dtype: a fixed rtol, and an atol calibrated against float64, never looser
     # than KernelBench's atol = rtol = 1e-2 (docs/kernelbench.md "Tolerance").
@@ -343,11 +376,14 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     # Graph, FLOPs, op class.
     tensor_names = {e["name"] for e in input_decl}
     param_names = {e["name"] for e in param_decl}
+    ph.end("calibrate_s")
     refs[inits[0]].restore()
     graph, graph_note = trace_graph(refs[inits[0]].model, on_device(seed_args[seeds[0]]),
                                     tensor_names, param_names)
     refs[inits[0]].restore()
+    ph.end("graph_s")
     flops, flops_method = count_flops(refs[inits[0]], on_device(seed_args[seeds[0]]), graph)
+    ph.end("flops_s")
     op_class = guess_op_class(graph)
     total_bytes = sum(nbytes(e) for e in input_decl + param_decl + output_decl)
 
@@ -410,6 +446,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         problem["graph_method"] = graph["method"]
 
     _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, refs, expected)
+    ph.end("write_s")  # data files hashed and synced, problem.json
     return pdir
 
 
@@ -537,8 +574,13 @@ def cmd_import(a) -> int:
     for f in files:
         t0 = time.perf_counter()
         entry = {"file": os.path.abspath(f)}
+        phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS or 0.0}
+        common.TORCH_IMPORT_SECONDS = 0.0  # paid once, by the first file
         try:
-            pdir = import_file(f, a.out, a.seeds, a.inits, a.device)
+            # A true FP32 reference: no TF32 in matmuls or convolutions, and PyTorch's own
+            # settings back afterwards (a served import is followed by baselines).
+            with tf32_off() if a.device == "cuda" else contextlib.nullcontext():
+                pdir = import_file(f, a.out, a.seeds, a.inits, a.device, phases)
             ok += 1
             with open(os.path.join(pdir, "problem.json"), encoding="utf-8") as fh:
                 pj = json.load(fh)
@@ -560,6 +602,7 @@ def cmd_import(a) -> int:
             failed += 1
             entry.update({"ok": False, "reason": f"internal error: {one_line(e)}"})
             print(f"{PROG}: {f}: internal error: {one_line(e)}", file=sys.stderr, flush=True)
+        entry["phases"] = phases
         results.append(entry)
     if len(files) > 1 or failed:
         print(f"{PROG}: imported {ok}, failed {failed}", flush=True)
