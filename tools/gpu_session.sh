@@ -9,13 +9,14 @@
 #   tools/gpu_session.sh stop                   # ends the pipeline and what it started
 #
 # Pipeline: tools/gpu_check.sh builds mblast, mblast-runner and EXTRA_TARGETS and measures the peaks;
-# then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run, then the imports, before anything timed:
-#   BENCH_FILES  KernelBench files: imported in parallel (IMPORT_JOBS at a time, default 4), then one `mblast bench
-#                --size full --optimize` over them (EVALS evaluations each, default 3; FROM
-#                generated|candidate, default generated). MODE: the benches to run, in order, each
-#                into bench_<mode>.json: "optimize" (the default) and/or "candidates" (the suite's
-#                own naive candidates, without --optimize); OPT_FILES: the optimize bench's files
-#                when they are fewer than BENCH_FILES. opt.log stays in res.tgz.
+# then CTEST_ARGS (ctest's arguments, e.g. "-R cuda_ -j 8") run, then:
+#   BENCH_FILES  KernelBench files: one `mblast bench --size full --optimize` over them (EVALS
+#                evaluations each, default 3; FROM generated|candidate, default generated), which
+#                imports each file as it reaches it (IMPORT_JOBS=N, N>0: all first, N at a time).
+#                MODE: the benches to run, in order, each into bench_<mode>.json: "optimize" (the
+#                default) and/or "candidates" (the suite's own naive candidates, without
+#                --optimize); OPT_FILES: the optimize bench's files when they are fewer than
+#                BENCH_FILES. opt.log stays in res.tgz.
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
 #   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
 #                (PROBE_TIMEOUT seconds at most, default 300)
@@ -72,7 +73,9 @@ pipeline)
     echo "== ctest rc $? $(date -u +%T)" >>"$R/progress.log"
     tail -5 "$R/ctest.log" >>"$R/progress.log"
   fi
-  if [[ -n ${BENCH_FILES:-} ]]; then
+  # Pre-imports are off by default: the bench's own imports run in its helper process, 3 s each
+  # on the H100 (median), against 7 s each, 4 at a time, as processes of their own (session 26).
+  if [[ -n ${BENCH_FILES:-} && ${IMPORT_JOBS:-0} -gt 0 ]]; then
     mkdir -p /tmp/none /tmp/pre
     echo "== pre-import $(date -u +%T)" >>"$R/progress.log"
     # One bench per file with no candidates and no baselines: it only imports (into /tmp/bw), in
@@ -81,7 +84,7 @@ pipeline)
     # past the disk made the cache evict the imports the bench needed first, and every row
     # imported again (session 25). The rest are imported by the bench, as it reaches them.
     # shellcheck disable=SC2086,SC2016  # a list of files; $1 and $2 are expanded by the inner shell
-    printf '%s\n' $BENCH_FILES | xargs -P "${IMPORT_JOBS:-4}" -I{} sh -c '
+    printf '%s\n' $BENCH_FILES | xargs -P "$IMPORT_JOBS" -I{} sh -c '
       free=$(df --output=avail -B1G /tmp | tail -1 | tr -d " ")
       if [ "$free" -lt "$2" ]; then echo "pre-import skipped ($free GiB free): $1"; exit 0; fi
       "$0" bench "$1" --target h200 --size full --no-baseline \
