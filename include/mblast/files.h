@@ -15,5 +15,8 @@ std::string read_file(const std::filesystem::path& file);
 // reader sees the old file or the whole new one, never half of it. Creates missing folders.
 // Throws Error with the reason when any step fails (the temporary file is removed).
 void write_file_atomically(const std::filesystem::path& file, const std::string& text);
+// Opens FILE (creating it) and takes flock(OP) on it (LOCK_EX or LOCK_SH), waiting for it. The
+// descriptor, whose close releases the lock; -1 with errno set when either step fails.
+int open_locked(const std::filesystem::path& file, int op);
 
 }  // namespace mblast

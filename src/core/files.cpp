@@ -1,6 +1,7 @@
 #include "mblast/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,20 @@ void write_file_atomically(const fs::path& file, const std::string& text) {
     fs::remove(tmp, ec);
     throw Error("cannot write " + file.string() + ": " + std::strerror(err));
   }
+}
+
+int open_locked(const fs::path& file, int op) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  while (::flock(fd, op) != 0) {
+    if (errno != EINTR) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      return -1;
+    }
+  }
+  return fd;
 }
 
 }  // namespace mblast

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 
-#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/kb/records.h"
 #include "mblast/problem.h"
 
@@ -81,38 +81,10 @@ json read_json_file(const fs::path& p) {
   return j;
 }
 
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  size_t done = 0;
-  bool ok = true;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ok = false;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write " + path.string());
-  }
-}
-
 class FileLock {
  public:
-  explicit FileLock(const fs::path& p) {
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot open the lock " + p.string() + ": " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
+  explicit FileLock(const fs::path& p) : fd_(open_locked(p, LOCK_EX)) {
+    if (fd_ < 0) throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
   }
   ~FileLock() {
     if (fd_ >= 0) ::close(fd_);  // closing releases the lock
@@ -146,7 +118,7 @@ void store_baseline(const std::string& problem_dir, const std::string& target, c
     if (old.is_object() && old.contains("baselines") && old["baselines"].is_object()) all = old;
   }
   all["baselines"][target] = entry;
-  write_atomic(file, all.dump(2) + "\n");
+  write_file_atomically(file, all.dump(2) + "\n");
 }
 
 int run_baseline(const BaselineArgs& a) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mblast/error.h"
+#include "mblast/files.h"
 
 namespace mblast {
 
@@ -23,17 +24,10 @@ SlotLock SlotLock::exclusive(const fs::path& slot) {
   for (int attempt = 0;; ++attempt) {
     std::error_code ec;
     fs::create_directories(slot, ec);
-    const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = open_locked(p, LOCK_EX);
     if (fd < 0) {
       if (errno == ENOENT && attempt < 100) continue;  // removed between the two steps
-      throw Error("cannot open the lock " + p.string() + ": " + std::strerror(errno));
-    }
-    while (::flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) {
-        const int e = errno;
-        ::close(fd);
-        throw Error("cannot lock " + p.string() + ": " + std::strerror(e));
-      }
+      throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
     }
     struct stat held {}, now {};
     if (::fstat(fd, &held) == 0 && ::stat(p.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
