@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import inspect
@@ -491,16 +492,23 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
     tag = f".tmp{os.getpid()}"
     new_data = os.path.join(pdir, f".data{tag}")
     old_data = os.path.join(pdir, f".data.old{tag}")
+    # Each file is synced and hashed in a thread while the next one is written: hashing ~3 GB
+    # of a full-size import one file after another took most of its writing time (hashlib lets
+    # go of the GIL).
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1))
     try:
         shutil.rmtree(new_data, ignore_errors=True)
         os.makedirs(new_data)
-        files = {}
+        files = {}  # name -> the future of its hash, in the order the manifest lists them
+
+        def sync_and_hash(path):
+            fsync_path(path)
+            return sha256_file(path)
 
         def save(name, tensors: dict):
             path = os.path.join(new_data, name)
             save_file({k: to_storable(v) for k, v in tensors.items()}, path)
-            fsync_path(path)
-            files[name] = sha256_file(path)
+            files[name] = pool.submit(sync_and_hash, path)
 
         tensor_pos = [(i, e["name"]) for i, (k, e) in enumerate(layout) if k == "tensor"]
         for s in seeds:
@@ -526,6 +534,7 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
                 if i != inits[0] and _same_bytes(expected[(s, i)], expected[(s, inits[0])]) and link(first, name):
                     continue
                 save(name, {f"out{k}": o for k, o in enumerate(expected[(s, i)])})
+        files = {name: f.result() for name, f in files.items()}  # an OSError of a thread is raised here
         pj_bytes = json_bytes(problem)
         man = {"generator": GENERATOR, "version": VERSION,
                "problem_sha256": sha256_bytes(pj_bytes + text), "files": files}
@@ -550,6 +559,7 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
     except OSError as e:
         raise Failure(f"writing {pdir} failed: {e.strerror or e}")
     finally:
+        pool.shutdown(wait=True)
         shutil.rmtree(new_data, ignore_errors=True)
 
 
