@@ -564,6 +564,45 @@ class BaselineTest(unittest.TestCase):
             for (o, n), v in zip(flags, before):
                 setattr(o, n, v)
 
+    def test_a_cuda_import_runs_without_tf32_and_puts_the_flags_back(self):
+        # In `serve`, baselines follow an import in the same process: they must find PyTorch's
+        # own TF32 settings, while the import's reference ran in strict FP32.
+        import argparse
+        import importlib
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            importer = importlib.import_module("kernelbench.importer")
+        finally:
+            sys.path.pop(0)
+        b = torch.backends
+        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):  # torch >= 2.9
+            flags, on, off = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
+        else:
+            flags, on, off = [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")], True, False
+        before = [getattr(o, n) for o, n in flags]
+        seen = []
+
+        def import_file(*args, **kwargs):  # the import itself, as far as the flags go
+            seen.append([getattr(o, n) for o, n in flags])
+            raise importer.Failure("stopped by the test")
+
+        real = importer.import_file
+        out = tempfile.mkdtemp(prefix="mblast_kb_tf32_")
+        try:
+            for o, n in flags:
+                setattr(o, n, on)
+            importer.import_file = import_file
+            a = argparse.Namespace(src=os.path.join(FIXTURES, "relu.py"), out=out, seeds=2, inits=1,
+                                   device="cuda", json_out=None)
+            self.assertEqual(importer.cmd_import(a), 1)
+            self.assertEqual(seen, [[off, off]])
+            self.assertEqual([getattr(o, n) for o, n in flags], [on, on])
+        finally:
+            importer.import_file = real
+            for (o, n), v in zip(flags, before):
+                setattr(o, n, v)
+            shutil.rmtree(out, ignore_errors=True)
+
     @unittest.skipUnless(have_mblast(), f"{MBLAST} is not built")
     def test_cli_baseline_stores_per_target(self):
         path = os.path.join(self.pdir, "baselines.json")
