@@ -435,6 +435,19 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   size_t sets_checked = 0;
   auto t = client->receive(o.time_s + 600);
   while (t.header.value("stage", "") == "timing_set") {
+    if (t.header.value("streamed", false)) {
+      // Relayed as it arrived (as the verification runs are): an incomplete set is not checked,
+      // and the failure that cut it comes next.
+      protocol::Message end = client->receive(o.time_s + 600);
+      if (end.header.value("stage", "") != "timing_set_end")
+        throw Error("runner protocol: a streamed timing set without its timing_set_end (got '" +
+                    end.header.value("stage", "") + "')");
+      if (!end.header.value("complete", false)) {
+        client->recycle(std::move(t.payload));
+        t = client->receive(o.time_s + 600);
+        break;
+      }
+    }
     verify_timing_set(p, ref, p.inits.front(), t.header, view_safetensors(t.payload), after);
     ++sets_checked;
     client->recycle(std::move(t.payload));

@@ -563,9 +563,35 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   treq["measure_peaks"] = !cached.has_value() && treq.value("want_peaks", true);
   w.send(treq);
   // The outputs left in each rotating buffer set come one set per message, then the samples.
+  // Streamed like the verification runs: a set's header goes on at once, its payload as it
+  // arrives, then a "timing_set_end" that says whether all of it was the worker's.
+  const double time_s = limits.value("time_s", 300.0);  // per message, its payload included
   Message t;
   for (;;) {
-    t = w.receive(limits.value("time_s", 300.0), "timing");
+    if (stream) {
+      bool failed_now = false;
+      const auto t_set = protocol::Clock::now();
+      json head = w.receive_header(time_s, "timing", "", &failed_now);
+      if (failed_now) {  // the worker died, hung or overgrew: no message is pending
+        t = {std::move(head), {}};
+        break;
+      }
+      if (head.value("stage", "") != "timing_set") {  // the samples or the worker's failure: read whole
+        t = w.receive(time_s, "timing");
+        break;
+      }
+      head["streamed"] = true;
+      protocol::write_header(out_fd, head, w.relay_left());
+      const double spent = std::chrono::duration<double>(protocol::Clock::now() - t_set).count();
+      auto broken = w.relay(out_fd, std::max(time_s - spent, 0.001), "timing", "");
+      protocol::write_message(out_fd, {{"stage", "timing_set_end"}, {"complete", !broken}});
+      if (broken) {
+        protocol::write_message(out_fd, broken->header);
+        return;
+      }
+      continue;
+    }
+    t = w.receive(time_s, "timing");
     if (t.header.value("stage", "") != "timing_set") break;
     protocol::write_message(out_fd, t.header, t.payload);
     w.recycle(std::move(t.payload));
