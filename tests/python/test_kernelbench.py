@@ -80,6 +80,15 @@ def from_tools(module, name):
         sys.path.pop(0)
 
 
+def tf32_flags():
+    """PyTorch's TF32 settings for convolutions and matmuls, with their "on" and "off" values:
+    torch >= 2.9's fp32_precision, else the older allow_tf32 flags."""
+    b = torch.backends
+    if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
+        return [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
+    return [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")], True, False
+
+
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -546,11 +555,7 @@ class BaselineTest(unittest.TestCase):
         # The CUDA baseline re-times eager with TF32 off when PyTorch's default is outside the
         # tolerance; the flags must be off inside and as they were after, even on an error.
         tf32_off = from_tools("kernelbench.baseline", "tf32_off")
-        b = torch.backends
-        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):  # torch >= 2.9
-            flags, on, off = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
-        else:
-            flags, on, off = [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")], True, False
+        flags, on, off = tf32_flags()
         before = [getattr(o, n) for o, n in flags]
         try:
             for o, n in flags:
@@ -574,11 +579,7 @@ class BaselineTest(unittest.TestCase):
             importer = importlib.import_module("kernelbench.importer")
         finally:
             sys.path.pop(0)
-        b = torch.backends
-        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):  # torch >= 2.9
-            flags, on, off = [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"
-        else:
-            flags, on, off = [(b.cudnn, "allow_tf32"), (b.cuda.matmul, "allow_tf32")], True, False
+        flags, on, off = tf32_flags()
         before = [getattr(o, n) for o, n in flags]
         seen = []
 
