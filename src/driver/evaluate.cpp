@@ -114,6 +114,18 @@ void verify_inputs_unchanged(const Problem& p, ReferenceData& ref, const json& c
   unchanged("param_hashes_after", p.parameters, "par/" + std::to_string(init) + "/", "parameter");
 }
 
+// Whether all of message M is the worker's: a message the runner relayed as it arrived
+// ("streamed") is followed by {"stage": END, "complete"}; false when the worker failed inside its
+// payload (zeros stand in for the rest: it must not be checked), and the failure comes next.
+bool arrived_whole(RunnerClient& client, const protocol::Message& m, const std::string& end, double wait_s) {
+  if (!m.header.value("streamed", false)) return true;
+  const protocol::Message e = client.receive(wait_s);
+  if (e.header.value("stage", "") != end)
+    throw Error("runner protocol: a streamed " + m.header.value("stage", std::string("message")) + " without its " + end +
+                " (got '" + e.header.value("stage", "") + "')");
+  return e.header.value("complete", false);
+}
+
 // Receives the verification runs as the runner streams them, one message per run, and gives
 // each to `on_run`, which checks it and says whether all is well so far (it may keep the
 // message's payload; what it leaves is reused for the next message). The worker is told to go
@@ -130,17 +142,9 @@ protocol::Message receive_runs(RunnerClient& client, const EvalOptions& o, const
     protocol::Message m = client.receive(wait_s);
     wait_s = run_limit + 60;
     if (m.header.value("stage", "") != "verify_run") return m;
-    if (m.header.value("streamed", false)) {
-      // Relayed as it arrived: the runner says after the payload whether all of it was the
-      // worker's. An incomplete run is not checked (zeros stand in for the rest); the failure
-      // that cut it comes next.
-      protocol::Message end = client.receive(wait_s);
-      if (end.header.value("stage", "") != "verify_run_end")
-        throw Error("runner protocol: a streamed run without its verify_run_end (got '" + end.header.value("stage", "") + "')");
-      if (!end.header.value("complete", false)) {
-        client.recycle(std::move(m.payload));
-        return client.receive(wait_s);
-      }
+    if (!arrived_whole(client, m, "verify_run_end", wait_s)) {  // not checked; the failure follows
+      client.recycle(std::move(m.payload));
+      return client.receive(wait_s);
     }
     if (!go_on) {
       client.send({{"op", "stop"}});
@@ -435,18 +439,10 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   size_t sets_checked = 0;
   auto t = client->receive(o.time_s + 600);
   while (t.header.value("stage", "") == "timing_set") {
-    if (t.header.value("streamed", false)) {
-      // Relayed as it arrived (as the verification runs are): an incomplete set is not checked,
-      // and the failure that cut it comes next.
-      protocol::Message end = client->receive(o.time_s + 600);
-      if (end.header.value("stage", "") != "timing_set_end")
-        throw Error("runner protocol: a streamed timing set without its timing_set_end (got '" +
-                    end.header.value("stage", "") + "')");
-      if (!end.header.value("complete", false)) {
-        client->recycle(std::move(t.payload));
-        t = client->receive(o.time_s + 600);
-        break;
-      }
+    if (!arrived_whole(*client, t, "timing_set_end", o.time_s + 600)) {  // not checked; the failure follows
+      client->recycle(std::move(t.payload));
+      t = client->receive(o.time_s + 600);
+      break;
     }
     verify_timing_set(p, ref, p.inits.front(), t.header, view_safetensors(t.payload), after);
     ++sets_checked;

@@ -158,7 +158,6 @@ class WorkerRun {
   }
 
   void recycle(std::vector<std::byte>&& payload) { reader_->recycle(std::move(payload)); }
-  size_t relay_left() const { return reader_->relay_left(); }
 
   // The worker's next message, or a "failed" message saying why there is none.
   Message receive(double timeout_s, const std::string& stage, const std::string& limit_note = "") {
@@ -170,6 +169,32 @@ class WorkerRun {
       return std::move(*f);
     return decorate(std::move(*got));
   }
+
+  // The worker's next message within TIMEOUT_S, its payload included. One of stage RELAYED goes
+  // on to OUT_FD as it arrives (its header with EXTRA and "streamed": true, the payload, then
+  // {"stage": END, "complete"}), and nullopt is returned. Any other message comes back whole
+  // (a worker that died, hung or overgrew: its "failed" message); so does the failure that cut a
+  // relayed payload short, with CUT set (zeros and an incomplete END already went on).
+  std::optional<Message> pass_on(int out_fd, const std::string& relayed, const std::string& end, const json& extra,
+                                 double timeout_s, const std::string& stage, const std::string& limit_note, bool* cut) {
+    *cut = false;
+    bool failed_now = false;
+    const auto t0 = protocol::Clock::now();
+    json head = receive_header(timeout_s, stage, limit_note, &failed_now);
+    if (failed_now) return Message{std::move(head), {}};  // no message is pending
+    if (head.value("stage", "") != relayed) return receive(timeout_s, stage, limit_note);  // read whole
+    head.update(extra);
+    head["streamed"] = true;
+    protocol::write_header(out_fd, head, relay_left());
+    const double spent = std::chrono::duration<double>(protocol::Clock::now() - t0).count();
+    auto broken = relay(out_fd, std::max(timeout_s - spent, 0.001), stage, limit_note);
+    protocol::write_message(out_fd, {{"stage", end}, {"complete", !broken}});
+    *cut = broken.has_value();
+    return broken;
+  }
+
+ private:
+  size_t relay_left() const { return reader_->relay_left(); }
 
   // The next message's header alone (decorated), its payload left for relay(); or a "failed"
   // message saying why there is none (FAILED set).
@@ -198,7 +223,6 @@ class WorkerRun {
     return f;
   }
 
- private:
   json worker_landlock_;  // null: Landlock was applied before exec
 
   // Runs STEP (a read from the worker with a deadline; false: the worker's stream ended) in
@@ -510,30 +534,17 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   Message v;
   for (;;) {
     if (stream) {
-      bool failed_now = false;
-      const auto t_run = protocol::Clock::now();
-      json head = w.receive_header(run_s + data_s, "verify", note, &failed_now);
-      if (failed_now) {  // the worker died, hung or overgrew: no message is pending
-        v = {std::move(head), {}};
-        v.header["build"] = build_info;
-        break;
-      }
-      if (head.value("stage", "") != "verify_run") {  // "verify" or the worker's failure: read whole
-        v = w.receive(run_s + data_s, "verify", note);
-        v.header["build"] = build_info;
-        break;
-      }
-      head["build"] = build_info;
-      head["streamed"] = true;
-      protocol::write_header(out_fd, head, w.relay_left());
       // The run's one limit covers its header and its payload.
-      const double spent = std::chrono::duration<double>(protocol::Clock::now() - t_run).count();
-      auto broken = w.relay(out_fd, std::max(run_s + data_s - spent, 0.001), "verify", note);
-      protocol::write_message(out_fd, {{"stage", "verify_run_end"}, {"complete", !broken}});
-      if (broken) {
-        broken->header["build"] = build_info;
-        protocol::write_message(out_fd, broken->header);
-        return;
+      bool cut = false;
+      auto other = w.pass_on(out_fd, "verify_run", "verify_run_end", {{"build", build_info}}, run_s + data_s, "verify", note, &cut);
+      if (other) {  // "verify", or the worker's failure
+        other->header["build"] = build_info;
+        if (cut) {
+          protocol::write_message(out_fd, other->header);
+          return;
+        }
+        v = std::move(*other);
+        break;
       }
     } else {
       v = w.receive(run_s + data_s, "verify", note);
@@ -569,27 +580,15 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   Message t;
   for (;;) {
     if (stream) {
-      bool failed_now = false;
-      const auto t_set = protocol::Clock::now();
-      json head = w.receive_header(time_s, "timing", "", &failed_now);
-      if (failed_now) {  // the worker died, hung or overgrew: no message is pending
-        t = {std::move(head), {}};
-        break;
-      }
-      if (head.value("stage", "") != "timing_set") {  // the samples or the worker's failure: read whole
-        t = w.receive(time_s, "timing");
-        break;
-      }
-      head["streamed"] = true;
-      protocol::write_header(out_fd, head, w.relay_left());
-      const double spent = std::chrono::duration<double>(protocol::Clock::now() - t_set).count();
-      auto broken = w.relay(out_fd, std::max(time_s - spent, 0.001), "timing", "");
-      protocol::write_message(out_fd, {{"stage", "timing_set_end"}, {"complete", !broken}});
-      if (broken) {
-        protocol::write_message(out_fd, broken->header);
+      bool cut = false;
+      auto other = w.pass_on(out_fd, "timing_set", "timing_set_end", json::object(), time_s, "timing", "", &cut);
+      if (!other) continue;
+      if (cut) {
+        protocol::write_message(out_fd, other->header);
         return;
       }
-      continue;
+      t = std::move(*other);  // the samples, or the worker's failure
+      break;
     }
     t = w.receive(time_s, "timing");
     if (t.header.value("stage", "") != "timing_set") break;
