@@ -573,12 +573,7 @@ class BaselineTest(unittest.TestCase):
         # In `serve`, baselines follow an import in the same process: they must find PyTorch's
         # own TF32 settings, while the import's reference ran in strict FP32.
         import argparse
-        import importlib
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            importer = importlib.import_module("kernelbench.importer")
-        finally:
-            sys.path.pop(0)
+        importer = sys.modules[from_tools("kernelbench.importer", "cmd_import").__module__]
         flags, on, off = tf32_flags()
         before = [getattr(o, n) for o, n in flags]
         seen = []
