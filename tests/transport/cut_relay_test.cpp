@@ -1,0 +1,66 @@
+// The driver's side of a timing set cut short: the runner relays each set's outputs as they
+// arrive and ends them with {"stage":"timing_set_end","complete":...}; a worker that dies inside
+// a set leaves zeros for the rest, which must not be judged. No candidate can die there (its
+// code is not running while the sets are sent), so tests/transport/cutting_runner.cpp, placed
+// between the driver and the real runner, plays that worker on a correct evaluation.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "mblast/driver/evaluate.h"
+#include "mblast/driver/runner_client.h"
+#include "test_env.h"
+
+namespace mblast {
+namespace {
+
+namespace fs = std::filesystem;
+
+// MBLAST_RUNNER names the cutting runner while it lives, and the real one again after, also
+// when the evaluation throws.
+struct CuttingRunnerEnv {
+  std::string real = std::getenv("MBLAST_RUNNER");
+  explicit CuttingRunnerEnv(const std::string& mode) {
+    ::setenv("MBLAST_CUTTING_REAL_RUNNER", real.c_str(), 1);
+    ::setenv("MBLAST_CUTTING_MODE", mode.c_str(), 1);
+    ::setenv("MBLAST_RUNNER", MBLAST_CUTTING_RUNNER, 1);
+  }
+  ~CuttingRunnerEnv() { ::setenv("MBLAST_RUNNER", real.c_str(), 1); }
+};
+
+// The relu problem's naive OpenCL candidate evaluated through the cutting runner in MODE.
+nlohmann::json evaluate_through_cut(const std::string& mode, const Target& t) {
+  CuttingRunnerEnv env(mode);
+  RunnerAddress local;
+  local.transport = "local";
+  RunnerClient client(local);
+  const fs::path relu = testing::source_dir() / "problems" / "relu";
+  return evaluate(load_problem(relu), t, relu / "candidates" / "naive.opencl.cpp", testing::quick_timing(), &client);
+}
+
+TEST(CutTimingSet, IsNotJudgedAndTheWorkersFailureIsReported) {
+  std::string why;
+  auto targets = testing::available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  auto r = evaluate_through_cut("cut", targets.front());
+  EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
+  // Not an exception from parsing the zeros as safetensors, nor wrong_output: the cut set was
+  // not read.
+  EXPECT_EQ(r["failure_kind"], "crashed") << r.dump(2);
+  EXPECT_NE(r["reason"].get<std::string>().find("while sending a timing set"), std::string::npos) << r.dump(2);
+}
+
+TEST(CutTimingSet, AWholeSetIsJudged) {
+  // The same zeros, said to be complete, are checked and fail: the test above would see
+  // wrong_output if the driver judged a set cut short.
+  std::string why;
+  auto targets = testing::available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  auto r = evaluate_through_cut("lie", targets.front());
+  EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
+  EXPECT_EQ(r["failure_kind"], "wrong_output") << r.dump(2);
+  EXPECT_NE(r["reason"].get<std::string>().find("after the timed runs"), std::string::npos) << r.dump(2);
+}
+
+}  // namespace
+}  // namespace mblast
