@@ -6,6 +6,8 @@
 // OpenCL ones (skipped with the reason otherwise).
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "gpu_test_support.h"
@@ -32,6 +34,36 @@ TEST(CudaVariants, CublasVariantsOfferFp32AndTf32Apart) {
     EXPECT_EQ(v.actions.front() == "cuda.tf32-tensor-cores", tf32);
   }
   EXPECT_EQ(maths, (std::set<std::string>{"fp32", "tf32"}));
+}
+
+TEST(CudaVariants, SoftmaxReadsTheRowOnceFirstAndLongRowsGoToLargeBlocks) {
+  // The designs that hold the row in registers come before the online ones (a row read once,
+  // not twice): with an empty KB the generators' order decides what a short run tries.
+  const Case c = load_case("softmax");  // rows of 1024: a warp per row holds 32 floats a lane
+  auto is_cached = [](const Variant& v) { return v.params.value("cache", false); };
+  const auto short_rows = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(short_rows.size(), 4u);
+  EXPECT_EQ(short_rows.front().family, "cuda.reduce.row-per-warp");
+  EXPECT_TRUE(is_cached(short_rows.front()));
+  EXPECT_TRUE(std::is_partitioned(short_rows.begin(), short_rows.end(), is_cached));
+  // Rows of 16384 (level1/15): blocks first, the largest first; the online ones after in the
+  // same order.
+  KernelPlan plan = c.plan;
+  plan.rshape = {64, 16384, 1};
+  plan.out_shape = {64, 16384};
+  plan.out_numel = 64 * 16384;
+  const auto long_rows = cuda_variants(plan, c.problem, generation_target("cuda"));
+  std::vector<std::pair<int, bool>> order;  // (block, cached) of the row-per-block designs
+  for (const auto& v : long_rows) {
+    if (v.family == "cuda.reduce.row-per-block") order.emplace_back(v.params.value("block", 0), is_cached(v));
+  }
+  EXPECT_EQ(order, (std::vector<std::pair<int, bool>>{
+                       {1024, true}, {512, true}, {256, true}, {1024, false}, {512, false}, {256, false}, {128, false}}));
+  EXPECT_EQ(long_rows.front().family, "cuda.reduce.row-per-block");
+  EXPECT_TRUE(std::is_partitioned(long_rows.begin(), long_rows.end(), is_cached));
+  // Reductions keep their order: a warp per row first.
+  const Case sum = load_case("row_sum");
+  EXPECT_EQ(cuda_variants(sum.plan, sum.problem, generation_target("cuda")).front().family, "cuda.reduce.row-per-warp");
 }
 
 TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
