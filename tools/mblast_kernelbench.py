@@ -146,12 +146,19 @@ def serve(run) -> int:
     `baseline` command, run by `run` in this process; each answer, on fd 4, is {"exit": N}, that
     command's exit status (its messages go to stderr, its JSON to its
     --json-out file, as when it runs alone). Between requests the state one problem leaves
-    behind is dropped: torch.compile's caches and the device's cached memory. Ends when fd 3
-    closes. fd 1 is pointed at stderr, so nothing a model prints can reach the answers."""
+    behind is dropped: PyTorch's process-wide settings go back to what they were before it
+    (baseline.settings_kept(): a model file that sets the default dtype, say, at module level),
+    and torch.compile's caches and the device's cached memory are freed.
+    Ends when fd 3 closes. fd 1 is pointed at stderr, so nothing a model prints can reach the answers."""
     import gc
     import json
     import torch
     from kernelbench import common
+    from kernelbench.baseline import settings_kept
+
+    def changed(what):
+        print(f"mblast_kernelbench serve: the request changed PyTorch's {', '.join(what)}; set back", file=sys.stderr)
+
     os.dup2(2, 1)
     requests = os.fdopen(3, "r", encoding="utf-8")
     answers = os.fdopen(4, "w", encoding="utf-8")
@@ -160,7 +167,8 @@ def serve(run) -> int:
             argv = json.loads(line)["argv"]
             if not isinstance(argv, list) or not argv or argv[0] not in ("baseline", "import"):
                 raise ValueError("only baseline and import requests are served")
-            code = run([str(x) for x in argv])
+            with settings_kept(changed):
+                code = run([str(x) for x in argv])
         except SystemExit as e:  # die(): its one line is on stderr already
             code = e.code if isinstance(e.code, int) else 1
         except Exception as e:  # a request that is not JSON, or an error outside the command's own handling

@@ -338,9 +338,16 @@ class ImportTest(unittest.TestCase):
         r = mblast("import", "kernelbench", FIXTURES, "--out", out, "--json")
         self.assertEqual(r.returncode, 1)  # the fixtures include the two bad files
         summary = json.loads(r.stdout)
-        self.assertEqual((summary["imported"], summary["failed"]), (4, 2))
+        self.assertEqual((summary["imported"], summary["failed"]), (5, 2))
         bad = {os.path.basename(f["file"]): f["reason"] for f in summary["files"] if not f["ok"]}
         self.assertEqual(sorted(bad), ["forward_raises.py", "syntax_error.py"])
+        # sets_default_dtype.py, imported before tuple_out.py, sets float64 as the default dtype
+        # at module level: tuple_out's inputs (torch.rand) are still float32
+        dirty = next(f for f in summary["files"] if f["file"].endswith("sets_default_dtype.py"))
+        self.assertEqual(dirty["settings_set_back"],
+                         ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"])
+        with open(os.path.join(out, "tuple_out", "problem.json"), encoding="utf-8") as fh:
+            self.assertEqual([t["dtype"] for t in json.load(fh)["inputs"]], ["f32", "f32"])
         r = mblast("import", "kernelbench", "--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("Example:", r.stdout)
@@ -442,6 +449,19 @@ class BaselineTest(unittest.TestCase):
             summary = os.path.join(self.tmp, "served_import.json")
             self.assertEqual(ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", served,
                                                       "--json-out", summary]})), {"exit": 0})
+            # A model file that changes PyTorch's default dtype at module level: the relu import
+            # after it must still make float32 inputs (torch.rand with the default dtype).
+            dirty = os.path.join(self.tmp, "served_dirty")
+            ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "sets_default_dtype.py"), "--out", dirty,
+                                     "--json-out", os.path.join(self.tmp, "served_dirty.json")]}))
+            # ... and its baseline, which loads the file again: the server sets them back
+            self.assertEqual(ask(json.dumps({"argv": ["baseline", os.path.join(dirty, "sets_default_dtype"),
+                                                      "--device", "cpu", "--warmup", "1", "--repeats", "5",
+                                                      "--min-seconds", "0.01", "--json-out",
+                                                      os.path.join(self.tmp, "dirty_baseline.json")]})), {"exit": 0})
+            again = os.path.join(self.tmp, "served_again")
+            self.assertEqual(ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", again,
+                                                      "--json-out", os.path.join(self.tmp, "again.json")]})), {"exit": 0})
             self.assertNotEqual(ask(json.dumps({"argv": ["export", "--problem", self.pdir]}))["exit"], 0)
             self.assertNotEqual(ask("not json")["exit"], 0)
             self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[1]]})), {"exit": 0})
@@ -467,6 +487,12 @@ class BaselineTest(unittest.TestCase):
                                       "calibrate_s", "graph_s", "flops_s", "write_s"})
         self.assertTrue(all(v >= 0 for v in steps.values()), steps)
         self.assertLessEqual(sum(steps.values()), imported["seconds"] + 1e-6)
+        # what the dirty model file changed was set back, and said so
+        self.assertIn(b"sets_default_dtype.py: the model file changed PyTorch's default dtype (torch.float64 -> torch.float32), "
+                      b"cudnn.benchmark (True -> False); set back", err)
+        self.assertIn(b"serve: the request changed PyTorch's default dtype (torch.float64 -> torch.float32), "
+                      b"cudnn.benchmark (True -> False); set back", err)
+        self.assertEqual([t["dtype"] for t in read_json(os.path.join(again, "relu", "problem.json"))["inputs"]], ["f32"])
 
     def test_baseline_caches_cold_as_the_runner_makes_them(self):
         # With mblast's eviction library the CPU baseline evicts its own memory before each timed

@@ -227,25 +227,72 @@ def _measure(timer, fn, sets, warmup, repeats, min_seconds):
     return samples
 
 
+def tf32_settings():
+    """PyTorch's TF32 switches for FP32 convolutions and matrix products: (label, object,
+    attribute, the value that turns TF32 off). torch >= 2.9 has the fp32_precision settings
+    ("ieee": no TF32), which the older allow_tf32 flags give way to; older torch has only the
+    flags."""
+    b = torch.backends
+    if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
+        return [("cudnn.conv.fp32_precision", b.cudnn.conv, "fp32_precision", "ieee"),
+                ("cuda.matmul.fp32_precision", b.cuda.matmul, "fp32_precision", "ieee")]
+    return [("cudnn.allow_tf32", b.cudnn, "allow_tf32", False),
+            ("cuda.matmul.allow_tf32", b.cuda.matmul, "allow_tf32", False)]
+
+
 @contextlib.contextmanager
 def tf32_off():
     """PyTorch's FP32 convolutions and matrix products without TF32 tensor cores, restored after.
     PyTorch's default lets cuDNN convolutions use TF32, whose error the problems' strict FP32
-    tolerance refuses. torch >= 2.9 has the fp32_precision settings ("ieee": no TF32), which the
-    older allow_tf32 flags give way to; older torch has only the flags."""
-    b = torch.backends
-    if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
-        settings = [(b.cudnn.conv, "fp32_precision", "ieee"), (b.cuda.matmul, "fp32_precision", "ieee")]
-    else:
-        settings = [(b.cudnn, "allow_tf32", False), (b.cuda.matmul, "allow_tf32", False)]
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in settings]
+    tolerance refuses."""
+    settings = tf32_settings()
+    saved = [(obj, name, getattr(obj, name)) for _, obj, name, _ in settings]
     try:
-        for obj, name, value in settings:
+        for _, obj, name, value in settings:
             setattr(obj, name, value)
         yield
     finally:
         for obj, name, value in saved:
             setattr(obj, name, value)
+
+
+def process_settings() -> dict:
+    """PyTorch's process-wide settings that a model file may change when it is loaded or run (at
+    module level, in its constructor or forward): label -> (get, set). settings_kept() puts them
+    back after each file an import reads and after each request `serve` runs, so what one
+    problem's file did does not carry into the next problem's import or timing. (The CPU
+    baseline sets its thread count itself on every request.)"""
+    cudnn = torch.backends.cudnn
+    out = {
+        "default dtype": (torch.get_default_dtype, torch.set_default_dtype),
+        "grad mode": (torch.is_grad_enabled, torch.set_grad_enabled),
+        "deterministic algorithms": (torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+        "cudnn.benchmark": (lambda: cudnn.benchmark, lambda v: setattr(cudnn, "benchmark", v)),
+        "cudnn.deterministic": (lambda: cudnn.deterministic, lambda v: setattr(cudnn, "deterministic", v)),
+    }
+    for label, obj, name, _ in tf32_settings():
+        out[label] = (lambda o=obj, n=name: getattr(o, n), lambda v, o=obj, n=name: setattr(o, n, v))
+    return out
+
+
+@contextlib.contextmanager
+def settings_kept(on_change):
+    """Runs the block with PyTorch's process-wide settings (process_settings()) put back
+    afterwards, also when it raises; on_change gets "label (changed -> put back)" for each one
+    the block changed, if any."""
+    settings = process_settings()
+    saved = {label: get() for label, (get, _) in settings.items()}
+    try:
+        yield
+    finally:
+        changed = []
+        for label, (get, put) in settings.items():
+            now = get()
+            if now != saved[label]:
+                put(saved[label])
+                changed.append(f"{label} ({now} -> {saved[label]})")
+        if changed:
+            on_change(changed)
 
 
 TF32_OFF_NOTE = ("timed with TF32 off (cuDNN convolutions and matmuls in IEEE FP32): "

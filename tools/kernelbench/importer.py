@@ -20,7 +20,7 @@ import torch
 from . import common
 from .common import (FLOAT_DTYPES, FORMAT, GENERATOR, PROG, VERSION, Failure, die, fsync_path,
                      json_bytes, nbytes, one_line, sha256_bytes, sha256_file, write_bytes_atomic)
-from .baseline import tf32_off
+from .baseline import settings_kept, tf32_off
 from .graph import count_flops, guess_op_class, trace_graph
 from .tensors import (PARAM_SEED_BASE, Reference, all_finite, as_arg_list, call_user,
                       flatten_outputs, json_constant, load_kernelbench_module, seed_all,
@@ -587,9 +587,14 @@ def cmd_import(a) -> int:
         phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS or 0.0}
         common.TORCH_IMPORT_SECONDS = 0.0  # paid once, by the first file
         try:
-            # A true FP32 reference: no TF32 in matmuls or convolutions, and PyTorch's own
-            # settings back afterwards (a served import is followed by baselines).
-            with tf32_off() if a.device == "cuda" else contextlib.nullcontext():
+            # A true FP32 reference: no TF32 in matmuls or convolutions. PyTorch's own settings
+            # come back afterwards, also those the model file changed (the next file, or a
+            # served baseline, must not run in them).
+            def changed(what, f=f, entry=entry):
+                entry["settings_set_back"] = what
+                print(f"{PROG}: {f}: the model file changed PyTorch's {', '.join(what)}; set back", file=sys.stderr)
+
+            with settings_kept(changed), tf32_off() if a.device == "cuda" else contextlib.nullcontext():
                 pdir = import_file(f, a.out, a.seeds, a.inits, a.device, phases)
             ok += 1
             with open(os.path.join(pdir, "problem.json"), encoding="utf-8") as fh:
