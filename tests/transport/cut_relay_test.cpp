@@ -28,21 +28,29 @@ struct CuttingRunnerEnv {
   ~CuttingRunnerEnv() { ::setenv("MBLAST_RUNNER", real.c_str(), 1); }
 };
 
-// The relu problem's naive OpenCL candidate evaluated through the cutting runner in MODE.
-nlohmann::json evaluate_through_cut(const std::string& mode, const Target& t) {
-  CuttingRunnerEnv env(mode);
-  RunnerAddress local;
-  local.transport = "local";
-  RunnerClient client(local);
-  const fs::path relu = testing::source_dir() / "problems" / "relu";
-  return evaluate(load_problem(relu), t, relu / "candidates" / "naive.opencl.cpp", testing::quick_timing(), &client);
-}
+// The relu problem's naive OpenCL candidate evaluated on an OpenCL target through the cutting
+// runner; skips where there is no OpenCL target.
+class CutTimingSet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto targets = testing::available_targets("opencl", &why);
+    if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+    target_ = targets.front();
+  }
+  nlohmann::json evaluate_through_cut(const std::string& mode) {
+    CuttingRunnerEnv env(mode);
+    RunnerAddress local;
+    local.transport = "local";
+    RunnerClient client(local);
+    const fs::path relu = testing::source_dir() / "problems" / "relu";
+    return evaluate(load_problem(relu), target_, relu / "candidates" / "naive.opencl.cpp", testing::quick_timing(), &client);
+  }
+  Target target_;
+};
 
-TEST(CutTimingSet, IsNotJudgedAndTheWorkersFailureIsReported) {
-  std::string why;
-  auto targets = testing::available_targets("opencl", &why);
-  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
-  auto r = evaluate_through_cut("cut", targets.front());
+TEST_F(CutTimingSet, IsNotJudgedAndTheWorkersFailureIsReported) {
+  auto r = evaluate_through_cut("cut");
   EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
   // Not an exception from parsing the zeros as safetensors, nor wrong_output: the cut set was
   // not read.
@@ -50,13 +58,10 @@ TEST(CutTimingSet, IsNotJudgedAndTheWorkersFailureIsReported) {
   EXPECT_NE(r["reason"].get<std::string>().find("while sending a timing set"), std::string::npos) << r.dump(2);
 }
 
-TEST(CutTimingSet, AWholeSetIsJudged) {
+TEST_F(CutTimingSet, AWholeSetIsJudged) {
   // The same zeros, said to be complete, are checked and fail: the test above would see
   // wrong_output if the driver judged a set cut short.
-  std::string why;
-  auto targets = testing::available_targets("opencl", &why);
-  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
-  auto r = evaluate_through_cut("lie", targets.front());
+  auto r = evaluate_through_cut("lie");
   EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
   EXPECT_EQ(r["failure_kind"], "wrong_output") << r.dump(2);
   EXPECT_NE(r["reason"].get<std::string>().find("after the timed runs"), std::string::npos) << r.dump(2);
