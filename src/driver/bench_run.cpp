@@ -189,7 +189,7 @@ struct Imported {
   bool cached = false;
   double seconds = 0;
   std::string failure;  // empty: imported
-  json phases;          // where the helper's import went (its --json-out "phases"), when it ran
+  json helper;          // the helper's summary of this import (its --json-out "files"[0]), when it ran
   SlotLock lock;        // shared while the row uses the slot: no other run removes it meanwhile
   Eviction evicted;     // cached imports removed to make room for this one
 };
@@ -210,8 +210,9 @@ std::optional<CommandResult> run_helper(Run& run, const std::vector<std::string>
 }
 
 // One run of the helper's import into SLOT; an empty string when it wrote the problem, else
-// the reason. DISK_FULL: whether the helper says the disk was full. PHASES: its import's phases.
-std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full, json* phases) {
+// the reason. DISK_FULL: whether the helper says the disk was full. ENTRY: the helper's summary
+// of the file (phases, settings set back), when it wrote one.
+std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool* disk_full, json* entry) {
   *disk_full = false;  // a retry that times out is a time-out, whatever the first try said
   const fs::path dir = slot / s.stem;
   const fs::path out = kernelbench_json_path("bench-import");
@@ -230,7 +231,7 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
       if (summary.contains("files") && summary["files"].is_array() && summary["files"].size() == 1) file = summary["files"][0];
     } catch (const Error&) {  // none: the helper failed before writing it; its output says why
     }
-    if (file.contains("phases")) *phases = file["phases"];
+    if (file.is_object()) *entry = file;
     const bool ok = file.value("ok", false) && (!alone || alone->ok()) && fs::exists(dir / "problem.json");
     if (!ok) {
       failure = file.value("reason", "");
@@ -305,11 +306,11 @@ Imported import_file(Run& run, const SuiteFile& s) {
   const NextUse soon = [&run](const fs::path& d) { return next_use(run, d); };
   add(make_room(root, slot, keep, {}, soon));
   bool disk_full = false;
-  im.failure = run_import(run, s, slot, &disk_full, &im.phases);
+  im.failure = run_import(run, s, slot, &disk_full, &im.helper);
   if (!im.failure.empty() && disk_full) {
     // Still too little: every import no run is using goes, and the import runs once more.
     add(make_room(root, slot, std::numeric_limits<std::uintmax_t>::max(), {}, soon));
-    im.failure = run_import(run, s, slot, &disk_full, &im.phases);
+    im.failure = run_import(run, s, slot, &disk_full, &im.helper);
     if (!im.failure.empty() && disk_full) {
       std::error_code ec;
       const auto sp = fs::space(root, ec);
@@ -518,7 +519,9 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
               {"candidate", nullptr}, {"time", nullptr}, {"fraction_of_peak", nullptr}};
   const Imported im = import_file(run, s);
   row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
-  if (im.phases.is_object()) row["import"]["phases"] = im.phases;
+  // where the import went, and the process-wide PyTorch settings its model file changed
+  for (const char* k : {"phases", "settings_set_back"})
+    if (im.helper.contains(k)) row["import"][k] = im.helper[k];
   if (im.evicted.removed > 0)
     row["import"]["evicted"] = {{"imports", im.evicted.removed}, {"bytes", im.evicted.bytes}};
   auto import_failed = [&](const std::string& why) {

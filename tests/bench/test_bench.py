@@ -125,6 +125,23 @@ class BenchTest(unittest.TestCase):
         self.assertGreater(rows[0]["import"]["phases"]["import_torch_s"], 0)
         self.assertEqual([p["import"]["phases"]["import_torch_s"] for p in rows[1:]], [0.0] * (len(rows) - 1))
 
+    def test_settings_a_model_file_changes_are_set_back_and_the_row_says_so(self):
+        # tests/python/fixtures/sets_default_dtype.py sets float64 as PyTorch's default dtype at
+        # module level; relu.py after it, imported by the same helper process, still gets float32
+        # inputs (torch.rand with the default dtype).
+        fixtures = os.path.join(ROOT, "tests", "python", "fixtures")
+        out, none = os.path.join(self.tmp, "dirty.json"), os.path.join(self.tmp, "no_candidates")
+        os.makedirs(none, exist_ok=True)
+        r = mblast("bench", os.path.join(fixtures, "sets_default_dtype.py"), os.path.join(fixtures, "relu.py"),
+                   "--target", "pocl-cpu", "--size", "small", "--work", os.path.join(self.tmp, "dirty_work"),
+                   "--candidates", none, "--no-baseline", "--out", out)
+        rows = {p["name"]: p for p in read_json(out)["problems"]}
+        self.assertEqual(rows["sets_default_dtype"]["import"]["settings_set_back"],
+                         ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"], r.stderr)
+        self.assertNotIn("settings_set_back", rows["relu"]["import"])
+        problem = read_json(os.path.join(rows["relu"]["problem_dir"], "problem.json"))
+        self.assertEqual([t["dtype"] for t in problem["inputs"]], ["f32"])
+
     def test_correct_candidate(self):
         relu = self.rows["level1/relu"]
         self.assertEqual(relu["status"], "correct")
