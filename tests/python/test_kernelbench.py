@@ -82,7 +82,8 @@ def from_tools(module, name):
 
 def tf32_flags():
     """PyTorch's TF32 settings for convolutions and matmuls, with their "on" and "off" values:
-    torch >= 2.9's fp32_precision, else the older allow_tf32 flags."""
+    torch >= 2.9's fp32_precision, else the older allow_tf32 flags. Written out here rather than
+    taken from kernelbench.baseline.tf32_settings(), so that a wrong choice there fails the tests."""
     b = torch.backends
     if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
         return [(b.cudnn.conv, "fp32_precision"), (b.cuda.matmul, "fp32_precision")], "tf32", "ieee"

@@ -590,7 +590,7 @@ def cmd_import(a) -> int:
             # A true FP32 reference: no TF32 in matmuls or convolutions. PyTorch's own settings
             # come back afterwards, also those the model file changed (the next file, or a
             # served baseline, must not run in them).
-            def changed(what, f=f, entry=entry):
+            def changed(what):  # called before this iteration ends: f and entry are this file's
                 entry["settings_set_back"] = what
                 print(f"{PROG}: {f}: the model file changed PyTorch's {', '.join(what)}; set back", file=sys.stderr)
 
