@@ -48,7 +48,7 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "conv_transpose", "gather", "cumsum", "argmax"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "conv_transpose", "gather", "cumsum", "argmax", "row_map"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -78,7 +78,7 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" ||
+  if (is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" ||
       plan.kind == "cumsum" || plan.kind == "argmax")
     add({false, plan.source});
   if (is_conv_kind(plan.kind)) add({plan.conv_weight_is_param, plan.conv_weight});
@@ -329,6 +329,12 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     if (plan.kind != "reduce" && plan.out_numel != r.outer * r.reduce * r.inner) return false;
     if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
+  if (plan.kind == "row_map") {
+    const TensorSpec* x = spec_of(problem, {false, plan.source});
+    const ReduceShape& r = plan.rshape;
+    if (!x || r.outer < 1 || r.reduce < 1 || r.inner != 1 || !kReduceOps.count(plan.reduce_op)) return false;
+    if (r.outer * r.reduce != static_cast<int64_t>(x->numel()) || plan.out_numel != r.outer * r.reduce) return false;
+  }
   if (plan.kind == "pool" && !pool_fits(plan, problem)) return false;
   if (is_conv_kind(plan.kind) && !conv_fits(plan, problem)) return false;
   if (plan.kind == "gather" && !gather_fits(plan, problem)) return false;
@@ -362,10 +368,13 @@ std::string leaf_index(const IndexMap& m, int64_t out_numel, const std::string& 
   return fmt::format("(({} / {}) % {})", i, m.div, m.mod);
 }
 
-std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc) {
+std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc,
+                      const std::string& source_element) {
   if (plan.expr.empty()) return acc;
   return render_expr(plan.expr, d, [&](const ExprNode& n) -> std::string {
     if (n.kind == ExprNode::Kind::Acc) return acc;
+    if (!source_element.empty() && n.kind == ExprNode::Kind::Input && n.tensor == plan.source && n.index.identity(plan.out_numel))
+      return source_element;
     const TensorRef t{n.kind == ExprNode::Kind::Param, n.tensor};
     return buffer_name(t) + "[" + leaf_index(n.index, plan.out_numel, i) + "]";
   });

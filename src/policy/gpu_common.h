@@ -113,8 +113,10 @@ bool fits_int32(const KernelPlan& plan, const Problem& problem);
 std::string leaf_index(const IndexMap& m, int64_t out_numel, const std::string& i);
 
 // render_expr with the standard leaves: Input/Param read "<buffer>[<leaf_index(i)>]", Acc is
-// `acc`. An empty expression renders as `acc`.
-std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc);
+// `acc`. An empty expression renders as `acc`. With `source_element`, the leaves that read the
+// plan's `source` element by element (a row map's x, held in registers) render as that text.
+std::string render_at(const KernelPlan& plan, const Dialect& d, const std::string& i, const std::string& acc,
+                      const std::string& source_element = "");
 
 // True when the expression does real work beyond Acc or a single leaf (for the fusion tags).
 bool expr_has_ops(const Expr& e);

@@ -1611,6 +1611,11 @@ nlohmann::json KernelPlan::to_json() const {
                  {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
     if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
+  if (kind == "row_map") {
+    j["source"] = source;
+    j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
+    j["reduce_op"] = reduce_op;
+  }
   if (kind == "cumsum" || kind == "argmax") {
     j["source"] = source;
     j["outer"] = rshape.outer, j["reduce"] = rshape.reduce, j["inner"] = rshape.inner;
@@ -1648,6 +1653,8 @@ std::string KernelPlan::summary() const {
   else if (kind == "conv_transpose")
     s = fmt::format("conv_transpose {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels, {}x{}{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n,
                     conv.cin, conv.h, conv.w, conv.cout, conv.out_h, conv.out_w, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+  else if (kind == "row_map")
+    s = fmt::format("{} of each of {} rows of {}, then every element with its row's", reduce_op, rshape.outer, rshape.reduce);
   else if (kind == "argmax")
     s = fmt::format("argmax over [{}, {}, {}] (outer, reduce, inner), int64 indices", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "cumsum")
@@ -1677,7 +1684,7 @@ double KernelPlan::rough_cost() const {
     return sum;
   } else if (kind == "elementwise") {
     elements += d(out_numel) * static_cast<double>(expr.inputs_used().size());
-  } else if (is_row_kind(kind) || kind == "cumsum" || kind == "argmax") {
+  } else if (is_row_kind(kind) || kind == "row_map" || kind == "cumsum" || kind == "argmax") {
     elements += d(rshape.outer) * d(rshape.reduce) * d(rshape.inner);
   } else if (kind == "pool") {
     elements += d(pool.planes) * d(pool.h) * d(pool.w);
@@ -1703,6 +1710,65 @@ Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i)
   p.inputs.insert(p.inputs.end(), chain.temps.begin(), chain.temps.end());
   if (i + 1 < chain.stages.size()) p.outputs = {chain.temps.at(i)};
   return p;
+}
+
+std::optional<KernelPlan> fuse_row_map(const KernelPlan& chain) {
+  if (chain.kind != "chain" || chain.stages.size() != 2 || chain.temps.size() != 1) return std::nullopt;
+  const KernelPlan& red = chain.stages[0];
+  const KernelPlan& map = chain.stages[1];
+  const int64_t rows = red.rshape.outer, cols = red.rshape.reduce;
+  if (red.kind != "reduce" || red.rshape.inner != 1 || red.out_numel != rows || red.source < 0 || red.source >= chain.first_temp)
+    return std::nullopt;
+  if (map.kind != "elementwise" || map.expr.empty() || map.out_numel != rows * cols) return std::nullopt;
+  const int temp = chain.first_temp;  // the reduction's result, as the elementwise stage reads it
+  // Element i of the [rows, cols] result belongs to row i / cols: the index map of a value per row.
+  auto per_row = [&](const IndexMap& m) { return (m.div == cols && m.mod == rows) || (rows == 1 && m.mod == 1); };
+
+  KernelPlan f;
+  f.kind = "row_map";
+  f.out_shape = map.out_shape;
+  f.out_numel = map.out_numel;
+  f.source = red.source;
+  f.rshape = red.rshape;
+  f.reduce_op = red.reduce_op;
+  // The reduction's epilogue first, its Acc the row's statistic and its leaves (read once per
+  // row of the reduction's [rows] result) re-indexed against the [rows, cols] output.
+  auto& nodes = f.expr.nodes;
+  std::vector<int> moved(red.expr.nodes.size(), -1);
+  for (size_t i = 0; i < red.expr.nodes.size(); ++i) {
+    ExprNode n = red.expr.nodes[i];
+    for (int& a : n.args) a = moved[static_cast<size_t>(a)];
+    if (n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) {
+      if (n.kind == ExprNode::Kind::Input && n.tensor >= chain.first_temp) return std::nullopt;
+      n.index.div *= cols;
+    }
+    moved[i] = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(n));
+  }
+  int stat = red.expr.empty() ? -1 : moved[static_cast<size_t>(red.expr.root)];
+  if (stat < 0) {
+    ExprNode acc;
+    acc.kind = ExprNode::Kind::Acc;
+    stat = static_cast<int>(nodes.size());
+    nodes.push_back(acc);
+  }
+  // Then the elementwise work, every read of the temporary replaced by the statistic.
+  std::vector<int> mapped(map.expr.nodes.size(), -1);
+  for (size_t i = 0; i < map.expr.nodes.size(); ++i) {
+    ExprNode n = map.expr.nodes[i];
+    if (n.kind == ExprNode::Kind::Acc) return std::nullopt;
+    if (n.kind == ExprNode::Kind::Input && n.tensor == temp) {
+      if (!per_row(n.index)) return std::nullopt;
+      mapped[i] = stat;
+      continue;
+    }
+    if (n.kind == ExprNode::Kind::Input && n.tensor > temp) return std::nullopt;
+    for (int& a : n.args) a = mapped[static_cast<size_t>(a)];
+    mapped[i] = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(n));
+  }
+  f.expr.root = mapped[static_cast<size_t>(map.expr.root)];
+  return f;
 }
 
 KernelPlan plan_kernel(const Problem& problem, const nlohmann::json& graph) {

@@ -66,6 +66,46 @@ TEST(CudaVariants, SoftmaxReadsTheRowOnceFirstAndLongRowsGoToLargeBlocks) {
   EXPECT_EQ(cuda_variants(sum.plan, sum.problem, generation_target("cuda")).front().family, "cuda.reduce.row-per-warp");
 }
 
+TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
+  // x / x.sum(1, keepdims) * w: one kernel that reads each row once (held in registers), ahead
+  // of the chain's two kernels (the sum into a temporary, then the division reading x again).
+  const Case c = load_case("pt_chain_row_normalize");
+  ASSERT_TRUE(fuse_row_map(c.plan).has_value());
+  const auto vs = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_FALSE(vs.empty());
+  const Variant& first = vs.front();
+  EXPECT_EQ(first.family, "cuda.row-map.row-per-warp");  // rows of 512: a warp per row
+  EXPECT_TRUE(first.params.value("cache", false));
+  EXPECT_NE(std::find(first.actions.begin(), first.actions.end(), "cuda.merge-kernels"), first.actions.end());
+  size_t kernels = 0;
+  for (size_t at = first.source.find("__global__"); at != std::string::npos; at = first.source.find("__global__", at + 1)) ++kernels;
+  EXPECT_EQ(kernels, 1u);
+  EXPECT_EQ(first.source.find("tmp["), std::string::npos);  // no temporary
+  auto is_chain = [](const Variant& v) { return v.family == "cuda.chain"; };
+  EXPECT_TRUE(std::is_partitioned(vs.begin(), vs.end(), [&](const Variant& v) { return !is_chain(v); }));
+  EXPECT_TRUE(std::any_of(vs.begin(), vs.end(), is_chain));
+  // Rows of 4096 (level2/15 has 8192): a block per row first, the largest first, cached first.
+  KernelPlan plan = c.plan;
+  plan.stages[0].rshape = {3, 4096, 1};
+  plan.stages[0].out_shape = {3, 1};
+  plan.stages[0].out_numel = 3;
+  plan.temps[0].shape = {3, 1};
+  plan.out_shape = plan.stages[1].out_shape = {3, 4096};
+  for (auto& n : plan.stages[1].expr.nodes) {
+    if (n.kind == ExprNode::Kind::Input && n.tensor == plan.first_temp) n.index = {4096, 3};
+    if (n.kind == ExprNode::Kind::Param) n.index = {1, 4096};
+  }
+  Problem problem = c.problem;
+  problem.inputs[0].shape = {3, 4096};
+  problem.parameters[0].shape = {4096};
+  problem.outputs[0].shape = {3, 4096};
+  std::vector<std::pair<int, bool>> order;  // (block, cached) of the row-per-block designs
+  for (const auto& v : cuda_variants(plan, problem, generation_target("cuda")))
+    if (v.family == "cuda.row-map.row-per-block") order.emplace_back(v.params.value("block", 0), v.params.value("cache", false));
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.front(), std::make_pair(1024, true));
+}
+
 TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
   const Case c = load_case("pt_conv");
   const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));

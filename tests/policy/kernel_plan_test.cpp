@@ -717,6 +717,62 @@ TEST(KernelPlan, RmsNormWrittenOutIsOneLayernormWithoutTheMean) {
   EXPECT_FALSE(kept.stages.back().rms);
 }
 
+// x / (x.sum(-1, keepdim) + 1) over [16, 32] (level2/15 with an epilogue on the sum), or with
+// `reduce` and `op` in place of sum and division; `keepdim` false reduces to [16] and unsqueezes.
+nlohmann::json row_map_graph(const std::string& reduce, const std::string& op, int64_t dim, bool keepdim) {
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  nlohmann::json nodes = {x, node("s", "call_method", reduce, {ref("x")}, {{"dim", dim}, {"keepdim", keepdim}}),
+                          node("e", "call_function", "operator.add", {ref("s"), 1.0})};
+  if (!keepdim) nodes.push_back(node("u", "call_method", "unsqueeze", {ref("e"), -1}));
+  nodes.push_back(node("y", "call_function", op, {ref("x"), ref(keepdim ? "e" : "u")}));
+  nodes.push_back(node("output", "output", "output", {ref("y")}));
+  return {{"nodes", nodes}};
+}
+
+TEST(KernelPlan, ARowStatisticAndTheWorkThatReadsItFuseIntoOneRowMap) {
+  Problem p = synthetic({{"in0", DType::f32, {16, 32}}}, {}, {16, 32});
+  for (bool keepdim : {true, false}) {
+    SCOPED_TRACE(keepdim);
+    const KernelPlan chain = plan_kernel(p, row_map_graph("sum", "operator.truediv", -1, keepdim));
+    ASSERT_EQ(chain.kind, "chain") << chain.reason << " " << chain.summary();
+    ASSERT_EQ(chain.stages.size(), 2u) << chain.summary();
+    const auto fused = fuse_row_map(chain);
+    ASSERT_TRUE(fused.has_value()) << chain.to_json().dump();
+    EXPECT_EQ(fused->kind, "row_map");
+    EXPECT_EQ(fused->source, 0);
+    EXPECT_EQ(fused->reduce_op, "sum");
+    EXPECT_EQ(fused->rshape.outer, 16);
+    EXPECT_EQ(fused->rshape.reduce, 32);
+    EXPECT_EQ(fused->rshape.inner, 1);
+    EXPECT_EQ(fused->out_numel, 16 * 32);
+    EXPECT_TRUE(fused->temps.empty());
+    // The sum's epilogue moved into the expression; x read element by element (here from a register).
+    EXPECT_EQ(gpu::render_at(*fused, kCuda, "i", "stat", "xv"), "(xv / (stat + (1.0f)))");
+    EXPECT_EQ(gpu::render_at(*fused, kCuda, "i", "stat"), "(in0[i] / (stat + (1.0f)))");
+    EXPECT_EQ(fused->to_json().value("reduce_op", ""), "sum");
+    EXPECT_EQ(fused->summary().rfind("sum of each of 16 rows of 32", 0), 0u) << fused->summary();
+  }
+  // What is not a row statistic and one map of its rows stays a chain.
+  const KernelPlan columns = plan_kernel(p, row_map_graph("sum", "operator.truediv", 0, true));  // inner 32
+  ASSERT_EQ(columns.kind, "chain") << columns.reason;
+  EXPECT_FALSE(fuse_row_map(columns).has_value());
+  KernelPlan other_map = plan_kernel(p, row_map_graph("amax", "operator.sub", -1, true));
+  ASSERT_EQ(other_map.kind, "chain") << other_map.reason;
+  EXPECT_TRUE(fuse_row_map(other_map).has_value());
+  for (auto& n : other_map.stages[1].expr.nodes)  // the temporary read as if it were per column
+    if (n.kind == ExprNode::Kind::Input && n.tensor == other_map.first_temp) n.index = {1, 16};
+  EXPECT_FALSE(fuse_row_map(other_map).has_value());
+  Problem lse = synthetic({{"in0", DType::f32, {4, 6}}}, {}, {4, 1});
+  nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
+  x["tensor"] = "in0";
+  const KernelPlan three = plan_kernel(lse, {{"nodes", {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", true}}),
+                                                        node("output", "output", "output", {ref("l")})}}});
+  ASSERT_EQ(three.kind, "chain") << three.reason;
+  EXPECT_FALSE(fuse_row_map(three).has_value());
+  EXPECT_FALSE(fuse_row_map(plan_kernel(p, row_map_graph("sum", "operator.truediv", -1, true)).stages[0]).has_value());
+}
+
 TEST(KernelPlan, RendersExpressions) {
   KernelPlan act = plan_kernel(hand_made("act_chain"));
   ASSERT_EQ(act.kind, "elementwise");

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,10 @@ inline int64_t transposed_out(int64_t in, int64_t k, int64_t stride, int64_t pad
 struct KernelPlan {
   // elementwise  output = expr over inputs/params (no producer)
   // reduce       output[o, i] = epilogue(reduce_op over r of pre(x[o, r, i]))  (sum | mean | max | min)
+  // row_map      output[o, r] = expr over x[o, r] and the row's statistic (inner 1): Acc is reduce_op
+  //              (sum | mean | max | min) over row o of x, and the expression's leaves read x and
+  //              other tensors element by element. Never made by plan_kernel(): fuse_row_map()
+  //              makes it from a chain, for the generators that offer it (x / x.sum(-1, keepdim))
   // softmax      output = softmax(x) along the reduce axis; log_softmax likewise
   // layernorm    output[o, r] = epilogue((x[o, r] - mean_o) * rsqrt(var_o + eps)) over the last
   //              axis (inner 1); the affine weight and bias are epilogue leaves
@@ -206,6 +211,13 @@ inline bool is_row_kind(const std::string& kind) {
 // its parameters, and as its one output the stage's result (temps[i], or outputs[0] for the
 // last stage).
 Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i);
+
+// A chain of two stages, a reduction along the last axis and elementwise work over the reduced
+// tensor's shape that reads the reduction's result once per row (x / x.sum(-1, keepdim=True),
+// x - x.max(-1, keepdim=True)), as one plan of kind row_map: each row read once from memory,
+// its statistic kept on chip. The reduction's epilogue moves into the expression. nullopt for
+// any other plan. A generator that offers it lists its designs next to the chain's.
+std::optional<KernelPlan> fuse_row_map(const KernelPlan& chain);
 
 // Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
 // it does not understand: kind "unsupported" with the reason (a missing graph included).

@@ -58,7 +58,7 @@ void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& 
 // The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool, conv, conv_transpose and gather: one thread per output walking its window (cuda_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);

@@ -6,6 +6,9 @@
 //                   the row in registers so it is read from memory once.
 //   row-per-block   (inner 1) one block per row: serial per thread, shuffles per warp, shared
 //                   memory across warps (two-level); the same softmax choices.
+//   row maps        (row_map, inner 1: x / x.sum(-1, keepdim)) a warp or a block per row as above:
+//                   the row's statistic, then every element through the expression, the row
+//                   held in registers (read once) or read again.
 //   column-split    (inner > 1, reductions, long axes) 32 columns per block, each column's axis
 //                   split over 8 or 16 threads, the pieces combined in shared memory.
 //   column-per-thread (inner > 1) one thread per (outer, inner) column: neighbouring threads
@@ -34,6 +37,7 @@ struct Ctx {
   int64_t outer, r, inner;
   bool is_reduce, is_log;
   double eps = 0;  // layernorm
+  bool is_map = false;  // row_map: the row's statistic, then the expression over every element
   bool vec4() const { return r % 4 == 0; }
 };
 
@@ -144,16 +148,23 @@ __device__ __forceinline__ void mb_block_merge(float& m, float& s, float* sh_m, 
 
 )CU";
 
-// Statements that write one float4 chunk `q` (row-relative float4 index `v`) of softmax output.
+// Statements that store output element `i` (its input element `xv`) to `dst`: softmax's value
+// of xv through the epilogue, or a row map's expression (Acc: the row's `stat`; x: xv).
+std::string element_store(const Ctx& c, const std::string& in, const std::string& dst, const std::string& i, const std::string& xv) {
+  if (c.is_map) return fmt::format("{}{} = {};\n", in, dst, gpu::render_at(c.plan, kCuda, i, "stat", xv));
+  return fmt::format("{0}{{\n{0}  const float acc = {1};\n{0}  {2} = {3};\n{0}}}\n", in, softmax_value(c, xv), dst, epilogue(c, i, "acc"));
+}
+
+// Statements that write one float4 chunk `q` (row-relative float4 index `v`) of softmax or row
+// map output.
 std::string write_chunk(const Ctx& c, const std::string& in) {
   const char* comp = "xyzw";
   std::string lanes;
   bool uses_b = false;
   for (int k = 0; k < 4; ++k) {
-    const std::string e = epilogue(c, fmt::format("(b + {})", k), "acc");
+    const std::string e = element_store(c, in, std::string("y.") + comp[k], fmt::format("(b + {})", k), std::string("q.") + comp[k]);
     uses_b |= e.find("(b + ") != std::string::npos;
-    lanes += fmt::format("{}{{\n{}  const float acc = {};\n", in, in, softmax_value(c, std::string("q.") + comp[k]));
-    lanes += fmt::format("{}  y.{} = {};\n{}}}\n", in, comp[k], e, in);
+    lanes += e;
   }
   std::string s;
   if (uses_b) s += fmt::format("{}const {} b = o * R + static_cast<{}>(v) * 4;\n", in, c.idx, c.idx);
@@ -165,16 +176,26 @@ std::string write_chunk(const Ctx& c, const std::string& in) {
 std::string write_scalar(const Ctx& c, const std::string& in, const std::string& xv) {
   std::string s;
   s += fmt::format("{}const {} i = o * R + r;\n", in, c.idx);
-  s += in + "const float acc = " + softmax_value(c, xv) + ";\n";
-  s += in + "out[i] = " + epilogue(c, "i", "acc") + ";\n";
+  s += element_store(c, in, "out[i]", "i", xv);
   return s;
 }
 
-std::vector<std::string> tail_actions(const Ctx& c) {
+// The row designs' actions after the reduction's own: a row map merges the chain's two kernels,
+// an online softmax reads the row twice.
+std::vector<std::string> tail_actions(const Ctx& c, bool cached) {
   std::vector<std::string> a;
+  if (c.is_map) a.push_back("cuda.merge-kernels");
+  if (!c.is_reduce && !c.is_map && !cached) a.push_back("cuda.online-softmax");
   if (!c.is_reduce || gpu::expr_has_ops(c.plan.expr)) a.push_back("cuda.fuse-elementwise-epilogue");
   if (c.vec4()) a.push_back("cuda.vectorized-global-access");
   return a;
+}
+
+// The end of a row design's description: how softmax or a row map treats the row.
+std::string row_note(const Ctx& c, bool cached, const std::string& online) {
+  if (c.is_reduce) return "";
+  const std::string read = cached ? ", the row cached in registers (one read)" : c.is_map ? ", the row read again to write it" : online;
+  return c.is_map ? fmt::format(", the row's {} then every element{}", c.plan.reduce_op, read) : read;
 }
 
 // `threads` cooperate on one row (32: a warp, else the block); `lane` is the thread's index
@@ -183,26 +204,101 @@ std::vector<std::string> tail_actions(const Ctx& c) {
 // `reduce(op, v)` is the call that reduces v over the cooperating threads (every one gets the
 // result); `merge` the statement that merges the online (m, sum) pairs likewise.
 using Reducer = std::function<std::string(const std::string& op, const std::string& v)>;
+
+// The thread's part of the row's `op` (sum, max, min) into `float a`, read from memory.
+std::string accumulate(const Ctx& c, int threads, const std::string& op) {
+  std::string k = "  float a = " + init(op) + ";\n";
+  if (c.vec4()) {
+    k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
+    k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
+    k += "    const float4 q = row4[v];\n";
+    k += "    a = " + combine(op, "a", combine(op, combine(op, "q.x", "q.y"), combine(op, "q.z", "q.w"))) + ";\n  }\n";
+  } else {
+    k += fmt::format("  for (int r = lane; r < R; r += {}) a = {};\n", threads, combine(op, "a", "row[r]"));
+  }
+  return k;
+}
+
+// The row read again from memory (row4 declared when vec4), every element written.
+std::string write_again(const Ctx& c, int threads) {
+  std::string k;
+  if (c.vec4()) {
+    k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
+    k += "    const float4 q = row4[v];\n";
+    k += write_chunk(c, "    ");
+  } else {
+    k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads);
+    k += write_scalar(c, "    ", "row[r]");
+  }
+  return k + "  }\n";
+}
+
+// The row loaded into `cache` (each thread's chunks; past the row's end `pad`), each chunk
+// folded into a statistic by `fold` (statements reading `cache[ch]`).
+std::string cache_row(const Ctx& c, int threads, const std::string& pad, const std::string& fold) {
+  const bool v4 = c.vec4();
+  const int64_t units = v4 ? c.r / 4 : c.r;
+  const bool guard = units % threads != 0;
+  std::string k = fmt::format("  {} cache[{}];\n", v4 ? "float4" : "float", gpu::ceil_div(units, threads));
+  if (v4) k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
+  const std::string load = v4 ? "row4[v]" : "row[v]";
+  const std::string padded = v4 ? fmt::format("make_float4({0}, {0}, {0}, {0})", pad) : pad;
+  k += "#pragma unroll\n";
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(units, threads));
+  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
+  k += fmt::format("    cache[ch] = {};\n", guard ? fmt::format("v < {} ? {} : {}", v4 ? "R / 4" : "R", load, padded) : load);
+  return k + fold + "  }\n";
+}
+
+// Every element of the cached row written.
+std::string write_cached(const Ctx& c, int threads) {
+  const bool v4 = c.vec4();
+  const int64_t units = v4 ? c.r / 4 : c.r;
+  const bool guard = units % threads != 0;
+  std::string k = "#pragma unroll\n";
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(units, threads));
+  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
+  std::string in = "    ";
+  if (guard) {
+    k += fmt::format("    if (v < {}) {{\n", v4 ? "R / 4" : "R");
+    in = "      ";
+  }
+  if (v4) {
+    k += in + "const float4 q = cache[ch];\n";
+    k += write_chunk(c, in);
+  } else {
+    k += in + "const int r = v;\n";
+    k += write_scalar(c, in, "cache[ch]");
+  }
+  if (guard) k += "    }\n";
+  return k + "  }\n";
+}
+
 std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& reduce, const std::string& merge) {
   std::string k;
   const bool v4 = c.vec4();
-  const std::string n_units = v4 ? "R / 4" : "R";
   if (c.is_reduce) {
     const std::string op = op_name(c.plan.reduce_op);
-    k += "  float a = " + init(op) + ";\n";
-    if (v4) {
-      k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
-      k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
-      k += "    const float4 q = row4[v];\n";
-      k += "    a = " + combine(op, "a", combine(op, combine(op, "q.x", "q.y"), combine(op, "q.z", "q.w"))) + ";\n  }\n";
-    } else {
-      k += fmt::format("  for (int r = lane; r < R; r += {}) a = {};\n", threads, combine(op, "a", "row[r]"));
-    }
+    k += accumulate(c, threads, op);
     k += "  a = " + reduce(op, "a") + ";\n";
     k += "  if (lane == 0) {\n";
     k += "    const float acc = " + final_value(c, "a") + ";\n";
     k += "    out[o] = " + epilogue(c, "o", "acc") + ";\n  }\n";
     return k;
+  }
+  if (c.is_map) {  // the row's statistic, then every element through the expression
+    const std::string op = op_name(c.plan.reduce_op);
+    if (cached) {
+      k += "  float a = " + init(op) + ";\n";
+      k += cache_row(c, threads, init(op),
+                     "    a = " + (v4 ? combine(op, "a", combine(op, combine(op, "cache[ch].x", "cache[ch].y"), combine(op, "cache[ch].z", "cache[ch].w")))
+                                     : combine(op, "a", "cache[ch]")) + ";\n");
+    } else {
+      k += accumulate(c, threads, op);
+    }
+    k += "  a = " + reduce(op, "a") + ";\n";
+    k += "  const float stat = " + final_value(c, "a") + ";\n";
+    return k + (cached ? write_cached(c, threads) : write_again(c, threads));
   }
   if (!cached) {
     k += "  float m = -INFINITY, sum = 0.0f;\n";
@@ -216,62 +312,23 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
     }
     k += "  " + merge + ";\n";
     k += "  const float norm = " + norm_of(c, "sum") + ";\n";
-    if (v4) {
-      k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
-      k += "    const float4 q = row4[v];\n";
-      k += write_chunk(c, "    ");
-      k += "  }\n";
-    } else {
-      k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads);
-      k += write_scalar(c, "    ", "row[r]");
-      k += "  }\n";
-    }
-    return k;
+    return k + write_again(c, threads);
   }
   // Cached: the row in registers, max then sum of exp, then the write: one read of memory.
-  const int64_t units = v4 ? c.r / 4 : c.r;
-  const int64_t chunks = gpu::ceil_div(units, threads);
-  const bool guard = units % threads != 0;
-  const std::string type = v4 ? "float4" : "float";
-  k += fmt::format("  {} cache[{}];\n", type, chunks);
-  if (v4) k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
   k += "  float m = -INFINITY;\n";
-  k += "#pragma unroll\n";
-  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
-  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
-  const std::string pad = v4 ? "make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY)" : "-INFINITY";
-  const std::string load = v4 ? "row4[v]" : "row[v]";
-  k += fmt::format("    cache[ch] = {};\n", guard ? fmt::format("v < {} ? {} : {}", n_units, load, pad) : load);
-  k += v4 ? "    m = fmaxf(m, fmaxf(fmaxf(cache[ch].x, cache[ch].y), fmaxf(cache[ch].z, cache[ch].w)));\n"
-          : "    m = fmaxf(m, cache[ch]);\n";
-  k += "  }\n";
+  k += cache_row(c, threads, "-INFINITY",
+                 v4 ? "    m = fmaxf(m, fmaxf(fmaxf(cache[ch].x, cache[ch].y), fmaxf(cache[ch].z, cache[ch].w)));\n"
+                    : "    m = fmaxf(m, cache[ch]);\n");
   k += "  m = " + reduce("max", "m") + ";\n";
   k += "  float sum = 0.0f;\n";
   k += "#pragma unroll\n";
-  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(v4 ? c.r / 4 : c.r, threads));
   k += v4 ? "    sum += (expf(cache[ch].x - m) + expf(cache[ch].y - m)) + (expf(cache[ch].z - m) + expf(cache[ch].w - m));\n"
           : "    sum += expf(cache[ch] - m);\n";
   k += "  }\n";
   k += "  sum = " + reduce("sum", "sum") + ";\n";
   k += "  const float norm = " + norm_of(c, "sum") + ";\n";
-  k += "#pragma unroll\n";
-  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", chunks);
-  k += fmt::format("    const int v = ch * {} + lane;\n", threads);
-  std::string in = "    ";
-  if (guard) {
-    k += fmt::format("    if (v < {}) {{\n", n_units);
-    in = "      ";
-  }
-  if (v4) {
-    k += in + "const float4 q = cache[ch];\n";
-    k += write_chunk(c, in);
-  } else {
-    k += in + "const int r = v;\n";
-    k += write_scalar(c, in, "cache[ch]");
-  }
-  if (guard) k += "    }\n";
-  k += "  }\n";
-  return k;
+  return k + write_cached(c, threads);
 }
 
 // Floats a thread would hold to cache the row; caching is offered up to 64.
@@ -284,7 +341,7 @@ Design row_per_warp(const Ctx& c, int warps, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define OUTER {}\n#define WPB {}\n\n", c.r, c.outer, warps);
-  if (c.is_reduce) k += helpers(op_name(c.plan.reduce_op));
+  if (c.is_reduce || c.is_map) k += helpers(op_name(c.plan.reduce_op));
   else {
     k += kSoftmaxHelpers;
     if (cached) k += helpers("max") + helpers("sum");
@@ -300,14 +357,13 @@ Design row_per_warp(const Ctx& c, int warps, bool cached) {
   k += "}\n";
 
   Design d;
-  d.family = "cuda.reduce.row-per-warp";
+  d.family = c.is_map ? "cuda.row-map.row-per-warp" : "cuda.reduce.row-per-warp";
   d.params = {{"warps_per_block", warps}};
   if (!c.is_reduce) d.params["cache"] = cached;
   d.description = fmt::format("one warp per row ({} rows per block), shuffle reductions{}", warps,
-                              c.is_reduce ? "" : cached ? ", the row cached in registers (one read)" : ", online (max, sum) per lane");
+                              row_note(c, cached, ", online (max, sum) per lane"));
   d.actions = {"cuda.row-per-warp", "cuda.warp-shuffle-reduction"};
-  if (!c.is_reduce && !cached) d.actions.push_back("cuda.online-softmax");
-  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  for (auto& a : tail_actions(c, cached)) d.actions.push_back(a);
   d.device_code = k;
   d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
                               gpu::ceil_div(c.outer, warps), warps * 32, call_args(tensors));
@@ -318,13 +374,13 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define BLOCK {}\n\n", c.r, block);
-  if (c.is_reduce) k += helpers(op_name(c.plan.reduce_op));
+  if (c.is_reduce || c.is_map) k += helpers(op_name(c.plan.reduce_op));
   else {
     k += kSoftmaxHelpers;
     if (cached) k += helpers("max") + helpers("sum");
   }
   k += fmt::format("__global__ void __launch_bounds__(BLOCK) mb_rows({}) {{\n", kernel_params(tensors));
-  if (c.is_reduce || cached) k += "  __shared__ float sh[33];\n";
+  if (c.is_reduce || c.is_map || cached) k += "  __shared__ float sh[33];\n";
   else k += "  __shared__ float sh_m[33], sh_s[33];\n";
   k += "  const int lane = threadIdx.x;\n";
   k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
@@ -336,14 +392,13 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
   k += "}\n";
 
   Design d;
-  d.family = "cuda.reduce.row-per-block";
+  d.family = c.is_map ? "cuda.row-map.row-per-block" : "cuda.reduce.row-per-block";
   d.params = {{"block", block}};
   if (!c.is_reduce) d.params["cache"] = cached;
   d.description = fmt::format("one {}-thread block per row, shuffles then shared memory across warps{}", block,
-                              c.is_reduce ? "" : cached ? ", the row cached in registers (one read)" : ", online (max, sum) pairs");
+                              row_note(c, cached, ", online (max, sum) pairs"));
   d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning"};
-  if (!c.is_reduce && !cached) d.actions.push_back("cuda.online-softmax");
-  for (auto& a : tail_actions(c)) d.actions.push_back(a);
+  for (auto& a : tail_actions(c, cached)) d.actions.push_back(a);
   d.device_code = k;
   d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n", c.outer,
                               block, call_args(tensors));
@@ -568,7 +623,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
         plan.rshape.inner,
         plan.kind == "reduce",
         plan.kind == "log_softmax",
-        plan.eps};
+        plan.eps,
+        plan.kind == "row_map"};
   std::vector<Design> v;
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;

@@ -155,7 +155,7 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
+  if (is_row_kind(plan.kind) || plan.kind == "row_map") return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -181,6 +181,10 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
 
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
   std::vector<Variant> v;
+  // A row statistic and the elementwise work that reads it, as one kernel first (one read of
+  // the row, not two, and no temporary), then the chain's two kernels.
+  if (const auto fused = fuse_row_map(plan))
+    for (const auto& d : cuda::designs_for(*fused, problem)) v.push_back(cuda::finish(d, *fused, problem));
   for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem) : cuda::designs_for(plan, problem))
     v.push_back(cuda::finish(d, plan, problem));
   return v;
