@@ -106,6 +106,22 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   EXPECT_EQ(order.front(), std::make_pair(1024, true));
 }
 
+TEST(CudaVariants, ArgmaxRowsLoadFloat4FirstWhereTheRowsAllow) {
+  const Case c = load_case("pt_argmax_rows");  // rows of 3000: float4 loads, then scalar ones
+  const auto vs = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(vs.size(), 6u);
+  EXPECT_EQ(vs.front().family, "cuda.argmax.block-rows");
+  EXPECT_EQ(vs.front().params.value("vec", 1), 4);
+  EXPECT_NE(vs.front().source.find("reinterpret_cast<const float4*>"), std::string::npos);
+  KernelPlan odd = c.plan;  // rows of 3001 would misalign every row after the first
+  odd.rshape.reduce = 3001;
+  Problem p = c.problem;
+  p.inputs[0].shape = {5, 3001};
+  const auto scalar = cuda_variants(odd, p, generation_target("cuda"));
+  ASSERT_FALSE(scalar.empty());
+  for (const auto& v : scalar) EXPECT_FALSE(v.params.contains("vec")) << v.params.dump();
+}
+
 TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
   const Case c = load_case("pt_conv");
   const auto variants = cuda_variants(c.plan, c.problem, generation_target("cuda"));
