@@ -136,6 +136,25 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
 
 // A generated candidate has its plan's shapes compiled in: given other tensors, mblast_run
 // refuses with the reason instead of computing garbage.
+TEST(OpenclVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
+  const Case c = load_case("pt_chain_row_normalize");  // x / x.sum(1, keepdims) * w
+  for (const std::string target : {"pocl-cpu", "nvidia-opencl"}) {
+    SCOPED_TRACE(target);
+    const auto vs = opencl_variants(c.plan, c.problem, find_target(target));
+    ASSERT_FALSE(vs.empty());
+    auto is_map = [](const Variant& v) { return v.family.rfind("opencl.row-map.", 0) == 0; };
+    EXPECT_TRUE(is_map(vs.front())) << vs.front().family;
+    EXPECT_TRUE(std::is_partitioned(vs.begin(), vs.end(), is_map));
+    EXPECT_TRUE(std::any_of(vs.begin(), vs.end(), [](const Variant& v) { return v.family == "opencl.chain"; }));
+    for (const auto& v : vs) {
+      if (!is_map(v)) continue;
+      size_t kernels = 0;
+      for (size_t at = v.source.find("__kernel"); at != std::string::npos; at = v.source.find("__kernel", at + 1)) ++kernels;
+      EXPECT_EQ(kernels, 1u) << label(v);
+    }
+  }
+}
+
 TEST(OpenclVariants, CandidateRejectsOtherShapes) {
   std::string why;
   const auto targets = testing::available_targets("opencl", &why);

@@ -113,7 +113,7 @@ std::string poly_erf_name(int width);
 std::string poly_erf_source(int width);
 
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm
+std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);

@@ -13,6 +13,9 @@
 //                   compensated (Kahan), as one work-item walks the whole axis.
 //   columns-vec     (reductions, inner a multiple of VW) VW neighbouring columns per work-item
 //                   as floatVW values, first on a CPU device.
+//   row maps        (row_map, inner 1: x / x.sum(-1, keepdim)) a work-group or a work-item per
+//                   row as above: the row's statistic, then every element through the
+//                   expression in a second read of the row (from the cache), one kernel.
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -29,6 +32,7 @@ struct Ctx {
   int64_t outer, r, inner;
   bool is_reduce, is_log;
   double eps = 0;  // layernorm
+  bool is_map = false;  // row_map: the row's statistic, then the expression over every element
 };
 
 std::string combine(const std::string& op, const std::string& a, const std::string& b) {
@@ -56,6 +60,11 @@ std::string norm_of(const Ctx& c, const std::string& sum) { return c.is_log ? "l
 
 std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) {
   return gpu::render_at(c.plan, kOpenCL, i, acc);
+}
+
+// A row map's value of the element `xv` (output index `i`): the expression, Acc the row's `stat`.
+std::string map_value(const Ctx& c, const std::string& i, const std::string& xv) {
+  return gpu::render_at(c.plan, kOpenCL, i, "stat", xv);
 }
 
 std::vector<std::string> fusion_actions(const Ctx& c) {
@@ -90,14 +99,16 @@ std::string group_accumulate(const std::string& op, const std::string& var, cons
   return s;
 }
 
-// The write pass of softmax: float4 loads and stores, each lane through the epilogue.
+// The write pass of softmax (each lane through the epilogue) or of a row map (each lane through
+// the expression): float4 loads and stores.
 std::string group_write(const Ctx& c) {
   std::string lanes;
   bool uses_b = false;
   for (int k = 0; k < 4; ++k) {
-    const std::string e = epilogue(c, fmt::format("(b + {})", k), "acc" + std::to_string(k));
+    const std::string b = fmt::format("(b + {})", k), q = std::string("q.s") + kLane[k];
+    const std::string e = c.is_map ? map_value(c, b, q) : epilogue(c, b, "acc" + std::to_string(k));
     uses_b |= e.find("(b + ") != std::string::npos;
-    lanes += fmt::format("    const float acc{} = {};\n", k, softmax_value(c, std::string("q.s") + kLane[k]));
+    if (!c.is_map) lanes += fmt::format("    const float acc{} = {};\n", k, softmax_value(c, q));
     lanes += fmt::format("    const float y{} = {};\n", k, e);
   }
   std::string s;
@@ -107,6 +118,7 @@ std::string group_write(const Ctx& c) {
   s += "    vstore4((float4)(y0, y1, y2, y3), v, out + o * R);\n  }\n";
   s += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n";
   s += fmt::format("    const {} i = o * R + r;\n", c.idx);
+  if (c.is_map) return s + "    out[i] = " + map_value(c, "i", "row[r]") + ";\n  }\n";
   s += "    const float acc = " + softmax_value(c, "row[r]") + ";\n";
   s += "    out[i] = " + epilogue(c, "i", "acc") + ";\n  }\n";
   return s;
@@ -130,6 +142,13 @@ Design row_per_group(const Ctx& c, int wg, bool online) {
     k += "  if (t == 0) {\n";
     k += "    const float acc = " + final_value(c, "part[0]") + ";\n";
     k += "    out[o] = " + epilogue(c, "o", "acc") + ";\n  }\n";
+  } else if (c.is_map) {
+    const std::string& op = c.plan.reduce_op;
+    k += group_accumulate(op, "a", "q", "x");
+    k += "  part[t] = a;\n";
+    k += tree("part[t] = " + combine(op, "part[t]", "part[t + s]") + ";");
+    k += "  const float stat = " + final_value(c, "part[0]") + ";\n";
+    k += group_write(c);
   } else if (!online) {
     k += group_accumulate("max", "a", "q", "x");
     k += "  part[t] = a;\n";
@@ -167,11 +186,14 @@ Design row_per_group(const Ctx& c, int wg, bool online) {
   k += "}\n";
 
   Design d;
-  d.family = "opencl.reduce.row-per-group";
+  d.family = c.is_map ? "opencl.row-map.row-per-group" : "opencl.reduce.row-per-group";
   d.params = {{"wg", wg}};
-  if (!c.is_reduce) d.params["online"] = online;
+  if (!c.is_reduce && !c.is_map) d.params["online"] = online;
   d.description = fmt::format("one work-group of {} per row, float4 loads, local-memory tree{}", wg,
-                              c.is_reduce ? "" : online ? " of online (max, sum) pairs" : "s for max and sum");
+                              c.is_reduce ? ""
+                              : c.is_map  ? fmt::format(" for the row's {}, then every element from a second read", c.plan.reduce_op)
+                              : online    ? " of online (max, sum) pairs"
+                                          : "s for max and sum");
   d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
   if (online) d.actions.push_back("opencl.fewer-barriers");
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
@@ -229,14 +251,15 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   k += fmt::format("  const {0} o = ({0})get_global_id(0);\n", c.idx);
   k += "  if (o >= OUTER) return;\n";
   k += "  __global const float* row = " + c.x + " + o * R;\n";
-  if (c.is_reduce) {
+  if (c.is_reduce || c.is_map) {
     const std::string& op = c.plan.reduce_op;
     k += fmt::format("  {} a = ({})({});\n", vt, vt, init(op));
     k += fmt::format("  for (int v = 0; v < RV; ++v) a = {};\n", combine(op, "a", fmt::format("vload{}(v, row)", vec)));
     k += "  float acc = " + horizontal(op, "a") + ";\n";
     k += fmt::format("  for (int r = RV * {}; r < R; ++r) acc = {};\n", vec, combine(op, "acc", "row[r]"));
     k += "  acc = " + final_value(c, "acc") + ";\n";
-    k += "  out[o] = " + epilogue(c, "o", "acc") + ";\n";
+    if (c.is_reduce) k += "  out[o] = " + epilogue(c, "o", "acc") + ";\n";
+    else k += "  const float stat = acc;\n";
   } else if (online) {
     k += fmt::format("  {0} mv = ({0})(-INFINITY), sv = ({0})(0.0f);\n", vt);
     k += "  for (int v = 0; v < RV; ++v) {\n";
@@ -272,7 +295,24 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   }
   // The write pass's value of x: from the input row, or (stored) the exp already in the output.
   auto value = [&](const std::string& x) { return stored ? "(" + x + " * norm)" : softmax_value(c, x); };
-  if (!c.is_reduce) {
+  if (c.is_map) {  // the row read again (from the cache), each lane through the expression
+    k += "  for (int v = 0; v < RV; ++v) {\n";
+    k += fmt::format("    const {} q = vload{}(v, row);\n", vt, vec);
+    std::string ys, lanes;
+    bool uses_b = false;
+    for (int i = 0; i < vec; ++i) {
+      const std::string e = map_value(c, fmt::format("(b + {})", i), lane("q", i));
+      uses_b |= e.find("(b + ") != std::string::npos;
+      lanes += fmt::format("    const float y{} = {};\n", i, e);
+      ys += (i ? ", y" : "y") + std::to_string(i);
+    }
+    if (uses_b) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+    k += lanes;
+    k += fmt::format("    vstore{}(({})({}), v, out + o * R);\n  }}\n", vec, vt, ys);
+    k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n", vec);
+    k += fmt::format("    const {} i = o * R + r;\n", c.idx);
+    k += "    out[i] = " + map_value(c, "i", "row[r]") + ";\n  }\n";
+  } else if (!c.is_reduce) {
     k += "  const float norm = " + norm_of(c, "sum") + ";\n";
     k += "  for (int v = 0; v < RV; ++v) {\n";
     k += fmt::format("    const {} q = vload{}(v, {});\n", vt, vec, stored ? "orow" : "row");
@@ -301,15 +341,16 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   k += "}\n";
 
   Design d;
-  d.family = "opencl.reduce.row-per-item";
+  d.family = c.is_map ? "opencl.row-map.row-per-item" : "opencl.reduce.row-per-item";
   // On a CPU device with rows enough for its cores, first: on PoCL (2-core VM, level1 small) a
   // work-item per row beat the work-group start 3.8x (layernorm), 2.5x (mean), 3.6x (softmax).
   d.cpu_first = c.outer >= 64;
   d.params = {{"vec", vec}};
-  if (!c.is_reduce) d.params["online"] = online;
+  if (!c.is_reduce && !c.is_map) d.params["online"] = online;
   if (stored) d.params["exp_stored"] = true;
   d.description = fmt::format("one work-item per row, float{} accumulators, no barriers{}", vec,
                               c.is_reduce ? ""
+                              : c.is_map  ? fmt::format(", the row's {} then every element from a second read", c.plan.reduce_op)
                               : online    ? ", online (max, sum) per lane"
                               : stored    ? ", max pass, then a sum pass storing exp, then a scaling pass"
                                           : ", max pass then sum pass");
@@ -549,7 +590,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
         plan.rshape.inner,
         plan.kind == "reduce",
         plan.kind == "log_softmax",
-        plan.eps};
+        plan.eps,
+        plan.kind == "row_map"};
   std::vector<Design> v;
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
@@ -557,6 +599,11 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
     // Widest vectors first: on pocl-cpu (AVX2), level1/11 small (512 x 1024), the fastest of
     // three evals each took 257-260 us at float16, 280-407 at float8, 341-359 at float4.
     for (int vec : {16, 8, 4}) v.push_back(norm_per_item(c, vec));
+    return v;
+  }
+  if (c.is_map) {  // inner 1 (plan_supported)
+    for (int wg : {32, 64, 128, 256}) v.push_back(row_per_group(c, wg, false));
+    for (int vec : {4, 8, 16}) v.push_back(row_per_item(c, vec, RowStats::two_pass));
     return v;
   }
   if (c.inner == 1) {

@@ -294,7 +294,7 @@ namespace {
 std::vector<Design> designs_by_kind(const KernelPlan& plan, const Problem& problem) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind)) return reduction_designs(plan, problem);  // reduce, softmax, layernorm
+  if (is_row_kind(plan.kind) || plan.kind == "row_map") return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -334,6 +334,10 @@ std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& prob
   const auto type = target.spec.is_object() ? target.spec.value("/device/type"_json_pointer, nlohmann::json()) : nlohmann::json();
   const bool cpu = type.is_string() && type.get<std::string>() == "cpu";
   std::vector<Variant> v;
+  // A row statistic and the elementwise work that reads it, as one kernel first (no temporary,
+  // one launch), then the chain's two kernels.
+  if (const auto fused = fuse_row_map(plan))
+    for (const auto& d : opencl::designs_for(*fused, problem, cpu)) v.push_back(opencl::finish(d, *fused, problem));
   for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem, cpu) : opencl::designs_for(plan, problem, cpu))
     v.push_back(opencl::finish(d, plan, problem));
   return v;
