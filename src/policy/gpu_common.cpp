@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <queue>
 #include <sstream>
 #include <set>
@@ -503,6 +504,52 @@ std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& s
     }
     out.push_back(std::move(combo));
   }
+  return out;
+}
+
+std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params, size_t cap) {
+  const size_t stages = params.size();
+  std::vector<std::string> order;                     // parameter values in order of first appearance
+  std::map<std::string, std::vector<long>> first;     // value -> per stage, its first design with it (-1: none)
+  for (size_t s = 0; s < stages; ++s) {
+    if (params[s].empty()) return {};
+    std::set<std::string> at_start;  // what the stage's first design has already
+    const nlohmann::json start = params[s][0].is_object() ? params[s][0].flatten() : nlohmann::json::object();
+    for (const auto& [key, value] : start.items()) at_start.insert(key + "=" + value.dump());
+    auto start_has = [&](const std::string& key) { return start.contains(key); };
+    for (size_t j = 1; j < params[s].size(); ++j) {
+      if (!params[s][j].is_object()) continue;
+      const nlohmann::json flat = params[s][j].flatten();
+      for (const auto& [key, value] : flat.items()) {
+        const std::string kv = key + "=" + value.dump();
+        if (at_start.count(kv) || !start_has(key)) continue;  // only other values of the first design's parameters
+        auto [it, fresh] = first.try_emplace(kv, std::vector<long>(stages, -1));
+        if (fresh) order.push_back(kv);
+        if (it->second[s] < 0) it->second[s] = static_cast<long>(j);
+      }
+    }
+  }
+  std::vector<std::vector<size_t>> out;
+  for (const auto& kv : order) {
+    if (out.size() >= cap) break;
+    const auto& at = first[kv];
+    if (std::count_if(at.begin(), at.end(), [](long j) { return j >= 0; }) < 2) continue;
+    std::vector<size_t> combo(stages, 0);
+    for (size_t s = 0; s < stages; ++s) combo[s] = at[s] >= 0 ? static_cast<size_t>(at[s]) : 0;
+    if (std::find(out.begin(), out.end(), combo) == out.end()) out.push_back(std::move(combo));
+  }
+  return out;
+}
+
+std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos, const std::vector<std::vector<size_t>>& aligned,
+                                              size_t cap) {
+  if (combos.empty()) return combos;
+  std::vector<std::vector<size_t>> out = {combos.front()};
+  for (const auto& a : aligned)
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  for (size_t i = 1; i < combos.size(); ++i)
+    if (std::find(out.begin(), out.end(), combos[i]) == out.end()) out.push_back(std::move(combos[i]));
+  if (out.size() > cap) out.resize(cap);
   return out;
 }
 

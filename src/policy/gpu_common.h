@@ -154,9 +154,22 @@ std::string undefs(const std::string& code);
 std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& sizes,
                                                     const std::vector<double>& costs = {}, size_t cap = 16);
 
+// Combinations that move stages together: for each value of a parameter of the stages' first
+// designs (a flattened key=value) that two or more stages offer in a later design, one combination
+// in which every such
+// stage takes its first design with that value and the others their first (cuDNN's FFT for every
+// convolution of a chain at once, which steps of one or two stages from the all-first
+// combination never reach in a long chain). In order of first appearance, at most `cap`.
+// `params[s]` lists stage s's designs' params.
+std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params, size_t cap = 4);
+// `combos` (chain_combinations', the all-first one first) with `aligned` right after its first,
+// none twice, at most `cap` in all.
+std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos, const std::vector<std::vector<size_t>>& aligned,
+                                              size_t cap = 16);
 // A chain's candidates, for any backend's design type D (with family, params, description and
 // actions): `make(stage plan, stage problem)` lists each stage's designs (none: no chain), and
-// `compose(parts)` joins one design per stage, for each combination chain_combinations() offers.
+// `compose(parts)` joins one design per stage, for each combination chain_combinations() offers,
+// the aligned ones (aligned_combinations) right after the all-first one.
 template <class D, class Make, class Compose>
 std::vector<D> compose_chain(const KernelPlan& plan, const Problem& problem, Make make, Compose compose) {
   if (plan.kind != "chain" || plan.stages.empty() || plan.temps.size() + 1 != plan.stages.size()) return {};
@@ -170,8 +183,11 @@ std::vector<D> compose_chain(const KernelPlan& plan, const Problem& problem, Mak
     costs.push_back(plan.stages[i].rough_cost());
     per_stage.push_back(std::move(ds));
   }
+  std::vector<std::vector<nlohmann::json>> params(per_stage.size());
+  for (size_t i = 0; i < per_stage.size(); ++i)
+    for (const auto& d : per_stage[i]) params[i].push_back(d.params);
   std::vector<D> out;
-  for (const auto& combo : chain_combinations(sizes, costs)) {
+  for (const auto& combo : with_aligned(chain_combinations(sizes, costs), aligned_combinations(params))) {
     std::vector<const D*> parts;
     for (size_t i = 0; i < combo.size(); ++i) parts.push_back(&per_stage[i][combo[i]]);
     out.push_back(compose(parts));

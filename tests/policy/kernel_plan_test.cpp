@@ -966,6 +966,29 @@ TEST(ChainCombinations, WithoutCostsInOrderOfTheIndexSumThenLexicographically) {
   EXPECT_TRUE(gpu::chain_combinations({2, 0, 3}).empty());  // a stage with no design: no chain
 }
 
+TEST(ChainCombinations, AlignedOnesMoveEveryStageThatOffersAValueTogether) {
+  using J = nlohmann::json;
+  // Three convolutions (strict FP32 first, then FFT where the shape takes it, then TF32) around
+  // an elementwise stage: FFT for the two that offer it at once; TF32 for all three; the block
+  // size of the one elementwise stage moves nothing together, nor does a parameter that the
+  // last stage's first design lacks (its direct kernel's block).
+  const std::vector<std::vector<J>> params = {
+      {J{{"math", "fp32"}}, J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}},
+      {J{{"block", 128}}, J{{"block", 256}}},
+      {J{{"math", "fp32"}}, J{{"math", "tf32"}}},
+      {J{{"math", "fp32"}}, J{{"math", "fp32-winograd"}}, J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}, J{{"block", 256}}}};
+  const auto aligned = gpu::aligned_combinations(params);
+  EXPECT_EQ(aligned, (std::vector<std::vector<size_t>>{{1, 0, 0, 2}, {2, 0, 1, 3}}));
+  EXPECT_EQ(gpu::aligned_combinations(params, 1).size(), 1u);
+  // Right after the all-first combination, none twice, the cap kept.
+  const auto combos = gpu::with_aligned(gpu::chain_combinations({3, 2, 2, 4}), aligned, 6);
+  ASSERT_EQ(combos.size(), 6u);
+  EXPECT_EQ(combos[0], (std::vector<size_t>{0, 0, 0, 0}));
+  EXPECT_EQ(combos[1], aligned[0]);
+  EXPECT_EQ(combos[2], aligned[1]);
+  EXPECT_EQ(std::set<std::vector<size_t>>(combos.begin(), combos.end()).size(), combos.size());
+}
+
 TEST(ChainCombinations, TheCostlyStagesDesignsComeFirstAndFurtherDown) {
   // Stage 1 costs 100 times stage 0: a step down stage 0's list costs sqrt(100) = 10 steps of
   // stage 1, so all four of stage 1's designs come before stage 0's second.
