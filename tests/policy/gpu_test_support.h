@@ -975,6 +975,19 @@ inline std::vector<Synthetic> conv_transpose_problems() {
   return v;
 }
 
+// A chain of a reduction of the problem's one input and an elementwise stage after it that reads
+// its result as input 1 (temporary 0).
+inline KernelPlan reduce_then_map(const KernelPlan& reduce, const KernelPlan& map) {
+  KernelPlan p;
+  p.kind = "chain";
+  p.out_shape = map.out_shape;
+  p.out_numel = map.out_numel;
+  p.first_temp = 1;
+  p.temps = {TensorSpec{"mb_tmp0", DType::f32, reduce.out_shape}};
+  p.stages = {reduce, map};
+  return p;
+}
+
 // Chains of kernels (KernelPlan kind "chain"): stage plans over the problem's tensors and the
 // temporaries (input index first_temp + j), written out by hand like the plans above.
 inline std::vector<Synthetic> chain_problems() {
@@ -1085,17 +1098,9 @@ inline std::vector<Synthetic> chain_problems() {
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
                      "    return {\"y\": x / x.sum(axis=1, keepdims=True) * params[\"w\"].astype(np.float64)}\n";
-    KernelPlan s0 = reduction("reduce", "sum", {24, 512, 1}, {24, 1}, identity_epilogue());
     ExprBuilder m;
     m.binary("mul", m.binary("div", m.input(0, 1, 24 * 512), m.input(1, 512, 24)), m.param(0, 1, 512));
-    KernelPlan p;
-    p.kind = "chain";
-    p.out_shape = {24, 512};
-    p.out_numel = 24 * 512;
-    p.first_temp = 1;
-    p.temps = {TensorSpec{"mb_tmp0", DType::f32, {24, 1}}};
-    p.stages = {s0, elementwise({24, 512}, m.e)};
-    s.plan = p;
+    s.plan = reduce_then_map(reduction("reduce", "sum", {24, 512, 1}, {24, 1}, identity_epilogue()), elementwise({24, 512}, m.e));
     v.push_back(s);
   }
   {  // x - (x.max(1, keepdims) * 0.5 + b): rows of 130 (no float4 loads), the reduction's epilogue
@@ -1112,17 +1117,9 @@ inline std::vector<Synthetic> chain_problems() {
                      "    return {\"y\": x - (x.max(axis=1, keepdims=True) * 0.5 + params[\"b\"].astype(np.float64))}\n";
     ExprBuilder e;
     e.binary("add", e.binary("mul", e.acc(), e.constant(0.5)), e.param(0, 1, 37));
-    KernelPlan s0 = reduction("reduce", "max", {37, 130, 1}, {37, 1}, e.e);
     ExprBuilder m;
     m.binary("sub", m.input(0, 1, 37 * 130), m.input(1, 130, 37));
-    KernelPlan p;
-    p.kind = "chain";
-    p.out_shape = {37, 130};
-    p.out_numel = 37 * 130;
-    p.first_temp = 1;
-    p.temps = {TensorSpec{"mb_tmp0", DType::f32, {37, 1}}};
-    p.stages = {s0, elementwise({37, 130}, m.e)};
-    s.plan = p;
+    s.plan = reduce_then_map(reduction("reduce", "max", {37, 130, 1}, {37, 1}, e.e), elementwise({37, 130}, m.e));
     v.push_back(s);
   }
   return v;

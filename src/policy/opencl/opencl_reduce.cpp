@@ -16,6 +16,8 @@
 //   row maps        (row_map, inner 1: x / x.sum(-1, keepdim)) a work-group or a work-item per
 //                   row as above: the row's statistic, then every element through the
 //                   expression in a second read of the row (from the cache), one kernel.
+#include <functional>
+
 #include <fmt/format.h>
 
 #include "opencl_gen.h"
@@ -223,6 +225,20 @@ std::string vector_write(const Ctx& c, int vec, const std::string& acc) {
   return k;
 }
 
+// The rest of a write loop's body over the float{vec} chunks v of row o, lane by lane:
+// `lane_value(i)` gives the statements that compute `float y<i>` (output index `(b + i)`), then
+// the chunk is stored. `b` is declared when a lane uses it.
+std::string lane_write(const Ctx& c, int vec, const std::function<std::string(int)>& lane_value) {
+  std::string lanes, ys;
+  for (int i = 0; i < vec; ++i) {
+    lanes += lane_value(i);
+    ys += (i ? ", y" : "y") + std::to_string(i);
+  }
+  std::string k;
+  if (lanes.find("(b + ") != std::string::npos) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+  return k + lanes + fmt::format("    vstore{0}((float{0})({1}), v, out + o * R);\n  }}\n", vec, ys);
+}
+
 // How a work-item's softmax finds its row's max and sum, and what the write pass does.
 enum class RowStats {
   two_pass,   // a max pass, a sum pass (exp), the write pass computes exp again
@@ -298,17 +314,9 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   if (c.is_map) {  // the row read again (from the cache), each lane through the expression
     k += "  for (int v = 0; v < RV; ++v) {\n";
     k += fmt::format("    const {} q = vload{}(v, row);\n", vt, vec);
-    std::string ys, lanes;
-    bool uses_b = false;
-    for (int i = 0; i < vec; ++i) {
-      const std::string e = map_value(c, fmt::format("(b + {})", i), lane("q", i));
-      uses_b |= e.find("(b + ") != std::string::npos;
-      lanes += fmt::format("    const float y{} = {};\n", i, e);
-      ys += (i ? ", y" : "y") + std::to_string(i);
-    }
-    if (uses_b) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
-    k += lanes;
-    k += fmt::format("    vstore{}(({})({}), v, out + o * R);\n  }}\n", vec, vt, ys);
+    k += lane_write(c, vec, [&](int i) {
+      return fmt::format("    const float y{} = {};\n", i, map_value(c, fmt::format("(b + {})", i), lane("q", i)));
+    });
     k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n", vec);
     k += fmt::format("    const {} i = o * R + r;\n", c.idx);
     k += "    out[i] = " + map_value(c, "i", "row[r]") + ";\n  }\n";
@@ -320,18 +328,10 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
       // Every chunk starts at a multiple of vec in the output: the epilogue on float{vec} values.
       k += vector_write(c, vec, value("q")) + "  }\n";
     } else {
-      std::string ys, lanes;
-      bool uses_b = false;
-      for (int i = 0; i < vec; ++i) {
-        const std::string e = epilogue(c, fmt::format("(b + {})", i), "acc" + std::to_string(i));
-        uses_b |= e.find("(b + ") != std::string::npos;
-        lanes += fmt::format("    const float acc{} = {};\n", i, value(lane("q", i)));
-        lanes += fmt::format("    const float y{} = {};\n", i, e);
-        ys += (i ? ", y" : "y") + std::to_string(i);
-      }
-      if (uses_b) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
-      k += lanes;
-      k += fmt::format("    vstore{}(({})({}), v, out + o * R);\n  }}\n", vec, vt, ys);
+      k += lane_write(c, vec, [&](int i) {
+        return fmt::format("    const float acc{0} = {1};\n    const float y{0} = {2};\n", i, value(lane("q", i)),
+                           epilogue(c, fmt::format("(b + {})", i), "acc" + std::to_string(i)));
+      });
     }
     k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n", vec);
     k += fmt::format("    const {} i = o * R + r;\n", c.idx);
