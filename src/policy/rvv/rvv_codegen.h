@@ -123,6 +123,7 @@ std::string run_begin(const Problem& problem);
 // rvv_matmul.cpp). `problem` gives the tensor specs and tolerance.
 std::vector<Variant> elementwise_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& problem);
+std::vector<Variant> row_map_variants(const KernelPlan& plan, const Problem& problem);  // rvv_reduce.cpp
 std::vector<Variant> softmax_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> layernorm_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);

@@ -7,6 +7,10 @@
 //   inner > 1   rvv.reduce.inner-vectorised: lanes along inner (unit stride), U accumulators
 //               over the reduced axis (compensated sums when it is long), the epilogue applied
 //               in registers before the store.
+// and for row_map plans (x / x.sum(-1, keepdim) and the like):
+//   rvv.row-map.row-accumulators: each row's statistic as row-accumulators takes it, then one
+//               strip-mined pass over the row (read again, from the cache) through the
+//               expression, its Acc the statistic splatted: one kernel where the chain has two.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -181,6 +185,51 @@ Variant rows_in_lanes(const KernelPlan& plan, const Problem& problem, Lmul lm) {
 }
 
 }  // namespace
+
+Variant row_map_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
+  const auto& r = plan.rshape;
+  const Op op = op_for(plan.reduce_op);
+  VectorExpr ve(plan.expr, lm, r.reduce);  // a block is a row: per-row leaves are scalars in it
+  Variant v;
+  v.family = "rvv.row-map.row-accumulators";
+  v.extension = ".rvv.c";
+  v.params = {{"lmul", lm.name()}, {"accumulators", u}};
+  v.actions = reduce_actions(plan.reduce_op);
+  if (lm.m >= 2) v.actions.push_back("rvv.lmul-large-for-streaming");
+  v.actions.insert(v.actions.end(), {"rvv.strip-mining-vsetvl", "rvv.minimise-vtype-changes"});
+  add_expr_actions(ve, &v.actions);
+  v.description = fmt::format("{} of each of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row, then the row "
+                              "again through the expression in registers",
+                              plan.reduce_op, r.outer, r.reduce, u, lm.name(), op.red);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
+  s += math_helpers(ve.helpers(), lm) + "\n";
+  s += run_begin(problem);
+  const std::string L = lm.name();
+  s += fmt::format("  const size_t vlmax = {};\n", lm.vsetvlmax());
+  s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n", r.outer);
+  s += fmt::format("    const int64_t base = o * {};\n    const float* restrict x = in{} + base;\n    float* restrict yrow = out + base;\n",
+                   r.reduce, plan.source);
+  s += accumulate_row(lm, u, op.vv, op.init, "x", r.reduce, "    ");
+  s += fmt::format("    const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, 1), vlmax));\n",
+                   op.red, L, op.init);
+  s += fmt::format("    const float stat = {};\n", plan.reduce_op == "mean" ? fmt::format("r / {}.0f", r.reduce) : "r");
+  s += ve.block_setup("base", "    ");
+  s += fmt::format("    const {} acc = {}(stat, vlmax);  // every strip reads its first vl lanes\n", lm.f32(), lm.f("vfmv_v_f"));
+  s += fmt::format("    for (size_t jj = 0, vl; jj < {}; jj += vl) {{\n      vl = {}({} - jj);\n", r.reduce, lm.vsetvl(), r.reduce);
+  s += ve.strip("base", "jj", "vl", "acc", "res", "      ") + fmt::format("      {}(yrow + jj, res, vl);\n    }}\n  }}\n", lm.f("vse32_v"));
+  v.source = s + "  return 0;\n}\n";
+  return v;
+}
+
+std::vector<Variant> row_map_variants(const KernelPlan& plan, const Problem& problem) {
+  std::vector<Variant> out;
+  // Every op must have a vector form: the pass applies the expression in registers.
+  if (plan.rshape.inner != 1 || !VectorExpr(plan.expr, Lmul{1}, plan.rshape.reduce).vectorised()) return out;
+  for (int m : {1, 2, 4, 8})
+    for (int u : {1, 2, 4})
+      if (2 * u * m <= 32) out.push_back(row_map_accumulators(plan, problem, Lmul{m}, u));
+  return out;
+}
 
 std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> out;

@@ -48,7 +48,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   for (const auto& n : plan.expr.nodes)
     if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
       return false;
-  if ((is_row_kind(plan.kind) || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" || plan.kind == "cumsum" ||
+  if ((is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" || plan.kind == "cumsum" ||
        plan.kind == "argmax") &&
       !f32(false, plan.source))
     return false;
@@ -71,6 +71,12 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
   if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
   if (plan.kind == "argmax") return gpu::argmax_fits(plan, problem);
+  if (plan.kind == "row_map") {
+    const auto& r = plan.rshape;
+    return r.inner == 1 && r.outer >= 1 && r.reduce >= 1 && tensor_numel(false, plan.source) == r.outer * r.reduce &&
+           numel == r.outer * r.reduce &&
+           (plan.reduce_op == "sum" || plan.reduce_op == "mean" || plan.reduce_op == "max" || plan.reduce_op == "min");
+  }
   if (is_row_kind(plan.kind)) {
     const auto& r = plan.rshape;
     if (plan.kind == "layernorm" && r.inner != 1) return false;
@@ -195,6 +201,7 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
   if (!plan_fits(plan, problem) || (!has_vector_form(plan.expr) && !renderable(plan.expr))) return {};
   if (plan.kind == "elementwise") return elementwise_variants(plan, problem);
   if (plan.kind == "reduce") return reduce_variants(plan, problem);
+  if (plan.kind == "row_map") return row_map_variants(plan, problem);
   if (plan.kind == "softmax" || plan.kind == "log_softmax") return softmax_variants(plan, problem);
   if (plan.kind == "layernorm") return layernorm_variants(plan, problem);
   if (plan.kind == "matmul") return matmul_variants(plan, problem);
@@ -210,7 +217,12 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
 
 std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
   (void)target;  // every candidate is VLEN-agnostic: one set of variants serves every rvv target
-  return plan.kind == "chain" ? rvv::chain_variants(plan, problem) : rvv::variants_for(plan, problem);
+  if (plan.kind != "chain") return rvv::variants_for(plan, problem);
+  // A row statistic and the elementwise work that reads it, as one kernel first, then the chain's.
+  std::vector<Variant> v;
+  if (const auto fused = fuse_row_map(plan)) v = rvv::variants_for(*fused, problem);
+  for (auto& c : rvv::chain_variants(plan, problem)) v.push_back(std::move(c));
+  return v;
 }
 
 }  // namespace mblast::policy
