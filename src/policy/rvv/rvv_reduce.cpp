@@ -45,16 +45,31 @@ std::vector<std::string> reduce_actions(const std::string& reduce_op) {
   return {"rvv.vector-accumulator-then-reduce", "rvv.unordered-float-reduction", "rvv.fp-reassociation-beats-autovec"};
 }
 
-Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
-  const auto& r = plan.rshape;
-  const Op op = op_for(plan.reduce_op);
+// A design that takes each row's statistic in U accumulators at `lm`: its family, params and
+// actions.
+Variant row_design(const std::string& family, const KernelPlan& plan, Lmul lm, int u) {
   Variant v;
-  v.family = "rvv.reduce.row-accumulators";
+  v.family = family;
   v.extension = ".rvv.c";
   v.params = {{"lmul", lm.name()}, {"accumulators", u}};
   v.actions = reduce_actions(plan.reduce_op);
   if (lm.m >= 2) v.actions.push_back("rvv.lmul-large-for-streaming");
   v.actions.insert(v.actions.end(), {"rvv.strip-mining-vsetvl", "rvv.minimise-vtype-changes"});
+  return v;
+}
+
+// Statements that leave the `op` of row x (a const float* in scope, as is vlmax) in `const float r`.
+std::string row_statistic(const KernelPlan& plan, Lmul lm, int u, const std::string& indent) {
+  const Op op = op_for(plan.reduce_op);
+  return accumulate_row(lm, u, op.vv, op.init, "x", plan.rshape.reduce, indent) +
+         fmt::format("{}const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, 1), vlmax));\n",
+                     indent, op.red, lm.name(), op.init);
+}
+
+Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
+  const auto& r = plan.rshape;
+  const Op op = op_for(plan.reduce_op);
+  Variant v = row_design("rvv.reduce.row-accumulators", plan, lm, u);
   const std::string epi = epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
   v.description = fmt::format("{} of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row{}", plan.reduce_op,
                               r.outer, r.reduce, u, lm.name(), op.red, epi.empty() ? "" : ", then a vector epilogue pass");
@@ -64,12 +79,9 @@ Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm
     add_expr_actions(VectorExpr(plan.expr, lm, choose_block(plan.expr, plan.out_numel)), &v.actions);
   }
   s += run_begin(problem);
-  const std::string L = lm.name();
   s += fmt::format("  const size_t vlmax = {};\n", lm.vsetvlmax());
   s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n    const float* restrict x = in{} + o * {};\n", r.outer, plan.source, r.reduce);
-  s += accumulate_row(lm, u, op.vv, op.init, "x", r.reduce, "    ");
-  s += fmt::format("    const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, 1), vlmax));\n",
-                   op.red, L, op.init);
+  s += row_statistic(plan, lm, u, "    ");
   s += fmt::format("    out[o] = {};\n  }}\n", plan.reduce_op == "mean" ? fmt::format("r / {}.0f", r.reduce) : "r");
   s += epi + "  return 0;\n}\n";
   v.source = std::move(s);
@@ -184,19 +196,11 @@ Variant rows_in_lanes(const KernelPlan& plan, const Problem& problem, Lmul lm) {
   return v;
 }
 
-}  // namespace
-
 Variant row_map_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
   const auto& r = plan.rshape;
   const Op op = op_for(plan.reduce_op);
   VectorExpr ve(plan.expr, lm, r.reduce);  // a block is a row: per-row leaves are scalars in it
-  Variant v;
-  v.family = "rvv.row-map.row-accumulators";
-  v.extension = ".rvv.c";
-  v.params = {{"lmul", lm.name()}, {"accumulators", u}};
-  v.actions = reduce_actions(plan.reduce_op);
-  if (lm.m >= 2) v.actions.push_back("rvv.lmul-large-for-streaming");
-  v.actions.insert(v.actions.end(), {"rvv.strip-mining-vsetvl", "rvv.minimise-vtype-changes"});
+  Variant v = row_design("rvv.row-map.row-accumulators", plan, lm, u);
   add_expr_actions(ve, &v.actions);
   v.description = fmt::format("{} of each of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row, then the row "
                               "again through the expression in registers",
@@ -204,14 +208,11 @@ Variant row_map_accumulators(const KernelPlan& plan, const Problem& problem, Lmu
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   s += math_helpers(ve.helpers(), lm) + "\n";
   s += run_begin(problem);
-  const std::string L = lm.name();
   s += fmt::format("  const size_t vlmax = {};\n", lm.vsetvlmax());
   s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n", r.outer);
   s += fmt::format("    const int64_t base = o * {};\n    const float* restrict x = in{} + base;\n    float* restrict yrow = out + base;\n",
                    r.reduce, plan.source);
-  s += accumulate_row(lm, u, op.vv, op.init, "x", r.reduce, "    ");
-  s += fmt::format("    const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, 1), vlmax));\n",
-                   op.red, L, op.init);
+  s += row_statistic(plan, lm, u, "    ");
   s += fmt::format("    const float stat = {};\n", plan.reduce_op == "mean" ? fmt::format("r / {}.0f", r.reduce) : "r");
   s += ve.block_setup("base", "    ");
   s += fmt::format("    const {} acc = {}(stat, vlmax);  // every strip reads its first vl lanes\n", lm.f32(), lm.f("vfmv_v_f"));
@@ -220,6 +221,8 @@ Variant row_map_accumulators(const KernelPlan& plan, const Problem& problem, Lmu
   v.source = s + "  return 0;\n}\n";
   return v;
 }
+
+}  // namespace
 
 std::vector<Variant> row_map_variants(const KernelPlan& plan, const Problem& problem) {
   std::vector<Variant> out;
