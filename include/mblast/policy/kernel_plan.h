@@ -214,9 +214,10 @@ Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i)
 
 // A chain of two stages, a reduction along the last axis and elementwise work over the reduced
 // tensor's shape that reads the reduction's result once per row (x / x.sum(-1, keepdim=True),
-// x - x.max(-1, keepdim=True)), as one plan of kind row_map: each row read once from memory,
-// its statistic kept on chip. The reduction's epilogue moves into the expression. nullopt for
-// any other plan. A generator that offers it lists its designs next to the chain's.
+// x - x.max(-1, keepdim=True)), as one plan of kind row_map: one kernel, no temporary, the
+// statistic kept on chip (and on CUDA the row in registers, read from memory once). The
+// reduction's epilogue moves into the expression. nullopt for any other plan. A generator that
+// offers it lists its designs before the chain's.
 std::optional<KernelPlan> fuse_row_map(const KernelPlan& chain);
 
 // Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
