@@ -71,7 +71,7 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   // of the chain's two kernels (the sum into a temporary, then the division reading x again).
   const Case c = load_case("pt_chain_row_normalize");
   ASSERT_TRUE(fuse_row_map(c.plan).has_value());
-  const auto vs = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  const auto vs = generate_variants(c.plan, c.problem, generation_target("cuda"));
   ASSERT_FALSE(vs.empty());
   const Variant& first = vs.front();
   EXPECT_EQ(first.family, "cuda.row-map.row-per-warp");  // rows of 512: a warp per row
@@ -100,7 +100,7 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   problem.parameters[0].shape = {4096};
   problem.outputs[0].shape = {3, 4096};
   std::vector<std::pair<int, bool>> order;  // (block, cached) of the row-per-block designs
-  for (const auto& v : cuda_variants(plan, problem, generation_target("cuda")))
+  for (const auto& v : generate_variants(plan, problem, generation_target("cuda")))
     if (v.family == "cuda.row-map.row-per-block") order.emplace_back(v.params.value("block", 0), v.params.value("cache", false));
   ASSERT_FALSE(order.empty());
   EXPECT_EQ(order.front(), std::make_pair(1024, true));

@@ -140,7 +140,7 @@ TEST(OpenclVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   const Case c = load_case("pt_chain_row_normalize");  // x / x.sum(1, keepdims) * w
   for (const std::string target : {"pocl-cpu", "nvidia-opencl"}) {
     SCOPED_TRACE(target);
-    const auto vs = opencl_variants(c.plan, c.problem, find_target(target));
+    const auto vs = generate_variants(c.plan, c.problem, find_target(target));
     ASSERT_FALSE(vs.empty());
     auto is_map = [](const Variant& v) { return v.family.rfind("opencl.row-map.", 0) == 0; };
     EXPECT_TRUE(is_map(vs.front())) << vs.front().family;

@@ -401,7 +401,7 @@ void expect_variants_correct(const Problem& p, const KernelPlan& plan, bool all 
   std::string why;
   auto t = rvv_target(256, &why);
   ASSERT_TRUE(t.has_value()) << why;
-  const auto variants = rvv_variants(plan, p, *t);
+  const auto variants = generate_variants(plan, p, *t);
   check_variant_list(variants, plan);
   std::map<std::string, std::vector<const Variant*>> by_family;
   for (const auto& v : variants) by_family[v.family].push_back(&v);
@@ -1024,7 +1024,7 @@ TEST_F(SyntheticProblems, ChainRowSumThenDivideIsOneRowMapFirst) {
   std::string why;
   const auto t = rvv_target(256, &why);
   ASSERT_TRUE(t.has_value()) << why;
-  const auto variants = rvv_variants(plan, p, *t);
+  const auto variants = generate_variants(plan, p, *t);
   ASSERT_FALSE(variants.empty());
   EXPECT_EQ(variants.front().family, "rvv.row-map.row-accumulators");
   EXPECT_TRUE(std::any_of(variants.begin(), variants.end(), [](const Variant& v) { return v.family == "rvv.chain"; }));

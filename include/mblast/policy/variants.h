@@ -33,7 +33,8 @@ std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& prob
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target& target);
 std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem, const Target& target);
 
-// Dispatches on target.backend.
+// Dispatches on target.backend. A chain that fuse_row_map() makes one row_map plan gets that
+// plan's variants first, then the chain's.
 std::vector<Variant> generate_variants(const KernelPlan& plan, const Problem& problem, const Target& target);
 
 }  // namespace mblast::policy

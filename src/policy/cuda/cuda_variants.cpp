@@ -181,10 +181,6 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
 
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
   std::vector<Variant> v;
-  // A row statistic and the elementwise work that reads it, as one kernel first (one read of
-  // the row, not two, and no temporary), then the chain's two kernels.
-  if (const auto fused = fuse_row_map(plan))
-    for (const auto& d : cuda::designs_for(*fused, problem)) v.push_back(cuda::finish(d, *fused, problem));
   for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem) : cuda::designs_for(plan, problem))
     v.push_back(cuda::finish(d, plan, problem));
   return v;

@@ -334,10 +334,6 @@ std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& prob
   const auto type = target.spec.is_object() ? target.spec.value("/device/type"_json_pointer, nlohmann::json()) : nlohmann::json();
   const bool cpu = type.is_string() && type.get<std::string>() == "cpu";
   std::vector<Variant> v;
-  // A row statistic and the elementwise work that reads it, as one kernel first (no temporary,
-  // one launch), then the chain's two kernels.
-  if (const auto fused = fuse_row_map(plan))
-    for (const auto& d : opencl::designs_for(*fused, problem, cpu)) v.push_back(opencl::finish(d, *fused, problem));
   for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem, cpu) : opencl::designs_for(plan, problem, cpu))
     v.push_back(opencl::finish(d, plan, problem));
   return v;

@@ -217,12 +217,7 @@ std::vector<Variant> variants_for(const KernelPlan& plan, const Problem& problem
 
 std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
   (void)target;  // every candidate is VLEN-agnostic: one set of variants serves every rvv target
-  if (plan.kind != "chain") return rvv::variants_for(plan, problem);
-  // A row statistic and the elementwise work that reads it, as one kernel first, then the chain's.
-  std::vector<Variant> v;
-  if (const auto fused = fuse_row_map(plan)) v = rvv::variants_for(*fused, problem);
-  for (auto& c : rvv::chain_variants(plan, problem)) v.push_back(std::move(c));
-  return v;
+  return plan.kind == "chain" ? rvv::chain_variants(plan, problem) : rvv::variants_for(plan, problem);
 }
 
 }  // namespace mblast::policy
