@@ -155,11 +155,11 @@ std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& s
                                                     const std::vector<double>& costs = {}, size_t cap = 16);
 
 // Combinations that move stages together: for each value of a parameter of the stages' first
-// designs (a flattened key=value) that two or more stages offer in a later design, one combination
-// in which every such
-// stage takes its first design with that value and the others their first (cuDNN's FFT for every
-// convolution of a chain at once, which steps of one or two stages from the all-first
-// combination never reach in a long chain). In order of first appearance, at most `cap`.
+// designs (a flattened key=value) that two or more stages offer in a later design, one
+// combination in which every such stage takes its first design with that value and the others
+// their first (cuDNN's FFT for every convolution of a chain at once, which steps of one or two
+// stages from the all-first combination never reach in a long chain). In order of first
+// appearance, at most `cap`.
 // `params[s]` lists stage s's designs' params.
 std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params, size_t cap = 4);
 // `combos` (chain_combinations', the all-first one first) with `aligned` right after its first,

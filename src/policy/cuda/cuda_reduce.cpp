@@ -205,6 +205,9 @@ std::string row_note(const Ctx& c, bool cached, const std::string& online) {
 // result); `merge` the statement that merges the online (m, sum) pairs likewise.
 using Reducer = std::function<std::string(const std::string& op, const std::string& v)>;
 
+// The units a row is read in: float4s when the row is a multiple of 4 long, else floats.
+int64_t row_units(const Ctx& c) { return c.vec4() ? c.r / 4 : c.r; }
+
 // The thread's part of the row's `op` (sum, max, min) into `float a`, read from memory.
 std::string accumulate(const Ctx& c, int threads, const std::string& op) {
   std::string k = "  float a = " + init(op) + ";\n";
@@ -237,7 +240,7 @@ std::string write_again(const Ctx& c, int threads) {
 // folded into a statistic by `fold` (statements reading `cache[ch]`).
 std::string cache_row(const Ctx& c, int threads, const std::string& pad, const std::string& fold) {
   const bool v4 = c.vec4();
-  const int64_t units = v4 ? c.r / 4 : c.r;
+  const int64_t units = row_units(c);
   const bool guard = units % threads != 0;
   std::string k = fmt::format("  {} cache[{}];\n", v4 ? "float4" : "float", gpu::ceil_div(units, threads));
   if (v4) k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
@@ -253,7 +256,7 @@ std::string cache_row(const Ctx& c, int threads, const std::string& pad, const s
 // Every element of the cached row written.
 std::string write_cached(const Ctx& c, int threads) {
   const bool v4 = c.vec4();
-  const int64_t units = v4 ? c.r / 4 : c.r;
+  const int64_t units = row_units(c);
   const bool guard = units % threads != 0;
   std::string k = "#pragma unroll\n";
   k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(units, threads));
@@ -322,7 +325,7 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
   k += "  m = " + reduce("max", "m") + ";\n";
   k += "  float sum = 0.0f;\n";
   k += "#pragma unroll\n";
-  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(v4 ? c.r / 4 : c.r, threads));
+  k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(row_units(c), threads));
   k += v4 ? "    sum += (expf(cache[ch].x - m) + expf(cache[ch].y - m)) + (expf(cache[ch].z - m) + expf(cache[ch].w - m));\n"
           : "    sum += expf(cache[ch] - m);\n";
   k += "  }\n";
@@ -333,8 +336,7 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
 
 // Floats a thread would hold to cache the row; caching is offered up to 64.
 int64_t cached_floats(const Ctx& c, int threads) {
-  const int64_t units = c.vec4() ? c.r / 4 : c.r;
-  return gpu::ceil_div(units, threads) * (c.vec4() ? 4 : 1);
+  return gpu::ceil_div(row_units(c), threads) * (c.vec4() ? 4 : 1);
 }
 
 Design row_per_warp(const Ctx& c, int warps, bool cached) {

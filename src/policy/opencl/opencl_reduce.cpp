@@ -101,23 +101,30 @@ std::string group_accumulate(const std::string& op, const std::string& var, cons
   return s;
 }
 
+// The rest of a write loop's body over the float{vec} chunks v of row o, lane by lane:
+// `lane_value(i)` gives the statements that compute `float y<i>` (output index `(b + i)`), then
+// the chunk is stored. `b` is declared when a lane uses it.
+std::string lane_write(const Ctx& c, int vec, const std::function<std::string(int)>& lane_value) {
+  std::string lanes, ys;
+  for (int i = 0; i < vec; ++i) {
+    lanes += lane_value(i);
+    ys += (i ? ", y" : "y") + std::to_string(i);
+  }
+  std::string k;
+  if (lanes.find("(b + ") != std::string::npos) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+  return k + lanes + fmt::format("    vstore{0}((float{0})({1}), v, out + o * R);\n  }}\n", vec, ys);
+}
+
 // The write pass of softmax (each lane through the epilogue) or of a row map (each lane through
 // the expression): float4 loads and stores.
 std::string group_write(const Ctx& c) {
-  std::string lanes;
-  bool uses_b = false;
-  for (int k = 0; k < 4; ++k) {
+  std::string s = "  for (int v = t; v < R4; v += WG) {\n    const float4 q = vload4(v, row);\n";
+  s += lane_write(c, 4, [&](int k) {
     const std::string b = fmt::format("(b + {})", k), q = std::string("q.s") + kLane[k];
-    const std::string e = c.is_map ? map_value(c, b, q) : epilogue(c, b, "acc" + std::to_string(k));
-    uses_b |= e.find("(b + ") != std::string::npos;
-    if (!c.is_map) lanes += fmt::format("    const float acc{} = {};\n", k, softmax_value(c, q));
-    lanes += fmt::format("    const float y{} = {};\n", k, e);
-  }
-  std::string s;
-  s += "  for (int v = t; v < R4; v += WG) {\n    const float4 q = vload4(v, row);\n";
-  if (uses_b) s += fmt::format("    const {} b = o * R + ({})v * 4;\n", c.idx, c.idx);
-  s += lanes;
-  s += "    vstore4((float4)(y0, y1, y2, y3), v, out + o * R);\n  }\n";
+    if (c.is_map) return fmt::format("    const float y{} = {};\n", k, map_value(c, b, q));
+    return fmt::format("    const float acc{0} = {1};\n    const float y{0} = {2};\n", k, softmax_value(c, q),
+                       epilogue(c, b, "acc" + std::to_string(k)));
+  });
   s += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n";
   s += fmt::format("    const {} i = o * R + r;\n", c.idx);
   if (c.is_map) return s + "    out[i] = " + map_value(c, "i", "row[r]") + ";\n  }\n";
@@ -223,20 +230,6 @@ std::string vector_write(const Ctx& c, int vec, const std::string& acc) {
   k += fmt::format("    const float{} acc = {};\n", vec, acc);
   k += fmt::format("    vstore{}({}, v, out + o * R);\n", vec, leaves.vector_expr("b", "acc"));
   return k;
-}
-
-// The rest of a write loop's body over the float{vec} chunks v of row o, lane by lane:
-// `lane_value(i)` gives the statements that compute `float y<i>` (output index `(b + i)`), then
-// the chunk is stored. `b` is declared when a lane uses it.
-std::string lane_write(const Ctx& c, int vec, const std::function<std::string(int)>& lane_value) {
-  std::string lanes, ys;
-  for (int i = 0; i < vec; ++i) {
-    lanes += lane_value(i);
-    ys += (i ? ", y" : "y") + std::to_string(i);
-  }
-  std::string k;
-  if (lanes.find("(b + ") != std::string::npos) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
-  return k + lanes + fmt::format("    vstore{0}((float{0})({1}), v, out + o * R);\n  }}\n", vec, ys);
 }
 
 // How a work-item's softmax finds its row's max and sum, and what the write pass does.

@@ -71,11 +71,11 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
   if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
   if (plan.kind == "argmax") return gpu::argmax_fits(plan, problem);
+  const bool reduce_op_known = plan.reduce_op == "sum" || plan.reduce_op == "mean" || plan.reduce_op == "max" || plan.reduce_op == "min";
   if (plan.kind == "row_map") {
     const auto& r = plan.rshape;
     return r.inner == 1 && r.outer >= 1 && r.reduce >= 1 && tensor_numel(false, plan.source) == r.outer * r.reduce &&
-           numel == r.outer * r.reduce &&
-           (plan.reduce_op == "sum" || plan.reduce_op == "mean" || plan.reduce_op == "max" || plan.reduce_op == "min");
+           numel == r.outer * r.reduce && reduce_op_known;
   }
   if (is_row_kind(plan.kind)) {
     const auto& r = plan.rshape;
@@ -83,8 +83,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
     if (r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
     if (tensor_numel(false, plan.source) != r.outer * r.reduce * r.inner) return false;
     if (plan.kind == "reduce")
-      return numel == r.outer * r.inner && (plan.reduce_op == "sum" || plan.reduce_op == "mean" ||
-                                            plan.reduce_op == "max" || plan.reduce_op == "min");
+      return numel == r.outer * r.inner && reduce_op_known;
     return numel == r.outer * r.reduce * r.inner;
   }
   if (plan.kind == "matmul") {
