@@ -106,6 +106,21 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   EXPECT_EQ(order.front(), std::make_pair(1024, true));
 }
 
+TEST(CudaVariants, AChainOfConvolutionsTriesEachMathModeInEveryStageRightAfterTheStart) {
+  // Two stride-1 convolutions: FFT and TF32 for both at once come right after the all-first
+  // (strict FP32) combination, before any mix.
+  const Case c = load_case("pt_chain_conv_conv");
+  const auto vs = generate_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(vs.size(), 3u);
+  auto maths = [](const Variant& v) {
+    std::vector<std::string> m;
+    for (const auto& st : v.params.at("stages")) m.push_back(st.at("params").value("math", "?"));
+    return m;
+  };
+  EXPECT_EQ(maths(vs[1]), (std::vector<std::string>{"fp32-fft", "fp32-fft"})) << vs[1].params.dump();
+  EXPECT_EQ(maths(vs[2]), (std::vector<std::string>{"tf32", "tf32"})) << vs[2].params.dump();
+}
+
 TEST(CudaVariants, ArgmaxRowsLoadFloat4FirstWhereTheRowsAllow) {
   const Case c = load_case("pt_argmax_rows");  // rows of 3000: float4 loads, then scalar ones
   const auto vs = cuda_variants(c.plan, c.problem, generation_target("cuda"));

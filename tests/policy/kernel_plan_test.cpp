@@ -981,7 +981,7 @@ TEST(ChainCombinations, AlignedOnesMoveEveryStageThatOffersAValueTogether) {
   EXPECT_EQ(aligned, (std::vector<std::vector<size_t>>{{1, 0, 0, 2}, {2, 0, 1, 3}}));
   EXPECT_EQ(gpu::aligned_combinations(params, 1).size(), 1u);
   // Right after the all-first combination, none twice, the cap kept.
-  const auto combos = gpu::with_aligned(gpu::chain_combinations({3, 2, 2, 4}), aligned, 6);
+  const auto combos = gpu::with_aligned(gpu::chain_combinations({3, 2, 2, 5}), aligned, 6);
   ASSERT_EQ(combos.size(), 6u);
   EXPECT_EQ(combos[0], (std::vector<size_t>{0, 0, 0, 0}));
   EXPECT_EQ(combos[1], aligned[0]);

@@ -123,7 +123,7 @@ struct KernelPlan {
   // row_map      output[o, r] = expr over x[o, r] and the row's statistic (inner 1): Acc is reduce_op
   //              (sum | mean | max | min) over row o of x, and the expression's leaves read x and
   //              other tensors element by element. Never made by plan_kernel(): fuse_row_map()
-  //              makes it from a chain, for the generators that offer it (x / x.sum(-1, keepdim))
+  //              makes it from a chain, and generate_variants() offers it (x / x.sum(-1, keepdim))
   // softmax      output = softmax(x) along the reduce axis; log_softmax likewise
   // layernorm    output[o, r] = epilogue((x[o, r] - mean_o) * rsqrt(var_o + eps)) over the last
   //              axis (inner 1); the affine weight and bias are epilogue leaves
@@ -216,8 +216,8 @@ Problem stage_problem(const Problem& problem, const KernelPlan& chain, size_t i)
 // tensor's shape that reads the reduction's result once per row (x / x.sum(-1, keepdim=True),
 // x - x.max(-1, keepdim=True)), as one plan of kind row_map: one kernel, no temporary, the
 // statistic kept on chip (and on CUDA the row in registers, read from memory once). The
-// reduction's epilogue moves into the expression. nullopt for any other plan. A generator that
-// offers it lists its designs before the chain's.
+// reduction's epilogue moves into the expression. nullopt for any other plan.
+// generate_variants() offers its variants before the chain's.
 std::optional<KernelPlan> fuse_row_map(const KernelPlan& chain);
 
 // Recognises the problem's computation from <problem dir>/graph.json. Never throws for a graph
