@@ -1,7 +1,7 @@
 // The CUDA generators of the builtin policy (src/policy/cuda/): the variants they make for the
 // hand-made problems and for the synthetic ones of gpu_test_support.h (a covering subset, or all
 // with MBLAST_TEST_EVERY_VARIANT=1: variant_subset.h) compile with nvcc for
-// sm_90 with the flags of backends/cuda/cuda_backend.cpp (skipped when there is no nvcc), and,
+// sm_90a (the gencode of targets/h100.json and h200.json) with the flags of backends/cuda/cuda_backend.cpp (skipped when there is no nvcc), and,
 // where a CUDA device is available, are verified and timed through the real pipeline like the
 // OpenCL ones (skipped with the reason otherwise).
 #include <unistd.h>
@@ -34,6 +34,50 @@ TEST(CudaVariants, CublasVariantsOfferFp32AndTf32Apart) {
     EXPECT_EQ(v.actions.front() == "cuda.tf32-tensor-cores", tf32);
   }
   EXPECT_EQ(maths, (std::set<std::string>{"fp32", "tf32"}));
+}
+
+TEST(CudaVariants, LargeFp32ProductsStartFromSplitTf32TensorCoresOnSm90a) {
+  const Case c = load_case("matmul");  // 256 x 384 x 512, B stored [k][n]: too few tiles to fill an H100
+  const auto small = cuda_variants(c.plan, c.problem, generation_target("cuda"));
+  ASSERT_GE(small.size(), 3u);
+  EXPECT_EQ(small[0].family, "cuda.matmul.cublas");
+  EXPECT_EQ(small[0].params.value("math", ""), "fp32");
+  EXPECT_EQ(small[1].family, "cuda.matmul.tf32x3");
+  for (const auto& v : small) {
+    if (v.family != "cuda.matmul.tf32x3") continue;
+    // three TF32 products per k8 step, the small terms into a fresh partial sum added in FP32
+    EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(v.params.value("bn", 0)) + "k8.f32.tf32.tf32"),
+              std::string::npos);
+    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_small + kk * 32), mb_desc(b_big + kk * 32), kk);"), std::string::npos);
+    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_big + kk * 32), mb_desc(b_small + kk * 32), 1);"), std::string::npos);
+    EXPECT_NE(v.source.find("acc[i] += part[i];"), std::string::npos);
+    EXPECT_NE(v.source.find("mb_split_t<<<"), std::string::npos) << "B stored [k][n] is transposed while it is split";
+  }
+
+  // 8192 x 4096 x 4096: the split products come first.
+  KernelPlan big = matmul_plan({8192, 4096}, 0, 0, true, 8192, 4096, 4096, identity_epilogue());
+  Problem p = c.problem;
+  p.inputs[0].shape = {8192, 4096};
+  p.parameters[0].shape = {4096, 4096};
+  p.outputs[0].shape = {8192, 4096};
+  const auto large = cuda_variants(big, p, generation_target("cuda"));
+  ASSERT_GE(large.size(), 3u);
+  EXPECT_EQ(large[0].family, "cuda.matmul.tf32x3");
+  EXPECT_EQ(large[0].params.value("bn", 0), 256);
+  EXPECT_EQ(large[2].family, "cuda.matmul.cublas");
+
+  // Not where wgmma is missing (an sm_80 target), nor where K is not a multiple of 4 (16-byte copies).
+  Target ampere = generation_target("cuda");
+  ampere.spec = {{"arch", {{"sm", "80"}, {"gencode", "sm_80"}}}};
+  KernelPlan odd = c.plan;
+  odd.k = 510;
+  Problem q = c.problem;
+  q.inputs[0].shape = {256, 510};
+  q.parameters[0].shape = {510, 384};
+  for (const auto& [vs, why] : {std::pair{cuda_variants(c.plan, c.problem, ampere), "sm_80"}, std::pair{cuda_variants(odd, q, generation_target("cuda")), "K = 510"}}) {
+    EXPECT_FALSE(vs.empty()) << why;
+    for (const auto& v : vs) EXPECT_NE(v.family, "cuda.matmul.tf32x3") << why;
+  }
 }
 
 TEST(CudaVariants, SoftmaxReadsTheRowOnceFirstAndLongRowsGoToLargeBlocks) {
@@ -285,7 +329,7 @@ std::string find_nvcc() {
 
 class CudaVariantsCompile : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaVariantsCompile, VariantsBuildForSm90) {
+TEST_P(CudaVariantsCompile, VariantsBuildForSm90a) {
   const std::string nvcc = find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc here (set MBLAST_NVCC or CUDA_HOME, or put nvcc on PATH)";
   const Case c = load_case(GetParam());
@@ -295,9 +339,9 @@ TEST_P(CudaVariantsCompile, VariantsBuildForSm90) {
     const Variant& v = variants[i];
     const fs::path src = write_variant("cuda", GetParam(), i, v);
     const fs::path so = fs::path(src).replace_extension(".so");
-    // The flags of CudaBackend::build for a target with "gencode": "sm_90".
+    // The flags of CudaBackend::build for a target with "gencode": "sm_90a".
     std::vector<std::string> argv = {nvcc, "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-                                     "-lineinfo", "-gencode", "arch=compute_90,code=sm_90",
+                                     "-lineinfo", "-gencode", "arch=compute_90a,code=sm_90a",
                                      "-I" + (testing::source_dir() / "include").string(), src.string(), "-o", so.string(),
                                      "-Xlinker", "--no-undefined"};
     if (v.source.find("#include <cublas_v2.h>") != std::string::npos) argv.insert(argv.end(), {"-lcublas", "-lcublasLt"});

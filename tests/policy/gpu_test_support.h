@@ -1192,6 +1192,7 @@ inline Target generation_target(const std::string& backend) {
   Target t;
   t.name = backend == "opencl" ? "pocl-cpu" : "h200";
   t.backend = backend;
+  if (backend == "cuda") t.spec = {{"arch", {{"sm", "90"}, {"gencode", "sm_90a"}}}};  // as targets/h200.json
   return t;
 }
 

@@ -78,11 +78,11 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
 
 }  // namespace
 
-std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch) {
   return gpu::compose_chain<Design>(
       plan, problem,
-      [](const KernelPlan& stage, const Problem& sp) {
-        std::vector<Design> ds = designs_for(stage, sp);
+      [&](const KernelPlan& stage, const Problem& sp) {
+        std::vector<Design> ds = designs_for(stage, sp, arch);
         // One cuBLAS handle serves every stage, in one math mode: FP32 (TF32 stays a single-kernel variant).
         std::erase_if(ds, [](const Design& d) { return d.tf32; });
         return ds;

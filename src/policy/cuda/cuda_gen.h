@@ -36,6 +36,15 @@ struct Design {
   std::string free_code;
 };
 
+// What the target's architecture lets the generators use (from its "arch" entry).
+struct Arch {
+  bool wgmma = false;  // Hopper's warpgroup MMA: code built for sm_90a
+};
+Arch arch_of(const Target& target);
+
+// Whether the plan has an epilogue beyond storing the accumulator.
+inline bool has_epilogue(const KernelPlan& p) { return !p.expr.empty() && !p.expr.is_identity_epilogue(); }
+
 // The complete candidate source for a design.
 Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem);
 
@@ -56,10 +65,15 @@ std::string grid_stride_launch(const std::string& kernel, int block, int64_t ite
 void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& idx);
 
 // The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
-std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
-std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
+// cuBLAS (FP32, then TF32), on sm_90a the 3xTF32 wgmma kernels (first where they fill the GPU),
+// then shared-memory tiled kernels.
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch);
+// FP32-accurate products on TF32 tensor cores (split operands, wgmma; cuda_tf32x3.cpp): empty
+// where K is not a multiple of 4. `a` and `b` name the operands' buffers.
+std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a, const std::string& b);
 // pool, conv, conv_transpose and gather: one thread per output walking its window (cuda_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
 // cumsum: block-wide scans of contiguous rows, or a thread per column (cuda_scan.cpp).
@@ -76,6 +90,6 @@ std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem
 // a block per plane staged there (cuda_depthwise.cpp); none for any other.
 std::vector<Design> depthwise_conv_designs(const KernelPlan& plan, const Problem& problem);
 // A chain's designs: one design per stage, composed (cuda_chain.cpp).
-std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem);
+std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 
 }  // namespace mblast::policy::cuda

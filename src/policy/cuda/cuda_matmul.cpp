@@ -30,8 +30,6 @@ struct Mm {
 
 std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kCuda, i, acc); }
 
-bool has_epilogue(const KernelPlan& p) { return !p.expr.empty() && !p.expr.is_identity_epilogue(); }
-
 std::string cond_and(const std::vector<std::string>& parts) {
   std::string s;
   for (const auto& p : parts)
@@ -202,7 +200,7 @@ std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem
   return v;
 }
 
-std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem) {
+std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch) {
   Mm c{plan,
        problem,
        index_type(plan, problem),
@@ -216,6 +214,14 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   for (bool tf32 : {false, true}) {
     Design cb = cublas(c, tf32);
     if (!cb.family.empty()) v.push_back(std::move(cb));
+  }
+  if (arch.wgmma) {
+    // 3xTF32 runs at about twice cuBLAS's FP32 rate on the H200 once its 128 x 256 tiles fill the
+    // 132 SMs; on smaller products it comes after cuBLAS's FP32 SGEMM.
+    std::vector<Design> x3 = tf32x3_matmul_designs(plan, c.idx, c.a, c.b);
+    const int64_t tiles = gpu::ceil_div(c.m, 128) * gpu::ceil_div(c.n, 256) * c.batch;
+    const auto at = tiles >= 132 ? v.begin() : v.begin() + std::min<size_t>(v.size(), 1);
+    v.insert(at, std::make_move_iterator(x3.begin()), std::make_move_iterator(x3.end()));
   }
   if (c.batch <= 65535 && gpu::ceil_div(c.m, 32) <= 65535) {
     for (const Tile& t : {Tile{32, 32, 8, 4, 4}, Tile{32, 32, 16, 4, 4}, Tile{64, 64, 8, 4, 4}, Tile{64, 64, 16, 4, 4},

@@ -152,11 +152,18 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
   return v;
 }
 
-std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) {
+Arch arch_of(const Target& target) {
+  Arch a;
+  const auto arch = target.spec.find("arch");
+  if (arch != target.spec.end() && arch->is_object()) a.wgmma = arch->value("gencode", "") == "sm_90a";
+  return a;
+}
+
+std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, const Arch& arch) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
   if (is_row_kind(plan.kind) || plan.kind == "row_map") return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
-  if (plan.kind == "matmul") return matmul_designs(plan, problem);
+  if (plan.kind == "matmul") return matmul_designs(plan, problem, arch);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
   if (plan.kind == "argmax") return argmax_designs(plan, problem);
@@ -179,9 +186,10 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem) 
 
 }  // namespace cuda
 
-std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target&) {
+std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
+  const cuda::Arch arch = cuda::arch_of(target);
   std::vector<Variant> v;
-  for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem) : cuda::designs_for(plan, problem))
+  for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem, arch) : cuda::designs_for(plan, problem, arch))
     v.push_back(cuda::finish(d, plan, problem));
   return v;
 }
