@@ -234,7 +234,8 @@ std::string format_bench_table(const json& results) {
     if (str(r, "status") != "correct" && str(r, "status") != "no_candidate" && r.value("reason", json()).is_string())
       o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
     if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
-      o << "    above 100% of peak: the kernel does less arithmetic than the problem's counted FLOPs (as FFT and Winograd convolutions do)\n";
+      o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the problem's counted FLOPs\n"
+           "    (FFT and Winograd convolutions) or runs it on tensor cores (3xTF32 products)\n";
     if (const json* d = design_of(r); d && !str(*d, "family").empty())
       o << fmt::format("    design: {} {}\n", str(*d, "family"), d->value("params", json::object()).dump());
     for (const char* which : {"eager", "compile"}) {

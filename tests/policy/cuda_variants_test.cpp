@@ -66,6 +66,20 @@ TEST(CudaVariants, LargeFp32ProductsStartFromSplitTf32TensorCoresOnSm90a) {
   EXPECT_EQ(large[0].params.value("bn", 0), 256);
   EXPECT_EQ(large[2].family, "cuda.matmul.cublas");
 
+  // Where the split passes cost about as much as the product (level2/09's batched 2048 x 128 x 2048,
+  // A the 2048 x 2048 attention weights), cuBLAS's SGEMM comes first, then the 128-wide tile.
+  KernelPlan thin = matmul_plan({32, 2048, 128}, 0, 1, false, 2048, 128, 2048, identity_epilogue());
+  Problem t = c.problem;
+  t.inputs[0].shape = {32, 2048, 2048};
+  t.inputs.push_back(t.inputs[0]);
+  t.inputs[1].shape = {32, 2048, 128};
+  t.outputs[0].shape = {32, 2048, 128};
+  const auto thin_vs = cuda_variants(thin, t, generation_target("cuda"));
+  ASSERT_GE(thin_vs.size(), 3u);
+  EXPECT_EQ(thin_vs[0].family, "cuda.matmul.cublas");
+  EXPECT_EQ(thin_vs[1].family, "cuda.matmul.tf32x3");
+  EXPECT_EQ(thin_vs[1].params.value("bn", 0), 128);
+
   // Not where wgmma is missing (an sm_80 target), nor where K is not a multiple of 4 (16-byte copies).
   Target ampere = generation_target("cuda");
   ampere.spec = {{"arch", {{"sm", "80"}, {"gencode", "sm_80"}}}};

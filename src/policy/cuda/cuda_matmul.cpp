@@ -216,11 +216,10 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     if (!cb.family.empty()) v.push_back(std::move(cb));
   }
   if (arch.wgmma) {
-    // 3xTF32 runs at about twice cuBLAS's FP32 rate on the H200 once its 128 x 256 tiles fill the
-    // 132 SMs; on smaller products it comes after cuBLAS's FP32 SGEMM.
+    // First where the split products are expected to beat cuBLAS's SGEMM clearly; after the
+    // SGEMM elsewhere, so a short search still measures them.
     std::vector<Design> x3 = tf32x3_matmul_designs(plan, c.idx, c.a, c.b);
-    const int64_t tiles = gpu::ceil_div(c.m, 128) * gpu::ceil_div(c.n, 256) * c.batch;
-    const auto at = tiles >= 132 ? v.begin() : v.begin() + std::min<size_t>(v.size(), 1);
+    const auto at = tf32x3_leads(plan) ? v.begin() : v.begin() + std::min<size_t>(v.size(), 1);
     v.insert(at, std::make_move_iterator(x3.begin()), std::make_move_iterator(x3.end()));
   }
   if (c.batch <= 65535 && gpu::ceil_div(c.m, 32) <= 65535) {

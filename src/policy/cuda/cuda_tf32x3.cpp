@@ -279,7 +279,22 @@ std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::str
   std::vector<Design> v;
   v.push_back(design(plan, sh, idx, a, b, 256, 2));
   v.push_back(design(plan, sh, idx, a, b, 128, 3));
+  if (sh.n <= 128) std::swap(v[0], v[1]);  // a 256-wide tile would be half empty
   return v;
+}
+
+bool tf32x3_leads(const KernelPlan& plan) {
+  // Rates measured on the H100 and H200 (tools/probe/gemm3xtf32.cu): the 3xTF32 kernel at about
+  // 90 TFLOP/s, cuBLAS's SGEMM at 50; the split passes stream 12 bytes per operand element at
+  // about 3 TB/s. Level2/09's batched 2048 x 128 x 2048 products (split 0.54 ms, product 0.38 ms
+  // against SGEMM's 0.69 ms) and level1/02's 262144 x 256 x 1024 (2.6 ms against 2.7 ms) lose.
+  const double m = static_cast<double>(plan.m), n = static_cast<double>(plan.n), k = static_cast<double>(plan.k);
+  const double batch = static_cast<double>(plan.batch), flops = 2 * batch * m * n * k;
+  const double split_bytes = 12.0 * k * ((plan.a_batched ? batch : 1) * m + (plan.b_batched ? batch : 1) * n);
+  const double x3_s = flops / 90e12 + split_bytes / 3e12, sgemm_s = flops / 50e12;
+  // At least 90 % of one wave of 128 x 256 tiles on 132 SMs (level3/03's 4096 x 1000 layer: 128).
+  const int64_t tiles = gpu::ceil_div(plan.m, kBm) * gpu::ceil_div(plan.n, 256) * plan.batch;
+  return tiles >= 118 && plan.k >= 512 && x3_s < 0.8 * sgemm_s;
 }
 
 }  // namespace mblast::policy::cuda
