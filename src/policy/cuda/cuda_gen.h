@@ -68,8 +68,8 @@ void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& 
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
 std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
-// cuBLAS (FP32, then TF32), on sm_90a the 3xTF32 wgmma kernels (first where they fill the GPU),
-// then shared-memory tiled kernels.
+// cuBLAS (FP32, then TF32) and, on sm_90a, the 3xTF32 wgmma kernels (first where
+// tf32x3_leads(), else right after the FP32 SGEMM), then shared-memory tiled kernels.
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 // FP32-accurate products on TF32 tensor cores (split operands, wgmma; cuda_tf32x3.cpp): empty
 // where K is not a multiple of 4. `a` and `b` name the operands' buffers.

@@ -8,6 +8,7 @@
 //           C^T = B^T A^T), FP32 by default or TF32 tensor-op math as its own variant (the
 //           verifier judges whether the problem's tolerance allows it), then the epilogue in
 //           place when there is one.
+//   tf32x3  on sm_90a targets, FP32-accurate products on TF32 tensor cores (cuda_tf32x3.cpp).
 // A pointwise convolution (1x1 kernel, stride 1, no padding, one group) is the same product per
 // image, out[n] (cout x hw) = W (cout x cin) * x[n] (cin x hw), so it gets the cuBLAS designs too
 // (family cuda.conv.cublas): cuDNN's legacy algorithms reach 1.83 ms on level1/07's 1x1 conv
