@@ -116,7 +116,7 @@ std::string fill(std::string text, const std::vector<std::pair<std::string, std:
   return text;
 }
 
-// The product kernel, reading the split operands; `epilogue` maps (o, v) to the stored value.
+// The product kernel, reading the split operands; the plan's epilogue maps (o, v) to the stored value.
 std::string product_kernel(const KernelPlan& plan, const Shape& sh, const std::string& idx, int bn, int stages) {
   const auto tensors = gpu::plan_tensors(plan);
   std::string k = R"CU(__global__ void __launch_bounds__(256, 1) mb_tf32x3(@PARAMS@, const float* __restrict__ ab, const float* __restrict__ as,
