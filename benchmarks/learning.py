@@ -9,6 +9,13 @@ For every problem it reports the final speedup over the start, and how many eval
 mode needed to reach 95% of the best speedup either mode found (the sooner, the better the
 KB's guidance). The first problem is cold in both modes by construction.
 
+With --transfer-from TARGET a third mode measures transfer across targets: the whole sequence
+is first optimized on TARGET into one KB, and each problem then starts from a copy of that KB
+(knowledge of this problem and the others, all from the other target, which retrieval weighs
+with its transfer discount) instead of an empty one.
+
+    python3 benchmarks/learning.py --target rvv-qemu-256 --transfer-from rvv-qemu-128 --out learning.json
+
     python3 benchmarks/learning.py --target rvv-qemu-256 --max-evals 8 --samples 2 --out learning.json
 
 Costs are instruction counts on rvv-qemu targets (deterministic), so the two modes differ only
@@ -19,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -75,25 +83,43 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", default="autovec",
                     help="the starting candidate in each problem's candidates/: autovec (clang -O3, rvv) or naive")
+    ap.add_argument("--transfer-from", default="",
+                    help="another target: also start each problem from a KB filled by the whole sequence on it")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="mblast-learning-")
+    runs = os.path.join(work, "runs")
     warm_kb = os.path.join(work, "warm.sqlite")
+    transfer_kb = os.path.join(work, "transfer.sqlite")
+    if args.transfer_from:
+        for prob in args.problems:
+            r = optimize(args.mblast, prob, args.transfer_from, transfer_kb, runs, args)
+            print(f"{prob:<10} on {args.transfer_from}: {r['speedup']:.2f}x (filling the transfer KB)", flush=True)
     rows = []
     for i, prob in enumerate(args.problems):
-        cold = optimize(args.mblast, prob, args.target, os.path.join(work, f"cold-{prob}.sqlite"),
-                        os.path.join(work, "runs"), args)
-        warm = optimize(args.mblast, prob, args.target, warm_kb, os.path.join(work, "runs"), args)
-        goal = 0.95 * max(cold["speedup"], warm["speedup"])
-        row = {"problem": prob, "warmed_on": args.problems[:i],
-               "cold": cold, "warm": warm,
-               "cold_evals_to_95pct": evals_to_reach(cold["trajectory"], goal),
-               "warm_evals_to_95pct": evals_to_reach(warm["trajectory"], goal)}
+        cold = optimize(args.mblast, prob, args.target, os.path.join(work, f"cold-{prob}.sqlite"), runs, args)
+        warm = optimize(args.mblast, prob, args.target, warm_kb, runs, args)
+        modes = {"cold": cold, "warm": warm}
+        if args.transfer_from:
+            kb = os.path.join(work, f"transfer-{prob}.sqlite")  # a fresh copy: only the other target's runs
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(transfer_kb + suffix):
+                    shutil.copyfile(transfer_kb + suffix, kb + suffix)
+            modes["transfer"] = optimize(args.mblast, prob, args.target, kb, runs, args)
+        goal = 0.95 * max(m["speedup"] for m in modes.values())
+        row = {"problem": prob, "warmed_on": args.problems[:i]}
+        for name, m in modes.items():
+            row[name] = m
+            row[f"{name}_evals_to_95pct"] = evals_to_reach(m["trajectory"], goal)
         rows.append(row)
-        print(f"{prob:<10} cold {cold['speedup']:.2f}x in {row['cold_evals_to_95pct']} evals to 95% | "
-              f"warm {warm['speedup']:.2f}x in {row['warm_evals_to_95pct']} evals to 95% "
-              f"(warmed on {len(args.problems[:i])} other problems)", flush=True)
+        line = (f"{prob:<10} cold {cold['speedup']:.2f}x in {row['cold_evals_to_95pct']} evals to 95% | "
+                f"warm {warm['speedup']:.2f}x in {row['warm_evals_to_95pct']} evals to 95% "
+                f"(warmed on {len(args.problems[:i])} other problems)")
+        if args.transfer_from:
+            line += (f" | from {args.transfer_from} {modes['transfer']['speedup']:.2f}x in "
+                     f"{row['transfer_evals_to_95pct']} evals to 95%")
+        print(line, flush=True)
 
     def geo(xs):
         xs = [x for x in xs if x and x > 0]
@@ -108,6 +134,12 @@ def main():
         "mean_evals_to_95pct_cold": sum(r["cold_evals_to_95pct"] or budget for r in later) / max(1, len(later)),
         "mean_evals_to_95pct_warm": sum(r["warm_evals_to_95pct"] or budget for r in later) / max(1, len(later)),
     }
+    if args.transfer_from:  # every problem: the transfer KB holds them all
+        summary["transfer_from"] = args.transfer_from
+        summary["geomean_speedup_transfer_all"] = geo([r["transfer"]["speedup"] for r in rows])
+        summary["geomean_speedup_cold_all"] = geo([r["cold"]["speedup"] for r in rows])
+        summary["mean_evals_to_95pct_transfer_all"] = sum(r["transfer_evals_to_95pct"] or budget for r in rows) / len(rows)
+        summary["mean_evals_to_95pct_cold_all"] = sum(r["cold_evals_to_95pct"] or budget for r in rows) / len(rows)
     print(json.dumps(summary, indent=1))
     if args.out:
         with open(args.out, "w") as f:
