@@ -456,6 +456,11 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
   return s;
 }
 
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+  return text;
+}
+
 std::string undefs(const std::string& code) {
   std::istringstream in(code);
   std::string line, out;

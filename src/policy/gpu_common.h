@@ -141,6 +141,10 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
 // "{\"tile\": 16}" rendered compactly, for comments and descriptions.
 std::string params_text(const nlohmann::json& params);
 
+// `text` with every occurrence of `from` replaced by `to`, left to right (what is put in is not
+// searched again): the generators' token substitution.
+std::string replace_all(std::string text, const std::string& from, const std::string& to);
+
 // Chains (a plan of several stages, each designed by its kind's generator):
 // "#undef NAME" for every "#define NAME" in `code`, so the next stage's sizes can be defined.
 std::string undefs(const std::string& code);

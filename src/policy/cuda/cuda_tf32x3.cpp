@@ -109,10 +109,7 @@ struct Shape {
 
 // Replaces each "@NAME@" in `text`.
 std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
-  for (const auto& [name, value] : values) {
-    const std::string key = "@" + name + "@";
-    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) text.replace(at, key.size(), value);
-  }
+  for (const auto& [name, value] : values) text = gpu::replace_all(std::move(text), "@" + name + "@", value);
   return text;
 }
 
@@ -215,18 +212,13 @@ std::string product_kernel(const KernelPlan& plan, const Shape& sh, const std::s
 // Launch code that splits one operand into (big, small), transposing when it is stored [.][k][rows].
 std::string split_launch(const std::string& src, const std::string& big, const std::string& small, int64_t mats, int64_t rows, int64_t k,
                          bool transposed) {
+  const std::string args = fmt::format("{}, {}, {}", src, big, small);
+  if (!transposed) return grid_stride_launch("mb_split", 256, mats * rows * k, fmt::format("{}, {}LL", args, mats * rows * k), true);
+  // stored [mats][k][rows]: the tile kernel reads k rows of `rows` columns
   std::string s = "  {\n";
-  if (transposed) {
-    // stored [mats][k][rows]: the tile kernel reads k rows of `rows` columns
-    s += fmt::format("    const dim3 grid({}, {}, {});\n", gpu::ceil_div(rows, 32), gpu::ceil_div(k, 32), mats);
-    s += fmt::format("    mb_split_t<<<grid, dim3(32, 8), 0, stream>>>({}, {}, {}, {}, {});\n", src, big, small, k, rows);
-    s += "    if (mb_launched(\"mb_split_t\") != 0) return -1;\n";
-  } else {
-    const int64_t n = mats * rows * k;
-    s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * 8;\n", gpu::ceil_div(n, 256));
-    s += fmt::format("    mb_split<<<static_cast<unsigned>(need < cap ? need : cap), 256, 0, stream>>>({}, {}, {}, {}LL);\n", src, big, small, n);
-    s += "    if (mb_launched(\"mb_split\") != 0) return -1;\n";
-  }
+  s += fmt::format("    const dim3 grid({}, {}, {});\n", gpu::ceil_div(rows, 32), gpu::ceil_div(k, 32), mats);
+  s += fmt::format("    mb_split_t<<<grid, dim3(32, 8), 0, stream>>>({}, {}, {});\n", args, k, rows);
+  s += "    if (mb_launched(\"mb_split_t\") != 0) return -1;\n";
   return s + "  }\n";
 }
 

@@ -13,10 +13,7 @@ namespace {
 
 // The kernels of stage `i` under their stage-unique names (every kernel is declared "void mb_<name>(").
 std::string stage_kernels(const std::string& kernels, size_t i) {
-  const std::string from = "void mb_", to = fmt::format("void mb_s{}_", i);
-  std::string out = kernels;
-  for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size())) out.replace(at, from.size(), to);
-  return out;
+  return gpu::replace_all(kernels, "void mb_", fmt::format("void mb_s{}_", i));
 }
 
 Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts) {

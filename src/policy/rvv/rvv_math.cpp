@@ -10,6 +10,7 @@
 // fit_polynomials.py.
 #include <vector>
 
+#include "gpu_common.h"
 #include "rvv/rvv_codegen.h"
 
 namespace mblast::policy::rvv {
@@ -17,8 +18,7 @@ namespace mblast::policy::rvv {
 std::string at_lmul(std::string text, Lmul lm) {
   const std::vector<std::pair<std::string, std::string>> tokens = {
       {"$F", lm.f32()}, {"$I", lm.i32()}, {"$U", lm.u32()}, {"$B", lm.mask()}, {"$L", lm.name()}, {"$b", lm.mask_suffix()}};
-  for (const auto& [from, to] : tokens)
-    for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size())) text.replace(p, from.size(), to);
+  for (const auto& [from, to] : tokens) text = gpu::replace_all(std::move(text), from, to);
   return text;
 }
 
