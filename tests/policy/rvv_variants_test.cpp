@@ -259,6 +259,7 @@ std::set<std::string> seed_action_ids() {
 }
 
 void check_variant_list(const std::vector<Variant>& vs, const KernelPlan& plan) {
+  const auto fused = fuse_row_map(plan);
   static const std::set<std::string> ids = seed_action_ids();
   ASSERT_FALSE(ids.empty());
   ASSERT_FALSE(vs.empty()) << plan.summary();
@@ -277,7 +278,6 @@ void check_variant_list(const std::vector<Variant>& vs, const KernelPlan& plan) 
     EXPECT_NE(head.find(v.family), std::string::npos);
     EXPECT_NE(head.find(v.params.dump()), std::string::npos);
     // A row map names the one-kernel plan it makes of the chain.
-    const auto fused = fuse_row_map(plan);
     EXPECT_NE(head.find(fused && v.family.starts_with("rvv.row-map.") ? fused->summary() : plan.summary()), std::string::npos);
     EXPECT_NE(v.source.find("int mblast_run("), std::string::npos);
   }
