@@ -1187,12 +1187,13 @@ inline std::vector<std::string> case_names(bool with_chains = false) {
   return v;
 }
 
-// A stand-in target for generation (the generators read only the backend).
+// A target for generation: for CUDA targets/h200.json (its arch, sm_90a, decides the wgmma
+// designs); for OpenCL a stand-in with no device type (the designs for GPU devices).
 inline Target generation_target(const std::string& backend) {
+  if (backend == "cuda") return find_target("h200");
   Target t;
-  t.name = backend == "opencl" ? "pocl-cpu" : "h200";
+  t.name = "pocl-cpu";
   t.backend = backend;
-  if (backend == "cuda") t.spec = {{"arch", {{"sm", "90"}, {"gencode", "sm_90a"}}}};  // as targets/h200.json
   return t;
 }
 
