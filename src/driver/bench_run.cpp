@@ -25,7 +25,7 @@
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/import_cache.h"
 #include "mblast/driver/kernelbench_tool.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
 #include "mblast/kb/records.h"
 #include "mblast/files.h"

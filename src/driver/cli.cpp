@@ -12,7 +12,7 @@
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/doctor_command.h"
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/driver/kb_command.h"
 #include "mblast/driver/optimize_command.h"
 #include "mblast/driver/export_command.h"

@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/paths.h"
 #include "mblast/problem.h"
 #include "mblast/version.h"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
 #include "mblast/target.h"
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
 #include "mblast/files.h"
 #include "mblast/kb/knowledge_base.h"

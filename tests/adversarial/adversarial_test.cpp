@@ -2,14 +2,15 @@
 // have been fooled by. Each must be rejected with its stated failure kind on every backend
 // that has a variant of it (tests/adversarial/cases.json); a backend without a variant
 // reports NOT_SUPPORTED (a skip), never a pass.
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
 
 #include <gtest/gtest.h>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "test_env.h"
 
 namespace mblast {
@@ -22,12 +23,21 @@ struct Case {
   std::string backend, name, problem, expect, what;
 };
 
+// Every tests/adversarial/cases*.json, in name order (one file per group of attacks).
 std::vector<Case> all_cases() {
-  std::ifstream in(testing::source_dir() / "tests" / "adversarial" / "cases.json");
-  json j = json::parse(in);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(testing::source_dir() / "tests" / "adversarial")) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("cases", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
   std::vector<Case> v;
-  for (const auto& b : testing::all_backend_names())
-    for (const auto& c : j["cases"]) v.push_back({b, c["name"], c["problem"], c["expect"], c["what"]});
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const json j = json::parse(in);
+    for (const auto& b : testing::all_backend_names())
+      for (const auto& c : j["cases"]) v.push_back({b, c["name"], c["problem"], c["expect"], c["what"]});
+  }
   return v;
 }
 

@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include "mblast/cache_evict.h"
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/paths.h"
 #include "test_env.h"

@@ -20,8 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/policy/variants.h"
 #include "mblast/problem.h"
 #include "conv_transpose_reference.h"

@@ -24,8 +24,8 @@
 
 #include <fmt/format.h>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
 #include "conv_transpose_reference.h"

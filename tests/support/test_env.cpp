@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 
 namespace mblast::testing {
 

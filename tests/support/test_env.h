@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/target.h"
 
 namespace mblast::testing {

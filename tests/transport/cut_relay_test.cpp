@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "test_env.h"
 
 namespace mblast {

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/shared_payload.h"
 #include "test_env.h"
 

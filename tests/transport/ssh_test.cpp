@@ -9,8 +9,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "mblast/driver/evaluate.h"
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/evaluate.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/process.h"
 #include "test_env.h"
 

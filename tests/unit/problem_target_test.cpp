@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/error.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"
 

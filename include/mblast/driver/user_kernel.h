@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/target.h"
 
 namespace mblast {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/loop/actor.h"
 #include "mblast/loop/critic.h"
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mblast/abi.h"
+#include "mblast/digest.h"
 #include "mblast/error.h"
 
 namespace mblast::runner {
@@ -77,6 +78,28 @@ class Device {
   virtual std::string timing_unit() { return "s"; }
 
   virtual Peaks measure_peaks() = 0;
+
+  // Fresh inputs for one timed call (mblast/digest.h): dst's element e is a's where
+  // mix_takes_a(key, e), else b's. host_a and host_b hold the bytes of a and b. The default
+  // mixes on the host and uploads; a backend may mix on the device instead (same result).
+  virtual void mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
+                   std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) {
+    (void)a;
+    (void)b;
+    scratch_.resize(dst.nbytes);
+    mix_host(scratch_, host_a, host_b, elem_bytes, key);
+    upload(dst, scratch_);
+  }
+  // The outputs' fingerprint right after a call, outside the clock (mblast/digest.h). The
+  // default downloads and computes on the host; a device implementation must match it.
+  virtual OutputDigest digest(const Buffer& b, size_t elem_bytes, std::byte poison) {
+    scratch_.resize(b.nbytes);
+    download(b, scratch_);
+    return output_digest(scratch_, elem_bytes, poison);
+  }
+
+ private:
+  std::vector<std::byte> scratch_;  // the defaults' host copy
 };
 
 struct BuildRequest {

@@ -1,4 +1,4 @@
-#include "mblast/driver/evaluate.h"
+#include "mblast/measure/evaluate.h"
 
 #include <chrono>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/stats.h"
 #include "mblast/verify.h"
 

@@ -1,4 +1,4 @@
-#include "mblast/driver/runner_client.h"
+#include "mblast/measure/runner_client.h"
 
 #include <csignal>
 

@@ -1,0 +1,71 @@
+// Fresh inputs and output fingerprints for timed calls (docs/measurement.md).
+//
+// Every timed call gets inputs no earlier call had: each element is taken from one of two
+// verified seeds' inputs, chosen by a key the runner draws for that call (mix_takes_a). Right
+// after the call, outside the clock, its outputs are fingerprinted (output_digest): a hash of
+// their bytes and how many elements still hold the poison pattern written before the call.
+//
+// Header-only and dependency-free: the worker (built for riscv64 too), device kernels and the
+// runner compute the same numbers. A device implementation must match these bit for bit.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace mblast {
+
+inline constexpr uint64_t kGolden64 = 0x9E3779B97F4A7C15ull;
+
+// SplitMix64's finaliser: a bijection of 64-bit words with good avalanche.
+inline constexpr uint64_t splitmix64(uint64_t x) {
+  x += kGolden64;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Whether element E of a call keyed KEY comes from seed A (else from seed B). One SplitMix64
+// word per 64 elements, so a device thread handling 64 elements computes it once.
+inline constexpr bool mix_takes_a(uint64_t key, uint64_t e) {
+  return ((splitmix64(key ^ ((e >> 6) * kGolden64)) >> (e & 63)) & 1u) != 0;
+}
+
+// dst = the elementwise mix of a and b (all three the same size, a multiple of elem_bytes).
+inline void mix_host(std::span<std::byte> dst, std::span<const std::byte> a, std::span<const std::byte> b,
+                     size_t elem_bytes, uint64_t key) {
+  const size_t n = elem_bytes ? dst.size() / elem_bytes : 0;
+  for (size_t e = 0; e < n; ++e)
+    std::memcpy(dst.data() + e * elem_bytes, (mix_takes_a(key, e) ? a : b).data() + e * elem_bytes, elem_bytes);
+}
+
+struct OutputDigest {
+  uint64_t hash = 0;      // sum over 32-bit words w_i of splitmix64(w_i ^ i * kGolden64), mod 2^64
+  uint64_t poisoned = 0;  // elements whose every byte is still the poison byte
+  bool operator==(const OutputDigest&) const = default;
+};
+
+// The sum makes the hash independent of the order in which parallel threads add their parts;
+// the index inside each term makes it depend on where every word is. A trailing partial word
+// counts as zero-padded.
+inline OutputDigest output_digest(std::span<const std::byte> bytes, size_t elem_bytes, std::byte poison) {
+  OutputDigest d;
+  const size_t words = (bytes.size() + 3) / 4;
+  for (size_t i = 0; i < words; ++i) {
+    uint32_t w = 0;
+    std::memcpy(&w, bytes.data() + 4 * i, std::min<size_t>(4, bytes.size() - 4 * i));
+    d.hash += splitmix64(static_cast<uint64_t>(w) ^ (static_cast<uint64_t>(i) * kGolden64));
+  }
+  if (elem_bytes == 0) return d;
+  const size_t n = bytes.size() / elem_bytes;
+  for (size_t e = 0; e < n; ++e) {
+    size_t k = 0;
+    while (k < elem_bytes && bytes[e * elem_bytes + k] == poison) ++k;
+    if (k == elem_bytes) ++d.poisoned;
+  }
+  return d;
+}
+
+}  // namespace mblast
