@@ -37,12 +37,24 @@ inline constexpr bool mix_takes_a(uint64_t key, uint64_t e) {
 inline void mix_host(std::span<std::byte> dst, std::span<const std::byte> a, std::span<const std::byte> b,
                      size_t elem_bytes, uint64_t key) {
   const size_t n = elem_bytes ? dst.size() / elem_bytes : 0;
-  for (size_t e = 0; e < n; ++e)
-    std::memcpy(dst.data() + e * elem_bytes, (mix_takes_a(key, e) ? a : b).data() + e * elem_bytes, elem_bytes);
+  for (size_t block = 0; block * 64 < n; ++block) {
+    const uint64_t bits = splitmix64(key ^ (block * kGolden64));
+    const size_t end = std::min(n, block * 64 + 64);
+    for (size_t e = block * 64; e < end; ++e) {
+      const size_t at = e * elem_bytes;
+      std::memcpy(dst.data() + at, (((bits >> (e & 63)) & 1u) ? a : b).data() + at, elem_bytes);
+    }
+  }
+}
+
+// One term of the fingerprint: word W at index I (a cheap, position-dependent bijection of W).
+inline constexpr uint64_t digest_term(uint32_t w, uint64_t i) {
+  uint64_t x = (static_cast<uint64_t>(w) ^ (i * kGolden64)) * 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 31);
 }
 
 struct OutputDigest {
-  uint64_t hash = 0;      // sum over 32-bit words w_i of splitmix64(w_i ^ i * kGolden64), mod 2^64
+  uint64_t hash = 0;      // sum over the 32-bit words w_i of digest_term(w_i, i), mod 2^64
   uint64_t poisoned = 0;  // elements whose every byte is still the poison byte
   bool operator==(const OutputDigest&) const = default;
 };
@@ -52,14 +64,28 @@ struct OutputDigest {
 // counts as zero-padded.
 inline OutputDigest output_digest(std::span<const std::byte> bytes, size_t elem_bytes, std::byte poison) {
   OutputDigest d;
-  const size_t words = (bytes.size() + 3) / 4;
-  for (size_t i = 0; i < words; ++i) {
+  const size_t full = bytes.size() / 4;
+  for (size_t i = 0; i < full; ++i) {
+    uint32_t w;
+    std::memcpy(&w, bytes.data() + 4 * i, 4);
+    d.hash += digest_term(w, i);
+  }
+  if (bytes.size() % 4) {
     uint32_t w = 0;
-    std::memcpy(&w, bytes.data() + 4 * i, std::min<size_t>(4, bytes.size() - 4 * i));
-    d.hash += splitmix64(static_cast<uint64_t>(w) ^ (static_cast<uint64_t>(i) * kGolden64));
+    std::memcpy(&w, bytes.data() + 4 * full, bytes.size() % 4);
+    d.hash += digest_term(w, full);
   }
   if (elem_bytes == 0) return d;
   const size_t n = bytes.size() / elem_bytes;
+  if (elem_bytes == 4) {
+    const uint32_t p = 0x01010101u * static_cast<uint32_t>(poison);
+    for (size_t e = 0; e < n; ++e) {
+      uint32_t w;
+      std::memcpy(&w, bytes.data() + 4 * e, 4);
+      d.poisoned += w == p;
+    }
+    return d;
+  }
   for (size_t e = 0; e < n; ++e) {
     size_t k = 0;
     while (k < elem_bytes && bytes[e * elem_bytes + k] == poison) ++k;

@@ -27,7 +27,7 @@
 
 namespace mblast::protocol {
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: timed calls driven one by one by the runner
 
 using Clock = std::chrono::steady_clock;
 using Deadline = std::optional<Clock::time_point>;
@@ -104,6 +104,8 @@ enum class FailureKind {
   nondeterministic,     // two runs on the same inputs disagree
   unavailable,          // the target cannot be reached or has no device here
   runner_error,         // the measurement infrastructure itself failed
+  timing_inconsistent,  // the worker's figures disagree with what the runner saw (clock, protocol order)
+  implausible_speed,    // faster than the problem's speed-of-light time on the target allows
 };
 
 std::string_view failure_kind_name(FailureKind k);

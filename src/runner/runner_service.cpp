@@ -19,6 +19,7 @@
 #include "mblast/runner/sandbox.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
+#include "timed_loop.h"
 #include "worker_run.h"
 
 namespace mblast::runner {
@@ -261,11 +262,19 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   json wreq = {{"op", "eval"}, {"target", target}, {"artifact", artifact.string()}};
   for (const char* k : {"inputs", "parameters", "outputs", "seeds", "inits", "runs"})
     if (h.contains(k)) wreq[k] = h[k];
-  if (shared_fd >= 0) {
+  if (shared_fd >= 0)
     wreq["shared_payload"] = {{"fd", kSharedPayloadFd}, {"bytes", h["shared_payload"].value("bytes", size_t{0})}};
-    w.send(wreq);
-  } else {
-    w.send(wreq, req.payload);
+  w.send(wreq, shared_fd >= 0 ? std::span<const std::byte>{} : std::span<const std::byte>(req.payload));
+  // The spot check's worker starts now, beside the verification, so that opening its device
+  // costs the eval no time: it prepares, then waits for the keys of the timed calls chosen for
+  // checking (timed_loop.h).
+  std::unique_ptr<WorkerRun> spot;
+  if (h.value("timing", false)) {
+    spot = std::make_unique<WorkerRun>(*this, *b, target, artifact, limits, shared_fd);
+    json sreq = wreq;
+    sreq["op"] = "spot";
+    sreq["init"] = h.value("timing_init", h.value("inits", json::array({0})).at(0).get<int>());
+    spot->send(sreq, shared_fd >= 0 ? std::span<const std::byte>{} : std::span<const std::byte>(req.payload));
   }
   // Each verification run answers on its own, within the run limit plus the time its data
   // takes to move (the driver sizes that). The driver's word on each run goes back to the
@@ -306,6 +315,13 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
     }
     w.send(word->header);
   }
+  // Only the stage's own messages are taken: anything else (a message a candidate wrote to the
+  // worker's descriptor itself, say) ends the eval as inconsistent.
+  const std::string vstage = v.header.value("stage", "");
+  if (vstage != "verify" && vstage != "failed")
+    v = w.decorate({failed(FailureKind::timing_inconsistent,
+                           "a message out of protocol order during verification: '" + vstage + "'", "verify"), {}});
+  v.header["build"] = build_info;
   protocol::write_message(out_fd, v.header, v.payload);
   if (v.header.value("stage", "") != "verify") return;
 
@@ -314,48 +330,37 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
     w.send({{"op", "stop"}});
     return;
   }
-  json treq = next->header;
+  const json& treq = next->header;
   const json device = v.header.value("device", json());
-  auto cached = cached_peaks(target.value("name", ""), device);
-  treq["measure_peaks"] = !cached.has_value() && treq.value("want_peaks", true);
-  w.send(treq);
-  // The outputs left in each rotating buffer set come one set per message, then the samples.
-  // Streamed like the verification runs: a set's header goes on at once, its payload as it
-  // arrives, then a "timing_set_end" that says whether all of it was the worker's.
-  const double time_s = limits.value("time_s", 300.0);  // per message, its payload included
-  Message t;
-  for (;;) {
-    if (stream) {
-      bool cut = false;
-      auto other = w.pass_on(out_fd, "timing_set", "timing_set_end", json::object(), time_s, "timing", "", &cut);
-      if (!other) continue;
-      if (cut) {
-        protocol::write_message(out_fd, other->header);
-        return;
-      }
-      t = std::move(*other);  // the samples, or the worker's failure
-      break;
-    }
-    t = w.receive(time_s, "timing");
-    if (t.header.value("stage", "") != "timing_set") break;
-    protocol::write_message(out_fd, t.header, t.payload);
-    w.recycle(std::move(t.payload));
-  }
-  if (t.header.value("stage", "") == "timing") {
+  const auto cached = cached_peaks(target.value("name", ""), device);
+  const json no_costs;
+  const TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0)};
+  json t = run_timed_stage(stage, w, spot.get());
+  spot.reset();
+  if (t.value("stage", "") == "timing") {
     w.wait_exit(10.0);
-    b->finish_timing(t.header, w.dir(), target);
+    b->finish_timing(t, w.dir(), target);
   }
-  if (t.header.value("stage", "") == "timing") {
-    if (t.header.contains("peaks")) {
-      json pk = t.header["peaks"];
-      pk["device"] = device;
-      store_peaks(target.value("name", ""), pk);
-      t.header["peaks"]["cached"] = false;
-    } else if (cached) {
-      t.header["peaks"] = *cached;
+  t = w.decorate({t, {}}).header;
+  if (t.value("stage", "") == "timing") {
+    // Peaks come only from the runner's own peak kernels, in a worker with no candidate loaded:
+    // nothing a candidate reports or does can raise them.
+    if (cached) {
+      t["peaks"] = *cached;
+    } else if (treq.value("want_peaks", true)) {
+      WorkerRun pw(*this, *b, target, {}, limits);
+      pw.send({{"op", "peaks"}, {"target", target}});
+      Message pm = pw.receive(300.0, "peaks");
+      if (pm.header.value("stage", "") == "peaks") {
+        store_peaks(target.value("name", ""), pm.header);
+        pm.header.erase("log");
+        pm.header.erase("sandbox");
+        t["peaks"] = pm.header;
+        t["peaks"]["cached"] = false;
+      }
     }
   }
-  protocol::write_message(out_fd, t.header, t.payload);
+  protocol::write_message(out_fd, t);
 }
 
 }  // namespace mblast::runner

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "mblast/cache_evict.h"
+#include "mblast/digest.h"
 #include "mblast/protocol.h"
 #include "mblast/shared_payload.h"
 #include "mblast/safetensors.h"
@@ -98,6 +99,37 @@ struct BufferSet {
   }
 };
 
+// The verified inputs of two seeds, on the device and in the payload, from which each timed
+// call's fresh inputs are mixed (mblast/digest.h): every input gets its own key from the call's.
+class FreshInputs {
+ public:
+  FreshInputs(Device& dev, const std::vector<TensorSpec>& specs, const TensorViews& payload, const json& seeds)
+      : dev_(dev), a_(dev, specs), b_(dev, specs) {
+    const std::string pa = "in/" + std::to_string(seeds.at(0).get<int>()) + "/";
+    const std::string pb = "in/" + std::to_string(seeds.at(1).get<int>()) + "/";
+    a_.upload(dev, payload, pa);
+    b_.upload(dev, payload, pb);
+    for (const auto& s : specs) {
+      host_a_.push_back(payload.find(pa + s.name)->data);
+      host_b_.push_back(payload.find(pb + s.name)->data);
+    }
+  }
+  void fill(BufferSet& dst, uint64_t key) {
+    for (size_t x = 0; x < dst.specs.size(); ++x)
+      dev_.mix(dst.buffers[x], a_.buffers[x], b_.buffers[x], host_a_[x], host_b_[x], dtype_size(dst.specs[x].dtype),
+               key ^ splitmix64(x + 1));
+  }
+  void release() {
+    a_.release(dev_);
+    b_.release(dev_);
+  }
+
+ private:
+  Device& dev_;
+  BufferSet a_, b_;
+  std::vector<std::span<const std::byte>> host_a_, host_b_;
+};
+
 // Called with each verification run's case and outputs; false: the driver wants no more runs.
 using RunSink = std::function<bool(const json& run_case, std::span<const std::byte> outputs)>;
 
@@ -175,100 +207,135 @@ class Session {
     return cases;
   }
 
-  // The outputs left in each rotating buffer set go to `send_set(set, seed, outputs)`, one set at
-  // a time (a blob of the outputs under their own names, reused from set to set).
-  json time(const json& req, const std::function<void(int, int, std::span<const std::byte>)>& send_set) {
+  // The timed stage, driven call by call by the runner (docs/measurement.md). After setting up
+  // it says "timing_ready", then answers each of the runner's messages:
+  //   {"op": "call", "i", "key", "poison", "timed"}: fresh inputs mixed from two verified seeds by
+  //     the key, outputs poisoned, caches flushed (not for a deterministic cost), the call timed,
+  //     then, outside the clock, the device checked and every output fingerprinted: "call_done".
+  //   {"op": "report", "i"}: the outputs of call i (still in its rotating set) as "call_outputs".
+  //   {"op": "end"}: releases everything; the stage's last message, "timing".
+  // The runner holds the samples and decides when enough were taken: it sees each call's time
+  // on its own clock, and which calls are checked is its secret until they have run.
+  json time(const json& req, protocol::MessageReader& reader, int out_fd) {
     const int init = req.value("init", inits_.at(0));
-    // A deterministic cost (an instruction count) needs no warm-up and no repetition beyond
-    // one call per rotating buffer set; a time needs both.
-    const bool deterministic = dev_.timing_unit() != "s";
-    const int rotate_req = std::max(1, req.value("rotate", 4));
-    const int warmup = deterministic ? 0 : req.value("warmup", 3);
-    const int min_repeats = deterministic ? rotate_req : req.value("min_repeats", 10);
-    const int max_repeats = deterministic ? rotate_req : req.value("max_repeats", 200);
-    // The loop's budget is wall time, the cache flushes between calls included: a call much
-    // shorter than a flush (a 300 us kernel beside a 3 ms flush of a CPU's caches) would
-    // otherwise spend ten times its timed work on flushing.
-    const double min_seconds = req.value("min_seconds", 0.2);
     const int rotate = std::max(1, req.value("rotate", 4));
-    const double max_wall = req.value("max_wall_seconds", 10.0);  // flushes included
-
     const double t_setup = now_s();
     BufferSet par(dev_, par_specs_);
     par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
     double tp = now_s();
     void* state = prepare(par);
     dev_.synchronize();
-    double prepare_s = now_s() - tp;
-
-    // Rotating buffer sets: each holds the inputs of one seed in its own buffers.
+    const double prepare_s = now_s() - tp;
+    FreshInputs fresh(dev_, in_specs_, payload_, req.at("fresh_seeds"));
     std::vector<BufferSet> ins, outs;
-    json sets = json::array();
     for (int k = 0; k < rotate; ++k) {
-      const int seed = seeds_[static_cast<size_t>(k) % seeds_.size()];
       ins.emplace_back(dev_, in_specs_);
-      ins.back().upload(dev_, payload_, "in/" + std::to_string(seed) + "/");
       outs.emplace_back(dev_, out_specs_);
-      outs.back().poison(dev_, std::byte{0xFF});
-      sets.push_back({{"seed", seed}, {"set", k}});
     }
     dev_.synchronize();
     const double setup_s = now_s() - t_setup;
+    protocol::write_message(out_fd, {{"stage", "timing_ready"}, {"unit", dev_.timing_unit()}, {"setup_s", setup_s},
+                                     {"prepare_s", prepare_s}});
 
-    // Where the stage's time goes beyond the timed calls (reported, so a slow eval is explained).
-    double flush_s = 0;
-    auto flush = [&] {
-      const double f0 = now_s();
-      dev_.flush_caches();
-      flush_s += now_s() - f0;
-    };
-    const double t_warm = now_s();
-    size_t call_no = 0;
-    auto next = [&]() -> size_t { return call_no++ % static_cast<size_t>(rotate); };
-    double warmup_calls_s = 0;
-    for (int i = 0; i < (deterministic ? 0 : std::max(warmup, rotate)); ++i) {
-      size_t k = next();
-      flush();
-      const double c0 = now_s();
-      call(state, ins[k], par, outs[k]);
-      dev_.synchronize();
-      warmup_calls_s += now_s() - c0;
-    }
-    const double warmup_s = now_s() - t_warm;
-    std::vector<double> samples, wall;
-    const double loop_start = now_s();
-    while ((static_cast<int>(samples.size()) < min_repeats ||
-            now_s() - loop_start < std::min(min_seconds, max_wall)) &&
-           static_cast<int>(samples.size()) < max_repeats) {
-      size_t k = next();
-      flush();
-      double w0 = now_s();
-      dev_.timer_begin();
-      call(state, ins[k], par, outs[k]);
-      double t = dev_.timer_end();
-      wall.push_back(now_s() - w0);
-      samples.push_back(t);
-    }
-    const double loop_s = now_s() - loop_start;
-    const double t_send = now_s();
     SafetensorsLayout blob = layout_safetensors(out_specs_);
-    for (int k = 0; k < rotate; ++k) {
-      check_after_call(ins[static_cast<size_t>(k)], par, outs[static_cast<size_t>(k)]);
-      outs[static_cast<size_t>(k)].download_into(dev_, blob);
-      send_set(k, sets[static_cast<size_t>(k)]["seed"].get<int>(), blob.blob);
+    double mix_s = 0, flush_s = 0, digest_s = 0;
+    size_t calls = 0;
+    for (;;) {
+      std::optional<Message> m = reader.read();
+      if (!m) break;  // the runner went away or gave up on this worker
+      const json& h = m->header;
+      const std::string op = h.value("op", "");
+      if (op == "call") {
+        const size_t i = h.at("i").get<size_t>();
+        const size_t k = i % static_cast<size_t>(rotate);
+        const std::byte poison{static_cast<unsigned char>(h.value("poison", 0xFF))};
+        const double c0 = now_s();
+        fresh.fill(ins[k], h.at("key").get<uint64_t>());
+        outs[k].poison(dev_, poison);
+        dev_.synchronize();
+        const double c1 = now_s();
+        if (!deterministic()) dev_.flush_caches();
+        const double c2 = now_s();
+        dev_.timer_begin();
+        call(state, ins[k], par, outs[k]);
+        const double sample = dev_.timer_end();
+        const double c3 = now_s();
+        check_after_call(ins[k], par, outs[k]);
+        json digests = json::array();
+        for (size_t o = 0; o < out_specs_.size(); ++o) {
+          const OutputDigest d = dev_.digest(outs[k].buffers[o], dtype_size(out_specs_[o].dtype), poison);
+          digests.push_back({{"hash", d.hash}, {"poisoned", d.poisoned}});
+        }
+        const double c4 = now_s();
+        mix_s += c1 - c0;
+        flush_s += c2 - c1;
+        digest_s += c4 - c3;
+        ++calls;
+        std::fflush(stdout);
+        protocol::write_message(out_fd, {{"stage", "call_done"}, {"i", i}, {"sample", sample}, {"wall", c3 - c2},
+                                         {"mix_s", c1 - c0}, {"flush_s", c2 - c1}, {"check_s", c4 - c3},
+                                         {"outputs", std::move(digests)}});
+      } else if (op == "report") {
+        const size_t i = h.at("i").get<size_t>();
+        outs[i % static_cast<size_t>(rotate)].download_into(dev_, blob);
+        std::fflush(stdout);
+        protocol::write_message(out_fd, {{"stage", "call_outputs"}, {"i", i}}, blob.blob);
+      } else {
+        break;  // "end", or anything else: the stage is over
+      }
     }
     release(state);
     for (auto& s : ins) s.release(dev_);
     for (auto& s : outs) s.release(dev_);
+    fresh.release();
     par.release(dev_);
-    const json phases = {{"setup_s", setup_s}, {"warmup_s", warmup_s}, {"warmup_calls_s", warmup_calls_s}, {"loop_s", loop_s},
-                         {"flush_s", flush_s}, {"send_s", now_s() - t_send}};
-    return {{"samples", samples}, {"wall_samples", wall}, {"sets", sets}, {"init", init},
-            {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()}, {"unit", dev_.timing_unit()},
-            {"worker_phases", phases}};
+    return {{"stage", "timing"}, {"init", init}, {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()},
+            {"unit", dev_.timing_unit()},
+            {"worker_phases", {{"setup_s", setup_s}, {"calls", calls}, {"mix_and_poison_s", mix_s},
+                               {"flush_s", flush_s}, {"check_s", digest_s}}}};
+  }
+
+  // The spot check, in a worker of its own that has seen none of the timed calls: the runner
+  // gives it the keys of timed calls it chose after they ran; it runs the candidate once on each
+  // of those inputs (untimed) and sends the outputs, which the runner compares with the timed
+  // call's. A candidate whose timed calls did less than the work is seen, whatever history it keeps.
+  void spot(const json& req, protocol::MessageReader& reader, int out_fd) {
+    const int init = req.value("init", inits_.at(0));
+    BufferSet par(dev_, par_specs_);
+    par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
+    void* state = prepare(par);
+    dev_.synchronize();
+    protocol::write_message(out_fd, {{"stage", "spot_ready"}});
+    std::optional<Message> m = reader.read();
+    if (!m || m->header.value("op", "") != "spot_calls") {
+      release(state);
+      par.release(dev_);
+      return;
+    }
+    FreshInputs fresh(dev_, in_specs_, payload_, m->header.at("fresh_seeds"));
+    BufferSet in(dev_, in_specs_), out(dev_, out_specs_);
+    SafetensorsLayout blob = layout_safetensors(out_specs_);
+    for (const auto& c : m->header.at("calls")) {
+      fresh.fill(in, c.at("key").get<uint64_t>());
+      out.poison(dev_, std::byte{static_cast<unsigned char>(c.value("poison", 0xFF))});
+      dev_.synchronize();
+      call(state, in, par, out);
+      dev_.synchronize();
+      check_after_call(in, par, out);
+      out.download_into(dev_, blob);
+      std::fflush(stdout);
+      protocol::write_message(out_fd, {{"stage", "spot_outputs"}, {"i", c.at("i")}}, blob.blob);
+    }
+    release(state);
+    in.release(dev_);
+    out.release(dev_);
+    fresh.release();
+    par.release(dev_);
   }
 
  private:
+  // A deterministic cost (an instruction count) needs no cold caches and no repetition.
+  bool deterministic() { return dev_.timing_unit() != "s"; }
   std::string last_error() {
     if (!cand_.last_error) return "";
     const char* e = cand_.last_error();
@@ -328,6 +395,42 @@ json to_json(const Peaks& p) {
 
 namespace {
 AfterOpenHook g_after_open = nullptr;
+
+double median3(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// What the per-call work around a timed call costs on this device, measured with no candidate
+// loaded (a peaks request): the runner bounds a worker's own accounts of that work by these, so
+// a call's time cannot hide in them (docs/measurement.md, "the runner's clock").
+json measure_check_costs(Device& dev) {
+  constexpr size_t kBytes = size_t{16} << 20;
+  std::vector<std::byte> host_a(kBytes, std::byte{1}), host_b(kBytes, std::byte{2});
+  Buffer a = dev.allocate(kBytes), b = dev.allocate(kBytes), d = dev.allocate(kBytes);
+  dev.upload(a, host_a);
+  dev.upload(b, host_b);
+  std::vector<double> flush, mix, digest;
+  for (int r = 0; r < 5; ++r) {
+    double t = now_s();
+    if (dev.timing_unit() == "s") dev.flush_caches();
+    flush.push_back(now_s() - t);
+    t = now_s();
+    dev.mix(d, a, b, host_a, host_b, 4, static_cast<uint64_t>(r) + 1);
+    dev.fill(d, std::byte{0xFF});
+    dev.synchronize();
+    mix.push_back(now_s() - t);
+    t = now_s();
+    (void)dev.digest(d, 4, std::byte{0xFF});
+    digest.push_back(now_s() - t);
+  }
+  dev.release(a);
+  dev.release(b);
+  dev.release(d);
+  return {{"flush_s", median3(flush)},
+          {"mix_and_poison_bytes_per_s", static_cast<double>(kBytes) / std::max(median3(mix), 1e-9)},
+          {"digest_bytes_per_s", static_cast<double>(kBytes) / std::max(median3(digest), 1e-9)}};
+}
 }  // namespace
 
 void set_after_open_hook(AfterOpenHook hook) { g_after_open = hook; }
@@ -361,12 +464,13 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     if (op == "peaks") {
       stage = "peaks";
       json msg = to_json(dev->measure_peaks());
+      msg["checks"] = measure_check_costs(*dev);
       msg["stage"] = "peaks";
       msg["device"] = dev->describe();
       protocol::write_message(out_fd, msg);
       return 0;
     }
-    if (op != "eval") {
+    if (op != "eval" && op != "spot") {
       send_failure(out_fd, FailureKind::runner_error, "worker: unknown op '" + op + "'", stage);
       return 0;
     }
@@ -406,6 +510,11 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     const TensorViews payload = view_safetensors(payload_bytes);
     skip_in_eviction(payload_bytes);  // only uploaded from: a cache flush need not walk it
     Session session(*dev, cand, h, payload);
+    if (op == "spot") {
+      stage = "spot";
+      session.spot(h, reader, out_fd);
+      return 0;
+    }
     stage = "verify";
     const double t_verify = now_s();
     const json device = dev->describe();
@@ -430,15 +539,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;
     stage = "timing";
-    json timing = session.time(next->header, [&](int set, int seed, std::span<const std::byte> outputs) {
-      std::fflush(stdout);
-      protocol::write_message(out_fd, {{"stage", "timing_set"}, {"set", set}, {"seed", seed}}, outputs);
-    });
-    if (next->header.value("measure_peaks", false)) {
-      stage = "peaks";
-      timing["peaks"] = to_json(dev->measure_peaks());
-    }
-    timing["stage"] = "timing";
+    json timing = session.time(next->header, reader, out_fd);
     std::fflush(stdout);
     protocol::write_message(out_fd, timing);
     return 0;

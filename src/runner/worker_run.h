@@ -43,6 +43,9 @@ class WorkerRun {
 
   void recycle(std::vector<std::byte>&& payload) { reader_->recycle(std::move(payload)); }
 
+  // The worker's log and the sandbox it ran in, added to a message about it.
+  protocol::Message decorate(protocol::Message m);
+
   // The worker's next message, or a "failed" message saying why there is none.
   protocol::Message receive(double timeout_s, const std::string& stage, const std::string& limit_note = "");
 
@@ -74,7 +77,6 @@ class WorkerRun {
   template <class Step>
   std::optional<protocol::Message> watch(double timeout_s, const std::string& stage, const std::string& limit_note, Step&& step);
   protocol::Message death(const std::string& stage);
-  protocol::Message decorate(protocol::Message m);
 
   RunnerService& svc_;
   std::filesystem::path dir_, log_;

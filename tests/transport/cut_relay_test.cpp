@@ -1,8 +1,8 @@
-// The driver's side of a timing set cut short: the runner relays each set's outputs as they
-// arrive and ends them with {"stage":"timing_set_end","complete":...}; a worker that dies inside
-// a set leaves zeros for the rest, which must not be judged. No candidate can die there (its
-// code is not running while the sets are sent), so tests/transport/cutting_runner.cpp, placed
-// between the driver and the real runner, plays that worker on a correct evaluation.
+// The driver's side of a verification run cut short: the runner relays each run's outputs as
+// they arrive and ends them with {"stage":"verify_run_end","complete":...}; a worker that dies
+// inside a run leaves zeros for the rest, which must not be judged. tests/transport/
+// cutting_runner.cpp, placed between the driver and the real runner, plays that worker on a
+// correct evaluation (tests/adversarial's dies_while_sending makes a real candidate do it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -30,7 +30,7 @@ struct CuttingRunnerEnv {
 
 // The relu problem's naive OpenCL candidate evaluated on an OpenCL target through the cutting
 // runner; skips where there is no OpenCL target.
-class CutTimingSet : public ::testing::Test {
+class CutVerifyRun : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
@@ -49,22 +49,22 @@ class CutTimingSet : public ::testing::Test {
   Target target_;
 };
 
-TEST_F(CutTimingSet, IsNotJudgedAndTheWorkersFailureIsReported) {
+TEST_F(CutVerifyRun, IsNotJudgedAndTheWorkersFailureIsReported) {
   auto r = evaluate_through_cut("cut");
   EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
-  // Not an exception from parsing the zeros as safetensors, nor wrong_output: the cut set was
+  // Not an exception from parsing the zeros as safetensors, nor wrong_output: the cut run was
   // not read.
   EXPECT_EQ(r["failure_kind"], "crashed") << r.dump(2);
-  EXPECT_NE(r["reason"].get<std::string>().find("while sending a timing set"), std::string::npos) << r.dump(2);
+  EXPECT_NE(r["reason"].get<std::string>().find("while sending a verification run"), std::string::npos) << r.dump(2);
 }
 
-TEST_F(CutTimingSet, AWholeSetIsJudged) {
+TEST_F(CutVerifyRun, AWholeRunIsJudged) {
   // The same zeros, said to be complete, are checked and fail: the test above would see
-  // wrong_output if the driver judged a set cut short.
+  // wrong_output if the driver judged a run cut short.
   auto r = evaluate_through_cut("lie");
   EXPECT_FALSE(r["correct"].get<bool>()) << r.dump(2);
   EXPECT_EQ(r["failure_kind"], "wrong_output") << r.dump(2);
-  EXPECT_NE(r["reason"].get<std::string>().find("after the timed runs"), std::string::npos) << r.dump(2);
+  EXPECT_NE(r["reason"].get<std::string>().find("run 0"), std::string::npos) << r.dump(2);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // A runner between the driver and the real one (MBLAST_CUTTING_REAL_RUNNER) that changes the
-// first streamed timing set as if the worker had died inside its payload. MBLAST_CUTTING_MODE:
-//   cut  the whole payload becomes zeros and its "timing_set_end" says {"complete": false};
-//        the runner's answer after the sets becomes the failure a real runner sends when its
-//        worker dies ("crashed");
+// first streamed verification run as if the worker had died inside its payload. MBLAST_CUTTING_MODE:
+//   cut  the whole payload becomes zeros and its "verify_run_end" says {"complete": false},
+//        followed at once by the failure a real runner sends when its worker dies ("crashed");
+//        the real runner's later messages are dropped;
 //   lie  the outputs (not the safetensors header) become zeros, the end says {"complete": true}
-//        and the rest passes as it was: the driver checks the zeros, which shows that a set it
+//        and the rest passes as it was: the driver checks the zeros, which shows that a run it
 //        does check is judged (tests/transport/cut_relay_test.cpp).
 // Everything else passes through unchanged, in both directions.
 #include <unistd.h>
@@ -52,19 +52,13 @@ int main(int argc, char** argv) {
     runner.close_stdin();
   });
   protocol::MessageReader from_runner(runner.stdout_fd());
-  bool changed = false, swallow = false;  // swallow: the runner's messages up to its "timing"
+  bool changed = false, swallow = false;  // swallow: everything the real runner says after the cut
   try {
     while (auto m = from_runner.read()) {
       const std::string stage = m->header.value("stage", "");
-      if (swallow) {
-        if (stage != "timing" && stage != "failed") continue;
-        protocol::write_message(1, {{"stage", "failed"}, {"failure_kind", "crashed"},
-                                    {"reason", "cutting_runner: the worker died while sending a timing set"}});
-        swallow = false;
-        continue;
-      }
-      if (!changed && stage == "timing_set" && m->header.value("streamed", false)) {
-        auto end = from_runner.read();  // the real set's end marker
+      if (swallow) continue;
+      if (!changed && stage == "verify_run" && m->header.value("streamed", false)) {
+        auto end = from_runner.read();  // the real run's end marker
         if (!end) break;
         // cut: the worker died before the first byte of the payload, so the safetensors header
         // is zeros too (a driver that parsed it would throw instead of reporting the crash);
@@ -74,7 +68,10 @@ int main(int argc, char** argv) {
         const size_t keep = mode == "cut" ? 0 : std::min<size_t>(m->payload.size(), 8 + header_len);
         std::fill(m->payload.begin() + static_cast<std::ptrdiff_t>(keep), m->payload.end(), std::byte{0});
         protocol::write_message(1, m->header, m->payload);
-        protocol::write_message(1, {{"stage", "timing_set_end"}, {"complete", mode != "cut"}});
+        protocol::write_message(1, {{"stage", "verify_run_end"}, {"complete", mode != "cut"}});
+        if (mode == "cut")
+          protocol::write_message(1, {{"stage", "failed"}, {"failure_kind", "crashed"},
+                                      {"reason", "cutting_runner: the worker died while sending a verification run"}});
         changed = true;
         swallow = mode == "cut";
         continue;

@@ -29,6 +29,7 @@ struct EvalOptions {
   double min_seconds = 0.3;  // keep timing until this much timed work is collected
   int rotate = 0;            // rotating input/output buffer sets; 0: rotating_sets() decides
   double max_wall_seconds = 3;  // stop adding samples past min_repeats after this long (flushes included)
+  int spot_checks = 3;  // timed calls (chosen after they ran) run again in a fresh process and compared
   double build_s = 180, run_s = 60, time_s = 300;
   int memory_mb = 0;  // 0: 4096 MiB plus four times the data of one request (full-size problems need it)
   bool quiet = false;        // no progress lines on stderr
