@@ -19,8 +19,8 @@ namespace mblast {
 // for what probe_isolation() found this machine allows, so a result can say what was in force.
 struct Isolation {
   bool user_ns = false;   // a user namespace; the caller's uid and gid are 0 inside
-  bool pid_ns = false;    // a PID namespace whose init is the command: when it ends, the kernel
-                          // kills every process in it (also ones that called setsid or forked twice)
+  bool pid_ns = false;    // a PID namespace with a small init of its own that ends when the command
+                          // does: the kernel then kills every process in it (setsid or double fork too)
   bool mount_ns = false;  // a mount namespace of its own, private propagation (none reach the host)
   bool net_ns = false;    // a network namespace: only a loopback of its own, left down
   bool ipc_ns = false;    // System V IPC and POSIX message queues of its own (gone with it)
@@ -83,8 +83,8 @@ class Child {
   Child(const Child&) = delete;
   ~Child();  // kills and reaps a child still running
 
-  // The process running the command (with Isolation::pid_ns, the namespace's init as this
-  // process sees it; its parent, which this object waits for, is a small keeper).
+  // The process running the command, as this process sees it (with Isolation::pid_ns, what this
+  // object waits for is a small keeper outside the namespace, which ends as the command did).
   pid_t pid() const { return pid_; }
   int stdin_fd() const { return in_fd_; }      // -1 when not piped
   int stdout_fd() const { return out_fd_; }    // -1 when not piped

@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
@@ -97,20 +98,81 @@ std::string settle_in_namespace(const Isolation& iso) {
     return errno_text("mount proc on /proc");
   if (iso.max_tasks > 0 && !write_text("/proc/sys/kernel/pid_max", std::to_string(kReservedPids + iso.max_tasks).c_str()))
     return errno_text("write the PID namespace's /proc/sys/kernel/pid_max");
-  if (iso.drop_capabilities) return drop_capabilities();
   return "";
 }
 
-// The PID namespace's init is the keeper's child; the keeper only waits for it and ends as it
-// did. The kernel reaps the init only after every other process of the namespace has gone, so
-// when the keeper ends, the namespace is empty.
-[[noreturn]] void keep(pid_t init) {
-#ifdef SYS_close_range
-  if (::syscall(SYS_close_range, 0u, ~0u, 0u) != 0)
-#endif
-    for (int fd = 0; fd < 4096; ++fd) ::close(fd);
+void close_all_but(int keep_fd) {
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fd != keep_fd) ::close(fd);
+}
+
+// Init of the PID namespace: not the command itself, because init ignores the signals it sends
+// itself (abort(), raise(SIGKILL)). It reaps orphans until the command ends, hands the
+// command's wait status to the keeper, and ends: the kernel then kills what is left.
+[[noreturn]] void be_init(pid_t command, int status_fd) {
+  close_all_but(status_fd);
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::wait(&status);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == command || r < 0) {
+      if (r == command) (void)!::write(status_fd, &status, sizeof status);
+      ::_exit(0);
+    }
+  }
+}
+
+// In the command's process: its pid, which the kernel turns into the keeper's view of it.
+void send_own_pid(int sock) {
+  ucred cred{::getpid(), ::getuid(), ::getgid()};
+  char data = 'p';
+  iovec io{&data, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof cred)] = {};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_CREDENTIALS;
+  c->cmsg_len = CMSG_LEN(sizeof cred);
+  std::memcpy(CMSG_DATA(c), &cred, sizeof cred);
+  (void)::sendmsg(sock, &m, MSG_NOSIGNAL);
+}
+
+// The command's pid as this process sees it, or -1.
+pid_t receive_pid(int sock) {
+  char data;
+  iovec io{&data, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(ucred))] = {};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &m, 0)) < 0 && errno == EINTR) {}
+  if (n <= 0) return -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+      ucred cred;
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      return cred.pid;
+    }
+  return -1;
+}
+
+// The PID namespace's init is the keeper's child; the keeper waits for it and ends as the
+// command did (its wait status comes from init on STATUS_FD). The kernel reaps the init only
+// after every other process of the namespace has gone, so when the keeper ends, it is empty.
+[[noreturn]] void keep(pid_t init, int status_fd) {
+  close_all_but(status_fd);
   int status = 0;
   while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {}
+  int command_status = 0;
+  if (::read(status_fd, &command_status, sizeof command_status) == static_cast<ssize_t>(sizeof command_status))
+    status = command_status;
   if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
   rlimit none{0, 0};
@@ -172,7 +234,7 @@ std::optional<Child::Exit> Child::wait(std::optional<std::chrono::steady_clock::
 Child::Exit Child::kill() {
   if (reap_ <= 0) return Exit{true, 0, 0};
   if (pid_ != reap_) {
-    // The namespace's init first: the keeper ends once every process in it has gone.
+    // The command first: init then ends, and the keeper once every process in it has gone.
     ::kill(pid_, SIGKILL);
     if (auto e = wait(std::chrono::steady_clock::now() + std::chrono::seconds(5))) return *e;
   }
@@ -263,17 +325,35 @@ Child spawn(const SpawnOptions& opts) {
       std::string err = enter_namespaces(iso, uid, gid);
       if (!err.empty()) child_fail(ef, "spawn: " + err);
       if (iso.pid_ns) {
-        // Only a child enters the new PID namespace (as its init); this process keeps it.
+        // Only a child enters the new PID namespace, as its init; this process keeps it, and
+        // learns the command's pid from the credentials the command sends.
+        int sock[2], status_p[2];
+        if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sock) != 0 || ::pipe2(status_p, O_CLOEXEC) != 0)
+          child_fail(ef, errno_text("spawn: socketpair"));
+        const int on = 1;
+        ::setsockopt(sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
         const pid_t init = ::fork();
         if (init < 0) child_fail(ef, errno_text("spawn: fork into the PID namespace"));
         if (init > 0) {
-          (void)!::write(pid_p[1], &init, sizeof init);
-          keep(init);
+          ::close(sock[1]);
+          ::close(status_p[1]);
+          pid_t command = receive_pid(sock[0]);
+          if (command <= 0) command = init;
+          (void)!::write(pid_p[1], &command, sizeof command);
+          keep(init, status_p[0]);
         }
         // Killed with the keeper, so that a killed keeper leaves no namespace behind.
         ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        err = settle_in_namespace(iso);
+        if (!err.empty()) child_fail(ef, "spawn: " + err);
+        const pid_t command = ::fork();
+        if (command < 0) child_fail(ef, errno_text("spawn: fork in the PID namespace"));
+        if (command > 0) be_init(command, status_p[1]);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        send_own_pid(sock[1]);
+        ::close(sock[1]);
       }
-      err = settle_in_namespace(iso);
+      if (iso.drop_capabilities) err = drop_capabilities();
       if (!err.empty()) child_fail(ef, "spawn: " + err);
     }
     if (opts.before_exec) {

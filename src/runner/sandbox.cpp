@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +52,10 @@ struct RulesetAttr {
 bool add_rule(int ruleset, const char* path, __u64 access) {
   int fd = ::open(path, O_PATH | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;  // a path that does not exist here needs no rule
+  // A rule on a file may grant only the rights that apply to files (else EINVAL).
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+    access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
   landlock_path_beneath_attr pb{};
   pb.allowed_access = access;
   pb.parent_fd = fd;
