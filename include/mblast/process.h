@@ -14,10 +14,50 @@
 
 namespace mblast {
 
+// The Linux namespaces, mounts and privileges a child starts with (the candidate's worker).
+// Every part asked for must take effect, or spawn() fails with the reason: the caller asks only
+// for what probe_isolation() found this machine allows, so a result can say what was in force.
+struct Isolation {
+  bool user_ns = false;   // a user namespace; the caller's uid and gid are 0 inside
+  bool pid_ns = false;    // a PID namespace with a small init of its own that ends when the command
+                          // does: the kernel then kills every process in it (setsid or double fork too)
+  bool mount_ns = false;  // a mount namespace of its own, private propagation (none reach the host)
+  bool net_ns = false;    // a network namespace: only a loopback of its own, left down
+  bool ipc_ns = false;    // System V IPC and POSIX message queues of its own (gone with it)
+  bool own_proc = false;  // (pid_ns, mount_ns) /proc mounted for the new PID namespace: no other process's /proc
+  // (mount_ns) An empty tmpfs of private_dir_bytes on each of these (/tmp, /dev/shm): what the
+  // command writes there goes when the namespace ends.
+  std::vector<std::filesystem::path> private_dirs;
+  size_t private_dir_bytes = 256u << 20;
+  // (own_proc) The PID namespace's pid_max (Linux >= 6.14), so that it holds at most about this
+  // many processes and threads; 0: no such limit.
+  int max_tasks = 0;
+  // No capabilities at exec, even as uid 0 (inside the user namespace, or a root runner without
+  // one): the command cannot undo the mounts or leave the namespaces.
+  bool drop_capabilities = false;
+  bool any() const { return user_ns || pid_ns || mount_ns || net_ns || ipc_ns || drop_capabilities; }
+};
+
+// What this machine lets a child of this process have, found once by starting a throwaway child
+// that tries each part (cached; thread-safe). A part that is refused carries the reason.
+struct IsolationSupport {
+  bool user_ns = false, pid_ns = false, mount_ns = false, net_ns = false, ipc_ns = false;
+  bool own_proc = false, private_dirs = false, max_tasks = false, drop_capabilities = false;
+  std::map<std::string, std::string> why_not;  // part name ("user_ns", "own_proc", ...) -> why it is refused
+};
+const IsolationSupport& probe_isolation();
+
+// Whether an environment variable NAME is on an allow-list (names, or prefixes ending in '*').
+bool env_name_kept(const std::string& name, const std::vector<std::string>& keep);
+
 struct SpawnOptions {
   std::vector<std::string> argv;
   std::map<std::string, std::string> set_env;  // added to (or replacing in) the inherited environment
   std::vector<std::string> drop_env_prefixes;  // inherited variables starting with these are removed
+  // When set, an allow-list: of the inherited environment only variables named here (or starting
+  // with an entry that ends in '*') are passed on; set_env is passed on in any case.
+  std::optional<std::vector<std::string>> keep_env;
+  Isolation isolation;
   std::optional<std::filesystem::path> cwd;
   // The child's fds 0 and 1 are pipes to the parent when these are true.
   bool pipe_stdin = false;
@@ -43,6 +83,8 @@ class Child {
   Child(const Child&) = delete;
   ~Child();  // kills and reaps a child still running
 
+  // The process running the command, as this process sees it (with Isolation::pid_ns, what this
+  // object waits for is a small keeper outside the namespace, which ends as the command did).
   pid_t pid() const { return pid_; }
   int stdin_fd() const { return in_fd_; }      // -1 when not piped
   int stdout_fd() const { return out_fd_; }    // -1 when not piped
@@ -57,15 +99,17 @@ class Child {
   };
   // Waits until the child ends or the deadline passes (nullopt then). Reaps it.
   std::optional<Exit> wait(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-  // SIGKILL to the child's process group, then reaps.
+  // SIGKILL to the child's process group (and its PID namespace), then reaps. When it returns,
+  // no process of a PID namespace of the child's is left.
   Exit kill();
-  bool running() const { return pid_ > 0; }
+  bool running() const { return reap_ > 0; }
 
   friend Child spawn(const SpawnOptions& opts);
 
  private:
   void close_fds();
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;   // runs the command
+  pid_t reap_ = -1;  // what wait() reaps: pid_, or the keeper of its PID namespace
   int in_fd_ = -1, out_fd_ = -1, to_fd_ = -1, from_fd_ = -1;
 };
 

@@ -376,6 +376,7 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   r["build"] = {{"cached", build.value("cached", false)}, {"seconds", build_s}, {"command", build.value("command", "")},
                 {"log", build.value("log", "")}};
   r["sandbox"] = v.header.value("sandbox", "");
+  if (v.header.contains("sandbox_layers")) r["sandbox_layers"] = v.header["sandbox_layers"];
   r["log"] = v.header.value("log", "");
   if (v.header.contains("device")) r["device"] = v.header["device"];
   json phases = {{"load_data_s", t_prepared}, {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},

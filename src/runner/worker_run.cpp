@@ -97,9 +97,12 @@ WorkerRun::WorkerRun(RunnerService& svc, Backend& backend, const json& target, c
   pol.read_paths.push_back(svc.self().parent_path());
   if (!artifact.empty()) pol.read_paths.push_back(artifact.parent_path());
   pol.write_paths = {dir_, svc.cache_dir() / "driver-cache"};
+  pol.scratch = dir_;
   fs::create_directories(svc.cache_dir() / "driver-cache");
   apply_sandbox_setting(pol);
+  choose_layers(pol, backend, target);
   sandbox_ = sandbox_description(pol);
+  sandbox_layers_ = sandbox_layers(pol);
   if (pol.landlock && pol.landlock_in_worker && landlock_abi_version() > 0) worker_landlock_ = landlock_to_json(pol);
 
   SpawnOptions o;
@@ -111,9 +114,15 @@ WorkerRun::WorkerRun(RunnerService& svc, Backend& backend, const json& target, c
                {"HOME", dir_.string()},
                {"POCL_CACHE_DIR", (svc.cache_dir() / "driver-cache" / "pocl").string()},
                {"CUDA_CACHE_PATH", (svc.cache_dir() / "driver-cache" / "nv").string()}};
-  for (const auto& [k, v] : backend.worker_environment(target))
-    if (!std::getenv(k.c_str())) o.set_env.emplace(k, v);  // the user's setting stands
+  // The user's own setting of a variable the backend sets stands, allow-listed or not.
+  for (const auto& [k, v] : backend.worker_environment(target)) {
+    const char* user = std::getenv(k.c_str());
+    o.set_env.emplace(k, user ? std::string(user) : v);
+  }
   o.drop_env_prefixes = {"QEMU_", "LD_PRELOAD", "MBLAST_"};  // nothing from the runner's environment steers the worker
+  // Of the runner's environment only what a driver reads: no API key, nothing of the user's shell.
+  if (pol.env_allowlist) o.keep_env = worker_environment_allowlist();
+  o.isolation = pol.isolation;
   o.before_exec = [pol] { return apply_sandbox(pol); };
   if (payload_fd >= 0) o.inherit_fds = {{payload_fd, kSharedPayloadFd}};
   child_ = spawn(o);
@@ -240,6 +249,7 @@ Message WorkerRun::death(const std::string& stage) {
 Message WorkerRun::decorate(Message m) {
   m.header["log"] = read_tail(log_, 16384);
   m.header["sandbox"] = sandbox_;
+  m.header["sandbox_layers"] = sandbox_layers_;
   return m;
 }
 

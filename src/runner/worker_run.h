@@ -82,6 +82,7 @@ class WorkerRun {
   std::filesystem::path dir_, log_;
   size_t memory_bytes_ = 0;
   std::string sandbox_;
+  nlohmann::json sandbox_layers_;
   Child child_;
   std::unique_ptr<protocol::MessageReader> reader_;
 };

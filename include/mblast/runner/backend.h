@@ -144,6 +144,10 @@ class Backend {
   // must be in place before the driver starts; the runner decides, as the sandboxed worker may
   // not read /sys). A variable already in the runner's environment is the user's and stands.
   virtual std::map<std::string, std::string> worker_environment(const nlohmann::json& /*target*/) const { return {}; }
+  // Whether this target's driver works under a sandbox layer of the worker (sandbox.h:
+  // sandbox_layer_names(): "user_ns", "pid_ns", "mount_ns", "net_ns", "ipc_ns", "landlock",
+  // "seccomp", ...). A layer it does not tolerate is left off, and results say so.
+  virtual bool tolerates_sandbox_layer(std::string_view /*layer*/, const nlohmann::json& /*target*/) const { return true; }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
   // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or
