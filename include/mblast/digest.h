@@ -34,15 +34,28 @@ inline constexpr bool mix_takes_a(uint64_t key, uint64_t e) {
 }
 
 // dst = the elementwise mix of a and b (all three the same size, a multiple of elem_bytes).
+// Branch-free for 4-byte elements (the common case): the seeds' choice is random, so a branch
+// per element would be mispredicted half the time.
 inline void mix_host(std::span<std::byte> dst, std::span<const std::byte> a, std::span<const std::byte> b,
                      size_t elem_bytes, uint64_t key) {
   const size_t n = elem_bytes ? dst.size() / elem_bytes : 0;
   for (size_t block = 0; block * 64 < n; ++block) {
     const uint64_t bits = splitmix64(key ^ (block * kGolden64));
-    const size_t end = std::min(n, block * 64 + 64);
-    for (size_t e = block * 64; e < end; ++e) {
-      const size_t at = e * elem_bytes;
-      std::memcpy(dst.data() + at, (((bits >> (e & 63)) & 1u) ? a : b).data() + at, elem_bytes);
+    const size_t begin = block * 64, count = std::min<size_t>(64, n - begin);
+    if (elem_bytes == 4) {
+      uint32_t va[64], vb[64], out[64];
+      std::memcpy(va, a.data() + 4 * begin, 4 * count);
+      std::memcpy(vb, b.data() + 4 * begin, 4 * count);
+      for (size_t j = 0; j < count; ++j) {
+        const uint32_t m = 0u - static_cast<uint32_t>((bits >> j) & 1u);
+        out[j] = (va[j] & m) | (vb[j] & ~m);
+      }
+      std::memcpy(dst.data() + 4 * begin, out, 4 * count);
+      continue;
+    }
+    for (size_t j = 0; j < count; ++j) {
+      const size_t at = (begin + j) * elem_bytes;
+      std::memcpy(dst.data() + at, (((bits >> j) & 1u) ? a : b).data() + at, elem_bytes);
     }
   }
 }

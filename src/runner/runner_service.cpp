@@ -66,7 +66,8 @@ int RunnerService::serve(int in_fd, int out_fd) {
         json backends = json::object();
         for (Backend* b : all_backends()) backends[std::string(b->name())] = b->environment();
         protocol::write_message(out_fd, {{"stage", "doctor"}, {"version", kMblastVersion}, {"backends", backends},
-                                         {"landlock_abi", landlock_abi_version()}, {"cache_dir", cache_dir_.string()},
+                                         {"landlock_abi", landlock_abi_version()}, {"sandbox", sandbox_support()},
+                                         {"cache_dir", cache_dir_.string()},
                                          {"include_dir", include_dir_.string()}});
       } else if (op == "probe" || op == "peaks") {
         simple(op, m->header, out_fd);

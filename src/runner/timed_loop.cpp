@@ -112,7 +112,9 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
     const double flush = check_costs.value("flush_s", 0.0);
     const double mix_rate = check_costs.value("mix_and_poison_bytes_per_s", 0.0);
     const double digest_rate = check_costs.value("digest_bytes_per_s", 0.0);
-    auto over = [&](double got, double expected) { return got > 3 * expected + kSlack; };
+    // Four times what it costs quiet, plus 5 ms: a busy machine (CI runs tests side by side)
+    // stays inside; the guard checks and the device's health are counted in the checks' part.
+    auto over = [&](double got, double expected) { return got > 4 * expected + 5e-3; };
     if (flush > 0 && over(median_of(flushes), flush))
       return fmt::format("the worker's cache flushes took {:.3f} ms (median); this device's take {:.3f} ms",
                          median_of(flushes) * 1e3, flush * 1e3);

@@ -260,7 +260,7 @@ class Session {
         call(state, ins[k], par, outs[k]);
         const double sample = dev_.timer_end();
         const double c3 = now_s();
-        check_after_call(ins[k], par, outs[k]);
+        check_outputs_after_call(outs[k]);
         json digests = json::array();
         for (size_t o = 0; o < out_specs_.size(); ++o) {
           const OutputDigest d = dev_.digest(outs[k].buffers[o], dtype_size(out_specs_[o].dtype), poison);
@@ -284,6 +284,8 @@ class Session {
         break;  // "end", or anything else: the stage is over
       }
     }
+    // The inputs' and parameters' guards once for the stage (each call checks its outputs').
+    for (size_t k = 0; k < ins.size(); ++k) check_after_call(ins[k], par, outs[k]);
     release(state);
     for (auto& s : ins) s.release(dev_);
     for (auto& s : outs) s.release(dev_);
@@ -355,6 +357,14 @@ class Session {
     int rc = cand_.run(&ctx_, state, in.abi.data(), static_cast<int32_t>(in.abi.size()), par.abi.data(),
                        static_cast<int32_t>(par.abi.size()), out.abi.data(), static_cast<int32_t>(out.abi.size()));
     if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_run returned " + std::to_string(rc) + last_error());
+  }
+  // The device's health and the outputs' guard bytes, after each timed call.
+  void check_outputs_after_call(BufferSet& out) {
+    std::string h = dev_.health();
+    if (!h.empty()) throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + h);
+    std::string name = out.broken_guard(dev_);
+    if (!name.empty())
+      throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" + name + "' (guard bytes changed)");
   }
   void check_after_call(BufferSet& in, BufferSet& par, BufferSet& out) {
     std::string h = dev_.health();
