@@ -17,7 +17,8 @@ std::string not_source_reason(std::string_view bytes);
 std::string read_candidate_source(const std::filesystem::path& file);
 
 // The compiler's first error line of a build log ("file:3:5: error: ..." from gcc, clang, nvcc,
-// or a line naming an error otherwise), else its first non-empty line; cut to one line of at
+// or a linker's undefined reference), else its last non-empty line (a build cut short says so
+// there: "[mblast] nvcc did not finish within 180 s"); cut to one line of at
 // most 300 characters. Where the line begins with the runner's build folder path of the source
 // (gone once the build failed), that path is replaced by `shown_as` when it is not empty.
 std::string first_error_line(std::string_view log, const std::string& shown_as = "");

@@ -124,7 +124,7 @@ std::string read_candidate_source(const fs::path& file) {
 }
 
 std::string first_error_line(std::string_view log, const std::string& shown_as) {
-  std::string_view first, chosen;
+  std::string_view last, chosen;
   for (size_t pos = 0; pos < log.size();) {
     size_t nl = log.find('\n', pos);
     if (nl == std::string_view::npos) nl = log.size();
@@ -132,7 +132,7 @@ std::string first_error_line(std::string_view log, const std::string& shown_as) 
     pos = nl + 1;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    if (first.empty()) first = line;
+    last = line;
     // gcc, clang: "f.c:3:5: error: ..."; nvcc: "f.cu(3): error: ..."; ld: "...: undefined reference to".
     // The linker's own error line ("collect2: error: ld returned 1") comes after the reference.
     if (line.find("error:") != std::string_view::npos || line.find("error :") != std::string_view::npos ||
@@ -141,7 +141,8 @@ std::string first_error_line(std::string_view log, const std::string& shown_as) 
       break;
     }
   }
-  std::string out(chosen.empty() ? first : chosen);
+  // Without an error line (a build cut short, a compiler killed), the last line says why.
+  std::string out(chosen.empty() ? last : chosen);
   // The source's path in the runner's build folder (removed after a failed build) means nothing
   // to the user: show their file instead.
   if (!shown_as.empty() && !out.empty() && out[0] == '/') {
