@@ -51,7 +51,9 @@ struct Problem {
   std::vector<int> inits_to_run() const;
 };
 
-// Reads and checks problem.json. Throws UserError with a one-line reason naming the file.
+// Reads and checks problem.json. Throws UserError with a one-line reason naming the file and,
+// for a wrong-typed field, its path and the type it must have ("FILE: inputs[0].shape: expected
+// an array (...), got the string \"512\"").
 Problem load_problem(const std::filesystem::path& dir);
 
 // The interpreter for tools/*.py: $MBLAST_PYTHON, else <data dir>/.venv (made by setup.sh),

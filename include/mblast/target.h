@@ -30,9 +30,28 @@ struct Target {
   std::string unreachable_reason() const;
 };
 
-// All targets, built-in first, sorted by name. Throws UserError for a malformed file.
+// A target file that could not be used: it is skipped, and the target it names (its "name",
+// else its file name) is not offered, rather than silently falling back to a built-in of that
+// name without the user's changes.
+struct SkippedTargetFile {
+  std::filesystem::path file;
+  std::string name;    // the target it was meant to describe
+  std::string reason;  // one line: "FILE: FIELD: expected TYPE, got ..."
+};
+
+struct TargetCatalog {
+  std::vector<Target> targets;  // sorted by name
+  std::vector<SkippedTargetFile> skipped;
+};
+
+// Every target file, built-in then the user's: each is read and its fields' types checked here,
+// at load, so a wrong-typed field never reaches the runner. A broken file is skipped with its
+// reason; it does not stop the others.
+TargetCatalog load_target_catalog();
+// The usable targets of load_target_catalog(), sorted by name (broken files skipped).
 std::vector<Target> load_targets();
-// Throws UserError listing the known names when there is no such target.
+// Throws UserError: the broken file's reason when the target's file is broken; listing the known
+// names (and any skipped files) when there is no such target.
 Target find_target(const std::string& name);
 
 // Parses "ssh://[user@]host[:port]/path/to/mblast-runner" (or "local") into an address.

@@ -59,7 +59,10 @@ int print_peaks(const TargetsArgs& a) {
 
 int run_targets(const TargetsArgs& a) {
   if (!a.measure_peaks.empty()) return print_peaks(a);
-  auto targets = load_targets();
+  // A broken target file is a row of its own (its reason names the file and the field); the
+  // other targets are listed and probed as usual.
+  const TargetCatalog catalog = load_target_catalog();
+  const auto& targets = catalog.targets;
   std::unique_ptr<RunnerClient> local;
   std::string local_error;
   std::set<std::string> local_backends;
@@ -104,6 +107,9 @@ int run_targets(const TargetsArgs& a) {
     }
     out.push_back(e);
   }
+  for (const auto& s : catalog.skipped)
+    out.push_back({{"name", s.name}, {"backend", nullptr}, {"description", nullptr}, {"transport", nullptr},
+                   {"available", false}, {"reason", s.reason}, {"file", s.file.string()}, {"broken_file", true}});
   if (a.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -115,7 +121,8 @@ int run_targets(const TargetsArgs& a) {
                              ? (e.contains("device") ? e["device"].value("name", "") : std::string("remote runner configured"))
                              : e["reason"].is_string() ? e["reason"].get<std::string>() : "";
     if (e.contains("warning")) detail += "  [warning: " + e["warning"].get<std::string>() + "]";
-    std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", e["name"].get<std::string>(), e["backend"].get<std::string>(), avail, detail);
+    std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", e["name"].get<std::string>(),
+                             e["backend"].is_string() ? e["backend"].get<std::string>() : "?", avail, detail);
   }
   return 0;
 }

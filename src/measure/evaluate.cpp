@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "mblast/candidate_file.h"
 #include "mblast/measure/plausibility.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/stats.h"
@@ -34,13 +35,9 @@ json spec_list(const std::vector<TensorSpec>& v) {
   return a;
 }
 
-std::string read_source(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw UserError(p.string() + ": cannot read the candidate");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw UserError(p.string() + ": the candidate is empty");
-  return s;
-}
+// Refuses a file that is not source text (a binary, an image, another encoding) before the
+// build, with one line: the compiler's log of one is pages of noise.
+std::string read_source(const fs::path& p) { return read_candidate_source(p); }
 
 // The reference data the driver holds: inputs and parameters it sends, expected outputs it
 // keeps. Files are mapped, not copied: full-size problems have gigabytes of them.
@@ -589,8 +586,13 @@ std::string format_eval_result(const json& r) {
   } else {
     o << fmt::format("result    REJECTED: {}\n          {}\n", r.value("failure_kind", json("?")).get<std::string>(),
                      r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "");
+    // One line of a failed build's log here; the whole of it in --json (build.log) and a file.
     const std::string log = r.value("build", json::object()).value("log", "");
-    if (r.value("failure_kind", json("")) == "build_failed" && !log.empty()) o << "build log:\n" << log << "\n";
+    if (r.value("failure_kind", json("")) == "build_failed" && !log.empty()) {
+      const fs::path kept = keep_build_log(log);
+      o << fmt::format("          {}\n          (full build log: {})\n", first_error_line(log, r.value("candidate", "")),
+                       kept.empty() ? std::string("`--json`, field build.log") : kept.string());
+    }
   }
   if (r.contains("time") && r["time"].is_object()) {
     const json& t = r["time"];

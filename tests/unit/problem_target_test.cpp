@@ -1,10 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <tuple>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 
+#include "mblast/driver/targets_command.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/error.h"
+#include "mblast/files.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"
 
@@ -111,6 +118,71 @@ TEST(Problem, MalformedProblemsGetOneLineReasons) {
     "tolerance": {"f32": {"min_match": 0}}, "seeds": [{"seed":0}], "inits": [0]})", "out of range");
 }
 
+// The message load_problem gives for kGood changed by `edit`, or "" when it loads.
+std::string problem_error(const std::function<void(nlohmann::json&)>& edit) {
+  TempDir d;
+  nlohmann::json j = nlohmann::json::parse(kGood);
+  edit(j);
+  d.write("problem.json", j.dump());
+  try {
+    load_problem(d.path());
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A wrong-typed field is named by its path with the type it must have: one line naming the file,
+// never the JSON library's exception text.
+TEST(Problem, WrongTypedFieldsNameTheFieldAndTheType) {
+  using nlohmann::json;
+  const std::vector<std::tuple<std::string, std::function<void(json&)>, std::string>> cases = {
+      {"shape as a string", [](json& j) { j["inputs"][0]["shape"] = "512"; },
+       "inputs[0].shape: expected an array (of integers, such as [512, 1024]), got the string \"512\""},
+      {"dtype as a number", [](json& j) { j["inputs"][0]["dtype"] = 3; },
+       "inputs[0].dtype: expected a string (a dtype name such as f32), got the number 3"},
+      {"tolerance as an array", [](json& j) { j["tolerance"] = json::array(); }, "tolerance: expected an object"},
+      {"atol as a string", [](json& j) { j["tolerance"]["f32"]["atol"] = "x"; },
+       "tolerance.f32.atol: expected a number, got the string \"x\""},
+      {"a seed as a string", [](json& j) { j["seeds"][0]["seed"] = "1"; }, "seeds[0].seed: expected an integer, got the string \"1\""},
+      {"a seed out of int range", [](json& j) { j["seeds"][0]["seed"] = 1000000000000LL; }, "seeds[0].seed: expected an integer from"},
+      {"an init as a string", [](json& j) { j["inits"] = json::array({0, "a"}); }, "inits[1]: expected an integer"},
+      {"flops as a string", [](json& j) { j["flops"] = "big"; }, "flops: expected a number, got the string \"big\""},
+      {"name as a number", [](json& j) { j["name"] = 3; }, "name: expected a string, got the number 3"},
+      {"description as a number", [](json& j) { j["description"] = 3; }, "description: expected a string"},
+      {"format as a string", [](json& j) { j["format"] = "1"; }, "format: expected an integer, got the string \"1\""},
+      {"a dimension as a real", [](json& j) { j["outputs"][0]["shape"] = json::array({4, 2.5}); },
+       "outputs[0].shape[1]: expected an integer, got the number 2.5"},
+      {"a tensor as a string", [](json& j) { j["outputs"][0] = "y"; }, "outputs[0]: expected an object"},
+      {"inputs as an object", [](json& j) { j["inputs"] = json::object(); }, "inputs: expected an array"},
+      {"provenance as a string", [](json& j) { j["provenance"] = "x"; }, "provenance: expected an object"},
+      {"a seed's distribution as null", [](json& j) { j["seeds"][0]["distribution"] = nullptr; },
+       "seeds[0].distribution: expected a string, got null"},
+      {"an unknown dtype, placed", [](json& j) { j["inputs"][0]["dtype"] = "f33"; }, "inputs[0]: tensor 'x' has unknown dtype"},
+  };
+  for (const auto& [what, edit, needle] : cases) {
+    const std::string msg = problem_error(edit);
+    EXPECT_NE(msg.find(needle), std::string::npos) << what << ": " << msg;
+    EXPECT_NE(msg.find("problem.json: "), std::string::npos) << what << ": names the file: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": one line: " << msg;
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << what << ": no library text: " << msg;
+  }
+  EXPECT_EQ(problem_error([](json&) {}), "") << "the unedited problem loads";
+}
+
+TEST(Problem, InvalidJsonSaysWhereNotWhatTheLibraryRead) {
+  TempDir d;
+  d.write("problem.json", "{\n  \"format\": 1,\n  \"name\": \"t\",\n}");  // a trailing comma
+  try {
+    load_problem(d.path());
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("problem.json: not valid JSON (line 4, column 1)"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+  }
+}
+
 TEST(Problem, MissingDataWithoutReferenceIsAUserError) {
   TempDir d;
   d.write("problem.json", kGood);
@@ -147,9 +219,147 @@ TEST(Target, BuiltinsAndUserOverrides) {
   EXPECT_EQ(t.backend, "opencl");
   EXPECT_TRUE(t.unreachable_reason().empty());
   cfg.write("targets/broken.json", "{");
-  EXPECT_THROW(load_targets(), UserError);
+  EXPECT_NO_THROW(load_targets()) << "a broken file is skipped, not fatal";
   ::unsetenv("MBLAST_CONFIG_DIR");
   EXPECT_THROW(find_target("no-such-target"), UserError);
+}
+
+// The user's config folder for one test: MBLAST_CONFIG_DIR set while it lives.
+struct UserConfig : TempDir {
+  UserConfig() { ::setenv("MBLAST_CONFIG_DIR", path().c_str(), 1); }
+  ~UserConfig() { ::unsetenv("MBLAST_CONFIG_DIR"); }
+};
+
+const SkippedTargetFile* skipped_file(const TargetCatalog& c, const std::string& stem) {
+  for (const auto& s : c.skipped)
+    if (s.file.stem() == stem) return &s;
+  return nullptr;
+}
+
+bool has_target(const TargetCatalog& c, const std::string& name) {
+  return std::any_of(c.targets.begin(), c.targets.end(), [&](const Target& t) { return t.name == name; });
+}
+
+// Broken user files are each skipped with one line naming the file, the field and its type; the
+// built-in targets and the user's good file are all still there.
+TEST(Target, ABrokenUserFileIsSkippedAndNamedTheOthersStay) {
+  UserConfig cfg;
+  cfg.write("targets/notjson.json", "hello {");
+  cfg.write("targets/arch.json", R"({"backend": "opencl", "arch": 5})");
+  cfg.write("targets/transport.json", R"({"name": "pocl-cpu", "runner": {"transport": 7}})");
+  cfg.write("targets/mine.json", R"({"backend": "opencl", "description": "my own", "device": {"type": "cpu"}})");
+  const TargetCatalog c = load_target_catalog();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"notjson", "notjson.json: not valid JSON (line 1, column 1)"},
+      {"arch", "arch.json: arch: expected an object, got the number 5"},
+      {"transport", "transport.json: runner.transport: expected a string (local, ssh or adb), got the number 7"}};
+  for (const auto& [stem, needle] : expected) {
+    const SkippedTargetFile* s = skipped_file(c, stem);
+    ASSERT_NE(s, nullptr) << stem << " is reported";
+    EXPECT_NE(s->reason.find((cfg.path() / "targets").string()), std::string::npos) << s->reason;
+    EXPECT_NE(s->reason.find(needle), std::string::npos) << s->reason;
+    EXPECT_EQ(s->reason.find('\n'), std::string::npos) << s->reason;
+    EXPECT_EQ(s->reason.find("json.exception"), std::string::npos) << s->reason;
+  }
+  EXPECT_EQ(c.skipped.size(), 3u);
+  for (const char* name : {"mine", "rvv-qemu-256", "h200", "adreno-740", "nvidia-opencl"})
+    EXPECT_TRUE(has_target(c, name)) << name << " is still offered";
+  EXPECT_EQ(find_target("mine").description, "my own");
+  // The broken override of pocl-cpu is not silently replaced by the built-in: its reason is the
+  // answer for that name.
+  EXPECT_FALSE(has_target(c, "pocl-cpu"));
+  try {
+    find_target("pocl-cpu");
+    ADD_FAILURE() << "a broken override was ignored";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("transport.json: runner.transport: expected a string"), std::string::npos) << e.what();
+  }
+  // The user's files are left as they were.
+  EXPECT_EQ(read_file(cfg.path() / "targets" / "notjson.json"), "hello {");
+}
+
+// A wrong-typed field fails when the file is loaded, not later in the runner (where, for
+// example, an "arch" of 5 made the RVV device's arch.value("vlen") throw a library exception).
+TEST(Target, WrongTypedFieldsFailAtLoad) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"name": "rvv-qemu-256", "arch": {"vlen": "256"}})", "arch.vlen: expected an integer, got the string \"256\""},
+      {R"({"name": "rvv-qemu-256", "execution": {"kind": 3}})", "execution.kind: expected a string (qemu or native), got the number 3"},
+      {R"({"name": "rvv-qemu-256", "execution": {"kind": "emulated"}})", "execution.kind: 'emulated' is not one of qemu, native"},
+      {R"({"name": "rvv-qemu-256", "build": {"cflags": "-O3"}})", "build.cflags: expected an array (of strings), got the string \"-O3\""},
+      {R"({"name": "pocl-cpu", "build": {"cxxflags": ["-O3", 1]}})", "build.cxxflags[1]: expected a string, got the number 1"},
+      {R"({"name": "pocl-cpu", "device": "cpu"})", "device: expected an object, got the string \"cpu\""},
+      {R"({"name": "pocl-cpu", "runner": {"port": "22"}})", "runner.port: expected an integer, got the string \"22\""},
+      {R"({"name": "pocl-cpu", "runner": {"port": 70000}})", "runner.port: expected an integer from 0 to 65535"},
+      {R"({"name": "pocl-cpu", "runner": {"ssh_options": "-i key"}})", "runner.ssh_options: expected an array (of strings)"},
+      {R"({"name": "pocl-cpu", "runner": {"transport": "carrier-pigeon"}})", "runner.transport: 'carrier-pigeon' is not one of"},
+      {R"({"name": 7, "backend": "opencl"})", "name: expected a string, got the number 7"},
+      {R"({"backend": 3})", "backend: expected a string (opencl, cuda or rvv), got the number 3"},
+      {R"({"description": "no backend"})", "backend: missing"},
+      {R"([1, 2])", "expected an object at the top level, got an array"},
+  };
+  for (const auto& [text, needle] : cases) {
+    UserConfig cfg;
+    cfg.write("targets/user.json", text);
+    const TargetCatalog c = load_target_catalog();
+    ASSERT_EQ(c.skipped.size(), 1u) << text;
+    const std::string& why = c.skipped[0].reason;
+    EXPECT_NE(why.find("user.json: " + needle), std::string::npos) << text << " -> " << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    EXPECT_EQ(why.find("json.exception"), std::string::npos) << why;
+    EXPECT_GE(c.targets.size(), 12u) << "the built-in targets stay";
+  }
+}
+
+// A null deletes a built-in field (JSON merge patch): it is not a wrong type.
+TEST(Target, NullInAUserFileDeletesTheBuiltInField) {
+  UserConfig cfg;
+  cfg.write("targets/pocl.json", R"({"name": "pocl-cpu", "description": null, "build": {"cxxflags": ["-O3"]}})");
+  const Target t = find_target("pocl-cpu");
+  EXPECT_EQ(t.description, "");
+  EXPECT_EQ(t.spec["build"]["cxxflags"][0], "-O3");
+  EXPECT_EQ(t.backend, "opencl");
+}
+
+// `mblast targets` with broken user files lists every other target and names each broken file
+// on a row of its own (text and --json).
+TEST(Target, TargetsCommandListsTheOthersAndNamesTheBrokenFile) {
+  UserConfig cfg;
+  cfg.write("targets/broken.json", R"({"backend": "rvv", "arch": {"vlen": "wide"}})");
+  cfg.write("targets/garbage.json", std::string("\x89PNG\r\n\x1a\n\0\0", 10));
+  cfg.write("targets/mine.json", R"({"backend": "opencl"})");
+  auto run = [](bool as_json) {
+    std::ostringstream captured;
+    auto* old = std::cout.rdbuf(captured.rdbuf());
+    int rc = -1;
+    try {
+      rc = run_targets(TargetsArgs{as_json, /*no_probe=*/true, ""});
+    } catch (...) {
+      std::cout.rdbuf(old);
+      throw;
+    }
+    std::cout.rdbuf(old);
+    EXPECT_EQ(rc, 0);
+    return captured.str();
+  };
+  const std::string text = run(false);
+  for (const char* name : {"mine", "pocl-cpu", "rvv-qemu-256", "h200", "spacemit-k1"})
+    EXPECT_NE(text.find(std::string("\n") + name + " "), std::string::npos) << name << " listed:\n" << text;
+  EXPECT_NE(text.find((cfg.path() / "targets" / "broken.json").string() + ": arch.vlen: expected an integer, got the string \"wide\""),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("garbage.json: not valid JSON (line 1, column 1)"), std::string::npos) << text;
+  const auto rows = nlohmann::json::parse(run(true));
+  int broken = 0, listed = 0;
+  for (const auto& r : rows) {
+    if (r.value("broken_file", false)) {
+      ++broken;
+      EXPECT_FALSE(r["available"].get<bool>());
+      EXPECT_NE(r["reason"].get<std::string>().find(r["file"].get<std::string>()), std::string::npos) << r.dump();
+    } else {
+      ++listed;
+    }
+  }
+  EXPECT_EQ(broken, 2);
+  EXPECT_GE(listed, 14) << "13 built-in targets and mine";
 }
 
 TEST(Target, RotatingSetsFollowTheBaselinesRule) {
