@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "mblast/error.h"
+
 namespace mblast {
 
 // Why these bytes are not a source file (an ELF, PNG, ZIP… by its magic number; NUL or other
@@ -15,6 +17,13 @@ std::string not_source_reason(std::string_view bytes);
 // The candidate's source; throws UserError with one line naming the file when it cannot be read,
 // is a folder, is empty, is too large for a kernel source, or is not source text.
 std::string read_candidate_source(const std::filesystem::path& file);
+
+// The refusal of a file that exists but holds no source text (binary, control bytes, empty, too
+// large): a candidate's failure where a loop wrote it, not the user's input error.
+class NotSourceError : public UserError {
+ public:
+  using UserError::UserError;
+};
 
 // The compiler's first error line of a build log ("file:3:5: error: ..." from gcc, clang, nvcc,
 // or a linker's undefined reference), else its last non-empty line (a build cut short says so

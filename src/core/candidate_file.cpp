@@ -114,12 +114,12 @@ std::string read_candidate_source(const fs::path& file) {
   if (!fs::is_regular_file(st)) throw UserError(file.string() + ": not a regular file (a device, pipe or socket)");
   const uintmax_t size = fs::file_size(file, ec);
   if (!ec && size > kMaxSourceBytes)
-    throw UserError(file.string() + ": " + std::to_string(size >> 20) + " MiB, too large for a kernel source (at most " +
+    throw NotSourceError(file.string() + ": " + std::to_string(size >> 20) + " MiB, too large for a kernel source (at most " +
                     std::to_string(kMaxSourceBytes >> 20) + " MiB)");
   const std::optional<std::string> s = try_read_file(file);
   if (!s) throw UserError(file.string() + ": cannot read the candidate");
-  if (s->find_first_not_of(" \t\r\n") == std::string::npos) throw UserError(file.string() + ": the candidate is empty");
-  if (std::string why = not_source_reason(*s); !why.empty()) throw UserError(file.string() + ": " + why);
+  if (s->find_first_not_of(" \t\r\n") == std::string::npos) throw NotSourceError(file.string() + ": the candidate is empty");
+  if (std::string why = not_source_reason(*s); !why.empty()) throw NotSourceError(file.string() + ": " + why);
   return *s;
 }
 

@@ -1,6 +1,8 @@
 // The AC-TGD loop (include/mblast/loop/optimizer.h).
 #include "mblast/loop/optimizer.h"
 
+#include "mblast/candidate_file.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -184,6 +186,12 @@ class Loop {
       Measured m = measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
       if (m.eval.contains("phases"))
         for (const char* k : {"build_s", "verify_s", "timing_s"}) eval_split_[k] = eval_split_.value(k, 0.0) + m.eval["phases"].value(k, 0.0);
+      return m;
+    } catch (const NotSourceError& e) {
+      // A candidate the actor wrote that holds no source text (control bytes, say): its failure.
+      Measured m;
+      m.failure_kind = "build_failed";
+      m.reason = e.what();
       return m;
     } catch (const UserError&) {
       throw;
