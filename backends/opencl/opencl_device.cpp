@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mblast/cache_evict.h"
+#include "opencl_queue_record.h"
 
 namespace mblast::runner::opencl {
 
@@ -162,6 +163,14 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
   evict_ = cpu && (flush == "evict" ? eviction_available() : flush == "auto" && prefer_eviction(cache_bytes_));
   const char* pin = std::getenv("POCL_AFFINITY");  // read by PoCL when it started its threads
   pocl_pinned_ = cpu && contains_ci(platform_name_, "Portable Computing Language") && pin && std::string(pin) == "1";
+  // From here on every queue made in this process is recorded, the candidate's included (it is
+  // loaded after the device is open): timer_end() finishes them before it stops the clock.
+  record_queues_of_all_platforms();
+}
+
+void OpenclDevice::finish_candidate_queues() {
+  const std::string why = finish_recorded_queues(queue_);
+  if (!why.empty()) throw BackendError(why);
 }
 
 OpenclDevice::~OpenclDevice() {
@@ -261,7 +270,10 @@ bool OpenclDevice::guards_intact(const Buffer& b) {
   return ok(front) && ok(back);
 }
 
-void OpenclDevice::synchronize() { MBLAST_CL_CHECK(clFinish(queue_)); }
+void OpenclDevice::synchronize() {
+  finish_candidate_queues();
+  MBLAST_CL_CHECK(clFinish(queue_));
+}
 
 std::string OpenclDevice::health() { return ""; }
 
@@ -347,6 +359,7 @@ size_t OpenclDevice::flush_bytes() const { return (std::max<size_t>(2 * cache_by
 void OpenclDevice::timer_begin() {
   if (start_) clReleaseEvent(start_);
   start_ = nullptr;
+  finish_candidate_queues();  // nothing of an earlier call runs into this one
   MBLAST_CL_CHECK(clFinish(queue_));
   host_start_ = std::chrono::steady_clock::now();
   MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &start_));
@@ -355,6 +368,9 @@ void OpenclDevice::timer_begin() {
 double OpenclDevice::timer_end() {
   if (end_) clReleaseEvent(end_);
   end_ = nullptr;
+  // Work the candidate left on queues of its own (on this context or one it made) is part of the
+  // call: finished first, so the end marker below is enqueued only after it completed.
+  finish_candidate_queues();
   MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &end_));
   MBLAST_CL_CHECK(clFinish(queue_));
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
@@ -373,7 +389,7 @@ std::string OpenclDevice::timing_method() {
   const std::string cold = evict_ ? "every cache line of the process's resident data memory flushed (CLFLUSHOPT), "
                                     "then " + std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic on every compute unit"
                                   : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
-  return clock + "; caches cold before each timed call: " + cold +
+  return clock + "; every command queue created in the worker finished before the clock stops; caches cold before each timed call: " + cold +
          (pocl_pinned_ ? "; PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)" : "");
 }
 

@@ -47,6 +47,9 @@ class OpenclDevice final : public Device {
 
  private:
   double time_kernel(cl_kernel k, size_t global, int reps);
+  // clFinish on every queue the candidate created (opencl_queue_record.h); throws BackendError
+  // saying why when their work cannot be accounted for.
+  void finish_candidate_queues();
   size_t flush_bytes() const;  // the sweep's buffer
   void keep_busy();            // after an eviction: the device works, touching no memory
   // Builds one of the device's own kernels (the sweep, the busy loop); `program` keeps it.
