@@ -104,6 +104,7 @@ enum class FailureKind {
   nondeterministic,     // two runs on the same inputs disagree
   unavailable,          // the target cannot be reached or has no device here
   runner_error,         // the measurement infrastructure itself failed
+  timing_inconsistent,  // the cost figure did not come from the runner's own measurement (forged or unverifiable)
 };
 
 std::string_view failure_kind_name(FailureKind k);

@@ -27,7 +27,8 @@ void write_all(int fd, const void* data, size_t n) {
 constexpr const char* kKindNames[] = {
     "none",         "build_failed",   "abi_error",       "launch_failed",   "crashed",
     "timeout",      "out_of_memory",  "out_of_bounds_write", "unwritten_output", "wrong_output",
-    "nan_or_inf",   "input_modified", "nondeterministic", "unavailable",     "runner_error"};
+    "nan_or_inf",   "input_modified", "nondeterministic", "unavailable",     "runner_error",
+    "timing_inconsistent"};
 }  // namespace
 
 std::string_view failure_kind_name(FailureKind k) { return kKindNames[static_cast<int>(k)]; }
