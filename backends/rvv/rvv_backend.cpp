@@ -325,8 +325,8 @@ void RvvBackend::finish_timing(json& msg, const fs::path& worker_dir, const json
                        : threads > 0 ? "created a thread (clone with CLONE_THREAD, or clone3)"
                                      : "replaced its program (execve)";
     fail_timing(msg, protocol::FailureKind::launch_failed,
-                "the candidate " + what + ": under QEMU only the worker's own thread is counted, so that work would "
-                "not be; rvv candidates must run on the calling thread (" + std::to_string(processes) + " processes, " +
+                "the candidate " + what + ": under QEMU only the worker's own thread is counted, so its work would "
+                "escape the count; rvv candidates must compute on the calling thread (" + std::to_string(processes) + " processes, " +
                     std::to_string(threads) + " threads, " + std::to_string(execs) + " execs)");
     return;
   }
