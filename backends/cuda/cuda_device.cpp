@@ -104,6 +104,66 @@ extern "C" __global__ void mblast_fill_bf16(unsigned short* p, unsigned long lon
 }
 )CUDA";
 constexpr int kFmaIters = 2048;
+
+// mblast/digest.h on the device: the same SplitMix64 terms, summed with 64-bit atomics (the sum
+// is order-free, so any schedule of threads gives the host's number).
+const char* kDigestSource = R"CUDA(
+#define GOLDEN 0x9E3779B97F4A7C15ull
+__device__ __forceinline__ unsigned long long mblast_splitmix64(unsigned long long x) {
+  x += GOLDEN;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+// dst[e] = mix_takes_a(key, e) ? a[e] : b[e] for n elements of elem_bytes each.
+extern "C" __global__ void mblast_mix(unsigned char* dst, const unsigned char* a, const unsigned char* b,
+                                      unsigned long long n, unsigned long long elem_bytes, unsigned long long key) {
+  for (unsigned long long e = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; e < n;
+       e += (unsigned long long)gridDim.x * blockDim.x) {
+    const bool take_a = (mblast_splitmix64(key ^ ((e >> 6) * GOLDEN)) >> (e & 63)) & 1ull;
+    const unsigned char* src = (take_a ? a : b) + e * elem_bytes;
+    unsigned char* out = dst + e * elem_bytes;
+    if (elem_bytes == 4) *(unsigned*)out = *(const unsigned*)src;
+    else if (elem_bytes == 2) *(unsigned short*)out = *(const unsigned short*)src;
+    else if (elem_bytes == 8) *(unsigned long long*)out = *(const unsigned long long*)src;
+    else for (unsigned long long k = 0; k < elem_bytes; ++k) out[k] = src[k];
+  }
+}
+// out[0] += sum of splitmix64(w_i ^ i * GOLDEN) over the 32-bit words (a partial last word
+// zero-padded); out[1] += elements whose every byte is `poison`.
+extern "C" __global__ void mblast_digest(const unsigned char* p, unsigned long long nbytes,
+                                         unsigned long long elem_bytes, unsigned poison, unsigned long long* out) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  unsigned long long hash = 0, poisoned = 0;
+  const unsigned long long words = (nbytes + 3) / 4;
+  for (unsigned long long i = first; i < words; i += stride) {
+    unsigned long long w = 0;
+    if (4 * i + 4 <= nbytes) {
+      w = *(const unsigned*)(p + 4 * i);
+    } else {
+      for (unsigned long long k = 0; 4 * i + k < nbytes; ++k) w |= (unsigned long long)p[4 * i + k] << (8 * k);
+    }
+    hash += mblast_splitmix64(w ^ (i * GOLDEN));
+  }
+  if (elem_bytes > 0) {
+    const unsigned long long n = nbytes / elem_bytes;
+    for (unsigned long long e = first; e < n; e += stride) {
+      unsigned long long k = 0;
+      while (k < elem_bytes && p[e * elem_bytes + k] == (unsigned char)poison) ++k;
+      poisoned += k == elem_bytes;
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    hash += __shfl_down_sync(0xffffffffu, hash, off);
+    poisoned += __shfl_down_sync(0xffffffffu, poisoned, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(out, hash);
+    atomicAdd(out + 1, poisoned);
+  }
+}
+)CUDA";
 constexpr int kFmaChains = 8;
 
 std::string program_log(const Nvrtc& n, nvrtc_program prog) {
@@ -115,14 +175,15 @@ std::string program_log(const Nvrtc& n, nvrtc_program prog) {
   return log;
 }
 
-// Compiles kPeakSource: a cubin for sm_XY, or PTX for compute_XY (JIT by the driver) when this
+// Compiles `source` (kPeakSource, kDigestSource): a cubin for sm_XY, or PTX for compute_XY (JIT by the driver) when this
 // NVRTC does not know the device's architecture. Returns the image for cuModuleLoadData.
-std::vector<char> compile_peak_kernels(const Nvrtc& n, int major, int minor, std::string* how) {
+std::vector<char> compile_kernels(const Nvrtc& n, const char* source, const char* name, int major, int minor,
+                                  std::string* how) {
   const std::string arch = std::to_string(major * 10 + minor);
   std::string first_log;
   for (const bool cubin : {true, false}) {
     nvrtc_program prog = nullptr;
-    MBLAST_NVRTC_CHECK(n, n.CreateProgram(&prog, kPeakSource, "mblast_peaks.cu", 0, nullptr, nullptr));
+    MBLAST_NVRTC_CHECK(n, n.CreateProgram(&prog, source, name, 0, nullptr, nullptr));
     Defer destroy([&] { n.DestroyProgram(&prog); });
     const std::string opt = "--gpu-architecture=" + std::string(cubin ? "sm_" : "compute_") + arch;
     const char* opts[] = {opt.c_str()};
@@ -133,7 +194,7 @@ std::vector<char> compile_peak_kernels(const Nvrtc& n, int major, int minor, std
         first_log = opt + ": " + log;
         continue;
       }
-      throw BackendError("NVRTC (" + n.library + ") could not compile the peak kernels; " + first_log + "; " + opt +
+      throw BackendError("NVRTC (" + n.library + ") could not compile " + name + "; " + first_log + "; " + opt +
                          ": " + log);
     }
     size_t size = 0;
@@ -229,7 +290,8 @@ CudaDevice::CudaDevice(const json& target) : d_(driver()) {
     MBLAST_CU_CHECK(d_, d_.DevicePrimaryCtxRetain(&ctx_, dev_));
     ctx_retained_ = true;
     MBLAST_CU_CHECK(d_, d_.CtxSetCurrent(ctx_));
-    if (attribute(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE) > 0) {
+    persisting_l2_ = attribute(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE) > 0;
+    if (persisting_l2_) {
       MBLAST_CU_CHECK(d_, d_.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0));
       MBLAST_CU_CHECK(d_, d_.CtxResetPersistingL2Cache());
     }
@@ -238,6 +300,7 @@ CudaDevice::CudaDevice(const json& target) : d_(driver()) {
     MBLAST_CU_CHECK(d_, d_.StreamCreate(&stream_, CU_STREAM_DEFAULT));
     MBLAST_CU_CHECK(d_, d_.EventCreate(&start_, CU_EVENT_DEFAULT));
     MBLAST_CU_CHECK(d_, d_.EventCreate(&end_, CU_EVENT_DEFAULT));
+    MBLAST_CU_CHECK(d_, d_.MemAlloc(&sentinel_, 256));
   } catch (...) {
     cleanup();
     throw;
@@ -256,6 +319,11 @@ void CudaDevice::cleanup() noexcept {
   if (end_) d_.EventDestroy(end_);
   if (stream_) d_.StreamDestroy(stream_);
   if (flush_buf_) d_.MemFree(flush_buf_);
+  if (sentinel_) d_.MemFree(sentinel_);
+  if (digest_out_) d_.MemFree(digest_out_);
+  if (digest_mod_) d_.ModuleUnload(digest_mod_);
+  sentinel_ = digest_out_ = 0;
+  digest_mod_ = nullptr;
   start_ = end_ = nullptr;
   stream_ = nullptr;
   flush_buf_ = 0;
@@ -370,14 +438,43 @@ bool CudaDevice::guards_intact(const Buffer& b) {
 }
 
 void CudaDevice::synchronize() {
+  CUcontext current = nullptr;
+  d_.CtxGetCurrent(&current);
   make_current();
   MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+  if (const std::string why = escaped_work(current); !why.empty()) throw BackendError(why);
 }
 
 std::string CudaDevice::health() {
+  CUcontext current = nullptr;
+  d_.CtxGetCurrent(&current);
   CUresult r = d_.CtxSetCurrent(ctx_);
   if (r == CUDA_SUCCESS) r = d_.CtxSynchronize();  // sticky errors (illegal address, ...) land here
-  return r == CUDA_SUCCESS ? "" : d_.error_text(r);
+  if (r != CUDA_SUCCESS) return d_.error_text(r);
+  return escaped_work(current);
+}
+
+std::string CudaDevice::escaped_work(CUcontext current) {
+  // Work in a context of the candidate's own is not waited for by cuCtxSynchronize on ours.
+  if (current != nullptr && current != ctx_)
+    return "the candidate left another CUDA context current (cuCtxCreate / cuCtxSetCurrent / cuCtxPushCurrent): "
+           "work in it is outside the runner's synchronisation and clock";
+  // A reset frees every allocation of the primary context: the sentinel made at open is gone
+  // (or belongs to a new context), and with it the runner's buffers, stream and events.
+  CUcontext owner = nullptr;
+  if (d_.PointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, sentinel_) != CUDA_SUCCESS || owner != ctx_)
+    return "the candidate reset or destroyed the device's context (cudaDeviceReset, cuDevicePrimaryCtxReset or "
+           "cuCtxDestroy): the runner's buffers, stream and events are gone, so no time or output can be trusted";
+  if (persisting_l2_) {
+    size_t limit = 0;
+    const CUresult r = d_.CtxGetLimit(&limit, CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+    if (r != CUDA_SUCCESS) return "cannot read the persisting-L2 limit: " + d_.error_text(r);
+    if (limit != 0)
+      return "the candidate set a persisting-L2 limit of " + std::to_string(limit) +
+             " bytes (cudaLimitPersistingL2CacheSize): lines it pins would stay in L2 across the cache flush "
+             "between timed calls";
+  }
+  return "";
 }
 
 void CudaDevice::flush_caches() {
@@ -387,6 +484,8 @@ void CudaDevice::flush_caches() {
     MBLAST_CU_CHECK(d_, d_.MemAlloc(&flush_buf_, bytes));
     flush_bytes_ = bytes;
   }
+  // Lines a candidate marked persisting in an earlier call would survive the memset below.
+  if (persisting_l2_) MBLAST_CU_CHECK(d_, d_.CtxResetPersistingL2Cache());
   // A different byte each time, so no write can be skipped as unchanged.
   MBLAST_CU_CHECK(d_, d_.MemsetD8Async(flush_buf_, static_cast<unsigned char>(++flush_count_), flush_bytes_, stream_));
   MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
@@ -398,9 +497,13 @@ void CudaDevice::timer_begin() {
 }
 
 double CudaDevice::timer_end() {
+  CUcontext current = nullptr;
+  d_.CtxGetCurrent(&current);
   make_current();
-  // Device-wide first: work the candidate put on streams of its own (or another thread's) counts.
+  // Device-wide first: work the candidate put on streams of its own (the legacy and per-thread
+  // default streams, host functions, graphs) counts.
   MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
+  if (const std::string why = escaped_work(current); !why.empty()) throw BackendError(why);
   MBLAST_CU_CHECK(d_, d_.EventRecord(end_, stream_));
   MBLAST_CU_CHECK(d_, d_.EventSynchronize(end_));
   float ms = 0;
@@ -412,7 +515,8 @@ std::string CudaDevice::timing_method() {
   return "cuda events on the runner's stream: start event before the call; after it cuCtxSynchronize "
          "(device-wide, so work on any stream counts), then the end event and cuEventSynchronize; "
          "L2 flushed before each timed call by a memset of " + std::to_string(std::max<size_t>(2 * l2_bytes_, size_t{16} << 20) >> 20) +
-         " MiB (2x L2); persisting-L2 limit 0";
+         " MiB (2x L2) after cuCtxResetPersistingL2Cache; persisting-L2 limit 0, and a call that changes it, "
+         "leaves another context current or resets the context is refused";
 }
 
 double CudaDevice::time_launch(CUfunction f, unsigned grid, unsigned block, void** args, int reps) {
@@ -434,7 +538,7 @@ Peaks CudaDevice::measure_peaks() {
   MBLAST_CU_CHECK(d_, d_.CtxSynchronize());
   const Nvrtc& n = nvrtc();
   std::string how;
-  const std::vector<char> image = compile_peak_kernels(n, cc_major_, cc_minor_, &how);
+  const std::vector<char> image = compile_kernels(n, kPeakSource, "mblast_peaks.cu", cc_major_, cc_minor_, &how);
   CUmodule mod = nullptr;
   MBLAST_CU_CHECK(d_, d_.ModuleLoadData(&mod, image.data()));
   std::vector<CUdeviceptr> allocations;
@@ -494,6 +598,53 @@ Peaks CudaDevice::measure_peaks() {
              std::to_string(kFmaIters) + " per thread, " + std::to_string(fma_grid) + " blocks x " +
              std::to_string(fma_block) + ", best of 5; " + gemm_note;
   return p;
+}
+
+void CudaDevice::load_digest_kernels() {
+  if (digest_mod_) return;
+  std::string how;
+  const std::vector<char> image = compile_kernels(nvrtc(), kDigestSource, "mblast_digest.cu", cc_major_, cc_minor_, &how);
+  MBLAST_CU_CHECK(d_, d_.ModuleLoadData(&digest_mod_, image.data()));
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&mix_fn_, digest_mod_, "mblast_mix"));
+  MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&digest_fn_, digest_mod_, "mblast_digest"));
+  MBLAST_CU_CHECK(d_, d_.MemAlloc(&digest_out_, 2 * sizeof(unsigned long long)));
+}
+
+void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte>, std::span<const std::byte>,
+                     size_t elem_bytes, uint64_t key) {
+  if (elem_bytes == 0 || dst.nbytes < elem_bytes) return;
+  make_current();
+  load_digest_kernels();
+  CUdeviceptr d = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst.handle));
+  CUdeviceptr pa = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(a.handle));
+  CUdeviceptr pb = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+  unsigned long long n = dst.nbytes / elem_bytes, eb = elem_bytes, k = key;
+  void* args[] = {&d, &pa, &pb, &n, &eb, &k};
+  const unsigned grid = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, std::max(sm_count_, 1) * 32ull));
+  MBLAST_CU_CHECK(d_, d_.LaunchKernel(mix_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));  // in place before the call, as an upload is
+}
+
+OutputDigest CudaDevice::digest(const Buffer& b, size_t elem_bytes, std::byte poison) {
+  make_current();
+  load_digest_kernels();
+  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(digest_out_, 0, 2 * sizeof(unsigned long long), stream_));
+  OutputDigest out;
+  if (b.nbytes > 0) {
+    CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+    unsigned long long nbytes = b.nbytes, eb = elem_bytes;
+    unsigned pz = static_cast<unsigned>(poison);
+    void* args[] = {&p, &nbytes, &eb, &pz, &digest_out_};
+    const unsigned long long words = (nbytes + 3) / 4;
+    const unsigned grid = static_cast<unsigned>(std::clamp<unsigned long long>((words + 255) / 256, 1, std::max(sm_count_, 1) * 32ull));
+    MBLAST_CU_CHECK(d_, d_.LaunchKernel(digest_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  }
+  unsigned long long sums[2] = {0, 0};
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(sums, digest_out_, sizeof sums, stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+  out.hash = sums[0];
+  out.poisoned = sums[1];
+  return out;
 }
 
 void CudaDevice::measure_gemm_peaks(Peaks& p, std::string& note, CUfunction fill_f32, CUfunction fill_bf16) {

@@ -35,8 +35,18 @@ class CudaDevice final : public Device {
   double timer_end() override;
   std::string timing_method() override;
   Peaks measure_peaks() override;
+  // On the device (NVRTC kernels), bit for bit the host functions of mblast/digest.h: only the
+  // 16-byte digest crosses PCIe, not every output byte.
+  void mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
+           std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) override;
+  OutputDigest digest(const Buffer& b, size_t elem_bytes, std::byte poison) override;
 
  private:
+  // Why the work of the last call could escape the clock, or "": the candidate left another
+  // context current, reset or destroyed the primary context, or set a persisting-L2 limit.
+  // `current` is the context that was current before make_current() ran.
+  std::string escaped_work(CUcontext current);
+  void load_digest_kernels();
   void make_current();  // a candidate may have changed the thread's context
   void cleanup() noexcept;
   int attribute(CUdevice_attribute a) const;  // -1 when the driver does not know it
@@ -51,6 +61,11 @@ class CudaDevice final : public Device {
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, end_ = nullptr;
   CUdeviceptr flush_buf_ = 0;
+  CUdeviceptr sentinel_ = 0;  // allocated at open: gone after a reset of the context
+  bool persisting_l2_ = false;  // the device has a persisting-L2 set-aside
+  CUmodule digest_mod_ = nullptr;
+  CUfunction mix_fn_ = nullptr, digest_fn_ = nullptr;
+  CUdeviceptr digest_out_ = 0;  // two 64-bit sums
   size_t flush_bytes_ = 0;
   unsigned flush_count_ = 0;
 

@@ -101,6 +101,9 @@ DriverHolder load_driver() {
   MBLAST_CU_BIND(CtxSynchronize, cuCtxSynchronize);
   MBLAST_CU_BIND(CtxSetLimit, cuCtxSetLimit);
   MBLAST_CU_BIND(CtxResetPersistingL2Cache, cuCtxResetPersistingL2Cache);
+  MBLAST_CU_BIND(CtxGetLimit, cuCtxGetLimit);
+  MBLAST_CU_BIND(CtxGetCurrent, cuCtxGetCurrent);
+  MBLAST_CU_BIND(PointerGetAttribute, cuPointerGetAttribute);
   MBLAST_CU_BIND(StreamCreate, cuStreamCreate);
   MBLAST_CU_BIND(StreamDestroy, cuStreamDestroy);
   MBLAST_CU_BIND(StreamSynchronize, cuStreamSynchronize);

@@ -38,6 +38,9 @@ struct Driver {
   decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
   decltype(&::cuCtxSetLimit) CtxSetLimit = nullptr;
   decltype(&::cuCtxResetPersistingL2Cache) CtxResetPersistingL2Cache = nullptr;
+  decltype(&::cuCtxGetLimit) CtxGetLimit = nullptr;
+  decltype(&::cuCtxGetCurrent) CtxGetCurrent = nullptr;
+  decltype(&::cuPointerGetAttribute) PointerGetAttribute = nullptr;
   decltype(&::cuStreamCreate) StreamCreate = nullptr;
   decltype(&::cuStreamDestroy) StreamDestroy = nullptr;
   decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mblast/cache_evict.h"
+#include "opencl_queue_record.h"
 
 namespace mblast::runner::opencl {
 
@@ -88,6 +89,62 @@ __kernel void mblast_fma16(__global float* out, float a, float b) {
 }
 )CLC";
 
+// mblast/digest.h in OpenCL C. Bytes are assembled little-endian, as the host reads them.
+const char* kDigestKernels = R"CLC(
+#define GOLDEN 0x9E3779B97F4A7C15UL
+ulong mblast_splitmix64(ulong x) {
+  x += GOLDEN;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9UL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBUL;
+  return x ^ (x >> 31);
+}
+__kernel void mblast_mix(__global uchar* dst, __global const uchar* a, __global const uchar* b, ulong n, ulong eb,
+                         ulong key) {
+  for (ulong e = get_global_id(0); e < n; e += get_global_size(0)) {
+    const bool take_a = ((mblast_splitmix64(key ^ ((e >> 6) * GOLDEN)) >> (e & 63)) & 1UL) != 0;
+    __global const uchar* src = (take_a ? a : b) + e * eb;
+    __global uchar* out = dst + e * eb;
+    for (ulong k = 0; k < eb; ++k) out[k] = src[k];
+  }
+}
+// partial[2 g] and partial[2 g + 1]: work-group g's part of the hash and of the poison count.
+__kernel void mblast_digest(__global const uchar* p, ulong nbytes, ulong eb, uint poison, __global ulong* partial,
+                            __local ulong* scratch) {
+  ulong hash = 0, poisoned = 0;
+  const ulong words = (nbytes + 3) / 4;
+  for (ulong i = get_global_id(0); i < words; i += get_global_size(0)) {
+    ulong w = 0;
+    for (ulong k = 0; k < 4 && 4 * i + k < nbytes; ++k) w |= (ulong)p[4 * i + k] << (8 * k);
+    hash += mblast_splitmix64(w ^ (i * GOLDEN));
+  }
+  if (eb > 0) {
+    const ulong n = nbytes / eb;
+    for (ulong e = get_global_id(0); e < n; e += get_global_size(0)) {
+      ulong k = 0;
+      while (k < eb && p[e * eb + k] == (uchar)poison) ++k;
+      poisoned += k == eb;
+    }
+  }
+  const size_t lid = get_local_id(0), size = get_local_size(0);
+  scratch[2 * lid] = hash;
+  scratch[2 * lid + 1] = poisoned;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t s = size / 2; s > 0; s >>= 1) {
+    if (lid < s) {
+      scratch[2 * lid] += scratch[2 * (lid + s)];
+      scratch[2 * lid + 1] += scratch[2 * (lid + s) + 1];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    partial[2 * get_group_id(0)] = scratch[0];
+    partial[2 * get_group_id(0) + 1] = scratch[1];
+  }
+}
+)CLC";
+constexpr size_t kDigestLocal = 64;   // work-items per group (a power of two: the tree reduction)
+constexpr size_t kDigestGroups = 256;  // at most; their partial sums are added on the host
+
 }  // namespace
 
 std::string cl_error_name(cl_int e) {
@@ -160,8 +217,23 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
     throw BackendError("the target's device.cache_flush is '" + flush + "'; it must be auto, evict or sweep");
   const bool cpu = info_value<cl_device_type>(device_, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU;
   evict_ = cpu && (flush == "evict" ? eviction_available() : flush == "auto" && prefer_eviction(cache_bytes_));
+  // device.digest: where mix() and digest() run. auto: the device's kernels on a GPU, the host
+  // defaults on a CPU device (there the host is the device, and PoCL ran the byte-wise kernels
+  // 1.5-2x slower than the host on 4 MiB: opencl_device_test's Cost); device or host: always.
+  const std::string where = sel.value("digest", "auto");
+  if (where != "auto" && where != "device" && where != "host")
+    throw BackendError("the target's device.digest is '" + where + "'; it must be auto, device or host");
+  digest_on_device_ = where == "device" || (where == "auto" && !cpu);
   const char* pin = std::getenv("POCL_AFFINITY");  // read by PoCL when it started its threads
   pocl_pinned_ = cpu && contains_ci(platform_name_, "Portable Computing Language") && pin && std::string(pin) == "1";
+  // From here on every queue made in this process is recorded, the candidate's included (it is
+  // loaded after the device is open): timer_end() finishes them before it stops the clock.
+  record_queues_of_all_platforms();
+}
+
+void OpenclDevice::finish_candidate_queues() {
+  const std::string why = finish_recorded_queues(queue_);
+  if (!why.empty()) throw BackendError(why);
 }
 
 OpenclDevice::~OpenclDevice() {
@@ -173,6 +245,10 @@ OpenclDevice::~OpenclDevice() {
   if (busy_sink_) clReleaseMemObject(busy_sink_);
   if (busy_kernel_) clReleaseKernel(busy_kernel_);
   if (busy_prog_) clReleaseProgram(busy_prog_);
+  if (digest_partial_) clReleaseMemObject(digest_partial_);
+  if (mix_kernel_) clReleaseKernel(mix_kernel_);
+  if (digest_kernel_) clReleaseKernel(digest_kernel_);
+  if (digest_prog_) clReleaseProgram(digest_prog_);
   if (queue_) clReleaseCommandQueue(queue_);
   if (ctx_) clReleaseContext(ctx_);
 }
@@ -261,7 +337,10 @@ bool OpenclDevice::guards_intact(const Buffer& b) {
   return ok(front) && ok(back);
 }
 
-void OpenclDevice::synchronize() { MBLAST_CL_CHECK(clFinish(queue_)); }
+void OpenclDevice::synchronize() {
+  finish_candidate_queues();
+  MBLAST_CL_CHECK(clFinish(queue_));
+}
 
 std::string OpenclDevice::health() { return ""; }
 
@@ -347,6 +426,7 @@ size_t OpenclDevice::flush_bytes() const { return (std::max<size_t>(2 * cache_by
 void OpenclDevice::timer_begin() {
   if (start_) clReleaseEvent(start_);
   start_ = nullptr;
+  finish_candidate_queues();  // nothing of an earlier call runs into this one
   MBLAST_CL_CHECK(clFinish(queue_));
   host_start_ = std::chrono::steady_clock::now();
   MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &start_));
@@ -355,6 +435,9 @@ void OpenclDevice::timer_begin() {
 double OpenclDevice::timer_end() {
   if (end_) clReleaseEvent(end_);
   end_ = nullptr;
+  // Work the candidate left on queues of its own (on this context or one it made) is part of the
+  // call: finished first, so the end marker below is enqueued only after it completed.
+  finish_candidate_queues();
   MBLAST_CL_CHECK(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &end_));
   MBLAST_CL_CHECK(clFinish(queue_));
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
@@ -373,8 +456,65 @@ std::string OpenclDevice::timing_method() {
   const std::string cold = evict_ ? "every cache line of the process's resident data memory flushed (CLFLUSHOPT), "
                                     "then " + std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic on every compute unit"
                                   : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
-  return clock + "; caches cold before each timed call: " + cold +
+  return clock + "; every command queue created in the worker finished before the clock stops; caches cold before each timed call: " + cold +
          (pocl_pinned_ ? "; PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)" : "");
+}
+
+void OpenclDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
+                       std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) {
+  if (!digest_on_device_) return Device::mix(dst, a, b, host_a, host_b, elem_bytes, key);
+  if (elem_bytes == 0 || dst.nbytes < elem_bytes) return;
+  if (!mix_kernel_) {
+    mix_kernel_ = own_kernel(kDigestKernels, "mblast_mix", digest_prog_);
+  }
+  cl_mem d = static_cast<cl_mem>(dst.handle), pa = static_cast<cl_mem>(a.handle), pb = static_cast<cl_mem>(b.handle);
+  const cl_ulong n = dst.nbytes / elem_bytes, eb = elem_bytes, k = key;
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 0, sizeof d, &d));
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 1, sizeof pa, &pa));
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 2, sizeof pb, &pb));
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 3, sizeof n, &n));
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 4, sizeof eb, &eb));
+  MBLAST_CL_CHECK(clSetKernelArg(mix_kernel_, 5, sizeof k, &k));
+  const size_t global = std::min<size_t>((n + kDigestLocal - 1) / kDigestLocal, kDigestGroups * 16) * kDigestLocal;
+  MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, mix_kernel_, 1, nullptr, &global, &kDigestLocal, 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clFinish(queue_));  // in place before the call, as an upload is
+}
+
+OutputDigest OpenclDevice::digest(const Buffer& b, size_t elem_bytes, std::byte poison) {
+  if (!digest_on_device_) return Device::digest(b, elem_bytes, poison);
+  OutputDigest out;
+  if (b.nbytes == 0) return out;
+  cl_int err = CL_SUCCESS;
+  if (!digest_kernel_) {
+    if (!digest_prog_) {
+      mix_kernel_ = own_kernel(kDigestKernels, "mblast_mix", digest_prog_);
+    }
+    digest_kernel_ = clCreateKernel(digest_prog_, "mblast_digest", &err);
+    MBLAST_CL_CHECK(err);
+    digest_partial_ = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, 2 * kDigestGroups * sizeof(cl_ulong), nullptr, &err);
+    MBLAST_CL_CHECK(err);
+  }
+  cl_mem p = static_cast<cl_mem>(b.handle);
+  const cl_ulong nbytes = b.nbytes, eb = elem_bytes;
+  const cl_uint pz = static_cast<cl_uint>(poison);
+  const size_t words = (b.nbytes + 3) / 4;
+  const size_t groups = std::clamp<size_t>((words + kDigestLocal - 1) / kDigestLocal, 1, kDigestGroups);
+  const size_t global = groups * kDigestLocal;
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 0, sizeof p, &p));
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 1, sizeof nbytes, &nbytes));
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 2, sizeof eb, &eb));
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 3, sizeof pz, &pz));
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 4, sizeof digest_partial_, &digest_partial_));
+  MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 5, 2 * kDigestLocal * sizeof(cl_ulong), nullptr));
+  MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, digest_kernel_, 1, nullptr, &global, &kDigestLocal, 0, nullptr, nullptr));
+  std::vector<cl_ulong> partial(2 * groups);
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, digest_partial_, CL_TRUE, 0, partial.size() * sizeof(cl_ulong),
+                                      partial.data(), 0, nullptr, nullptr));
+  for (size_t g = 0; g < groups; ++g) {  // mod 2^64, as on the host: the order does not matter
+    out.hash += partial[2 * g];
+    out.poisoned += partial[2 * g + 1];
+  }
+  return out;
 }
 
 double OpenclDevice::time_kernel(cl_kernel k, size_t global, int reps) {

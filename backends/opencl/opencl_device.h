@@ -44,9 +44,17 @@ class OpenclDevice final : public Device {
   double timer_end() override;
   std::string timing_method() override;
   Peaks measure_peaks() override;
+  // On the device, bit for bit the host functions of mblast/digest.h: per work-group partial
+  // sums come back (a few KiB), not every output byte.
+  void mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
+           std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) override;
+  OutputDigest digest(const Buffer& b, size_t elem_bytes, std::byte poison) override;
 
  private:
   double time_kernel(cl_kernel k, size_t global, int reps);
+  // clFinish on every queue the candidate created (opencl_queue_record.h); throws BackendError
+  // saying why when their work cannot be accounted for.
+  void finish_candidate_queues();
   size_t flush_bytes() const;  // the sweep's buffer
   void keep_busy();            // after an eviction: the device works, touching no memory
   // Builds one of the device's own kernels (the sweep, the busy loop); `program` keeps it.
@@ -70,6 +78,10 @@ class OpenclDevice final : public Device {
   cl_mem busy_sink_ = nullptr;
   size_t busy_global_ = 0;  // work-groups of one: four per compute unit
   cl_uint busy_iters_ = 0;
+  bool digest_on_device_ = false;  // target device.digest (see the constructor)
+  cl_program digest_prog_ = nullptr;
+  cl_kernel mix_kernel_ = nullptr, digest_kernel_ = nullptr;
+  cl_mem digest_partial_ = nullptr;  // two ulongs per work-group
   cl_event start_ = nullptr, end_ = nullptr;
   bool events_ok_ = true;
   std::chrono::steady_clock::time_point host_start_;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <random>
 #include <sstream>
 #include <unistd.h>
 
@@ -247,11 +249,35 @@ std::vector<std::string> RvvBackend::worker_command(const fs::path& self, const 
   auto pcs = elf_symbol_values(prog, {"mblast_rvv_region_begin", "mblast_rvv_region_end"});
   if (pcs.size() != 2) throw BackendError(prog.string() + " lacks the region markers of librvv_worker.a");
   std::ostringstream plugin;
+  // key=: the plugin echoes it in its report and hides it from the guest (insn_count.c), so a
+  // report the candidate wrote itself is told apart from the plugin's.
   plugin << plugin_path().string() << ",out=" << kCountsFile << std::hex << ",begin_pc=0x"
-         << pcs["mblast_rvv_region_begin"] << ",end_pc=0x" << pcs["mblast_rvv_region_end"];
+         << pcs["mblast_rvv_region_begin"] << ",end_pc=0x" << pcs["mblast_rvv_region_end"]
+         << ",key=" << issue_count_key();
   // QEMU 7.2 has no zvfh property; it executes SEW=16 vector FP with V alone.
   const std::string cpu = "rv64,v=true,vlen=" + std::to_string(vlen(target)) + ",vext_spec=v1.0";
   return {qemu->string(), "-cpu", cpu, "-L", MBLAST_RVV_SYSROOT, "-plugin", plugin.str(), prog.string()};
+}
+
+std::string RvvBackend::issue_count_key() {
+  std::random_device rd;  // the kernel's entropy: nothing a candidate could replay
+  std::ostringstream key;
+  for (int i = 0; i < 4; ++i) key << std::hex << std::setw(8) << std::setfill('0') << rd();
+  std::lock_guard<std::mutex> lock(mu_);
+  count_keys_.insert(key.str());
+  count_key_order_.push_back(key.str());
+  // Workers that never time (verification, probes) never redeem theirs: keep the newest only.
+  while (count_key_order_.size() > 4096) {
+    count_keys_.erase(count_key_order_.front());
+    count_key_order_.pop_front();
+  }
+  return key.str();
+}
+
+bool RvvBackend::redeem_count_key(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Each key is good for one report: a report copied from an earlier worker is refused.
+  return count_keys_.erase(key) == 1;
 }
 
 std::vector<fs::path> RvvBackend::sandbox_read_paths() const { return {lib_dir(), cache_dir() / "rvv"}; }
@@ -285,6 +311,23 @@ void RvvBackend::finish_timing(json& msg, const fs::path& worker_dir, const json
   const json counts = json::parse(in, nullptr, false);
   if (counts.is_discarded() || !counts.contains("regions")) {
     fail_timing(msg, protocol::FailureKind::runner_error, "the QEMU plugin's counts are not valid JSON");
+    return;
+  }
+  if (!counts.contains("key") || !counts["key"].is_string() || !redeem_count_key(counts["key"].get<std::string>())) {
+    fail_timing(msg, protocol::FailureKind::timing_inconsistent,
+                "the instruction counts were not written by the counting plugin (its report lacks this worker's key)");
+    return;
+  }
+  const auto threads = counts.value("threads_created", 0ull), processes = counts.value("processes_created", 0ull),
+             execs = counts.value("execs", 0ull);
+  if (processes > 0 || threads > 0 || execs > 0) {
+    std::string what = processes > 0 ? "created a process (clone without CLONE_THREAD)"
+                       : threads > 0 ? "created a thread (clone with CLONE_THREAD, or clone3)"
+                                     : "replaced its program (execve)";
+    fail_timing(msg, protocol::FailureKind::launch_failed,
+                "the candidate " + what + ": under QEMU only the worker's own thread is counted, so its work would "
+                "escape the count; rvv candidates must compute on the calling thread (" + std::to_string(processes) + " processes, " +
+                    std::to_string(threads) + " threads, " + std::to_string(execs) + " execs)");
     return;
   }
   const json& regions = counts["regions"];

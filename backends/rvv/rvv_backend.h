@@ -6,8 +6,10 @@
 // "native"). See backends/rvv/README.md.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "mblast/runner/backend.h"
 
@@ -29,6 +31,8 @@ class RvvBackend final : public Backend {
   std::string unavailable_reason(const nlohmann::json& target) override;
   // qemu: samples := instructions between the region markers of each call (insn_counts.json,
   // written by the plugin at exit) and "cost" := total/vector counts; native: "cost" := cycles.
+  // Refuses counts that do not carry a key this runner gave a plugin (timing_inconsistent) and
+  // any worker that created a thread or process or exec'd (launch_failed: its work is uncounted).
   void finish_timing(nlohmann::json& timing, const std::filesystem::path& worker_dir,
                      const nlohmann::json& target) override;
   // Always throws: the device exists only inside the riscv64 worker program.
@@ -36,10 +40,15 @@ class RvvBackend final : public Backend {
 
  private:
   std::filesystem::path probe_program(const nlohmann::json& target);
+  // A fresh secret for one worker's plugin; remembered until a report carrying it is accepted.
+  std::string issue_count_key();
+  bool redeem_count_key(const std::string& key);
 
   std::mutex mu_;
   std::map<std::string, std::string> version_of_;  // compiler -> first line of --version
   std::map<std::string, std::string> archive_hash_;  // "path|mtime|size" -> content hash
+  std::set<std::string> count_keys_;                 // issued, not yet redeemed
+  std::deque<std::string> count_key_order_;          // oldest first, to bound count_keys_
 };
 
 }  // namespace mblast::runner::rvv

@@ -104,7 +104,7 @@ enum class FailureKind {
   nondeterministic,     // two runs on the same inputs disagree
   unavailable,          // the target cannot be reached or has no device here
   runner_error,         // the measurement infrastructure itself failed
-  timing_inconsistent,  // the worker's figures disagree with what the runner saw (clock, protocol order)
+  timing_inconsistent,  // the cost did not come from the runner's own measurement: figures at odds with its clock, messages out of order, forged counts
   implausible_speed,    // faster than the problem's speed-of-light time on the target allows
 };
 

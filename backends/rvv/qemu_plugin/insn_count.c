@@ -24,6 +24,19 @@
  * so code under test cannot forge regions with marker instructions of its
  * own; marker calls out of order are counted as "unmatched_markers".
  *
+ * Work the count cannot see is reported, never hidden: every guest clone,
+ * clone3, execve and execveat is counted (syscall callback) as
+ * "threads_created", "processes_created" or "execs"; mblast-runner refuses
+ * a measurement with any of them (a forked child's or a second thread's
+ * instructions would not be in the regions).  An execve writes the report
+ * at once, since the new image runs without this plugin.
+ *
+ * The report is authenticated: key=HEX (a secret mblast-runner makes per
+ * worker) is copied into the report and scrubbed from QEMU's own argument
+ * area at install, before any guest code runs.  The guest sees QEMU's real
+ * command line in /proc/self/task/TID/cmdline (only /proc/self/cmdline is
+ * emulated), so without the scrub it could forge a report with the key.
+ *
  * Usage:
  *   qemu-riscv64 -cpu rv64,v=true,vlen=256,vext_spec=v1.0 \
  *       -plugin ./libmblast_insn_count.so,out=/tmp/c.json ./a.out
@@ -32,7 +45,8 @@
  *   {"insns": N, "vector_insns": N, "vector_loads": N, "vector_stores": N,
  *    "vsetvl": N, "mode": "tb", "region_fields": [...], "regions": [[...]],
  *    "foreign_markers": N, "unmatched_markers": N, "regions_dropped": N,
- *    "marker_pcs": {"begin": "0x...", "end": "0x..."}}
+ *    "marker_pcs": {"begin": "0x...", "end": "0x..."},
+ *    "threads_created": N, "processes_created": N, "execs": N, "key": "HEX"}
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -72,6 +86,15 @@ static struct {
 static char *out_path;  /* NULL -> stderr */
 static pid_t owner_pid; /* only the process that loaded us reports */
 static int per_insn;    /* mode=insn: inline counts per instruction */
+static char *report_key; /* key=HEX, echoed in the report; NULL: none given */
+static uint64_t threads_created, processes_created, execs;
+
+/* Linux system call numbers of riscv64 (asm-generic; there is no fork/vfork). */
+#define NR_CLONE    220
+#define NR_EXECVE   221
+#define NR_EXECVEAT 281
+#define NR_CLONE3   435
+#define CLONE_THREAD_FLAG 0x00010000ull
 
 /* RISC-V major opcodes (bits [6:0]) relevant to RVV 1.0. */
 #define OPC_LOAD_FP  0x07u
@@ -308,6 +331,12 @@ static int write_report(FILE *f)
                ", \"regions_dropped\": %" PRIu64,
             foreign_markers, unmatched_markers + (uint64_t)region_open,
             regions_dropped);
+    fprintf(f, ", \"threads_created\": %" PRIu64
+               ", \"processes_created\": %" PRIu64 ", \"execs\": %" PRIu64,
+            threads_created, processes_created, execs);
+    if (report_key != NULL) {
+        fprintf(f, ", \"key\": \"%s\"", report_key);
+    }
     fputs(", \"region_fields\": [\"insns\", \"vector_insns\", "
           "\"vector_loads\", \"vector_stores\", \"vsetvl\"], \"regions\": [",
           f);
@@ -321,6 +350,8 @@ static int write_report(FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
+static void write_report_file(void);
+
 static void plugin_exit(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
@@ -329,6 +360,11 @@ static void plugin_exit(qemu_plugin_id_t id, void *userdata)
     if (getpid() != owner_pid) {
         return;
     }
+    write_report_file();
+}
+
+static void write_report_file(void)
+{
     /*
      * QEMU also runs atexit callbacks when it bails out before starting the
      * guest (e.g. a bad -cpu option).  Write nothing then, so that a missing
@@ -372,6 +408,114 @@ static void plugin_exit(qemu_plugin_id_t id, void *userdata)
     (void)write_report(stderr);
 }
 
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu_index,
+                       int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
+                       uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7,
+                       uint64_t a8)
+{
+    (void)id; (void)vcpu_index; (void)a2; (void)a3; (void)a4; (void)a5;
+    (void)a6; (void)a7; (void)a8;
+    switch (num) {
+    case NR_CLONE:
+        /* a1 is the flags word; without CLONE_THREAD it is a new process. */
+        if (a1 & CLONE_THREAD_FLAG) {
+            threads_created++;
+        } else {
+            processes_created++;
+        }
+        break;
+    case NR_CLONE3:
+        /* The flags are in guest memory, which 7.2's API cannot read: glibc
+         * makes threads this way, so it is counted as a thread (either way
+         * the runner refuses it). */
+        threads_created++;
+        break;
+    case NR_EXECVE:
+    case NR_EXECVEAT:
+        execs++;
+        /* If it succeeds, the new image runs without us: report now. */
+        if (getpid() == owner_pid) {
+            write_report_file();
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * Overwrites every copy of `secret` in this process's original argument
+ * area (what /proc/PID/cmdline and /proc/self/task/TID/cmdline show), found
+ * through arg_start and arg_end in /proc/self/stat (fields 48 and 49).
+ * Returns 0 when the area no longer holds it.
+ */
+static int scrub_from_cmdline(const char *secret)
+{
+    char buf[4096];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    /* Fields after the command name (which may hold spaces and ')'). */
+    char *p = strrchr(buf, ')');
+    if (p == NULL) {
+        return -1;
+    }
+    unsigned long long arg_start = 0, arg_end = 0;
+    int field = 2;
+    for (char *tok = strtok(p + 1, " "); tok != NULL; tok = strtok(NULL, " ")) {
+        field++;
+        if (field == 48) {
+            arg_start = strtoull(tok, NULL, 10);
+        } else if (field == 49) {
+            arg_end = strtoull(tok, NULL, 10);
+            break;
+        }
+    }
+    size_t len = strlen(secret);
+    if (arg_start == 0 || arg_end <= arg_start || len == 0) {
+        return -1;
+    }
+    char *area = (char *)(uintptr_t)arg_start;
+    size_t size = (size_t)(arg_end - arg_start);
+    for (size_t i = 0; i + len <= size; i++) {
+        if (memcmp(area + i, secret, len) == 0) {
+            memset(area + i, 'x', len);
+        }
+    }
+    /* Check what the kernel now shows. */
+    fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    char *shown = malloc(size + 1);
+    if (shown == NULL) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, shown + got, size - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    int found = 0;
+    for (size_t i = 0; i + len <= got && !found; i++) {
+        found = memcmp(shown + i, secret, len) == 0;
+    }
+    free(shown);
+    return found ? -1 : 0;
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                                            const qemu_info_t *info,
                                            int argc, char **argv)
@@ -402,6 +546,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                 return -1;
             }
             *(is_begin ? &begin_pc : &end_pc) = (uint64_t)pc;
+        } else if (strncmp(a, "key=", 4) == 0 && a[4] != '\0') {
+            free(report_key);
+            report_key = strdup(a + 4);
+            if (report_key == NULL) {
+                return -1;
+            }
+            /* QEMU's copy of the option string is not the argument area;
+             * scrub this copy too, so that the key lives in one place. */
+            memset(argv[i] + 4, 'x', strlen(argv[i] + 4));
         } else if (strcmp(a, "mode=tb") == 0) {
             per_insn = 0;
         } else if (strcmp(a, "mode=insn") == 0) {
@@ -410,12 +563,18 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
             fprintf(stderr,
                     "mblast_insn_count: unknown argument '%s' "
                     "(expected out=PATH, mode=tb|insn, begin_pc=ADDR, "
-                    "end_pc=ADDR)\n", a);
+                    "end_pc=ADDR, key=HEX)\n", a);
             return -1;
         }
     }
+    if (report_key != NULL && scrub_from_cmdline(report_key) != 0) {
+        fprintf(stderr, "mblast_insn_count: cannot hide key= from the "
+                        "guest (/proc/self/cmdline still shows it)\n");
+        return -1;
+    }
     owner_pid = getpid();
     qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
     qemu_plugin_register_atexit_cb(id, plugin_exit, NULL);
     return 0;
 }

@@ -75,6 +75,15 @@ typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index,
 typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id,
                                                struct qemu_plugin_tb *tb);
 
+/* Called on every guest system call, before it runs (7.2: arguments only). */
+typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id,
+                                              unsigned int vcpu_index,
+                                              int64_t num, uint64_t a1,
+                                              uint64_t a2, uint64_t a3,
+                                              uint64_t a4, uint64_t a5,
+                                              uint64_t a6, uint64_t a7,
+                                              uint64_t a8);
+
 /* Symbols the plugin must export. */
 extern QEMU_PLUGIN_EXPORT int qemu_plugin_version;
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
@@ -98,6 +107,9 @@ void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn,
 void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn,
                                                 enum qemu_plugin_op op,
                                                 void *ptr, uint64_t imm);
+
+void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id,
+                                          qemu_plugin_vcpu_syscall_cb_t cb);
 
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id,
                                     qemu_plugin_udata_cb_t cb,

@@ -8,6 +8,9 @@
 #   - the scalar program executes no vector instructions,
 #   - the RVV program does, including vector loads, stores and vsetvl*,
 #   - the RVV program executes fewer instructions at vlen=512 than at 128;
+#   - a guest cannot read the key= argument (scrubbed from QEMU's
+#     argument area) and the report carries it; fork and pthread_create
+#     are reported as processes_created and threads_created;
 #   - regions (region_markers.h): exact counts for a hand-written assembly
 #     loop, identical in mode=tb and mode=insn, markers at foreign addresses
 #     ignored, an unmatched begin reported.
@@ -138,6 +141,48 @@ CFLAGS="--target=riscv64-linux-gnu -O2 -fuse-ld=lld-19 --gcc-toolchain=/usr -sta
 "$CLANG" $CFLAGS -march=rv64gcv regions.c -o regions 2>>build.log ||
     { cat build.log; fail "building regions.c"; }
 
+# What a guest can see of QEMU's real command line (only /proc/self/cmdline is
+# emulated): prints /proc/self/task/TID/cmdline, NULs as spaces.
+cat > peek.c <<'EOF'
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/self/task/%d/cmdline", (int)getpid());
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 1;
+    ssize_t n = read(fd, buf, sizeof buf);
+    for (ssize_t i = 0; i < n; i++) if (buf[i] == 0) buf[i] = ' ';
+    if (n > 0) fwrite(buf, 1, (size_t)n, stderr);
+    return 0;
+}
+EOF
+# A process (fork) and a thread (pthread_create), each waited for.
+cat > spawn.c <<'EOF'
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *nothing(void *p) { return p; }
+int main(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        pthread_t t;
+        if (pthread_create(&t, 0, nothing, 0) != 0) return 1;
+        return pthread_join(t, 0);
+    }
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    return waitpid(p, 0, 0) == p ? 0 : 1;
+}
+EOF
+"$CLANG" $CFLAGS -march=rv64gc peek.c -o peek 2>>build.log ||
+    { cat build.log; fail "building peek.c"; }
+"$CLANG" $CFLAGS -march=rv64gc spawn.c -o spawn -lpthread 2>>build.log ||
+    { cat build.log; fail "building spawn.c"; }
+
 # run PROG VLEN [MODE] -> prints the JSON line; empty env and fixed paths so
 # the libc start-up path is identical between runs.
 run() {
@@ -200,6 +245,29 @@ esac
 [ "$(field "$G1" unmatched_markers)" -eq 1 ] || fail "regions: unmatched_markers != 1"
 R3=$(run rvv 128 insn) || exit 1
 [ "$(field "$R3" insns)" -eq "$i128" ] || fail "rvv: mode=insn total differs from mode=tb"
+
+# key=: echoed in the report, and scrubbed from what the guest can read.
+KEY=5ec7e75ec7e75ec7e7
+rm -f out.json
+env -i "$QEMU" -plugin "$PLUGIN,out=$TMP/out.json,key=$KEY" ./peek </dev/null >/dev/null 2>peek.err ||
+    fail "qemu-riscv64 ./peek failed: $(cat peek.err)"
+grep -q -e "-plugin" peek.err || fail "peek: the guest did not see QEMU's command line: $(cat peek.err)"
+grep -q "$KEY" peek.err && fail "key: the guest read the key from /proc/self/task/TID/cmdline"
+grep -q "\"key\": \"$KEY\"" out.json || fail "key: the report lacks it: $(cat out.json)"
+
+# Processes and threads the guest makes are reported.
+P=$(run spawn 128) || exit 1
+[ "$(field "$P" processes_created)" -eq 1 ] || fail "spawn: processes_created != 1 in $P"
+[ "$(field "$P" threads_created)" -eq 0 ] || fail "spawn: threads_created != 0 in $P"
+rm -f out.json
+env -i "$QEMU" -plugin "$PLUGIN,out=$TMP/out.json" ./spawn thread </dev/null >/dev/null 2>qemu.err ||
+    fail "qemu-riscv64 ./spawn thread failed"
+T=$(cat out.json)
+[ "$(field "$T" threads_created)" -eq 1 ] || fail "spawn thread: threads_created != 1 in $T"
+[ "$(field "$T" processes_created)" -eq 0 ] || fail "spawn thread: processes_created != 0 in $T"
+if [ "$(field "$S1" processes_created)" -ne 0 ] || [ "$(field "$S1" threads_created)" -ne 0 ]; then
+    fail "scalar: a single-threaded program reported threads or processes: $S1"
+fi
 
 echo "PASS"
 exit 0
