@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -39,7 +41,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.nam
 std::vector<Case> all_cases() {
   std::vector<Case> v;
   for (const auto& b : testing::all_backend_names())
-    for (const char* n : {"setsid_children", "scratch_files", "env_secret", "proc_other", "tcp_connect", "fork_bomb"})
+    for (const char* n : {"setsid_children", "scratch_files", "env_secret", "proc_other", "tcp_connect", "fork_bomb",
+                          "sysv_shm", "sets_clock"})
       v.push_back({b, n});
   return v;
 }
@@ -144,6 +147,8 @@ TEST_P(Containment, LeavesNothingBehind) {
   code = std::regex_replace(code, std::regex("@MARKER@"), marker);
   code = std::regex_replace(code, std::regex("@SECRET@"), kSecret);
   code = std::regex_replace(code, std::regex("@PORT@"), std::to_string(listener.port));
+  const long shm_size = 1000003 + ::getpid() % 1000;  // a System V segment the test can recognise
+  code = std::regex_replace(code, std::regex("@SHMSIZE@"), std::to_string(shm_size));
   const fs::path work = fs::temp_directory_path() / ("mblast-contain-" + c.backend + "-" + c.name);
   fs::create_directories(work);
   const fs::path cand = work / ("candidate" + testing::candidate_extension(c.backend));
@@ -179,6 +184,23 @@ TEST_P(Containment, LeavesNothingBehind) {
     fs::remove(fs::path("/tmp") / marker, ec);
   }
   EXPECT_EQ(listener.connections(), 0) << "the candidate reached a listener on 127.0.0.1";
+  if (c.name == "sysv_shm") {
+    // /proc/sysvipc/shm: key shmid perms size ...; a segment of the marked size outlived the eval.
+    std::ifstream in("/proc/sysvipc/shm");
+    std::string line;
+    std::getline(in, line);
+    bool left = false;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      long key = 0, id = 0, perms = 0, size = 0;
+      f >> key >> id >> perms >> size;
+      if (size == shm_size) {
+        left = true;
+        ::shmctl(static_cast<int>(id), IPC_RMID, nullptr);
+      }
+    }
+    EXPECT_FALSE(left) << "a System V shared memory segment it made outlived the eval";
+  }
   if (c.name == "fork_bomb") {
     const json& limit = r["sandbox_layers"]["process_limit"];
     if (limit.value("on", false)) EXPECT_GT(limit.value("max", 0), 0);
