@@ -115,6 +115,11 @@ __device__ __forceinline__ unsigned long long mblast_splitmix64(unsigned long lo
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+// mblast/digest.h's digest_term: word W at index I.
+__device__ __forceinline__ unsigned long long mblast_digest_term(unsigned long long w, unsigned long long i) {
+  unsigned long long x = (w ^ (i * GOLDEN)) * 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 31);
+}
 // dst[e] = mix_takes_a(key, e) ? a[e] : b[e] for n elements of elem_bytes each.
 extern "C" __global__ void mblast_mix(unsigned char* dst, const unsigned char* a, const unsigned char* b,
                                       unsigned long long n, unsigned long long elem_bytes, unsigned long long key) {
@@ -129,7 +134,7 @@ extern "C" __global__ void mblast_mix(unsigned char* dst, const unsigned char* a
     else for (unsigned long long k = 0; k < elem_bytes; ++k) out[k] = src[k];
   }
 }
-// out[0] += sum of splitmix64(w_i ^ i * GOLDEN) over the 32-bit words (a partial last word
+// out[0] += sum of digest_term(w_i, i) over the 32-bit words (a partial last word
 // zero-padded); out[1] += elements whose every byte is `poison`.
 extern "C" __global__ void mblast_digest(const unsigned char* p, unsigned long long nbytes,
                                          unsigned long long elem_bytes, unsigned poison, unsigned long long* out) {
@@ -144,7 +149,7 @@ extern "C" __global__ void mblast_digest(const unsigned char* p, unsigned long l
     } else {
       for (unsigned long long k = 0; 4 * i + k < nbytes; ++k) w |= (unsigned long long)p[4 * i + k] << (8 * k);
     }
-    hash += mblast_splitmix64(w ^ (i * GOLDEN));
+    hash += mblast_digest_term(w, i);
   }
   if (elem_bytes > 0) {
     const unsigned long long n = nbytes / elem_bytes;

@@ -98,6 +98,10 @@ ulong mblast_splitmix64(ulong x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBUL;
   return x ^ (x >> 31);
 }
+ulong mblast_digest_term(ulong w, ulong i) {
+  ulong x = (w ^ (i * GOLDEN)) * 0xBF58476D1CE4E5B9UL;
+  return x ^ (x >> 31);
+}
 __kernel void mblast_mix(__global uchar* dst, __global const uchar* a, __global const uchar* b, ulong n, ulong eb,
                          ulong key) {
   for (ulong e = get_global_id(0); e < n; e += get_global_size(0)) {
@@ -115,7 +119,7 @@ __kernel void mblast_digest(__global const uchar* p, ulong nbytes, ulong eb, uin
   for (ulong i = get_global_id(0); i < words; i += get_global_size(0)) {
     ulong w = 0;
     for (ulong k = 0; k < 4 && 4 * i + k < nbytes; ++k) w |= (ulong)p[4 * i + k] << (8 * k);
-    hash += mblast_splitmix64(w ^ (i * GOLDEN));
+    hash += mblast_digest_term(w, i);
   }
   if (eb > 0) {
     const ulong n = nbytes / eb;

@@ -6,6 +6,7 @@
  *
  *   mblast_prepare  (optional)  once per parameter set; may depend on parameters only
  *                               (weight prepacking, program compilation); never on inputs.
+ *                               The runner calls it before any input is in the process.
  *   mblast_run      (required)  computes every output from the inputs and parameters.
  *   mblast_release  (optional)  frees what mblast_prepare made.
  *

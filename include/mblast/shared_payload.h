@@ -57,6 +57,15 @@ class MappedPayload {
 // The fd number at which a worker finds a shared payload.
 inline constexpr int kSharedPayloadFd = 5;
 
+// The fd number of the channel (a Unix socket) on which an eval's worker receives the shared
+// payload of its inputs, as SCM_RIGHTS, once mblast_prepare has run on the parameters alone:
+// no input is in the process while the candidate prepares (include/mblast/abi.h).
+inline constexpr int kInputsChannelFd = 6;
+// Sends FD over the Unix socket SOCKET; throws Error.
+void send_fd(int socket, int fd);
+// Receives one fd sent by send_fd() (blocking); throws Error.
+int receive_fd(int socket);
+
 // What the driver's probe at hello holds; a runner that reads it back can open shared payloads.
 inline constexpr char kSharedPayloadProbe[8] = {'m', 'b', 'l', 'a', 's', 't', '!', '\n'};
 

@@ -1,6 +1,7 @@
 #include "mblast/process.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -70,9 +72,31 @@ std::string enter_namespaces(const Isolation& iso, uid_t uid, gid_t gid) {
     // Nothing mounted here may reach the host's namespace (a root runner's mounts are shared).
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno_text("mount --make-rprivate /");
     const std::string opts = "size=" + std::to_string(iso.private_dir_bytes) + ",mode=1777";
+    // Held open across the tmpfs mounts, which hide them, then bound back read-only.
+    std::vector<std::pair<int, std::string>> kept;
+    for (const auto& k : iso.keep_visible) {
+      const int fd = ::open(k.c_str(), O_PATH | O_CLOEXEC);
+      if (fd >= 0) kept.emplace_back(fd, k.string());
+    }
     for (const auto& d : iso.private_dirs)
       if (::mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
         return errno_text(("mount tmpfs on " + d.string()).c_str());
+    for (const auto& [fd, path] : kept) {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) return errno_text(("stat " + path).c_str());
+      std::error_code ec;
+      const std::filesystem::path target(path);
+      std::filesystem::create_directories(S_ISDIR(st.st_mode) ? target : target.parent_path(), ec);
+      if (!S_ISDIR(st.st_mode)) {
+        const int f = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        if (f >= 0) ::close(f);
+      }
+      const std::string from = "/proc/self/fd/" + std::to_string(fd);
+      if (::mount(from.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+          ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+        return errno_text(("bind " + path + " into the private tmpfs").c_str());
+      ::close(fd);
+    }
   }
   return "";
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,46 @@ MappedPayload::MappedPayload(int fd, size_t bytes) : size_(bytes) {
 
 MappedPayload::~MappedPayload() {
   if (data_) ::munmap(data_, size_);
+}
+
+void send_fd(int socket, int fd) {
+  char byte = 'i';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t n;
+  do n = ::sendmsg(socket, &m, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) throw Error(std::string("sending the inputs' payload to the worker: ") + std::strerror(errno));
+}
+
+int receive_fd(int socket) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  ssize_t n;
+  do n = ::recvmsg(socket, &m, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  const cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&m) : nullptr;
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+    throw Error("worker: no inputs' payload came on the inputs channel");
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+  return fd;
 }
 
 }  // namespace mblast

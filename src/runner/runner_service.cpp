@@ -14,6 +14,7 @@
 
 #include "mblast/process.h"
 #include "mblast/protocol.h"
+#include "mblast/safetensors.h"
 #include "mblast/shared_payload.h"
 #include "mblast/runner/backend.h"
 #include "mblast/runner/sandbox.h"
@@ -28,6 +29,24 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using protocol::FailureKind;
 using protocol::Message;
+
+namespace {
+// The parameters of a request's payload ("par/<init>/<name>"), as a blob of their own.
+std::vector<std::byte> params_only(std::span<const std::byte> payload) {
+  const TensorViews all = view_safetensors(payload);
+  std::vector<TensorSpec> specs;
+  std::vector<const TensorView*> from;
+  for (const auto& t : all.tensors)
+    if (t.spec.name.rfind("par/", 0) == 0) {
+      specs.push_back(t.spec);
+      from.push_back(&t);
+    }
+  SafetensorsLayout l = layout_safetensors(specs);
+  for (size_t i = 0; i < from.size(); ++i)
+    if (!from[i]->data.empty()) std::memcpy(l.blob.data() + l.offsets[i], from[i]->data.data(), from[i]->data.size());
+  return std::move(l.blob);
+}
+}  // namespace
 
 RunnerService::RunnerService(fs::path self, fs::path cache_dir, fs::path include_dir)
     : self_(std::move(self)), cache_dir_(std::move(cache_dir)), include_dir_(std::move(include_dir)) {
@@ -263,9 +282,16 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   json wreq = {{"op", "eval"}, {"target", target}, {"artifact", artifact.string()}};
   for (const char* k : {"inputs", "parameters", "outputs", "seeds", "inits", "runs"})
     if (h.contains(k)) wreq[k] = h[k];
-  if (shared_fd >= 0)
-    wreq["shared_payload"] = {{"fd", kSharedPayloadFd}, {"bytes", h["shared_payload"].value("bytes", size_t{0})}};
-  w.send(wreq, shared_fd >= 0 ? std::span<const std::byte>{} : std::span<const std::byte>(req.payload));
+  if (shared_fd >= 0) wreq["shared_payload"] = {{"bytes", h["shared_payload"].value("bytes", size_t{0})}};
+  // The parameters alone come with the request; the inputs only once mblast_prepare has run
+  // (WorkerRun::deliver_inputs), so that no input is in the worker while the candidate prepares.
+  std::vector<std::byte> params;
+  {
+    std::optional<MappedPayload> mapped;
+    if (shared_fd >= 0) mapped.emplace(::dup(shared_fd), h["shared_payload"].value("bytes", size_t{0}));
+    params = params_only(mapped ? mapped->bytes() : std::span<const std::byte>(req.payload));
+  }
+  w.send(wreq, params);
   // The spot check's worker starts now, beside the verification, so that opening its device
   // costs the eval no time: it prepares, then waits for the keys of the timed calls chosen for
   // checking (timed_loop.h).
@@ -275,7 +301,7 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
     json sreq = wreq;
     sreq["op"] = "spot";
     sreq["init"] = h.value("timing_init", h.value("inits", json::array({0})).at(0).get<int>());
-    spot->send(sreq, shared_fd >= 0 ? std::span<const std::byte>{} : std::span<const std::byte>(req.payload));
+    spot->send(sreq, params);
   }
   // Each verification run answers on its own, within the run limit plus the time its data
   // takes to move (the driver sizes that). The driver's word on each run goes back to the
@@ -287,7 +313,12 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   // a worker failing inside the payload leaves zeros in its place, then a "verify_run_end" that
   // says the run is incomplete, then the failure; a complete run ends with a complete one.
   const bool stream = h.value("stream_runs", false);
-  Message v;
+  Message v = w.deliver_inputs(run_s + data_s, req.payload);
+  if (v.header.value("stage", "") != "prepared") {
+    v.header["build"] = build_info;
+    protocol::write_message(out_fd, v.header, v.payload);
+    return;
+  }
   for (;;) {
     if (stream) {
       // The run's one limit covers its header and its payload.
@@ -335,7 +366,8 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const json device = v.header.value("device", json());
   const auto cached = cached_peaks(target.value("name", ""), device);
   const json no_costs;
-  const TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0)};
+  const TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
+                         req.payload};
   json t = run_timed_stage(stage, w, spot.get());
   spot.reset();
   if (t.value("stage", "") == "timing") {

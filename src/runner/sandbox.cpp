@@ -302,6 +302,13 @@ void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::jso
   if (pick("scratch", iso.mount_ns && sup.private_dirs, iso.mount_ns ? why("private_dirs") : "needs the mount namespace")) {
     iso.private_dirs = {"/tmp", "/dev/shm"};
     iso.private_dir_bytes = p.max_file_bytes;
+    // What the worker must read beneath them (an ICD folder named by OCL_ICD_VENDORS, made with
+    // mktemp) stays visible, read-only, over its own tmpfs.
+    for (const auto& r : p.read_paths)
+      for (const auto& d : iso.private_dirs) {
+        const std::string rs = r.lexically_normal().string(), ds = d.string() + "/";
+        if (rs.rfind(ds, 0) == 0 && rs.size() > ds.size()) iso.keep_visible.push_back(r);
+      }
     p.private_tmp = true;
   }
   if (pick("capabilities", sup.drop_capabilities && (iso.user_ns || root), why("drop_capabilities")))

@@ -261,7 +261,8 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     }
   }
   if (spot && !kept.empty()) {
-    Message r = spot->receive(st.time_s, "spot check");
+    Message r = spot->deliver_inputs(st.time_s, st.payload);
+    if (r.header.value("stage", "") == "prepared") r = spot->receive(st.time_s, "spot check");
     if (r.header.value("stage", "") != "spot_ready") {
       r.header["reason"] = "the spot check's fresh process: " + r.header.value("reason", "");
       return r.header;

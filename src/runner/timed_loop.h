@@ -7,6 +7,8 @@
 //     outputs must agree within the problem's tolerance.
 #pragma once
 
+#include <span>
+
 #include <nlohmann/json.hpp>
 
 #include "worker_run.h"
@@ -18,6 +20,7 @@ struct TimedStage {
   const nlohmann::json& eval;     // the eval request (seeds, outputs)
   const nlohmann::json& check_costs;  // the device's costs of the per-call work, or null (peaks "checks")
   double time_s = 300;            // the most one message of the worker may take
+  std::span<const std::byte> payload;  // the request's payload (its inputs, for the spot worker)
 };
 
 // Runs the stage with the verified worker W and the spot-check worker SPOT (started with the

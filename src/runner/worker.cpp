@@ -9,6 +9,10 @@
 #include <functional>
 #include <optional>
 #include <map>
+#include <memory>
+#include <set>
+
+#include <unistd.h>
 
 #include "mblast/cache_evict.h"
 #include "mblast/digest.h"
@@ -135,14 +139,42 @@ using RunSink = std::function<bool(const json& run_case, std::span<const std::by
 
 class Session {
  public:
-  Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorViews& payload)
-      : dev_(dev), cand_(cand), payload_(payload), ctx_(dev.context()),
+  // PARAMS: the parameters of every init (the request's payload); the inputs come later.
+  Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorViews& params)
+      : dev_(dev), cand_(cand), params_(params), ctx_(dev.context()),
         in_specs_(specs_from(req.at("inputs"))), par_specs_(specs_from(req.at("parameters"))),
         out_specs_(specs_from(req.at("outputs"))) {
     for (const auto& s : req.at("seeds")) seeds_.push_back(s.get<int>());
     for (const auto& i : req.at("inits")) inits_.push_back(i.get<int>());
     runs_ = req.value("runs", 2);
+    all_inits_ = std::set<int>(inits_.begin(), inits_.end());
+    for (const char* k : {"timing_init", "init"})
+      if (req.contains(k)) all_inits_.insert(req[k].get<int>());
   }
+  ~Session() {
+    for (auto& [init, p] : prepared_) {
+      release(p->state);
+      p->par.release(dev_);
+    }
+  }
+
+  // mblast_prepare for every init the session uses, on the parameters alone: no input is in
+  // this process yet (include/mblast/abi.h). The states live until the session ends.
+  void prepare_all() {
+    for (int init : all_inits_) {
+      auto p = std::make_unique<Prepared>(dev_, par_specs_);
+      const double t0 = now_s();
+      p->par.upload(dev_, params_, "par/" + std::to_string(init) + "/");
+      const double t1 = now_s();
+      p->state = prepare(p->par);
+      dev_.synchronize();
+      p->upload_s = t1 - t0;
+      p->prepare_s = now_s() - t1;
+      prepared_.emplace(init, std::move(p));
+    }
+  }
+  // The inputs of every seed, once prepare_all() is done.
+  void set_inputs(const TensorViews& inputs) { inputs_ = &inputs; }
 
   size_t run_count() const { return inits_.size() * seeds_.size() * static_cast<size_t>(std::max(runs_, 0)); }
   // After verify(): seconds per step of the runs (uploads, prepare, poisoning, the calls,
@@ -155,7 +187,7 @@ class Session {
   // held. Returns every case, or nullopt when the sink stopped the runs early.
   std::optional<json> verify(const RunSink& sink) {
     json cases = json::array();
-    BufferSet in(dev_, in_specs_), par(dev_, par_specs_), out(dev_, out_specs_);
+    BufferSet in(dev_, in_specs_), out(dev_, out_specs_);
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     std::vector<std::byte> scratch;
     bool stopped = false;
@@ -168,12 +200,14 @@ class Session {
     };
     for (size_t ii = 0; ii < inits_.size() && !stopped; ++ii) {
       const int init = inits_[ii];
-      timed(upload_s, [&] { par.upload(dev_, payload_, "par/" + std::to_string(init) + "/"); });
-      void* state = nullptr;
-      timed(prepare_s, [&] { state = prepare(par); });
+      Prepared& pp = prepared(init);
+      BufferSet& par = pp.par;
+      void* state = pp.state;
+      upload_s += pp.upload_s;
+      prepare_s += pp.prepare_s;
       for (size_t si = 0; si < seeds_.size() && !stopped; ++si) {
         const int seed = seeds_[si];
-        timed(upload_s, [&] { in.upload(dev_, payload_, "in/" + std::to_string(seed) + "/"); });
+        timed(upload_s, [&] { in.upload(dev_, inputs(), "in/" + std::to_string(seed) + "/"); });
         for (int r = 0; r < runs_ && !stopped; ++r) {
           const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
           timed(poison_s, [&] { out.poison(dev_, poison); });
@@ -198,11 +232,10 @@ class Session {
           cases.push_back(std::move(c));
         }
       }
-      release(state);
     }
     steps_ = {{"upload_s", upload_s}, {"prepare_s", prepare_s}, {"poison_s", poison_s}, {"calls_s", call_s},
               {"download_s", download_s}, {"hash_inputs_s", hash_s}, {"send_and_word_s", send_s}};
-    in.release(dev_); par.release(dev_); out.release(dev_);
+    in.release(dev_); out.release(dev_);
     if (stopped) return std::nullopt;
     return cases;
   }
@@ -220,13 +253,11 @@ class Session {
     const int init = req.value("init", inits_.at(0));
     const int rotate = std::max(1, req.value("rotate", 4));
     const double t_setup = now_s();
-    BufferSet par(dev_, par_specs_);
-    par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
-    double tp = now_s();
-    void* state = prepare(par);
-    dev_.synchronize();
-    const double prepare_s = now_s() - tp;
-    FreshInputs fresh(dev_, in_specs_, payload_, req.at("fresh_seeds"));
+    Prepared& pp = prepared(init);
+    BufferSet& par = pp.par;
+    void* state = pp.state;
+    const double prepare_s = pp.prepare_s;
+    FreshInputs fresh(dev_, in_specs_, inputs(), req.at("fresh_seeds"));
     std::vector<BufferSet> ins, outs;
     for (int k = 0; k < rotate; ++k) {
       ins.emplace_back(dev_, in_specs_);
@@ -286,11 +317,9 @@ class Session {
     }
     // The inputs' and parameters' guards once for the stage (each call checks its outputs').
     for (size_t k = 0; k < ins.size(); ++k) check_after_call(ins[k], par, outs[k]);
-    release(state);
     for (auto& s : ins) s.release(dev_);
     for (auto& s : outs) s.release(dev_);
     fresh.release();
-    par.release(dev_);
     return {{"stage", "timing"}, {"init", init}, {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()},
             {"unit", dev_.timing_unit()},
             {"worker_phases", {{"setup_s", setup_s}, {"calls", calls}, {"mix_and_poison_s", mix_s},
@@ -302,19 +331,13 @@ class Session {
   // of those inputs (untimed) and sends the outputs, which the runner compares with the timed
   // call's. A candidate whose timed calls did less than the work is seen, whatever history it keeps.
   void spot(const json& req, protocol::MessageReader& reader, int out_fd) {
-    const int init = req.value("init", inits_.at(0));
-    BufferSet par(dev_, par_specs_);
-    par.upload(dev_, payload_, "par/" + std::to_string(init) + "/");
-    void* state = prepare(par);
-    dev_.synchronize();
+    Prepared& pp = prepared(req.value("init", inits_.at(0)));
+    BufferSet& par = pp.par;
+    void* state = pp.state;
     protocol::write_message(out_fd, {{"stage", "spot_ready"}});
     std::optional<Message> m = reader.read();
-    if (!m || m->header.value("op", "") != "spot_calls") {
-      release(state);
-      par.release(dev_);
-      return;
-    }
-    FreshInputs fresh(dev_, in_specs_, payload_, m->header.at("fresh_seeds"));
+    if (!m || m->header.value("op", "") != "spot_calls") return;
+    FreshInputs fresh(dev_, in_specs_, inputs(), m->header.at("fresh_seeds"));
     BufferSet in(dev_, in_specs_), out(dev_, out_specs_);
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     for (const auto& c : m->header.at("calls")) {
@@ -328,14 +351,28 @@ class Session {
       std::fflush(stdout);
       protocol::write_message(out_fd, {{"stage", "spot_outputs"}, {"i", c.at("i")}}, blob.blob);
     }
-    release(state);
     in.release(dev_);
     out.release(dev_);
     fresh.release();
-    par.release(dev_);
   }
 
  private:
+  // One init's parameters on the device and the state mblast_prepare made of them.
+  struct Prepared {
+    Prepared(Device& dev, const std::vector<TensorSpec>& specs) : par(dev, specs) {}
+    BufferSet par;
+    void* state = nullptr;
+    double upload_s = 0, prepare_s = 0;
+  };
+  Prepared& prepared(int init) {
+    auto it = prepared_.find(init);
+    if (it == prepared_.end()) throw Error("worker: init " + std::to_string(init) + " was not prepared");
+    return *it->second;
+  }
+  const TensorViews& inputs() const {
+    if (!inputs_) throw Error("worker: the inputs have not come");
+    return *inputs_;
+  }
   // A deterministic cost (an instruction count) needs no cold caches and no repetition.
   bool deterministic() { return dev_.timing_unit() != "s"; }
   std::string last_error() {
@@ -378,7 +415,10 @@ class Session {
 
   Device& dev_;
   const CandidateEntry& cand_;
-  const TensorViews& payload_;
+  const TensorViews& params_;
+  const TensorViews* inputs_ = nullptr;
+  std::set<int> all_inits_;
+  std::map<int, std::unique_ptr<Prepared>> prepared_;
   mblast_context ctx_;
   std::vector<TensorSpec> in_specs_, par_specs_, out_specs_;
   std::vector<int> seeds_, inits_;
@@ -509,17 +549,32 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       send_failure(out_fd, FailureKind::abi_error, "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
       return 0;
     }
-    // The payload came in the request, or as a shared memory file at fd kSharedPayloadFd (a local
-    // runner: mblast/shared_payload.h), mapped read-only. Either outlives the session.
+    // The request's payload holds the parameters alone: mblast_prepare runs on them before any
+    // input is in this process. Then the inputs come: a shared memory file whose fd arrives on
+    // the inputs channel (a local runner: mblast/shared_payload.h), mapped read-only, or a
+    // message. Either outlives the session.
+    const TensorViews params = view_safetensors(req->payload);
+    skip_in_eviction(req->payload);  // only uploaded from: a cache flush need not walk it
+    Session session(*dev, cand, h, params);
+    stage = "prepare";
+    session.prepare_all();
+    std::fflush(stdout);
+    protocol::write_message(out_fd, {{"stage", "prepared"}});
+    stage = "request";
     std::optional<MappedPayload> shared;
+    std::optional<Message> inputs_message;
     if (h.contains("shared_payload")) {
-      stage = "request";
-      shared.emplace(kSharedPayloadFd, h["shared_payload"].value("bytes", size_t{0}));
+      shared.emplace(receive_fd(kInputsChannelFd), h["shared_payload"].value("bytes", size_t{0}));
+    } else {
+      inputs_message = reader.read();
+      if (!inputs_message || inputs_message->header.value("op", "") != "inputs") return 0;  // the runner gave up
     }
-    const std::span<const std::byte> payload_bytes = shared ? shared->bytes() : std::span<const std::byte>(req->payload);
+    ::close(kInputsChannelFd);
+    const std::span<const std::byte> payload_bytes =
+        shared ? shared->bytes() : std::span<const std::byte>(inputs_message->payload);
     const TensorViews payload = view_safetensors(payload_bytes);
-    skip_in_eviction(payload_bytes);  // only uploaded from: a cache flush need not walk it
-    Session session(*dev, cand, h, payload);
+    skip_in_eviction(payload_bytes);
+    session.set_inputs(payload);
     if (op == "spot") {
       stage = "spot";
       session.spot(h, reader, out_fd);

@@ -2,11 +2,13 @@
 #include "worker_run.h"
 
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "mblast/runner/sandbox.h"
@@ -124,13 +126,26 @@ WorkerRun::WorkerRun(RunnerService& svc, Backend& backend, const json& target, c
   if (pol.env_allowlist) o.keep_env = worker_environment_allowlist();
   o.isolation = pol.isolation;
   o.before_exec = [pol] { return apply_sandbox(pol); };
-  if (payload_fd >= 0) o.inherit_fds = {{payload_fd, kSharedPayloadFd}};
-  child_ = spawn(o);
+  // The inputs come on a channel of their own once the parameters are prepared (shared_payload.h).
+  int channel[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0)
+    throw Error(std::string("runner: socketpair: ") + std::strerror(errno));
+  inputs_channel_ = channel[0];
+  payload_fd_ = payload_fd;
+  o.inherit_fds = {{channel[1], kInputsChannelFd}};
+  try {
+    child_ = spawn(o);
+  } catch (...) {
+    ::close(channel[1]);
+    throw;
+  }
+  ::close(channel[1]);
   reader_ = std::make_unique<protocol::MessageReader>(child_.from_child_fd());
 }
 
 WorkerRun::~WorkerRun() {
   child_.kill();
+  if (inputs_channel_ >= 0) ::close(inputs_channel_);
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
@@ -250,6 +265,18 @@ Message WorkerRun::decorate(Message m) {
   m.header["log"] = read_tail(log_, 16384);
   m.header["sandbox"] = sandbox_;
   m.header["sandbox_layers"] = sandbox_layers_;
+  return m;
+}
+
+Message WorkerRun::deliver_inputs(double timeout_s, std::span<const std::byte> payload) {
+  Message m = receive(timeout_s, "prepare");
+  if (m.header.value("stage", "") != "prepared") return m;
+  try {
+    if (payload_fd_ >= 0) send_fd(inputs_channel_, payload_fd_);
+    else send({{"op", "inputs"}}, payload);
+  } catch (const Error&) {
+    // The worker died; the next receive() says how.
+  }
   return m;
 }
 

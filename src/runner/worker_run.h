@@ -46,6 +46,11 @@ class WorkerRun {
   // The worker's log and the sandbox it ran in, added to a message about it.
   protocol::Message decorate(protocol::Message m);
 
+  // Waits for the worker's "prepared" (mblast_prepare has run on the parameters, which came in
+  // the request), then gives it the inputs: the shared payload's fd on the inputs channel, or
+  // PAYLOAD in a message. Returns "prepared", or the message that came instead (a failure).
+  protocol::Message deliver_inputs(double timeout_s, std::span<const std::byte> payload);
+
   // The worker's next message, or a "failed" message saying why there is none.
   protocol::Message receive(double timeout_s, const std::string& stage, const std::string& limit_note = "");
 
@@ -79,6 +84,8 @@ class WorkerRun {
   protocol::Message death(const std::string& stage);
 
   RunnerService& svc_;
+  int inputs_channel_ = -1;  // the runner's end of the inputs channel
+  int payload_fd_ = -1;      // the shared payload, or -1: the inputs go in a message
   std::filesystem::path dir_, log_;
   size_t memory_bytes_ = 0;
   std::string sandbox_;
