@@ -33,6 +33,7 @@ class RvvBackend final : public Backend {
   // written by the plugin at exit) and "cost" := total/vector counts; native: "cost" := cycles.
   // Refuses counts that do not carry a key this runner gave a plugin (timing_inconsistent) and
   // any worker that created a thread or process or exec'd (launch_failed: its work is uncounted).
+  bool timing_needs_worker_exit() const override { return true; }  // QEMU's plugin writes its counts at exit
   void finish_timing(nlohmann::json& timing, const std::filesystem::path& worker_dir,
                      const nlohmann::json& target) override;
   // Always throws: the device exists only inside the riscv64 worker program.

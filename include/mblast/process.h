@@ -31,6 +31,7 @@ struct Isolation {
   size_t private_dir_bytes = 256u << 20;
   // Host paths beneath the private dirs that stay visible there, bound read-only over the tmpfs.
   std::vector<std::filesystem::path> keep_visible;
+  std::vector<std::filesystem::path> keep_writable;  // the same, bound read-write
   // (own_proc) The PID namespace's pid_max (Linux >= 6.14), so that it holds at most about this
   // many processes and threads; 0: no such limit.
   int max_tasks = 0;

@@ -73,15 +73,21 @@ std::string enter_namespaces(const Isolation& iso, uid_t uid, gid_t gid) {
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno_text("mount --make-rprivate /");
     const std::string opts = "size=" + std::to_string(iso.private_dir_bytes) + ",mode=1777";
     // Held open across the tmpfs mounts, which hide them, then bound back read-only.
-    std::vector<std::pair<int, std::string>> kept;
-    for (const auto& k : iso.keep_visible) {
-      const int fd = ::open(k.c_str(), O_PATH | O_CLOEXEC);
-      if (fd >= 0) kept.emplace_back(fd, k.string());
-    }
+    struct Kept {
+      int fd;
+      std::string path;
+      bool writable;
+    };
+    std::vector<Kept> kept;
+    for (const auto& [list, writable] : {std::pair(&iso.keep_visible, false), std::pair(&iso.keep_writable, true)})
+      for (const auto& k : *list) {
+        const int fd = ::open(k.c_str(), O_PATH | O_CLOEXEC);
+        if (fd >= 0) kept.push_back({fd, k.string(), writable});
+      }
     for (const auto& d : iso.private_dirs)
       if (::mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
         return errno_text(("mount tmpfs on " + d.string()).c_str());
-    for (const auto& [fd, path] : kept) {
+    for (const auto& [fd, path, writable] : kept) {
       struct stat st {};
       if (::fstat(fd, &st) != 0) return errno_text(("stat " + path).c_str());
       std::error_code ec;
@@ -93,7 +99,8 @@ std::string enter_namespaces(const Isolation& iso, uid_t uid, gid_t gid) {
       }
       const std::string from = "/proc/self/fd/" + std::to_string(fd);
       if (::mount(from.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-          ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+          (!writable &&
+           ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0))
         return errno_text(("bind " + path + " into the private tmpfs").c_str());
       ::close(fd);
     }

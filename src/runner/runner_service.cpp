@@ -66,9 +66,15 @@ int RunnerService::serve(int in_fd, int out_fd) {
       protocol::write_message(out_fd, failed(FailureKind::runner_error, e.what(), "request"));
       return 1;
     }
-    if (!m) return 0;
+    if (!m) {
+      finish_pending_reaps();
+      return 0;
+    }
     const std::string op = m->header.value("op", "");
-    if (op == "shutdown") return 0;
+    if (op == "shutdown") {
+      finish_pending_reaps();
+      return 0;
+    }
     try {
       if (op == "hello") {
         json names = json::array();
@@ -371,7 +377,7 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   json t = run_timed_stage(stage, w, spot.get());
   spot.reset();
   if (t.value("stage", "") == "timing") {
-    w.wait_exit(10.0);
+    if (b->timing_needs_worker_exit()) w.wait_exit(10.0);
     b->finish_timing(t, w.dir(), target);
   }
   t = w.decorate({t, {}}).header;

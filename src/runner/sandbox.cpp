@@ -304,11 +304,18 @@ void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::jso
     iso.private_dir_bytes = p.max_file_bytes;
     // What the worker must read beneath them (an ICD folder named by OCL_ICD_VENDORS, made with
     // mktemp) stays visible, read-only, over its own tmpfs.
-    for (const auto& r : p.read_paths)
+    // The worker's own folders there too (a cache folder under /tmp), writable.
+    auto beneath = [&](const std::filesystem::path& r) {
       for (const auto& d : iso.private_dirs) {
         const std::string rs = r.lexically_normal().string(), ds = d.string() + "/";
-        if (rs.rfind(ds, 0) == 0 && rs.size() > ds.size()) iso.keep_visible.push_back(r);
+        if (rs.rfind(ds, 0) == 0 && rs.size() > ds.size()) return true;
       }
+      return false;
+    };
+    for (const auto& r : p.read_paths)
+      if (beneath(r)) iso.keep_visible.push_back(r);
+    for (const auto& w : p.write_paths)
+      if (beneath(w)) iso.keep_writable.push_back(w);
     p.private_tmp = true;
   }
   if (pick("capabilities", sup.drop_capabilities && (iso.user_ns || root), why("drop_capabilities")))

@@ -557,6 +557,7 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     skip_in_eviction(req->payload);  // only uploaded from: a cache flush need not walk it
     Session session(*dev, cand, h, params);
     stage = "prepare";
+    const double t_verify = now_s();  // the verification's time includes preparing (verify_steps)
     session.prepare_all();
     std::fflush(stdout);
     protocol::write_message(out_fd, {{"stage", "prepared"}});
@@ -581,7 +582,6 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       return 0;
     }
     stage = "verify";
-    const double t_verify = now_s();
     const json device = dev->describe();
     size_t index = 0;
     const size_t of = session.run_count();

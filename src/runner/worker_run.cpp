@@ -5,6 +5,10 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <random>
 #include <sstream>
 #include <sys/prctl.h>
@@ -28,6 +32,14 @@ json failed(FailureKind kind, const std::string& reason, const std::string& stag
 }
 
 namespace {
+
+// Workers being killed and reaped (WorkerRun's destructor), joined by finish_pending_reaps().
+struct Reaper {
+  std::thread thread;
+  std::shared_ptr<std::atomic<bool>> done;
+};
+std::mutex g_reapers_mu;
+std::vector<Reaper> g_reapers;
 
 std::string read_tail(const fs::path& p, size_t max_bytes) {
   std::ifstream in(p, std::ios::binary);
@@ -144,10 +156,35 @@ WorkerRun::WorkerRun(RunnerService& svc, Backend& backend, const json& target, c
 }
 
 WorkerRun::~WorkerRun() {
-  child_.kill();
   if (inputs_channel_ >= 0) ::close(inputs_channel_);
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  // Killed, reaped and its folder removed beside the next request: a GPU driver takes a tenth of
+  // a second or more to tear a process's context down, which no result waits for.
+  std::lock_guard<std::mutex> lock(g_reapers_mu);
+  for (auto it = g_reapers.begin(); it != g_reapers.end();) {  // the ones done by now
+    if (it->done->load()) {
+      it->thread.join();
+      it = g_reapers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  g_reapers.push_back({std::thread([child = std::move(child_), dir = dir_, done]() mutable {
+                         child.kill();
+                         std::error_code ec;
+                         fs::remove_all(dir, ec);
+                         done->store(true);
+                       }),
+                       done});
+}
+
+void finish_pending_reaps() {
+  std::vector<Reaper> all;
+  {
+    std::lock_guard<std::mutex> lock(g_reapers_mu);
+    all.swap(g_reapers);
+  }
+  for (auto& r : all) r.thread.join();
 }
 
 void WorkerRun::wait_exit(double timeout_s) {

@@ -25,6 +25,8 @@ class RunnerService;
 nlohmann::json failed(protocol::FailureKind kind, const std::string& reason, const std::string& stage);
 std::string fmt_number(double s);
 std::filesystem::path unique_dir(const std::filesystem::path& parent, const std::string& stem);
+// Waits until every worker a WorkerRun left behind is reaped and its folder removed.
+void finish_pending_reaps();
 
 class WorkerRun {
  public:

@@ -157,6 +157,9 @@ class Backend {
   // while its working folder still exists: a backend whose costs are known only after the
   // worker ends (rvv under QEMU: counts the plugin writes at exit) fills in or replaces the
   // samples and "cost" here, or turns the message into a failure.
+  // Whether finish_timing() reads what the worker leaves when it exits (the runner then waits
+  // for the exit first; otherwise the worker is torn down beside the next request).
+  virtual bool timing_needs_worker_exit() const { return false; }
   virtual void finish_timing(nlohmann::json& timing, const std::filesystem::path& worker_dir,
                              const nlohmann::json& target) {}
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One GPU-machine call for a change to the measurement: builds this tree in build-gpu and, when
+# .before/ holds an earlier tree (git archive of another commit, carried with the call), that
+# tree in .before/build-gpu, both at once; runs the CUDA tests that CTEST_ARGS names on this
+# tree; then evaluates the same candidates with both builds, alternating, for the eval's wall
+# time and phases (benchmarks/eval_repeatability.py). The ctest log and the cost JSON go to $OUT.
+#
+#   CTEST_ARGS='-R cuda_ -j4' PROBLEMS='vec_add softmax' tools/gpu_before_after.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+export MBLAST_HOME=$ROOT
+targets="mblast mblast-runner mblast_adversarial_tests mblast_containment_tests mblast_conformance_tests mblast_cuda_device_tests"
+deps=()
+[[ -f .deps/usr/include/xxhash.h ]] && deps+=("-DXXHASH_INCLUDE_DIR=$ROOT/.deps/usr/include")
+[[ -f .deps/usr/include/sqlite3.h && ! -f /usr/include/sqlite3.h ]] &&
+  deps+=("-DSQLite3_INCLUDE_DIR=$ROOT/.deps/usr/include" "-DSQLite3_LIBRARY=$ROOT/.deps/usr/lib/x86_64-linux-gnu/libsqlite3.a")
+build() {  # build SRC_DIR TARGETS...
+  local src=$1
+  shift
+  local log=$ROOT/build-gpu-$(basename "$src").log  # kept off $OUT: at most 8 files come back
+  cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${deps[@]}" >"$log" 2>&1 &&
+    cmake --build "$src/build-gpu" -j 8 --target "$@" >>"$log" 2>&1
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+t0=$SECONDS
+build "$ROOT" $targets &
+now=$!
+if [[ -d .before/src ]]; then
+  build "$ROOT/.before" mblast mblast-runner &
+  before=$!
+fi
+wait $now || { echo "build failed"; tail -30 "$ROOT/build-gpu-$(basename "$ROOT").log"; exit 1; }
+echo "== built in $((SECONDS - t0)) s"
+python3 tools/mblast_data.py problems/*/ >/dev/null 2>&1
+
+echo "== first eval (peaks)"
+build-gpu/bin/mblast eval problems/vec_add problems/vec_add/candidates/naive.cuda.cu --target "${GPU_TARGET:-h200}" --json \
+  2>&1 | head -c 400; echo
+echo "== device tests"
+build-gpu/backends/cuda/mblast_cuda_device_tests 2>&1 | tail -8
+echo "== ctest ${CTEST_ARGS:-}"
+# shellcheck disable=SC2086
+ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:--R cuda_} >"$OUT/ctest.log" 2>&1
+grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)" "$OUT/ctest.log"
+
+if [[ -n ${before:-} ]] && wait "$before"; then
+  echo "== eval cost, before (.before) and after, alternating"
+  for round in ${ROUNDS:-1}; do
+    for side in before after; do
+      bin=build-gpu/bin/mblast
+      [[ $side == before ]] && bin=.before/build-gpu/bin/mblast
+      python3 benchmarks/eval_repeatability.py --mblast "$bin" --target "${GPU_TARGET:-h200}" --backend cuda \
+        --problems ${PROBLEMS:-vec_add relu softmax matmul row_sum} --runs 3 --out "$OUT/cost_${side}_$round.json" \
+        2>&1 | grep -v "verification runs by step" | cut -c1-200 | sed "s/^/$side $round: /"
+    done
+  done
+fi
+echo "== done in $((SECONDS - t0)) s"
