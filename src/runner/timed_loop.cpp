@@ -78,7 +78,7 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
                         double output_bytes_total) {
   if (timed.empty()) return "";
   constexpr double kSlack = 2e-3;  // seconds: pipes, scheduling, the checks' own bookkeeping
-  std::vector<double> unexplained, windows, samples, walls, flushes, mixes, checks;
+  std::vector<double> unexplained, windows, flushes, mixes, checks;
   for (size_t n = 0; n < timed.size(); ++n) {
     const CallRecord& r = timed[n];
     const double parts = r.mix_s + r.flush_s + r.wall_s + r.check_s;
@@ -88,25 +88,18 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
                          n, r.window_s * 1e3, r.sample * 1e3, parts * 1e3);
     unexplained.push_back(r.window_s - parts);
     windows.push_back(r.window_s);
-    samples.push_back(r.sample);
-    walls.push_back(r.wall_s);
     flushes.push_back(r.flush_s);
     mixes.push_back(r.mix_s);
     checks.push_back(r.check_s);
   }
   const double mw = median_of(windows), mu = median_of(unexplained);
   // Every part of a call is the worker's account but the window: what it does not account for
-  // is the call's time hidden from its figures.
-  if (mu > std::max(kSlack, 0.5 * mw))
+  // is the call's time hidden from its figures. 5 ms: on a loaded machine (tests side by side on
+  // two cores) the runner's own wake-ups take milliseconds.
+  if (mu > std::max(5e-3, 0.5 * mw))
     return fmt::format("the runner saw {:.3f} ms per timed call (median), of which the worker accounts for only "
                        "{:.3f} ms",
                        mw * 1e3, (mw - mu) * 1e3);
-  // A device time far below the host's time around the same call.
-  const double ms = median_of(samples), mwall = median_of(walls);
-  if (ms < 0.5 * mwall - 1e-3)
-    return fmt::format("the worker's device time ({:.3f} ms, median) is less than half of its own clock around the "
-                       "same calls ({:.3f} ms)",
-                       ms * 1e3, mwall * 1e3);
   // The work around each call, bounded by what it costs on this device with no candidate
   // loaded: the call's time cannot hide in it.
   if (check_costs.is_object()) {

@@ -83,10 +83,11 @@ TEST(RunnerClock, AFigureBelowWhatTheRunnerSawIsInconsistent) {
   auto w = honest(20, 1e-3);
   w[3].sample = 5e-3;
   EXPECT_NE(runner::audit_clock(w, json(), 1e6, 1e6).find("runner's clock"), std::string::npos);
-  // Device time far below the host's own clock around the call.
+  // A device time far below the host's own clock around the call is honest where launches cost
+  // more than the kernel, or the machine is busy (pocl-cpu under CI: 0.27 ms against 2.9 ms).
   auto x = honest(20, 8e-3);
   for (auto& r : x) r.sample = 1e-6;
-  EXPECT_NE(runner::audit_clock(x, json(), 1e6, 1e6).find("less than half"), std::string::npos);
+  EXPECT_EQ(runner::audit_clock(x, json(), 1e6, 1e6), "");
 }
 
 TEST(RunnerClock, TimeHiddenInTheWorkAroundACallIsBoundedByTheDevicesOwnCosts) {
