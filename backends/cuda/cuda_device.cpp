@@ -135,9 +135,12 @@ extern "C" __global__ void mblast_mix(unsigned char* dst, const unsigned char* a
   }
 }
 // out[0] += sum of digest_term(w_i, i) over the 32-bit words (a partial last word
-// zero-padded); out[1] += elements whose every byte is `poison`.
+// zero-padded); out[1] += elements whose every byte is `poison`; out[2] += bytes of the guards
+// FRONT and BACK (GUARD bytes each, none when 0) that are not `canary`.
 extern "C" __global__ void mblast_digest(const unsigned char* p, unsigned long long nbytes,
-                                         unsigned long long elem_bytes, unsigned poison, unsigned long long* out) {
+                                         unsigned long long elem_bytes, unsigned poison, unsigned long long* out,
+                                         const unsigned char* front, const unsigned char* back,
+                                         unsigned long long guard, unsigned canary) {
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   unsigned long long hash = 0, poisoned = 0;
@@ -159,13 +162,18 @@ extern "C" __global__ void mblast_digest(const unsigned char* p, unsigned long l
       poisoned += k == elem_bytes;
     }
   }
+  unsigned long long broken = 0;
+  for (unsigned long long i = first; i < guard; i += stride)
+    broken += (front[i] != (unsigned char)canary) + (back[i] != (unsigned char)canary);
   for (int off = 16; off > 0; off >>= 1) {
     hash += __shfl_down_sync(0xffffffffu, hash, off);
     poisoned += __shfl_down_sync(0xffffffffu, poisoned, off);
+    broken += __shfl_down_sync(0xffffffffu, broken, off);
   }
   if ((threadIdx.x & 31) == 0) {
     atomicAdd(out, hash);
     atomicAdd(out + 1, poisoned);
+    if (broken) atomicAdd(out + 2, broken);
   }
 }
 )CUDA";
@@ -328,6 +336,7 @@ void CudaDevice::cleanup() noexcept {
   if (digest_out_) d_.MemFree(digest_out_);
   if (digest_mod_) d_.ModuleUnload(digest_mod_);
   sentinel_ = digest_out_ = 0;
+  digest_out_bytes_ = 0;
   digest_mod_ = nullptr;
   start_ = end_ = nullptr;
   stream_ = nullptr;
@@ -612,7 +621,6 @@ void CudaDevice::load_digest_kernels() {
   MBLAST_CU_CHECK(d_, d_.ModuleLoadData(&digest_mod_, image.data()));
   MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&mix_fn_, digest_mod_, "mblast_mix"));
   MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&digest_fn_, digest_mod_, "mblast_digest"));
-  MBLAST_CU_CHECK(d_, d_.MemAlloc(&digest_out_, 2 * sizeof(unsigned long long)));
 }
 
 void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte>, std::span<const std::byte>,
@@ -626,30 +634,72 @@ void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<co
   unsigned long long n = dst.nbytes / elem_bytes, eb = elem_bytes, k = key;
   void* args[] = {&d, &pa, &pb, &n, &eb, &k};
   const unsigned grid = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, std::max(sm_count_, 1) * 32ull));
+  // Only enqueued: the worker synchronises once after every input is mixed and every output
+  // poisoned (a synchronisation per buffer was most of a small kernel's per-call cost).
   MBLAST_CU_CHECK(d_, d_.LaunchKernel(mix_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
-  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));  // in place before the call, as an upload is
+}
+
+void CudaDevice::poison(Buffer& b, std::byte value) {
+  if (b.nbytes == 0) return;
+  make_current();
+  const auto dst = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(dst, static_cast<unsigned char>(value), b.nbytes, stream_));
+}
+
+// Enqueues one digest per buffer (with its guards when CHECK_GUARDS) into three 64-bit sums
+// each, then copies them all back in one round trip.
+std::vector<std::array<unsigned long long, 3>> CudaDevice::run_digests(std::span<const Buffer> bufs,
+                                                                      std::span<const size_t> elem_bytes,
+                                                                      std::byte poison, bool check_guards) {
+  make_current();
+  load_digest_kernels();
+  const size_t bytes = 3 * sizeof(unsigned long long) * bufs.size();
+  if (bytes > digest_out_bytes_) {
+    if (digest_out_) MBLAST_CU_CHECK(d_, d_.MemFree(digest_out_));
+    digest_out_ = 0;
+    MBLAST_CU_CHECK(d_, d_.MemAlloc(&digest_out_, bytes));
+    digest_out_bytes_ = bytes;
+  }
+  std::vector<std::array<unsigned long long, 3>> sums(bufs.size());
+  if (bufs.empty()) return sums;
+  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(digest_out_, 0, bytes, stream_));
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
+    const auto* g = static_cast<const Guarded*>(b.impl);
+    CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
+    CUdeviceptr out = digest_out_ + 3 * sizeof(unsigned long long) * i;
+    CUdeviceptr front = g ? g->base : p, back = g ? g->base + kGuard + b.nbytes : p;
+    unsigned long long nbytes = b.nbytes, eb = elem_bytes[i], guard = (check_guards && g) ? kGuard : 0;
+    unsigned pz = static_cast<unsigned>(poison), canary = kCanary;
+    void* args[] = {&p, &nbytes, &eb, &pz, &out, &front, &back, &guard, &canary};
+    const unsigned long long words = std::max<unsigned long long>((nbytes + 3) / 4, guard);
+    const unsigned grid = static_cast<unsigned>(std::clamp<unsigned long long>((words + 255) / 256, 1, std::max(sm_count_, 1) * 32ull));
+    if (nbytes > 0 || guard > 0)
+      MBLAST_CU_CHECK(d_, d_.LaunchKernel(digest_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  }
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(sums.data(), digest_out_, bytes, stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+  return sums;
 }
 
 OutputDigest CudaDevice::digest(const Buffer& b, size_t elem_bytes, std::byte poison) {
-  make_current();
-  load_digest_kernels();
-  MBLAST_CU_CHECK(d_, d_.MemsetD8Async(digest_out_, 0, 2 * sizeof(unsigned long long), stream_));
-  OutputDigest out;
-  if (b.nbytes > 0) {
-    CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
-    unsigned long long nbytes = b.nbytes, eb = elem_bytes;
-    unsigned pz = static_cast<unsigned>(poison);
-    void* args[] = {&p, &nbytes, &eb, &pz, &digest_out_};
-    const unsigned long long words = (nbytes + 3) / 4;
-    const unsigned grid = static_cast<unsigned>(std::clamp<unsigned long long>((words + 255) / 256, 1, std::max(sm_count_, 1) * 32ull));
-    MBLAST_CU_CHECK(d_, d_.LaunchKernel(digest_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
-  }
-  unsigned long long sums[2] = {0, 0};
-  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(sums, digest_out_, sizeof sums, stream_));
-  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
-  out.hash = sums[0];
-  out.poisoned = sums[1];
-  return out;
+  const auto sums = run_digests(std::span(&b, 1), std::span(&elem_bytes, 1), poison, false);
+  return OutputDigest{sums[0][0], sums[0][1]};
+}
+
+Device::OutputsCheck CudaDevice::check_outputs(std::span<Buffer> outs, std::span<const size_t> elem_bytes,
+                                                std::byte poison) {
+  OutputsCheck c;
+  c.health = health();  // synchronises the device: a sticky error of the call lands here
+  if (!c.health.empty()) return c;
+  const auto sums = run_digests(outs, elem_bytes, poison, true);
+  for (size_t i = 0; i < sums.size(); ++i)
+    if (sums[i][2] != 0) {
+      c.broken_guard = static_cast<int>(i);
+      return c;
+    }
+  for (const auto& s : sums) c.digests.push_back(OutputDigest{s[0], s[1]});
+  return c;
 }
 
 void CudaDevice::measure_gemm_peaks(Peaks& p, std::string& note, CUfunction fill_f32, CUfunction fill_bf16) {

@@ -1,6 +1,8 @@
 // CUDA device for the worker. Private to backends/cuda.
 #pragma once
 
+#include <array>
+
 #include <string>
 
 #include "cuda_driver.h"
@@ -39,7 +41,10 @@ class CudaDevice final : public Device {
   // 16-byte digest crosses PCIe, not every output byte.
   void mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
            std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) override;
+  void poison(Buffer& b, std::byte value) override;  // enqueued only
   OutputDigest digest(const Buffer& b, size_t elem_bytes, std::byte poison) override;
+  // One synchronisation, one kernel per output (its digest and its guard bytes), one copy back.
+  OutputsCheck check_outputs(std::span<Buffer> outs, std::span<const size_t> elem_bytes, std::byte poison) override;
 
  private:
   // Why the work of the last call could escape the clock, or "": the candidate left another
@@ -47,6 +52,9 @@ class CudaDevice final : public Device {
   // `current` is the context that was current before make_current() ran.
   std::string escaped_work(CUcontext current);
   void load_digest_kernels();
+  std::vector<std::array<unsigned long long, 3>> run_digests(std::span<const Buffer> bufs,
+                                                             std::span<const size_t> elem_bytes, std::byte poison,
+                                                             bool check_guards);
   void make_current();  // a candidate may have changed the thread's context
   void cleanup() noexcept;
   int attribute(CUdevice_attribute a) const;  // -1 when the driver does not know it
@@ -65,7 +73,8 @@ class CudaDevice final : public Device {
   bool persisting_l2_ = false;  // the device has a persisting-L2 set-aside
   CUmodule digest_mod_ = nullptr;
   CUfunction mix_fn_ = nullptr, digest_fn_ = nullptr;
-  CUdeviceptr digest_out_ = 0;  // two 64-bit sums
+  CUdeviceptr digest_out_ = 0;  // three 64-bit sums per buffer digested at once
+  size_t digest_out_bytes_ = 0;
   size_t flush_bytes_ = 0;
   unsigned flush_count_ = 0;
 

@@ -1,6 +1,7 @@
 // The CUDA Device's own checks, on a GPU (skipped, with the reason, where there is none):
 //   - mix() and digest() on the device give the host functions' results (mblast/digest.h) bit
-//     for bit, for every element size and for sizes that end in a partial word;
+//     for bit, for every element size and for sizes that end in a partial word; check_outputs()
+//     gives the same digests and sees a write into any output's guard bytes;
 //   - after a call that sets a persisting-L2 limit, leaves another context current or resets the
 //     primary context, the device refuses to give a time (timer_end throws, health() says why).
 #include <gtest/gtest.h>
@@ -78,6 +79,47 @@ TEST(CudaDevice, MixAndDigestMatchTheHost) {
       for (Buffer* x : {&a, &b, &d, &odd}) dev->release(*x);
     }
   }
+}
+
+// check_outputs(), the worker's one round trip after each timed call: the same digests as the
+// host's, the poison counted after an enqueued poison(), and a write into either guard of any
+// output named by the output's index.
+TEST(CudaDevice, CheckOutputsDigestsAndGuards) {
+  std::string why;
+  auto dev = open_cuda(&why);
+  if (!dev) GTEST_SKIP() << "no CUDA device: " << why;
+  const std::byte poison{0x7F};
+  std::vector<size_t> sizes = {4 * 1000, 2 * 77, 8 * 65537};
+  std::vector<size_t> elems = {4, 2, 8};
+  std::vector<Buffer> outs;
+  std::vector<std::vector<std::byte>> host;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    outs.push_back(dev->allocate(sizes[i]));
+    host.push_back(random_bytes(sizes[i], static_cast<uint32_t>(10 + i)));
+    dev->upload(outs.back(), host.back());
+  }
+  Device::OutputsCheck c = dev->check_outputs(outs, elems, poison);
+  ASSERT_TRUE(c.health.empty()) << c.health;
+  ASSERT_EQ(c.broken_guard, -1);
+  ASSERT_EQ(c.digests.size(), outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) EXPECT_EQ(c.digests[i], output_digest(host[i], elems[i], poison)) << i;
+
+  for (auto& b : outs) dev->poison(b, poison);
+  dev->synchronize();
+  c = dev->check_outputs(outs, elems, poison);
+  ASSERT_EQ(c.digests.size(), outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) EXPECT_EQ(c.digests[i].poisoned, sizes[i] / elems[i]) << i;
+
+  auto memset8 = cu<decltype(&::cuMemsetD8_v2)>("cuMemsetD8_v2");
+  ASSERT_NE(memset8, nullptr);
+  auto at = [](const Buffer& b, long off) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle) + off); };
+  memset8(at(outs[1], static_cast<long>(sizes[1]) + 100), 0x00, 1);  // past the end of output 1
+  c = dev->check_outputs(outs, elems, poison);
+  EXPECT_EQ(c.broken_guard, 1);
+  memset8(at(outs[0], -1), 0x00, 1);  // just before output 0
+  c = dev->check_outputs(outs, elems, poison);
+  EXPECT_EQ(c.broken_guard, 0);
+  for (auto& b : outs) dev->release(b);
 }
 
 // What the worker does around one timed call, with `call` in the candidate's place.

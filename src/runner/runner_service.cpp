@@ -372,8 +372,14 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const json device = v.header.value("device", json());
   const auto cached = cached_peaks(target.value("name", ""), device);
   const json no_costs;
-  const TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
-                         req.payload};
+  TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
+                   req.payload, {}};
+  stage.costs_now = [&]() -> json {
+    WorkerRun cw(*this, *b, target, {}, limits);
+    cw.send({{"op", "checks"}, {"target", target}});
+    Message cm = cw.receive(60.0, "checks");
+    return cm.header.value("stage", "") == "checks" ? cm.header.value("checks", json()) : json();
+  };
   json t = run_timed_stage(stage, w, spot.get());
   spot.reset();
   if (t.value("stage", "") == "timing") {

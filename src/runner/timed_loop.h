@@ -7,6 +7,7 @@
 //     outputs must agree within the problem's tolerance.
 #pragma once
 
+#include <functional>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,10 @@ struct TimedStage {
   const nlohmann::json& check_costs;  // the device's costs of the per-call work, or null (peaks "checks")
   double time_s = 300;            // the most one message of the worker may take
   std::span<const std::byte> payload;  // the request's payload (its inputs, for the spot worker)
+  // The per-call work's costs measured now, in a worker with no candidate loaded; asked for
+  // only when the audit fails against CHECK_COSTS (cached when the machine was quiet, or none
+  // yet), after the eval's workers have exited. Empty: no second measurement.
+  std::function<nlohmann::json()> costs_now;
 };
 
 // Runs the stage with the verified worker W and the spot-check worker SPOT (started with the
@@ -35,7 +40,12 @@ struct CallRecord {
   double window_s = 0;  // the runner's clock: "call" sent to "call_done" received
   double sample = 0, wall_s = 0, mix_s = 0, flush_s = 0, check_s = 0;  // the worker's accounts
 };
-std::string audit_clock(const std::vector<CallRecord>& timed, const nlohmann::json& check_costs, double input_bytes,
-                        double output_bytes);
+// What the work around each call handles: bytes, and buffers (each costs a fixed latency too).
+struct CallBuffers {
+  double input_bytes = 0, output_bytes = 0;
+  int inputs = 0, outputs = 0;
+};
+std::string audit_clock(const std::vector<CallRecord>& timed, const nlohmann::json& check_costs,
+                        const CallBuffers& buffers);
 
 }  // namespace mblast::runner

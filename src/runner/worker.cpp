@@ -269,6 +269,8 @@ class Session {
                                      {"prepare_s", prepare_s}});
 
     SafetensorsLayout blob = layout_safetensors(out_specs_);
+    std::vector<size_t> out_elem_bytes;
+    for (const auto& s : out_specs_) out_elem_bytes.push_back(dtype_size(s.dtype));
     double mix_s = 0, flush_s = 0, digest_s = 0;
     size_t calls = 0;
     for (;;) {
@@ -282,8 +284,8 @@ class Session {
         const std::byte poison{static_cast<unsigned char>(h.value("poison", 0xFF))};
         const double c0 = now_s();
         fresh.fill(ins[k], h.at("key").get<uint64_t>());
-        outs[k].poison(dev_, poison);
-        dev_.synchronize();
+        for (auto& b : outs[k].buffers) dev_.poison(b, poison);
+        dev_.synchronize();  // the fresh inputs and the poison are in place before the call
         const double c1 = now_s();
         if (!deterministic()) dev_.flush_caches();
         const double c2 = now_s();
@@ -291,12 +293,15 @@ class Session {
         call(state, ins[k], par, outs[k]);
         const double sample = dev_.timer_end();
         const double c3 = now_s();
-        check_outputs_after_call(outs[k]);
+        const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
+        if (!chk.health.empty())
+          throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + chk.health);
+        if (chk.broken_guard >= 0)
+          throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" +
+                                                                       out_specs_[static_cast<size_t>(chk.broken_guard)].name +
+                                                                       "' (guard bytes changed)");
         json digests = json::array();
-        for (size_t o = 0; o < out_specs_.size(); ++o) {
-          const OutputDigest d = dev_.digest(outs[k].buffers[o], dtype_size(out_specs_[o].dtype), poison);
-          digests.push_back({{"hash", d.hash}, {"poisoned", d.poisoned}});
-        }
+        for (const OutputDigest& d : chk.digests) digests.push_back({{"hash", d.hash}, {"poisoned", d.poisoned}});
         const double c4 = now_s();
         mix_s += c1 - c0;
         flush_s += c2 - c1;
@@ -342,7 +347,7 @@ class Session {
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     for (const auto& c : m->header.at("calls")) {
       fresh.fill(in, c.at("key").get<uint64_t>());
-      out.poison(dev_, std::byte{static_cast<unsigned char>(c.value("poison", 0xFF))});
+      for (auto& b : out.buffers) dev_.poison(b, std::byte{static_cast<unsigned char>(c.value("poison", 0xFF))});
       dev_.synchronize();
       call(state, in, par, out);
       dev_.synchronize();
@@ -394,14 +399,6 @@ class Session {
     int rc = cand_.run(&ctx_, state, in.abi.data(), static_cast<int32_t>(in.abi.size()), par.abi.data(),
                        static_cast<int32_t>(par.abi.size()), out.abi.data(), static_cast<int32_t>(out.abi.size()));
     if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_run returned " + std::to_string(rc) + last_error());
-  }
-  // The device's health and the outputs' guard bytes, after each timed call.
-  void check_outputs_after_call(BufferSet& out) {
-    std::string h = dev_.health();
-    if (!h.empty()) throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + h);
-    std::string name = out.broken_guard(dev_);
-    if (!name.empty())
-      throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" + name + "' (guard bytes changed)");
   }
   void check_after_call(BufferSet& in, BufferSet& par, BufferSet& out) {
     std::string h = dev_.health();
@@ -455,31 +452,44 @@ double median3(std::vector<double> v) {
 // loaded (a peaks request): the runner bounds a worker's own accounts of that work by these, so
 // a call's time cannot hide in them (docs/measurement.md, "the runner's clock").
 json measure_check_costs(Device& dev) {
-  constexpr size_t kBytes = size_t{16} << 20;
+  constexpr size_t kBytes = size_t{16} << 20, kSmall = 4096;
   std::vector<std::byte> host_a(kBytes, std::byte{1}), host_b(kBytes, std::byte{2});
   Buffer a = dev.allocate(kBytes), b = dev.allocate(kBytes), d = dev.allocate(kBytes);
   dev.upload(a, host_a);
   dev.upload(b, host_b);
-  std::vector<double> flush, mix, digest;
+  std::vector<double> flush, mix, digest, mix_small, check_small;
+  Buffer sa = dev.allocate(kSmall), sb = dev.allocate(kSmall), sd = dev.allocate(kSmall);
+  dev.upload(sa, std::span(host_a).first(kSmall));
+  dev.upload(sb, std::span(host_b).first(kSmall));
   for (int r = 0; r < 5; ++r) {
     double t = now_s();
     if (dev.timing_unit() == "s") dev.flush_caches();
     flush.push_back(now_s() - t);
     t = now_s();
     dev.mix(d, a, b, host_a, host_b, 4, static_cast<uint64_t>(r) + 1);
-    dev.fill(d, std::byte{0xFF});
+    dev.poison(d, std::byte{0xFF});
     dev.synchronize();
     mix.push_back(now_s() - t);
     t = now_s();
-    (void)dev.digest(d, 4, std::byte{0xFF});
+    const size_t four = 4;
+    (void)dev.check_outputs(std::span(&d, 1), std::span(&four, 1), std::byte{0xFF});
     digest.push_back(now_s() - t);
+    // The same on a small buffer: the fixed cost per buffer.
+    t = now_s();
+    dev.mix(sd, sa, sb, std::span(host_a).first(kSmall), std::span(host_b).first(kSmall), 4, static_cast<uint64_t>(r) + 1);
+    dev.poison(sd, std::byte{0xFF});
+    dev.synchronize();
+    mix_small.push_back(now_s() - t);
+    t = now_s();
+    (void)dev.check_outputs(std::span(&sd, 1), std::span(&four, 1), std::byte{0xFF});
+    check_small.push_back(now_s() - t);
   }
-  dev.release(a);
-  dev.release(b);
-  dev.release(d);
+  for (Buffer* x : {&a, &b, &d, &sa, &sb, &sd}) dev.release(*x);
   return {{"flush_s", median3(flush)},
           {"mix_and_poison_bytes_per_s", static_cast<double>(kBytes) / std::max(median3(mix), 1e-9)},
-          {"digest_bytes_per_s", static_cast<double>(kBytes) / std::max(median3(digest), 1e-9)}};
+          {"digest_bytes_per_s", static_cast<double>(kBytes) / std::max(median3(digest), 1e-9)},
+          {"mix_and_poison_latency_s", median3(mix_small)},
+          {"check_latency_s", median3(check_small)}};
 }
 }  // namespace
 
@@ -518,6 +528,11 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       msg["stage"] = "peaks";
       msg["device"] = dev->describe();
       protocol::write_message(out_fd, msg);
+      return 0;
+    }
+    if (op == "checks") {  // the costs alone, again (timed_loop.h: costs_now)
+      stage = "checks";
+      protocol::write_message(out_fd, {{"stage", "checks"}, {"checks", measure_check_costs(*dev)}});
       return 0;
     }
     if (op != "eval" && op != "spot") {

@@ -67,31 +67,33 @@ std::vector<CallRecord> honest(size_t n, double call_s) {
   return v;
 }
 
+const runner::CallBuffers kShape{1e6, 1e6, 1, 1};
+
 TEST(RunnerClock, HonestCallsPass) {
-  EXPECT_EQ(runner::audit_clock(honest(20, 5e-3), json(), 1e6, 1e6), "");
-  EXPECT_EQ(runner::audit_clock(honest(20, 5e-6), json(), 1e6, 1e6), "");
+  EXPECT_EQ(runner::audit_clock(honest(20, 5e-3), json(), kShape), "");
+  EXPECT_EQ(runner::audit_clock(honest(20, 5e-6), json(), kShape), "");
   const json costs = {{"flush_s", 0.1e-3}, {"mix_and_poison_bytes_per_s", 1e11}, {"digest_bytes_per_s", 1e11}};
-  EXPECT_EQ(runner::audit_clock(honest(20, 5e-3), costs, 1e6, 1e6), "");
+  EXPECT_EQ(runner::audit_clock(honest(20, 5e-3), costs, kShape), "");
 }
 
 TEST(RunnerClock, AFigureBelowWhatTheRunnerSawIsInconsistent) {
   // The worker says 10 us for calls the runner saw take 8 ms.
   auto v = honest(20, 8e-3);
   for (auto& r : v) r.sample = r.wall_s = 10e-6;
-  EXPECT_NE(runner::audit_clock(v, json(), 1e6, 1e6).find("accounts for only"), std::string::npos);
+  EXPECT_NE(runner::audit_clock(v, json(), kShape).find("accounts for only"), std::string::npos);
   // A device time longer than the whole window.
   auto w = honest(20, 1e-3);
   w[3].sample = 5e-3;
-  EXPECT_NE(runner::audit_clock(w, json(), 1e6, 1e6).find("runner's clock"), std::string::npos);
+  EXPECT_NE(runner::audit_clock(w, json(), kShape).find("runner's clock"), std::string::npos);
   // A device time far below the host's own clock around the call is honest where launches cost
   // more than the kernel, or the machine is busy (pocl-cpu under CI: 0.27 ms against 2.9 ms).
   auto x = honest(20, 8e-3);
   for (auto& r : x) r.sample = 1e-6;
-  EXPECT_EQ(runner::audit_clock(x, json(), 1e6, 1e6), "");
+  EXPECT_EQ(runner::audit_clock(x, json(), kShape), "");
   // Far below it, beyond the slack: a sample rewritten inside the worker.
   auto z = honest(20, 20e-3);
   for (auto& r : z) r.sample = 1e-6;
-  EXPECT_NE(runner::audit_clock(z, json(), 1e6, 1e6).find("less than half"), std::string::npos);
+  EXPECT_NE(runner::audit_clock(z, json(), kShape).find("less than half"), std::string::npos);
 }
 
 TEST(RunnerClock, TimeHiddenInTheWorkAroundACallIsBoundedByTheDevicesOwnCosts) {
@@ -104,8 +106,31 @@ TEST(RunnerClock, TimeHiddenInTheWorkAroundACallIsBoundedByTheDevicesOwnCosts) {
     r.window_s -= 8e-3 - 10e-6;
   }
   const json costs = {{"flush_s", 0.1e-3}, {"mix_and_poison_bytes_per_s", 1e11}, {"digest_bytes_per_s", 1e11}};
-  EXPECT_NE(runner::audit_clock(v, costs, 1e6, 1e6).find("cache flushes"), std::string::npos);
-  EXPECT_EQ(runner::audit_clock(v, json(), 1e6, 1e6), "") << "without the device's costs the flush is not bounded";
+  EXPECT_NE(runner::audit_clock(v, costs, kShape).find("cache flushes"), std::string::npos);
+  EXPECT_EQ(runner::audit_clock(v, json(), kShape), "") << "without the device's costs the flush is not bounded";
+}
+
+TEST(RunnerClock, ChecksAreBoundedByAFixedCostPerBufferAndARate) {
+  // Many small outputs: their checks cost a latency each, not bytes (a busy pocl-cpu: 1 ms per
+  // output to wake the device's threads). Honest, and within the bound.
+  const runner::CallBuffers many{4e3, 8 * 4e3, 1, 8};
+  json costs = {{"flush_s", 0.1e-3}, {"mix_and_poison_bytes_per_s", 1e10}, {"digest_bytes_per_s", 1e10},
+                {"mix_and_poison_latency_s", 1e-3}, {"check_latency_s", 1e-3}};
+  auto v = honest(20, 1e-3);
+  for (auto& r : v) {
+    r.check_s = 8e-3;
+    r.window_s += 8e-3;
+  }
+  EXPECT_EQ(runner::audit_clock(v, costs, many), "");
+  costs.erase("check_latency_s");  // by the rate alone those 8 ms would be the call's time hidden
+  EXPECT_NE(runner::audit_clock(v, costs, many).find("output checks"), std::string::npos);
+  // The latency bounds: 40 ms of "checks" for the 8 outputs is more than 4x of it plus slack.
+  costs["check_latency_s"] = 1e-3;
+  for (auto& r : v) {
+    r.check_s = 40e-3;
+    r.window_s += 32e-3;
+  }
+  EXPECT_NE(runner::audit_clock(v, costs, many).find("output checks"), std::string::npos);
 }
 
 Problem vec_add_like() {

@@ -81,7 +81,8 @@ class Device {
 
   // Fresh inputs for one timed call (mblast/digest.h): dst's element e is a's where
   // mix_takes_a(key, e), else b's. host_a and host_b hold the bytes of a and b. The default
-  // mixes on the host and uploads; a backend may mix on the device instead (same result).
+  // mixes on the host and uploads; a backend may mix on the device instead (same result), and
+  // may only enqueue it: the result is in place after the next synchronize().
   virtual void mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
                    std::span<const std::byte> host_b, size_t elem_bytes, uint64_t key) {
     (void)a;
@@ -90,12 +91,36 @@ class Device {
     mix_host(scratch_, host_a, host_b, elem_bytes, key);
     upload(dst, scratch_);
   }
+  // Poisons an output before a timed call. The default fills at once; a backend may only
+  // enqueue the fill: it is done after the next synchronize(), before the call.
+  virtual void poison(Buffer& b, std::byte value) { fill(b, value); }
   // The outputs' fingerprint right after a call, outside the clock (mblast/digest.h). The
   // default downloads and computes on the host; a device implementation must match it.
   virtual OutputDigest digest(const Buffer& b, size_t elem_bytes, std::byte poison) {
     scratch_.resize(b.nbytes);
     download(b, scratch_);
     return output_digest(scratch_, elem_bytes, poison);
+  }
+  // Everything checked right after a timed call, outside the clock: the device's health, the
+  // guard bytes of each output and its fingerprint. The default asks each in turn; a GPU
+  // backend does it in one round trip (the per-call cost is what limits how many calls fit in
+  // an eval's timing budget).
+  struct OutputsCheck {
+    std::string health;             // health()'s text: "" when healthy
+    int broken_guard = -1;          // the first output whose guard bytes changed, or -1
+    std::vector<OutputDigest> digests;  // one per output, when healthy and guards intact
+  };
+  virtual OutputsCheck check_outputs(std::span<Buffer> outs, std::span<const size_t> elem_bytes, std::byte poison) {
+    OutputsCheck c;
+    c.health = health();
+    if (!c.health.empty()) return c;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!guards_intact(outs[i])) {
+        c.broken_guard = static_cast<int>(i);
+        return c;
+      }
+    for (size_t i = 0; i < outs.size(); ++i) c.digests.push_back(digest(outs[i], elem_bytes[i], poison));
+    return c;
   }
 
  private:
