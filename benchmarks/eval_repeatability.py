@@ -27,6 +27,9 @@ def main():
     ap.add_argument("--backend", default="opencl", choices=sorted(EXT))
     ap.add_argument("--problems", nargs="+", default=["softmax", "matmul"])
     ap.add_argument("--candidate", default="naive", help="candidate label: problems/P/candidates/LABEL.BACKEND.EXT")
+    ap.add_argument("--problems-root", help="problem folders under this one (e.g. imported KernelBench files) "
+                    "instead of problems/; their candidates are CANDIDATES_DIR/P.BACKEND.EXT")
+    ap.add_argument("--candidates-dir", help="with --problems-root: where the candidates are")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mblast", default=os.path.join(root, "build", "bin", "mblast"))
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more `mblast eval` options")
@@ -35,8 +38,12 @@ def main():
 
     report = {"target": a.target, "backend": a.backend, "runs": a.runs, "problems": {}}
     for prob in a.problems:
-        pdir = os.path.join(root, "problems", prob)
-        cand = os.path.join(pdir, "candidates", f"{a.candidate}.{a.backend}.{EXT[a.backend]}")
+        if a.problems_root:
+            pdir = os.path.join(a.problems_root, prob)
+            cand = os.path.join(a.candidates_dir, f"{prob}.{a.backend}.{EXT[a.backend]}")
+        else:
+            pdir = os.path.join(root, "problems", prob)
+            cand = os.path.join(pdir, "candidates", f"{a.candidate}.{a.backend}.{EXT[a.backend]}")
         rows = []
         for i in range(a.runs):
             cmd = [a.mblast, "eval", pdir, cand, "--target", a.target, "--json"] + a.extra

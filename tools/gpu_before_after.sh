@@ -41,10 +41,22 @@ build-gpu/bin/mblast eval problems/vec_add problems/vec_add/candidates/naive.cud
   2>&1 | head -c 400; echo
 echo "== device tests"
 build-gpu/backends/cuda/mblast_cuda_device_tests 2>&1 | tail -8
-echo "== ctest ${CTEST_ARGS:-}"
-# shellcheck disable=SC2086
-ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:--R cuda_} >"$OUT/ctest.log" 2>&1
-grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)" "$OUT/ctest.log"
+if [[ ${CTEST_ARGS:-} != none ]]; then
+  echo "== ctest ${CTEST_ARGS:-}"
+  # shellcheck disable=SC2086
+  ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:--R cuda_} >"$OUT/ctest.log" 2>&1
+  grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)" "$OUT/ctest.log"
+fi
+[[ ${COST:-1} == 0 ]] && { echo "== done in $((SECONDS - t0)) s (no cost run)"; exit 0; }
+
+# SUITE_PROBLEMS: files of benchmarks/suite/level1 (stems) imported at full size on the GPU, then
+# evaluated with their naive candidates like the hand-made problems.
+if [[ -n ${SUITE_PROBLEMS:-} ]]; then
+  echo "== importing ${SUITE_PROBLEMS} (full size)"
+  mkdir -p /tmp/suite-src
+  for p in $SUITE_PROBLEMS; do cp benchmarks/suite/level1/$p.py /tmp/suite-src/; done
+  build-gpu/bin/mblast import kernelbench /tmp/suite-src --out /tmp/suite-imported --device cuda --python python3 2>&1 | tail -3
+fi
 
 if [[ -n ${before:-} ]] && wait "$before"; then
   echo "== eval cost, before (.before) and after, alternating"
@@ -55,6 +67,12 @@ if [[ -n ${before:-} ]] && wait "$before"; then
       python3 benchmarks/eval_repeatability.py --mblast "$bin" --target "${GPU_TARGET:-h200}" --backend cuda \
         --problems ${PROBLEMS:-vec_add relu softmax matmul row_sum} --runs 3 --out "$OUT/cost_${side}_$round.json" \
         2>&1 | grep -v "verification runs by step" | cut -c1-200 | sed "s/^/$side $round: /"
+      if [[ -n ${SUITE_PROBLEMS:-} ]]; then
+        python3 benchmarks/eval_repeatability.py --mblast "$bin" --target "${GPU_TARGET:-h200}" --backend cuda \
+          --problems-root /tmp/suite-imported --candidates-dir benchmarks/suite/candidates/level1 \
+          --problems $SUITE_PROBLEMS --runs 3 --out "$OUT/suite_cost_${side}_$round.json" \
+          2>&1 | grep -v "verification runs by step" | cut -c1-200 | sed "s/^/$side $round suite: /"
+      fi
     done
   done
 fi
