@@ -29,7 +29,7 @@ namespace mblast {
 // worker_environment). Pinned, a short busy phase still matters: with none the suite's median
 // spread within an eval was 24 %, with 5 ms 10.9 % (with 30 ms 12.0 %); and 30 ms of torch.sin
 // made PyTorch's next op 9-14 % slower than 5 ms did (three problems, alternated three times),
-// which inflated every speedup (docs/STATUS.md, 2026-12-05).
+// which inflated every speedup (`git show cad366e:docs/STATUS.md`, 2026-12-05).
 inline constexpr double kBusyAfterEviction = 0.005;
 
 struct EvictResult {

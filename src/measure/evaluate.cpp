@@ -464,13 +464,13 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     json used_peaks = t.header.value("peaks", json());
     r["peak"] = peak_fractions(p, used_peaks, s.median);
     // A kernel cannot stream faster than memory: a cached peak bandwidth it beats by more than
-    // 10 % was measured while other work ran (CI: 19 GB/s under a parallel test, 34-54 GB/s
-    // quiet, on one VM; 13 GB/s against a naive vec_add's 27 on another). It is measured again
-    // now, kept for later evaluations (the runner keeps the higher of the two figures), and used
-    // here. The cache remembers the bandwidth that caused it (`beaten_by`), and only a kernel 10 %
-    // faster than that has it measured again: a problem whose counted bytes overstate its traffic
-    // pays for one measurement, not one per eval, and a figure measured on a busy machine is not
-    // kept for good.
+    // 10 % was measured while other work ran, which can halve it on a shared machine
+    // (benchmarks/results/measurement-design-figures.json, peak-bandwidth-busy-machine). It is
+    // measured again now, kept for later evaluations (the runner keeps the higher of the two
+    // figures), and used here. The cache remembers the bandwidth that caused it (`beaten_by`), and
+    // only a kernel 10 % faster than that has it measured again: a problem whose counted bytes
+    // overstate its traffic pays for one measurement, not one per eval, and a figure measured on a
+    // busy machine is not kept for good.
     const json cached = t.header.value("peaks", json());
     const double achieved = r["peak"].value("achieved_bandwidth_bytes_per_s", 0.0);
     if (r["peak"].value("peaks_cached", false) && r["peak"].value("bandwidth_fraction", 0.0) > 1.1 &&

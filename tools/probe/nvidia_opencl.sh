@@ -7,7 +7,7 @@
 # run on NVIDIA's OpenCL alone). If it does not, which sandbox layer is in the way.
 #   [NO_POCL=1] [RES_DIR=D] bash tools/probe/nvidia_opencl.sh [BUILD_DIR]
 # Answered (2026-12-05, H200, driver 580.159.04): the library is at /usr/local/nvidia/lib64 and
-# loads, and yet mblast found no NVIDIA platform: see docs/STATUS.md of that day.
+# loads, and yet mblast found no NVIDIA platform: see `git show cad366e:docs/STATUS.md`, that day.
 set -u
 B=${1:-build-gpu}/bin
 echo "== /etc/OpenCL/vendors"; ls -la /etc/OpenCL/vendors 2>&1; cat /etc/OpenCL/vendors/*.icd 2>&1

@@ -11,11 +11,11 @@
 //                  data gradient ALGO_1, and ALGO_0 when deterministic): another summation order,
 //                  an error the size of the reference's own;
 //   fp32-fft       strict FP32, FFT or tiled FFT: the transforms add rounding error, and for
-//                  3x3 kernels over 56x56 images they are 3x faster than a direct sum (H200,
-//                  tools/probe/cudnn_find.cpp: 1.39 ms tiled FFT vs 4.05 ms GEMM); PyTorch's
-//                  strict-FP32 eager takes FFT there (tools/probe/conv_probe.py);
-//   fp32-winograd  strict FP32, Winograd: faster still (1.19 ms there), and the least accurate
-//                  (on level2/05 it missed the strict tolerance by 3.5e-5 on a 0.13 output);
+//                  small kernels over large images they do far less arithmetic than a direct
+//                  sum; PyTorch's strict-FP32 eager takes FFT for such shapes;
+//   fp32-winograd  strict FP32, Winograd: less arithmetic still, and the least accurate (it can
+//                  miss a strict tolerance, so the verifier judges it as a design of its own);
+//                  figures: benchmarks/results/policy-design-figures.json, cuda-cudnn-fft-winograd;
 //   tf32           TF32 tensor cores allowed (CUDNN_DEFAULT_MATH, what PyTorch's allow_tf32
 //                  default gives its convolutions).
 // Each design takes the fastest deterministic one of its algorithms that cuDNN's Find call
@@ -193,7 +193,7 @@ std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& pr
     if (!fits_int(v)) return {};
   // The likeliest to pass a strict tolerance first; the verifier judges each. cuDNN's FFT and
   // Winograd algorithms take only unit strides and dilations, one group, and Winograd only 3x3
-  // and 5x5 kernels (on the H200 it refused the tests' other convolutions: "not supported").
+  // and 5x5 kernels (cuDNN answers "not supported" for other shapes).
   std::vector<Design> v{design(plan, problem, Mode::Fp32DirectSum)};
   // The data gradient's ALGO_0 is non-deterministic (PyTorch's eager may take it): its own design.
   if (plan.kind == "conv_transpose") v.push_back(design(plan, problem, Mode::Fp32DirectSum, false));

@@ -5,9 +5,9 @@
 // at stride 1), the epilogue (bias, activations) applied before one coalesced store. Every input
 // element is read from global memory once, where the direct kernel (cuda_window.cpp) reads each
 // up to kh x kw times through the cache and recomputes its window's indices per output.
-// Depthwise convs are memory-bound (2 FLOPs per weight per output): on the H200 cuDNN's legacy
-// algorithms take 0.90 ms and eager PyTorch's own kernel 1.00 ms for level1/08's 64x512x56x56
-// 3x3 (tools/probe), about 0.9 TB/s of the ~4.3 TB/s the copy ceiling allows.
+// Depthwise convs are memory-bound (2 FLOPs per weight per output), and both cuDNN's legacy
+// algorithms and eager PyTorch's own kernel stay far below the copy ceiling on them
+// (benchmarks/results/policy-design-figures.json, cuda-depthwise-bandwidth).
 // Offered when the padded plane fits in 48 KB of shared memory.
 #include <fmt/format.h>
 

@@ -74,7 +74,7 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
 // FP32-accurate products on TF32 tensor cores (split operands, wgmma; cuda_tf32x3.cpp): empty
 // where K is not a multiple of 4. `a` and `b` name the operands' buffers.
 std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a, const std::string& b);
-// Whether those are expected to beat cuBLAS's FP32 SGEMM by a clear margin (20 %) on an H100/H200:
+// Whether those are expected to beat cuBLAS's FP32 SGEMM by a clear margin (20 %) on Hopper:
 // the product fills the GPU, K is deep enough to amortise a tile's prologue and store, and the
 // split passes over A and B are small beside the product.
 bool tf32x3_leads(const KernelPlan& plan);

@@ -11,8 +11,8 @@
 //   tf32x3  on sm_90a targets, FP32-accurate products on TF32 tensor cores (cuda_tf32x3.cpp).
 // A pointwise convolution (1x1 kernel, stride 1, no padding, one group) is the same product per
 // image, out[n] (cout x hw) = W (cout x cin) * x[n] (cin x hw), so it gets the cuBLAS designs too
-// (family cuda.conv.cublas): cuDNN's legacy algorithms reach 1.83 ms on level1/07's 1x1 conv
-// on the H200 where eager PyTorch's engine takes 1.37 ms (tools/probe/cudnn_find.cpp).
+// (family cuda.conv.cublas): cuDNN's legacy algorithms are slower than a plain product there
+// (benchmarks/results/policy-design-figures.json, cuda-pointwise-conv-cublas).
 #include <fmt/format.h>
 
 #include "cuda_gen.h"

@@ -14,8 +14,8 @@
 //   column-per-thread (inner > 1) one thread per (outer, inner) column: neighbouring threads
 //                   read neighbouring addresses at every step.
 //   Column sums are compensated (Kahan): one thread walks a long stretch of the axis.
-//   split-row       (layernorm, few long rows: GroupNorm(1, C) is 32 rows of 1M elements in
-//                   level3/06) a row over many blocks: each block's chunk gives its (mean, M2),
+//   split-row       (layernorm, few long rows, such as GroupNorm(1, C) over large images) a row
+//                   over many blocks: each block's chunk gives its (mean, M2),
 //                   then every block combines its row's chunks (Chan et al.'s parallel variance)
 //                   and normalises its chunk. A row per block would leave most SMs idle.
 #include <functional>
@@ -409,9 +409,10 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
 
 // The loop over the reduced axis that one thread of a column design runs: `r` from `first` in
 // steps of `step`, into `a`. Sums are compensated (Kahan): a thread walks R / step elements,
-// and a plain running sum of 4096 normals misses PyTorch's pairwise sum by 2e-4 (level1/17 at
-// full size failed its float64-calibrated tolerance so). nvcc keeps the compensation: without
-// --use_fast_math it does not reassociate, and contraction only fuses a multiply into an add.
+// and a plain running sum over thousands of them drifts from PyTorch's pairwise sum by more
+// than a float64-calibrated tolerance allows (benchmarks/results/policy-design-figures.json,
+// cuda-column-sum-compensated). nvcc keeps the compensation: without --use_fast_math it does
+// not reassociate, and contraction only fuses a multiply into an add.
 std::string column_loop(const Ctx& c, const std::string& op, const std::string& first, const std::string& step) {
   std::string k = "  float a = " + init(op) + ";\n";
   // Unrolled so that several loads are in flight while the adds wait for them.
@@ -463,8 +464,8 @@ Design column_per_thread(const Ctx& c, int block) {
 
 // Reductions only: a block of 32 neighbouring columns x `slices` threads, thread (x, y) reducing
 // rows y, y + slices, ... of column x; the slices' results meet in shared memory. One thread per
-// column gives level1/17 (64 x 512 columns of 4096) 32768 threads, an eighth of what an H200
-// keeps in flight, each with one load outstanding per step.
+// column leaves a GPU short of loads in flight where the columns are few (tens of thousands of
+// threads against the hundreds of thousands a large GPU keeps in flight) and the axis long.
 Design column_split(const Ctx& c, int slices) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string op = op_name(c.plan.reduce_op);
@@ -635,8 +636,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
     // a block per row leaves most of the GPU idle here.
     if (c.outer <= 1024 && c.r >= 32768)
       for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}}) v.push_back(layernorm_split(c, block, chunk));
-    // Long rows: a block per row first (512 threads won level1/12's rows of 8192 by 1.49x and
-    // level1/14's GroupNorm rows by 1.33x over a warp per row on the H200); short rows: warps.
+    // Long rows: a block per row first (a warp cannot keep enough loads in flight for such a row;
+    // seed action cuda.block-per-long-row has the figures); short rows: warps.
     const bool long_rows = c.r >= 4096;
     if (long_rows)
       for (int block : {512, 256, 128}) v.push_back(layernorm_rows(c, block, 1));
@@ -653,9 +654,9 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
     return v;
   }
   // Softmax: the designs that hold the row in registers (one read) before the online ones (two
-  // reads), and over long rows blocks before warps, the largest first. On an H100, level1/15
-  // (8192 rows of 16384): cached 1024-, 512- and 256-thread blocks 367-370 us; online 1024 418,
-  // 512 534, 256 551, 128 561, a warp per row 573.
+  // reads): softmax over long rows is memory-bound, so reading the row once wins. Over long rows
+  // blocks before warps, the largest first, for the loads in flight (seed action
+  // cuda.block-per-long-row; benchmarks/results/policy-design-figures.json, cuda-softmax-long-rows).
   const bool long_rows = !c.is_reduce && c.r >= 4096;
   auto warp_designs = [&](bool cached) {
     for (int warps : {4, 8})

@@ -31,8 +31,8 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += fmt::format("    const {} first = base + static_cast<{}>(threadIdx.x) * V;\n", idx, idx);
   k += gpu::scan_tile_parts(kCuda, "    ");
   // Each add of the two prefix passes is a two-sum (Knuth): s + e = a + b exactly, e kept in the
-  // _low partner. Rows of 4096 at atol 1e-5 left no room for their ten roundings at the row's
-  // magnitude (the OpenCL group-rows scan failed pt_cumsum_rows_bias and level1/28 so).
+  // _low partner. Long rows under a tight absolute tolerance leave no room for a dozen roundings
+  // at the row's magnitude (benchmarks/results/policy-design-figures.json, cuda-scan-two-sum).
   k += "    float incl = run, incl_low = 0.0f;  // inclusive prefix of the threads' totals within the warp\n";
   k += "#pragma unroll\n    for (int o = 1; o < 32; o <<= 1) {\n";
   k += "      const float t = __shfl_up_sync(0xffffffffu, incl, o), tl = __shfl_up_sync(0xffffffffu, incl_low, o);\n";

@@ -2,9 +2,9 @@
 // each operand is split into two TF32 numbers, x = big + small (big = x rounded to TF32, small =
 // the rest rounded to TF32), and A B = Ab Bb + Ab Bs + As Bb; the dropped As Bs is about 2^-22 of
 // each product. The tensor cores' own running sums are short, so each 32-deep slice of K sums
-// into fresh accumulators that are then added to FP32 registers: on the H200 the result is
-// closer to the float64 product than cuBLAS's FP32 SGEMM (max error / sum |a b| 2.9e-8 against
-// 1.3e-7 at 8192 x 4096 x 4096; tools/probe/gemm3xtf32.cu), at 95 TFLOP/s against 50.
+// into fresh accumulators that are then added to FP32 registers: the result is then closer to
+// the float64 product than cuBLAS's FP32 SGEMM, and faster (tools/probe/gemm3xtf32.cu measures
+// both; benchmarks/results/policy-design-figures.json, cuda-tf32x3-accuracy-rate).
 //
 // Per product: two split kernels write Ab, As ([batch][m][k]) and Bb, Bs ([batch][n][k]) to
 // buffers made in mblast_prepare (transposing A stored [k][m] or B stored [k][n] on the way),
@@ -276,15 +276,15 @@ std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::str
 }
 
 bool tf32x3_leads(const KernelPlan& plan) {
-  // Rates measured on the H100 and H200 (tools/probe/gemm3xtf32.cu): the 3xTF32 kernel at about
-  // 90 TFLOP/s, cuBLAS's SGEMM at 50; the split passes stream 12 bytes per operand element at
-  // about 3 TB/s. Level2/09's batched 2048 x 128 x 2048 products (split 0.54 ms, product 0.38 ms
-  // against SGEMM's 0.69 ms) and level1/02's 262144 x 256 x 1024 (2.6 ms against 2.7 ms) lose.
+  // An estimate, not a search: the product at the 3xTF32 kernel's rate plus the split passes (12
+  // bytes per operand element) at bandwidth, against SGEMM's rate. Where the split passes cost
+  // about as much as the product (narrow N or K), 3xTF32 loses. The rates are Hopper's, from
+  // tools/probe/gemm3xtf32.cu (benchmarks/results/policy-design-figures.json, cuda-tf32x3-leads).
   const double m = static_cast<double>(plan.m), n = static_cast<double>(plan.n), k = static_cast<double>(plan.k);
   const double batch = static_cast<double>(plan.batch), flops = 2 * batch * m * n * k;
   const double split_bytes = 12.0 * k * ((plan.a_batched ? batch : 1) * m + (plan.b_batched ? batch : 1) * n);
   const double x3_s = flops / 90e12 + split_bytes / 3e12, sgemm_s = flops / 50e12;
-  // At least 90 % of one wave of 128 x 256 tiles on 132 SMs (level3/03's 4096 x 1000 layer: 128).
+  // At least 90 % of one wave of 128 x 256 tiles on 132 SMs: a partial wave pays the whole prologue.
   const int64_t tiles = gpu::ceil_div(plan.m, kBm) * gpu::ceil_div(plan.n, 256) * plan.batch;
   return tiles >= 118 && plan.k >= 512 && x3_s < 0.8 * sgemm_s;
 }

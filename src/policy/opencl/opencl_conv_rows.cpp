@@ -4,8 +4,8 @@
 // vloadVW when the stride is 1 and the window lies inside the row; element by element, zero in
 // the padding, otherwise) and multiplies them by RC weights, so each input load feeds RC
 // vector FMAs and nothing goes through a temporary. This is how CPU libraries hold a block of
-// the output in registers; im2col + SGEMM through CLBlast was 0.15-0.63x of PyTorch (oneDNN) on
-// PoCL, where the column matrix costs more memory traffic than the products.
+// the output in registers; im2col + SGEMM loses to them on a CPU, where the column matrix costs
+// more memory traffic than the products (benchmarks/results/policy-design-figures.json, opencl-conv-rows-vs-im2col).
 //
 // Work-items are ordered (sample, channel block, output row, position block), positions
 // fastest. The epilogue (bias, batch norm, activations) is applied at the store, on the vectors
@@ -134,9 +134,10 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
 std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& problem) {
   const ConvShape& c = plan.conv;
   const int64_t cog = c.cout / c.groups;
-  // Channel blocks divide the group's output channels: 8 first (on PoCL 16 was 1.3x faster for a
-  // pointwise conv, 1.2-1.5x slower for level1/09's conv1d), then 16 or narrower. Rows shorter than a
-  // vector get narrower vectors only.
+  // Channel blocks divide the group's output channels: 8 first, then 16 or narrower (which of 8
+  // and 16 wins depends on the shape, and 8 is the safer start:
+  // benchmarks/results/policy-design-figures.json, opencl-conv-rows-channel-block). Rows shorter
+  // than a vector get narrower vectors only.
   std::vector<int> rcs;
   for (int rc : {8, 16, 4, 2, 1})
     if (cog % rc == 0 && rcs.size() < 2) rcs.push_back(rc);

@@ -224,12 +224,12 @@ std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& p
   for (int vec : {4, 8, 16})
     for (int wg : {0, 64, 256, -1}) v.push_back(vector_variant(plan, problem, vec, wg, false));
   // Math on floatN values, widest first, goes first on a CPU device: PoCL calls a vectorised
-  // Sleef routine for the whole vector, but a scalar one per element otherwise (level1/21's GELU,
-  // 1M elements: 12.0-12.6 ms for every scalar and per-lane variant, 3.9 / 2.0-2.7 / 1.3 ms for
-  // float4 / float8 / float16 math).
+  // Sleef routine for the whole vector, but a scalar one per element otherwise (seed action
+  // opencl.cpu-vector-math has the figures).
   //
-  // GELU's erf is then still most of the time (level1/21 on 2 cores: 1.3 ms for 1M elements where
-  // PyTorch takes 0.5 ms): a polynomial erf and one exp, before the built-in erf on a CPU.
+  // GELU's erf is then still most of the time, and PyTorch's CPU GELU is faster: a polynomial erf
+  // and one exp, before the built-in erf on a CPU (benchmarks/results/policy-design-figures.json,
+  // opencl-polynomial-erf).
   const bool erf = uses_erf(plan.expr);
   for (bool poly : {true, false})
     for (int vec : {16, 8, 4})

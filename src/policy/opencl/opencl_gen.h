@@ -48,7 +48,8 @@ struct Design {
   // temporary. Untimed (the ABI's preparation); a run without mblast_prepare does it first.
   std::vector<Launch> prepare_launches;
   // Tried before the kernel's other designs on a CPU device (designs_for): set by generators
-  // where PoCL measured it well ahead of their GPU-first order.
+  // for designs shaped for a CPU (a work-item per row, register blocks), which a GPU-first
+  // order would reach late.
   bool cpu_first = false;
 };
 
@@ -104,11 +105,10 @@ bool uses_erf(const Expr& e);
 // erf as a polynomial for PoCL's CPU devices, where the built-in (a vectorised Sleef erf) is the
 // most expensive part of a GELU: Abramowitz & Stegun 7.1.26, erf(x) = 1 - t (a1 + t (a2 + t (a3 +
 // t (a4 + t a5)))) e^(-x^2) with t = 1 / (1 + p|x|) for x >= 0, odd in x; |error| <= 1.5e-7 in
-// exact arithmetic, 5.3e-7 measured in float32 over [-6, 6]. PyTorch 1.13's CPU GELU evidently
-// uses the same approximation: on 200k points of [-6, 6] it agrees bitwise with this one on 81 %
-// and within 4.8e-7 elsewhere, and both have the same worst relative GELU error (2.2e-4 where
-// |gelu| > 1e-3). poly_erf_name(w) is the function for float (w = 1) or floatW, poly_erf_source(w)
-// its definition for the kernel source.
+// exact arithmetic. PyTorch 1.13's CPU GELU evidently uses the same approximation, so a GELU
+// built on it is as accurate as the reference it is checked against (the comparison:
+// benchmarks/results/policy-design-figures.json, opencl-polynomial-erf). poly_erf_name(w) is the
+// function for float (w = 1) or floatW, poly_erf_source(w) its definition for the kernel source.
 std::string poly_erf_name(int width);
 std::string poly_erf_source(int width);
 

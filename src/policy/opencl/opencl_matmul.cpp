@@ -168,7 +168,8 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   std::string s;
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
   // On each call the transpose is timed: 8x8 blocks through registers where they tile B (a work-item
-  // per element, its reads K apart, cost level1/04 small more than its product on pocl-cpu).
+  // per element reads K apart and can cost more than the product: benchmarks/results/policy-design-figures.json,
+  // opencl-transpose-blocked).
   const bool blocked = each_call && c.n % 8 == 0 && c.k % 8 == 0;
   if (blocked) {
     s += "// B [N][K] -> bpk [K][N] before the product on each call: an 8x8 block per work-item, eight rows of B\n";
@@ -216,8 +217,9 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
 
   Design d;
   d.family = each_call ? "opencl.matmul.transposed-row-vector" : packed ? "opencl.matmul.packed-row-vector" : "opencl.matmul.row-vector";
-  // First on a CPU device: on PoCL (matmul 256x384x512) these ran at 3.9-51x the naive kernel,
-  // the tiled start at 0.8x (its local memory and barriers cost a CPU without buying anything).
+  // First on a CPU device: the tiled start's local memory and barriers cost a CPU without buying
+  // anything, and vector rows are what its SIMD units want (benchmarks/results/policy-design-figures.json,
+  // opencl-matmul-row-vector-cpu-first).
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}};
   if (poly_erf) d.params["erf"] = "polynomial";
@@ -282,7 +284,7 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   };
   // With whole blocks of RN (a vector width) a row, a row's RN outputs start at a multiple of
   // RN: the epilogue on a float{RN} (its math per component, one vectorised call instead of RN
-  // scalar ones: level2/02's GELU epilogue was two thirds of the kernel's time on PoCL).
+  // scalar ones: seed action opencl.cpu-vector-math).
   const bool vector_epilogue = rn > 1 && c.n % rn == 0;
   for (int i = 0; i < rm; ++i) {
     const std::string row_in = c.m % rm != 0 ? fmt::format("mg * {} + {} < M", rm, i) : "";
@@ -381,10 +383,9 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   }
   // Column slabs (work-groups of every row group) where B is at least as wide as A is tall (B
   // the larger operand to stream) and such a work-group is small enough for any device (1024
-  // work-items): level3/03 small (four 64-row products) on pocl-cpu, 2 vCPUs, 4 x float16
-  // everywhere, one eval each: the implementation's work-groups 748-796 us, 2 slabs 631-674, 4
-  // slabs 635, half the rows per work-group (2 of them) 793, 12 small ones 713. Not for a tall A:
-  // level1/02 small (4096x64x128), 8 x float16: 328 us, 2 slabs 542.
+  // work-items): each work-group then streams a slab of B once for every row of A. Not for a tall
+  // A, where the implementation's work-groups already split the rows
+  // (benchmarks/results/policy-design-figures.json, opencl-matmul-column-slabs).
   // A row-vector design with the implementation's work-groups, after its slab variants (float16).
   auto row_vectors = [&](int vec, int rm, bool packed) {
     if (vec == 16 && c.n >= c.m)
@@ -394,16 +395,17 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     v.push_back(row_vector(c, vec, rm, packed));
   };
   if (!plan.b_transposed)
-    // The widest blocks first (they go first on a CPU): level2/14 small (256x384x512) on pocl-cpu,
-    // one eval each: 8 rows x float16 610 us, 4 x float16 636, 8 x float8 924, 1 x float4 6.5 ms.
+    // The widest blocks first (they go first on a CPU, whose SIMD units and caches want long
+    // vectors and several rows per load of B: benchmarks/results/policy-design-figures.json,
+    // opencl-matmul-widest-blocks).
     for (int vec : {16, 8, 4})
       for (int rm : {8, 4, 1})
         if (c.n % vec == 0 && c.m % rm == 0) row_vectors(vec, rm, false);
-  // nn.Linear's weight ([n, k], a parameter): transposed once at preparation, then the row-vector
-  // kernels, first on a CPU (level2/02 small, 128x384x512 + GELU, on pocl-cpu: dot-rows 577-610
-  // us, packed 8 x float16 342-345 us; level3/05's three products 723 -> 387 us).
+  // nn.Linear's weight ([n, k], a parameter): transposed once at preparation (untimed), then the
+  // row-vector kernels, first on a CPU, where they beat dot-rows over the untransposed weight
+  // (benchmarks/results/policy-design-figures.json, opencl-matmul-packed-weight).
   // With a GELU epilogue, the widest of them also with the polynomial erf, first.
-  // An input B^T (level1/04: A @ B.t() of two inputs) the same way, transposed on each call: a
+  // An input B^T (A @ B.t() of two inputs) the same way, transposed on each call: a
   // read and a write of B against a product that reads it M / rm times.
   if (plan.b_transposed && !plan.b_batched) {
     if (uses_erf(plan.expr) && c.n % 16 == 0 && c.m % 8 == 0) v.push_back(row_vector(c, 16, 8, true, true));
@@ -414,9 +416,8 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
   // A matrix-vector product's B ([k, 1]) is also a row along k: dot-rows, one column.
   const bool matvec = c.n == 1 && !plan.b_transposed;
   if ((plan.b_transposed || matvec) && !plan.a_transposed && c.batch <= 65535)
-    // Most rows per work-item first: level2/07 small (RMSNorm kernel, then a 128x384x512 matmul)
-    // on pocl-cpu, the whole two-kernel chain, fastest of the evals: with dot-rows 4x4 float8
-    // 308-313 us, 2x4 368, 1x4 513, 4x4 float16 349-354; with the 32x32 tiled matmul 7.3 ms.
+    // Most rows per work-item first: each load of a row of B then feeds more rows of A
+    // (benchmarks/results/policy-design-figures.json, opencl-matmul-dot-rows-order).
     for (auto [rm, rn] : {std::pair{4, 4}, std::pair{2, 4}, std::pair{1, 4}})
       for (int vec : {8, 16})
         v.push_back(dot_rows(c, vec, rm, matvec ? 1 : rn));

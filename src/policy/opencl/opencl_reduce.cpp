@@ -241,7 +241,7 @@ enum class RowStats {
 
 // Softmax with one work-item per row: the statistics (RowStats), then the write pass. The row
 // stays in the cache between passes, so on a CPU the exps are what costs: exp_stored computes
-// one per element (pocl-cpu, 1024x1024, float16: 412-575 us against two_pass's 565-742 us).
+// one per element (benchmarks/results/policy-design-figures.json, opencl-softmax-exp-stored).
 Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   const bool online = stats == RowStats::online;
   // log_softmax needs no exp in its write pass: only softmax stores them.
@@ -335,8 +335,8 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
 
   Design d;
   d.family = c.is_map ? "opencl.row-map.row-per-item" : "opencl.reduce.row-per-item";
-  // On a CPU device with rows enough for its cores, first: on PoCL (2-core VM, level1 small) a
-  // work-item per row beat the work-group start 3.8x (layernorm), 2.5x (mean), 3.6x (softmax).
+  // On a CPU device with rows enough for its cores, first: no barriers, and the row stays in one
+  // core's cache (seed action opencl.cpu-row-per-work-item has the figures).
   d.cpu_first = c.outer >= 64;
   d.params = {{"vec", vec}};
   if (!c.is_reduce && !c.is_map) d.params["online"] = online;
@@ -417,7 +417,7 @@ Design column_per_item(const Ctx& c, int wg) {
 // VW neighbouring columns per work-item (reductions, inner a multiple of VW), for CPU devices:
 // one vloadVW per step of the axis and floatVW accumulators (compensated for sums, lane by
 // lane), the epilogue on the vector. One column per work-item leaves the vectorising to PoCL,
-// which did not: level1/17 (sum over 256 of [16, 256, 128]) took 900 us, 2.3 GB/s.
+// which does not do it here (benchmarks/results/policy-design-figures.json, opencl-columns-vectorised).
 Design columns_vec(const Ctx& c, int vw) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string& op = c.plan.reduce_op;
@@ -546,8 +546,8 @@ Design norm_per_item(const Ctx& c, int vec) {
   k += "  const float rstd = rsqrt(var / (float)R + EPS);\n";
   if (c.r % vec == 0) {
     // The write pass on float{vec} values too, the epilogue's weight and bias loaded as vectors
-    // where they run along the row (a scalar pass with an index modulo per element took half
-    // of level1/11's time on pocl-cpu).
+    // where they run along the row: a scalar pass with an index modulo per element is as costly
+    // as the rest of the kernel (benchmarks/results/policy-design-figures.json, opencl-layernorm-vector-write).
     k += "  for (int v = 0; v < RV; ++v) {\n";
     k += vector_write(c, vec, fmt::format("(vload{}(v, row) - mean) * rstd", vec)) + "  }\n";
   } else {
@@ -589,8 +589,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
   if (plan.kind == "layernorm") {
     if (c.inner != 1) return v;
     for (int wg : {64, 128, 256}) v.push_back(norm_per_group(c, wg));
-    // Widest vectors first: on pocl-cpu (AVX2), level1/11 small (512 x 1024), the fastest of
-    // three evals each took 257-260 us at float16, 280-407 at float8, 341-359 at float4.
+    // Widest vectors first: fewer loads and instructions per element on a CPU's SIMD units
+    // (benchmarks/results/policy-design-figures.json, opencl-layernorm-widest-vectors).
     for (int vec : {16, 8, 4}) v.push_back(norm_per_item(c, vec));
     return v;
   }
@@ -609,8 +609,7 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
       }
     }
     // Softmax stores its exps first (the fewest exps for the same reads of a cached row), the
-    // widest vectors first: on pocl-cpu (AVX2), 1024x1024, the fastest of three evals each took
-    // 322-342 us at float16, 347-364 us at float8, 624-629 us at float4 (two-pass float16: 454-636).
+    // widest vectors first (benchmarks/results/policy-design-figures.json, opencl-softmax-exp-stored).
     if (!c.is_reduce && !c.is_log)
       for (int vec : {16, 8, 4}) v.push_back(row_per_item(c, vec, RowStats::exp_stored));
     for (int vec : {4, 8, 16}) {
