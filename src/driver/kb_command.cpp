@@ -52,12 +52,12 @@ json report_json(const kb::ImportReport& r) {
 void print_report(const kb::ImportReport& r, const std::string& what, const KbArgs& a) {
   if (a.json) {
     json j = report_json(r);
-    j["kb"] = kb_path(a).string();
+    j["kb"] = kb::redact_kb_location(kb_path(a).string());
     j["from"] = what;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{} -> {}\n", what, kb_path(a).string()) << report_line(r);
+  std::cout << fmt::format("{} -> {}\n", what, kb::redact_kb_location(kb_path(a).string())) << report_line(r);
   if (r.texts_kept_as_versions) std::cout << fmt::format("differing action texts kept as text versions: {}\n", r.texts_kept_as_versions);
   for (const auto& c : r.conflicts) std::cout << "conflict: " << c << "\n";
 }
