@@ -115,7 +115,6 @@ std::string postgresql_placeholders(std::string_view sql) {
 // ---- Database -------------------------------------------------------------------------------
 
 void Database::pg_connect(const std::string& url) {
-  pg_url_ = url;
   const char* keys[] = {"dbname", "connect_timeout", "fallback_application_name", nullptr};
   const char* values[] = {url.c_str(), "10", "mblast", nullptr};
   pg_ = PQconnectdbParams(keys, values, 1);

@@ -182,7 +182,6 @@ class Database {
 
   sqlite3* db_ = nullptr;
   pg_conn* pg_ = nullptr;
-  std::string pg_url_;                 // with the password, for reconnecting; never shown
   mutable bool pg_lost_tx_ = false;    // the connection died inside a transaction not yet ended
   std::filesystem::path file_;
   Mode mode_ = Mode::read_only;
