@@ -329,7 +329,8 @@ ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records)
     } catch (const KbFileError&) {
       throw;
     } catch (const Error& e) {
-      throw UserError(fmt::format("the records refer to rows they do not contain ({}); nothing was imported", e.what()));
+      throw UserError(
+          fmt::format("the records refer to rows they do not contain ({}); nothing was imported", e.what()));
     }
   } else {
     Statement fk(db, "PRAGMA foreign_key_check");

@@ -4,12 +4,11 @@
 // text (the server's extra_float_digits default gives the same back), so a KB holds the same
 // numbers on either engine. The URL's password is used to connect and never shown: file() and
 // every message carry redact_kb_location(url).
+#include <fmt/format.h>
 #include <libpq-fe.h>
 
 #include <cctype>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "mblast/kb/database.h"
 
@@ -181,12 +180,12 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
   const std::string detail = fmt::format("{} [{}{}]", msg, code.empty() ? "" : "SQLSTATE " + code + ": ", what);
   const bool lost = PQstatus(pg_) != CONNECTION_OK || code.starts_with("08") || code == "57P01" || code == "57P02";
   if (lost)
-    throw KbFileError(fmt::format("lost the connection to knowledge base {} ({}); {}. Check the server and run the "
-                                  "command again",
-                                  kb, msg,
-                                  pg_lost_tx_ ? "nothing of the unfinished transaction was committed"
-                                              : "nothing more was written"),
-                      SQLITE_IOERR);
+    throw KbFileError(
+        fmt::format("lost the connection to knowledge base {} ({}); {}. Check the server and run the "
+                    "command again",
+                    kb, msg,
+                    pg_lost_tx_ ? "nothing of the unfinished transaction was committed" : "nothing more was written"),
+        SQLITE_IOERR);
   if (code == "55P03" || code == "40P01" || code == "40001")
     throw KbFileError(fmt::format("knowledge base {} is locked by another writer (waited {} ms); nothing was "
                                   "written. Try again when it has finished, or wait longer with "
@@ -199,9 +198,9 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
                                   kb, detail),
                       SQLITE_READONLY);
   if (code == "53100")
-    throw KbFileError(fmt::format("the disk of the server holding knowledge base {} is full; nothing was written [{}]",
-                                  kb, detail),
-                      SQLITE_FULL);
+    throw KbFileError(
+        fmt::format("the disk of the server holding knowledge base {} is full; nothing was written [{}]", kb, detail),
+        SQLITE_FULL);
   throw Error(fmt::format("knowledge base {}: {}", kb, detail));
 }
 
@@ -219,7 +218,8 @@ void Database::pg_exec(std::string_view sql) {
   const bool idle = PQtransactionStatus(pg_) == PQTRANS_IDLE;
   PGresult* r = pg_round_trip(pg_, s, nullptr);
   if (PQstatus(pg_) != CONNECTION_OK) {
-    if (!idle) pg_lost_tx_ = true;
+    if (!idle)
+      pg_lost_tx_ = true;
     else {
       if (r) PQclear(r);
       pg_ensure_connected();
@@ -252,7 +252,8 @@ void Statement::pg_execute() {
   const bool idle = PQtransactionStatus(db.pg_) == PQTRANS_IDLE;
   PGresult* r = pg_round_trip(db.pg_, pg_sql_, &values);
   if (PQstatus(db.pg_) != CONNECTION_OK) {
-    if (!idle) db.pg_lost_tx_ = true;
+    if (!idle)
+      db.pg_lost_tx_ = true;
     else {  // one statement outside a transaction: nothing was half done; try it once more
       if (r) PQclear(r);
       db.pg_ensure_connected();

@@ -103,7 +103,8 @@ void record_one(KnowledgeBase& kb, std::mt19937_64& rng, const std::vector<std::
 }
 
 uint64_t kb_bytes(KnowledgeBase& kb) {
-  if (kb.db().is_postgresql()) return static_cast<uint64_t>(kb.db().query_int("SELECT pg_database_size(current_database())"));
+  if (kb.db().is_postgresql())
+    return static_cast<uint64_t>(kb.db().query_int("SELECT pg_database_size(current_database())"));
   kb.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
   return fs::file_size(kb.file());
 }

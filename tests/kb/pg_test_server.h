@@ -2,6 +2,7 @@
 // postgres_cli_test.cpp), and knowledge that is the same whichever engine holds it.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "kb_test_support.h"
 #include "mblast/kb/seed.h"
@@ -37,14 +36,17 @@ class PgServer {
 
   // Empty on success, else why the server could not start.
   std::string start() {
-    if (!std::filesystem::exists(std::filesystem::path(kPgBin) / "initdb")) return std::string(kPgBin) + "/initdb is missing (apt-get install postgresql)";
+    if (!std::filesystem::exists(std::filesystem::path(kPgBin) / "initdb"))
+      return std::string(kPgBin) + "/initdb is missing (apt-get install postgresql)";
     if (geteuid() == 0) {
-      if (!std::filesystem::exists("/usr/bin/setpriv")) return "running as root and setpriv is missing to run the server as nobody";
+      if (!std::filesystem::exists("/usr/bin/setpriv"))
+        return "running as root and setpriv is missing to run the server as nobody";
       as_user_ = "setpriv --reuid=65534 --regid=65534 --clear-groups -- ";
       if (chown(dir_.path().c_str(), 65534, 65534) != 0) return "cannot hand the scratch folder to nobody";
     }
     const std::string d = dir_.path().string();
-    if (sh(fmt("{}/initdb -D {}/data -A trust -U mblast --locale=C -E UTF8 --no-sync > {}/initdb.log 2>&1", kPgBin, d, d)) != 0)
+    if (sh(fmt("{}/initdb -D {}/data -A trust -U mblast --locale=C -E UTF8 --no-sync > {}/initdb.log 2>&1", kPgBin, d,
+               d)) != 0)
       return "initdb failed: " + pg_detail::slurp(dir_ / "initdb.log").substr(0, 400);
     if (!start_server()) return "pg_ctl start failed: " + pg_detail::slurp(dir_ / "server.log").substr(0, 400);
     running_ = true;
@@ -53,8 +55,10 @@ class PgServer {
 
   bool start_server() {
     const std::string d = dir_.path().string();
-    return sh(fmt("{}/pg_ctl -D {}/data -w -t 60 -l {}/server.log -o \"-k {} -c listen_addresses='' -c fsync=off\" start "
-                  "> /dev/null 2>&1", kPgBin, d, d, d)) == 0;
+    return sh(fmt(
+               "{}/pg_ctl -D {}/data -w -t 60 -l {}/server.log -o \"-k {} -c listen_addresses='' -c fsync=off\" start "
+               "> /dev/null 2>&1",
+               kPgBin, d, d, d)) == 0;
   }
   bool stop_server() {
     return sh(fmt("{}/pg_ctl -D {}/data -w -t 60 -m fast stop > /dev/null 2>&1", kPgBin, dir_.path().string())) == 0;
@@ -73,7 +77,8 @@ class PgServer {
     return url(name);
   }
   std::string url(const std::string& db, const std::string& password = "") const {
-    return "postgresql://mblast" + (password.empty() ? "" : ":" + password) + "@/" + db + "?host=" + dir_.path().string();
+    return "postgresql://mblast" + (password.empty() ? "" : ":" + password) + "@/" + db +
+           "?host=" + dir_.path().string();
   }
   const std::filesystem::path& dir() const { return dir_.path(); }
 
@@ -82,7 +87,9 @@ class PgServer {
   static std::string fmt(const char* f, const A&... a) {
     return ::fmt::format(::fmt::runtime(f), a...);
   }
-  int sh(const std::string& cmd) const { return std::system(("cd " + dir_.path().string() + " && " + as_user_ + cmd).c_str()); }
+  int sh(const std::string& cmd) const {
+    return std::system(("cd " + dir_.path().string() + " && " + as_user_ + cmd).c_str());
+  }
 
   ScratchDir dir_;
   std::string as_user_;
@@ -112,7 +119,7 @@ inline void fill(KnowledgeBase& kb) {
     StateRecord r;
     r.id = fmt::format("state{:02}", i);
     r.signature = signature("cuda", i % 3 ? "sm_90" : "sm_80", i % 3 ? "h100" : "a100", ops[i % 3],
-                                     bottlenecks[(i / 3) % 3], 0.5 + i * 0.7, 0.03 * i, 0.9 - 0.025 * i);
+                            bottlenecks[(i / 3) % 3], 0.5 + i * 0.7, 0.03 * i, 0.9 - 0.025 * i);
     r.text = "state " + std::to_string(i);
     r.provenance = {"learned", "test"};
     r.created_at = "2025-01-02T00:00:00.000Z";
@@ -124,8 +131,10 @@ inline void fill(KnowledgeBase& kb) {
       e.action_id = "cuda.test" + std::to_string((i + j) % 4);
       e.target = r.signature.target;
       e.correct = (i + j) % 5 != 0;
-      if (e.correct) e.speedup = 0.8 + 0.037 * ((i * 7 + j * 3) % 17);
-      else e.failure_kind = j == 2 ? "build_failed" : "wrong_output";
+      if (e.correct)
+        e.speedup = 0.8 + 0.037 * ((i * 7 + j * 3) % 17);
+      else
+        e.failure_kind = j == 2 ? "build_failed" : "wrong_output";
       e.critic_text = "critic " + e.id;
       e.provenance = {"learned", "test"};
       e.created_at = "2025-01-03T00:00:00.000Z";

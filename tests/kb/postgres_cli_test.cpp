@@ -2,13 +2,11 @@
 // written and retrieved, export, merge from a SQLite file; and a postgresql:// URL never becoming
 // a folder or showing its password. The server comes from pg_test_server.h.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "mblast/driver/cli.h"
 #include "mblast/kb/exchange.h"
@@ -19,9 +17,9 @@ namespace mblast::kb {
 namespace {
 
 using nlohmann::json;
+using testing::fill;
 using testing::PgServer;
 using testing::ScratchDir;
-using testing::fill;
 namespace fs = std::filesystem;
 
 class PostgresCli : public ::testing::Test {
@@ -97,11 +95,15 @@ TEST_F(PostgresCli, KbCommandsRoundTripExportAndMergeFromSqlite) {
     KnowledgeBase kb(url);
     EXPECT_EQ(kb.schema_version(), latest_schema_version());
     kb.add_target(testing::target("h100", "cuda", "sm_90"));
-    const auto s = testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
-    const auto actions = kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
+    const auto s =
+        testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
+    const auto actions =
+        kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
     ASSERT_FALSE(actions.empty());
-    const std::string e = testing::add_experience(kb, s, actions.front().id, "h100", true, 1.5, "", "__global__ void k() {}");
-    const auto again_ranked = kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
+    const std::string e =
+        testing::add_experience(kb, s, actions.front().id, "h100", true, 1.5, "", "__global__ void k() {}");
+    const auto again_ranked =
+        kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1));
     const auto it = std::find_if(again_ranked.begin(), again_ranked.end(),
                                  [&](const RankedAction& a) { return a.id == actions.front().id; });
     ASSERT_NE(it, again_ranked.end());

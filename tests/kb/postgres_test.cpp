@@ -5,10 +5,10 @@
 // engines, 16 concurrent writer processes losing nothing, concurrent critic edits all kept, a
 // writer killed mid-transaction, a server restarted mid-run; a URL never becomes a folder and
 // its password is never shown. The kb commands end to end: postgres_cli_test.cpp.
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
-
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,32 +16,31 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "pg_test_server.h"
 #include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
 #include "mblast/kb/seed.h"
+#include "pg_test_server.h"
 
 namespace mblast::kb {
 namespace {
 
 using nlohmann::json;
+using testing::fill;
 using testing::PgServer;
 using testing::Postgres;
 using testing::ScratchDir;
-using testing::fill;
 namespace fs = std::filesystem;
 
 // ---- without a server ------------------------------------------------------------------------
 
 TEST(PostgresUrl, PasswordIsRemovedWhereverAUrlIsShown) {
   EXPECT_EQ(redact_kb_location("postgresql://ann:s3cret@db.example:5433/kb"), "postgresql://ann@db.example:5433/kb");
-  EXPECT_EQ(redact_kb_location("postgres://ann@db/kb?password=s3cret&sslmode=require"), "postgres://ann@db/kb?sslmode=require");
+  EXPECT_EQ(redact_kb_location("postgres://ann@db/kb?password=s3cret&sslmode=require"),
+            "postgres://ann@db/kb?sslmode=require");
   EXPECT_EQ(redact_kb_location("postgresql://ann:p@ss@db/kb"), "postgresql://ann@db/kb");
   EXPECT_EQ(redact_kb_location("/home/ann/kb.sqlite"), "/home/ann/kb.sqlite");
   EXPECT_TRUE(is_postgresql_url("PostgreSQL://x@y/z"));
@@ -84,15 +83,20 @@ TEST_F(Postgres, SameTablesAndColumnsAsSqlite) {
   KnowledgeBase pg(url);
   KnowledgeBase lite = KnowledgeBase::in_memory();
   std::map<std::string, std::string> a, b;
-  Statement sl(lite.db(), "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk FROM sqlite_schema m, "
-                          "pragma_table_info(m.name) p WHERE m.type = 'table'");
-  const std::map<std::string, std::string> types = {{"INTEGER", "bigint"}, {"REAL", "double precision"}, {"TEXT", "text"}};
+  Statement sl(lite.db(),
+               "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk FROM sqlite_schema m, "
+               "pragma_table_info(m.name) p WHERE m.type = 'table'");
+  const std::map<std::string, std::string> types = {
+      {"INTEGER", "bigint"}, {"REAL", "double precision"}, {"TEXT", "text"}};
   while (sl.step())
-    a[sl.get_text(0) + "." + sl.get_text(1)] = types.at(sl.get_text(2)) + (sl.get_int(3) || sl.get_int(4) ? " not null" : "");
-  Statement sp(pg.db(), "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND table_name <> 'mblast_schema' "
-                        "AND NOT (table_name = 'states' AND column_name = 'rowid')");
-  while (sp.step()) b[sp.get_text(0) + "." + sp.get_text(1)] = sp.get_text(2) + (sp.get_text(3) == "NO" ? " not null" : "");
+    a[sl.get_text(0) + "." + sl.get_text(1)] =
+        types.at(sl.get_text(2)) + (sl.get_int(3) || sl.get_int(4) ? " not null" : "");
+  Statement sp(pg.db(),
+               "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+               "WHERE table_schema = current_schema() AND table_name <> 'mblast_schema' "
+               "AND NOT (table_name = 'states' AND column_name = 'rowid')");
+  while (sp.step())
+    b[sp.get_text(0) + "." + sp.get_text(1)] = sp.get_text(2) + (sp.get_text(3) == "NO" ? " not null" : "");
   EXPECT_EQ(a, b);
   EXPECT_GT(a.size(), 100u);
 }
@@ -195,7 +199,8 @@ TEST_F(Postgres, ConcurrentCriticEditsAreAllKeptNoneOverwritten) {
   for (int w = 0; w < kEditors; ++w)
     pids.push_back(spawn([&, w] {
       KnowledgeBase kb(url);
-      kb.add_text_version("action", "cuda.shared", "summary", "edit " + std::to_string(w), "critic", {"learned", "test"});
+      kb.add_text_version("action", "cuda.shared", "summary", "edit " + std::to_string(w), "critic",
+                          {"learned", "test"});
       return 0;
     }));
   for (pid_t pid : pids) {
@@ -216,7 +221,8 @@ TEST_F(Postgres, AWriterKilledMidTransactionLeavesNothingHalfWritten) {
     KnowledgeBase kb(url);
     kb.add_target(testing::target("h100", "cuda", "sm_90"));
     kb.add_action(testing::action("cuda.shared", "cuda"));
-    const auto s = testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.5, 0.1), "s0");
+    const auto s =
+        testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.5, 0.1), "s0");
     testing::add_experience(kb, s, "cuda.shared", "h100", true, 1.5);
   }
   int fds[2];
@@ -224,7 +230,8 @@ TEST_F(Postgres, AWriterKilledMidTransactionLeavesNothingHalfWritten) {
   const pid_t pid = spawn([&] {
     KnowledgeBase kb(url);
     Transaction tx(kb.db());
-    const auto s = testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.5, 0.1), "dying");
+    const auto s =
+        testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.5, 0.1), "dying");
     for (int i = 0; i < 10; ++i) testing::add_experience(kb, s, "cuda.shared", "h100", true, 2.0);
     (void)!write(fds[1], "x", 1);
     pause();  // killed here, before commit
