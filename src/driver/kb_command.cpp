@@ -30,7 +30,8 @@ fs::path kb_path(const KbArgs& a) { return a.kb.empty() ? kb::default_kb_path() 
 CLI::App* sub(CLI::App& kb, KbArgs& a, const std::string& name, const std::string& help, const std::string& example) {
   auto* c = kb.add_subcommand(name, help);
   c->footer("Example:\n  " + example);
-  c->add_option("--kb", a.kb, "Knowledge base file (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite; created on first use)");
+  c->add_option("--kb", a.kb, "Knowledge base file or postgresql://USER@HOST[:PORT]/DB (default: $MBLAST_KB, else "
+                "~/.local/share/mblast/kb.sqlite; created on first use)");
   c->add_flag("--json", a.json, "Print JSON for scripts");
   c->callback([&a, name] { a.command = name; });
   return c;

@@ -126,6 +126,11 @@ TEST_F(PostgresCli, KbCommandsRoundTripExportAndMergeFromSqlite) {
   ASSERT_EQ(merge.rc, 0) << merge.err;
   const Result merge2 = run_cli({"kb", "merge", (dir / "theirs.sqlite").string(), "--json"});
   ASSERT_EQ(merge2.rc, 0) << merge2.err;
+  const Result stats = run_cli({"kb", "stats", "--json"});
+  EXPECT_EQ(stats.rc, 0) << stats.err;
+  const Result show = run_cli({"kb", "show", "cuda.test1"});
+  EXPECT_EQ(show.rc, 0) << show.err;
+  EXPECT_NE(show.out.find("title of cuda.test1"), std::string::npos) << show.out;
   ::unsetenv("MBLAST_KB");
   KnowledgeBase kb(url);
   EXPECT_EQ(kb.db().query_int("SELECT count(*) FROM experiences"), 91);
