@@ -415,7 +415,7 @@ int kb_merge(const KbArgs& a) {
   kb::KnowledgeBase base(kb_path(a));
   if (fs::exists(a.file) && fs::exists(base.file()) && fs::equivalent(a.file, base.file()))
     throw UserError("merging a knowledge base into itself does nothing; name the other team's KB file");
-  print_report(kb::merge_from(base, a.file), a.file, a);
+  print_report(kb::merge_from(base, a.file), kb::redact_kb_location(a.file), a);
   return 0;
 }
 
@@ -424,13 +424,14 @@ int kb_diff(const KbArgs& a) {
   kb::KnowledgeBase other = kb::KnowledgeBase::snapshot_of(a.file);
   const kb::DiffReport d = kb::diff_records(kb::export_records(base), kb::export_records(other));
   if (a.json) {
-    std::cout << json{{"here", base.file().string()}, {"there", a.file}, {"identical", d.empty()},
-                      {"only_here", d.only_here}, {"only_there", d.only_there}, {"different", d.different}}.dump(2)
+    std::cout << json{{"here", base.file().string()}, {"there", kb::redact_kb_location(a.file)},
+                      {"identical", d.empty()}, {"only_here", d.only_here}, {"only_there", d.only_there}, {"different", d.different}}.dump(2)
               << "\n";
     return 0;
   }
   if (d.empty()) {
-    std::cout << fmt::format("{} and {} hold the same knowledge\n", base.file().string(), a.file);
+    std::cout << fmt::format("{} and {} hold the same knowledge\n", base.file().string(),
+                             kb::redact_kb_location(a.file));
     return 0;
   }
   const auto section = [&](const char* title, const std::map<std::string, std::vector<std::string>>& m) {
@@ -444,7 +445,7 @@ int kb_diff(const KbArgs& a) {
     }
   };
   section(fmt::format("only in {} (here):", base.file().string()).c_str(), d.only_here);
-  section(fmt::format("only in {} (there):", a.file).c_str(), d.only_there);
+  section(fmt::format("only in {} (there):", kb::redact_kb_location(a.file)).c_str(), d.only_there);
   section("in both, different:", d.different);
   return 0;
 }
@@ -497,11 +498,11 @@ void add_kb(CLI::App& app, KbArgs& a) {
 
   auto* merge = sub(*kb, a, "merge", "Join another KB file into this one: no duplicates, statistics counted once",
                     "mblast kb merge --kb ours.sqlite theirs.sqlite");
-  merge->add_option("other", a.file, "The other KB file (only read)")->required();
+  merge->add_option("other", a.file, "The other KB: a file or a postgresql:// URL (only read)")->required();
 
   auto* diff = sub(*kb, a, "diff", "What this KB has that another has not, and the reverse",
                    "mblast kb diff --kb ours.sqlite theirs.sqlite");
-  diff->add_option("other", a.file, "The other KB file (only read)")->required();
+  diff->add_option("other", a.file, "The other KB: a file or a postgresql:// URL (only read)")->required();
   diff->add_option("-n,--limit", a.limit, "Keys listed per kind")->capture_default_str();
 }
 

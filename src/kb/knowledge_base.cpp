@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
 #include "state_index.h"
 #include "mblast/tensor.h"
@@ -143,6 +144,16 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
 }
 
 KnowledgeBase KnowledgeBase::snapshot_of(const fs::path& file) {
+  if (looks_like_url(file.string())) {
+    // A server KB: one consistent read of it (export_records reads in one snapshot), imported
+    // into memory, so `kb merge` and `kb diff` work from a server as from a file.
+    OpenOptions o;
+    o.read_only = true;
+    KnowledgeBase server(file, o);
+    KnowledgeBase mem = in_memory();
+    import_records(mem, export_records(server));
+    return mem;
+  }
   if (!fs::exists(file))
     throw KbFileError(fmt::format("there is no knowledge base at {}", file.string()), SQLITE_CANTOPEN);
   Database src(file, Database::Mode::read_only, busy_timeout_from_env(-1));

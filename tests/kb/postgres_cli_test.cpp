@@ -126,6 +126,12 @@ TEST_F(PostgresCli, KbCommandsRoundTripExportAndMergeFromSqlite) {
   ASSERT_EQ(merge.rc, 0) << merge.err;
   const Result merge2 = run_cli({"kb", "merge", (dir / "theirs.sqlite").string(), "--json"});
   ASSERT_EQ(merge2.rc, 0) << merge2.err;
+  // And back: the server merged into a local SQLite KB, which then holds the same knowledge.
+  const Result back = run_cli({"kb", "merge", url, "--kb", (dir / "local.sqlite").string()});
+  ASSERT_EQ(back.rc, 0) << back.err;
+  const Result same = run_cli({"kb", "diff", url, "--kb", (dir / "local.sqlite").string(), "--json"});
+  ASSERT_EQ(same.rc, 0) << same.err;
+  EXPECT_TRUE(json::parse(same.out)["identical"].get<bool>()) << same.out;
   const Result stats = run_cli({"kb", "stats", "--json"});
   EXPECT_EQ(stats.rc, 0) << stats.err;
   const Result show = run_cli({"kb", "show", "cuda.test1"});
