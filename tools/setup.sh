@@ -12,8 +12,9 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   # C++ libraries of the design
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev libgtest-dev libgmock-dev
-  # the knowledge base
-  libsqlite3-dev
+  # the knowledge base: SQLite (the default), PostgreSQL through libpq (a team's KB on a server;
+  # the server package only for its tests, which start a cluster of their own)
+  libsqlite3-dev libpq-dev postgresql
   # the LLM client
   libcurl4-openssl-dev
   # OpenCL: ICD loader, headers, PoCL's CPU device

@@ -30,7 +30,8 @@ fs::path kb_path(const KbArgs& a) { return a.kb.empty() ? kb::default_kb_path() 
 CLI::App* sub(CLI::App& kb, KbArgs& a, const std::string& name, const std::string& help, const std::string& example) {
   auto* c = kb.add_subcommand(name, help);
   c->footer("Example:\n  " + example);
-  c->add_option("--kb", a.kb, "Knowledge base file (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite; created on first use)");
+  c->add_option("--kb", a.kb, "Knowledge base file or postgresql://USER@HOST[:PORT]/DB (default: $MBLAST_KB, else "
+                "~/.local/share/mblast/kb.sqlite; created on first use)");
   c->add_flag("--json", a.json, "Print JSON for scripts");
   c->callback([&a, name] { a.command = name; });
   return c;
@@ -52,12 +53,12 @@ json report_json(const kb::ImportReport& r) {
 void print_report(const kb::ImportReport& r, const std::string& what, const KbArgs& a) {
   if (a.json) {
     json j = report_json(r);
-    j["kb"] = kb_path(a).string();
+    j["kb"] = kb::redact_kb_location(kb_path(a).string());
     j["from"] = what;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << fmt::format("{} -> {}\n", what, kb_path(a).string()) << report_line(r);
+  std::cout << fmt::format("{} -> {}\n", what, kb::redact_kb_location(kb_path(a).string())) << report_line(r);
   if (r.texts_kept_as_versions) std::cout << fmt::format("differing action texts kept as text versions: {}\n", r.texts_kept_as_versions);
   for (const auto& c : r.conflicts) std::cout << "conflict: " << c << "\n";
 }
@@ -414,7 +415,7 @@ int kb_merge(const KbArgs& a) {
   kb::KnowledgeBase base(kb_path(a));
   if (fs::exists(a.file) && fs::exists(base.file()) && fs::equivalent(a.file, base.file()))
     throw UserError("merging a knowledge base into itself does nothing; name the other team's KB file");
-  print_report(kb::merge_from(base, a.file), a.file, a);
+  print_report(kb::merge_from(base, a.file), kb::redact_kb_location(a.file), a);
   return 0;
 }
 
@@ -423,13 +424,14 @@ int kb_diff(const KbArgs& a) {
   kb::KnowledgeBase other = kb::KnowledgeBase::snapshot_of(a.file);
   const kb::DiffReport d = kb::diff_records(kb::export_records(base), kb::export_records(other));
   if (a.json) {
-    std::cout << json{{"here", base.file().string()}, {"there", a.file}, {"identical", d.empty()},
-                      {"only_here", d.only_here}, {"only_there", d.only_there}, {"different", d.different}}.dump(2)
+    std::cout << json{{"here", base.file().string()}, {"there", kb::redact_kb_location(a.file)},
+                      {"identical", d.empty()}, {"only_here", d.only_here}, {"only_there", d.only_there}, {"different", d.different}}.dump(2)
               << "\n";
     return 0;
   }
   if (d.empty()) {
-    std::cout << fmt::format("{} and {} hold the same knowledge\n", base.file().string(), a.file);
+    std::cout << fmt::format("{} and {} hold the same knowledge\n", base.file().string(),
+                             kb::redact_kb_location(a.file));
     return 0;
   }
   const auto section = [&](const char* title, const std::map<std::string, std::vector<std::string>>& m) {
@@ -443,7 +445,7 @@ int kb_diff(const KbArgs& a) {
     }
   };
   section(fmt::format("only in {} (here):", base.file().string()).c_str(), d.only_here);
-  section(fmt::format("only in {} (there):", a.file).c_str(), d.only_there);
+  section(fmt::format("only in {} (there):", kb::redact_kb_location(a.file)).c_str(), d.only_there);
   section("in both, different:", d.different);
   return 0;
 }
@@ -496,11 +498,11 @@ void add_kb(CLI::App& app, KbArgs& a) {
 
   auto* merge = sub(*kb, a, "merge", "Join another KB file into this one: no duplicates, statistics counted once",
                     "mblast kb merge --kb ours.sqlite theirs.sqlite");
-  merge->add_option("other", a.file, "The other KB file (only read)")->required();
+  merge->add_option("other", a.file, "The other KB: a file or a postgresql:// URL (only read)")->required();
 
   auto* diff = sub(*kb, a, "diff", "What this KB has that another has not, and the reverse",
                    "mblast kb diff --kb ours.sqlite theirs.sqlite");
-  diff->add_option("other", a.file, "The other KB file (only read)")->required();
+  diff->add_option("other", a.file, "The other KB: a file or a postgresql:// URL (only read)")->required();
   diff->add_option("-n,--limit", a.limit, "Keys listed per kind")->capture_default_str();
 }
 

@@ -262,7 +262,8 @@ ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records)
     throw UserError("not a mblast KB export: the first record must be the header");
   Database& db = kb.db();
   Transaction tx(db);
-  db.exec("PRAGMA defer_foreign_keys = ON");  // text versions may name a parent later in the file
+  // Text versions may name a parent later in the file: check references at the end.
+  db.exec(db.is_postgresql() ? "SET CONSTRAINTS ALL DEFERRED" : "PRAGMA defer_foreign_keys = ON");
   std::map<std::string, Statement> inserts;
   for (size_t n = 1; n < records.size(); ++n) {
     const json& rec = records[n];
@@ -322,7 +323,16 @@ ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records)
       throw UserError(fmt::format("record {} ({} {}): {}; nothing was imported", n + 1, kind, record_key(rec), e.what()));
     }
   }
-  {
+  if (db.is_postgresql()) {
+    try {
+      db.exec("SET CONSTRAINTS ALL IMMEDIATE");  // checks every deferred reference now
+    } catch (const KbFileError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UserError(
+          fmt::format("the records refer to rows they do not contain ({}); nothing was imported", e.what()));
+    }
+  } else {
     Statement fk(db, "PRAGMA foreign_key_check");
     if (fk.step())
       throw UserError(fmt::format("the records refer to rows they do not contain (a row of {} refers to a missing "

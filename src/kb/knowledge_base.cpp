@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
 #include "state_index.h"
 #include "mblast/tensor.h"
@@ -87,6 +88,9 @@ KnowledgeBase::KnowledgeBase(Database db, bool created, int migrated_from)
 KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
     : db_([&] {
         const int busy = busy_timeout_from_env(o.busy_timeout_ms);
+        // A URL is a server (or a mistake): never a path whose folders we would create.
+        if (looks_like_url(file.string()))
+          return Database(file, o.read_only ? Database::Mode::read_only : Database::Mode::read_write_create, busy);
         if (o.read_only) {
           if (!fs::exists(file))
             throw KbFileError(fmt::format("there is no knowledge base at {}; create it with `mblast kb init --kb {}`",
@@ -109,7 +113,8 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
     // A WAL-mode file whose folder we may not write cannot even be read normally (SQLite must
     // create its -shm index); read it as an immutable snapshot, so queries on a shared,
     // read-only KB work. Writes then fail with the read-only error.
-    if ((e.code() != SQLITE_READONLY && e.code() != SQLITE_CANTOPEN) || !fs::exists(file)) throw;
+    if (db_.is_postgresql() || (e.code() != SQLITE_READONLY && e.code() != SQLITE_CANTOPEN) || !fs::exists(file))
+      throw;
     db_ = Database(file, Database::Mode::read_only_immutable, db_.busy_timeout_ms());
     statements_.clear();
     s = read_schema_state(db_);
@@ -119,11 +124,11 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
   migrated_from_ = s.user_version;
   // A connection SQLite opened read-only (the file is not writable) still serves reads of a
   // current KB; its first write fails with a clear KbFileError.
-  const bool writable = !o.read_only && !sqlite3_db_readonly(db_.handle(), "main");
+  const bool writable = !o.read_only && (db_.is_postgresql() || !sqlite3_db_readonly(db_.handle(), "main"));
   // Retrieval scans every state's signature: keep up to 64 MiB of pages in this connection
   // rather than re-reading them from the OS on every query.
-  db_.exec("PRAGMA cache_size = -65536");
-  if (writable) {
+  if (!db_.is_postgresql()) db_.exec("PRAGMA cache_size = -65536");
+  if (writable && !db_.is_postgresql()) {
     db_.exec("PRAGMA journal_mode = WAL");
     db_.exec("PRAGMA synchronous = FULL");  // a commit survives power loss, not only kill -9
   }
@@ -131,7 +136,7 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
     if (!writable)
       throw KbFileError(fmt::format("knowledge base {} has schema version {} and needs migrating to {}, but it is "
                                     "opened read-only; open it once with write access to upgrade it",
-                                    file.string(), s.user_version, target),
+                                    db_.file().string(), s.user_version, target),
                         SQLITE_READONLY);
     migrated_from_ = migrate(db_, migrations(), target);
     created_ = migrated_from_ == 0;
@@ -139,6 +144,16 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
 }
 
 KnowledgeBase KnowledgeBase::snapshot_of(const fs::path& file) {
+  if (looks_like_url(file.string())) {
+    // A server KB: one consistent read of it (export_records reads in one snapshot), imported
+    // into memory, so `kb merge` and `kb diff` work from a server as from a file.
+    OpenOptions o;
+    o.read_only = true;
+    KnowledgeBase server(file, o);
+    KnowledgeBase mem = in_memory();
+    import_records(mem, export_records(server));
+    return mem;
+  }
   if (!fs::exists(file))
     throw KbFileError(fmt::format("there is no knowledge base at {}", file.string()), SQLITE_CANTOPEN);
   Database src(file, Database::Mode::read_only, busy_timeout_from_env(-1));
@@ -190,7 +205,7 @@ KnowledgeBase& KnowledgeBase::operator=(KnowledgeBase&& o) noexcept {
 
 KnowledgeBase::~KnowledgeBase() { statements_.clear(); }
 
-int KnowledgeBase::schema_version() const { return static_cast<int>(db_.query_int("PRAGMA user_version")); }
+int KnowledgeBase::schema_version() const { return read_schema_state(db_).user_version; }
 
 Statement& KnowledgeBase::cached(const char* sql) {
   auto& slot = statements_[sql];
@@ -614,7 +629,8 @@ void KnowledgeBase::rebuild_policy_stats() {
       "sum_sq_log_speedup, best_speedup) "
       "SELECT s.cluster, e.action_id, t.backend || ':' || t.arch, count(*), sum(e.correct), "
       "sum(CASE WHEN e.correct = 1 AND e.speedup > 1.02 THEN 1 ELSE 0 END), "
-      "total(coalesce(e.log_speedup, 0.0)), total(coalesce(e.log_speedup * e.log_speedup, 0.0)), "
+      "coalesce(sum(coalesce(e.log_speedup, 0.0)), 0.0), "
+      "coalesce(sum(coalesce(e.log_speedup * e.log_speedup, 0.0)), 0.0), "
       "max(CASE WHEN e.correct = 1 THEN e.speedup END) "
       "FROM experiences e JOIN states s ON s.id = e.state_id JOIN targets t ON t.name = e.target "
       "GROUP BY 1, 2, 3");
@@ -622,6 +638,17 @@ void KnowledgeBase::rebuild_policy_stats() {
 }
 
 std::string KnowledgeBase::integrity_check() {
+  if (db_.is_postgresql()) {
+    // The server keeps its own pages consistent; what mblast can check is its derived table:
+    // policy statistics that disagree with the experiences they count.
+    const int64_t bad = db_.query_int(
+        "SELECT count(*) FROM (SELECT s.cluster, e.action_id, t.backend || ':' || t.arch AS family, count(*) AS n "
+        "FROM experiences e JOIN states s ON s.id = e.state_id JOIN targets t ON t.name = e.target "
+        "GROUP BY 1, 2, 3) x FULL JOIN policy_stats p ON p.cluster = x.cluster AND p.action_id = x.action_id "
+        "AND p.target_family = x.family WHERE p.tries IS DISTINCT FROM x.n");
+    return bad == 0 ? std::string("ok")
+                    : fmt::format("{} policy_stats rows disagree with the experiences they count", bad);
+  }
   Statement st(db_, "PRAGMA quick_check");
   return st.step() ? st.get_text(0) : std::string("no answer from quick_check");
 }

@@ -130,7 +130,7 @@ class Loop {
             {"backend", in_.target.backend},
             {"actor", actor_.name()},
             {"start", fs::absolute(in_.start).string()},
-            {"kb", (o_.kb_path.empty() ? kb::default_kb_path() : o_.kb_path).string()},
+            {"kb", kb::redact_kb_location((o_.kb_path.empty() ? kb::default_kb_path() : o_.kb_path).string())},
             {"options",
              {{"max_evals", o_.budget.max_evals}, {"max_steps", o_.budget.max_steps}, {"max_wall_s", o_.budget.max_wall_s},
               {"patience", o_.budget.patience}, {"sol_fraction", o_.budget.sol_fraction}, {"samples", o_.samples},

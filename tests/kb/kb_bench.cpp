@@ -4,6 +4,9 @@
 //   - write throughput with 8 concurrent writer processes (one experience, with its state,
 //     candidate and run, per transaction).
 // Usage: mblast_kb_bench [--experiences N] [--dir PATH] [--writers W] [--per-writer M] [--retrieval-only]
+//                        [--kb postgresql://USER@HOST/DB]
+//   --kb: a PostgreSQL KB instead of DIR/bench.sqlite; it must be an empty database (sizes are the
+//   database's, pg_database_size).
 //   --retrieval-only: reuse DIR/bench.sqlite from an earlier run; time retrieval only.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +103,8 @@ void record_one(KnowledgeBase& kb, std::mt19937_64& rng, const std::vector<std::
 }
 
 uint64_t kb_bytes(KnowledgeBase& kb) {
+  if (kb.db().is_postgresql())
+    return static_cast<uint64_t>(kb.db().query_int("SELECT pg_database_size(current_database())"));
   kb.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
   return fs::file_size(kb.file());
 }
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
   int n = 100000, writers = 8, per_writer = 200;
   bool retrieval_only = false;
   fs::path dir = fs::temp_directory_path() / ("mblast-kb-bench-" + std::to_string(getpid()));
+  std::string url;
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--retrieval-only")) retrieval_only = true;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -122,10 +128,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--writers")) writers = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--per-writer")) per_writer = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--kb")) url = argv[i + 1];
   }
   fs::create_directories(dir);
-  const fs::path file = dir / "bench.sqlite";
-  if (!retrieval_only) fs::remove(file);
+  const fs::path file = url.empty() ? dir / "bench.sqlite" : fs::path(url);
+  if (!retrieval_only && url.empty()) fs::remove(file);
   nlohmann::json report;
   std::mt19937_64 rng(1234);
   std::vector<std::vector<std::string>> actions(3);

@@ -7,8 +7,12 @@
 // do. Anything else (a bug, out of memory) throws Error. A failure inside a Transaction rolls it
 // back, so a KB is never left half-written.
 //
+// Two engines sit behind this API: SQLite (a file, the default) and PostgreSQL (a server, for a
+// team: `--kb postgresql://USER@HOST[:PORT]/DB`, through libpq). SQL is written once with `?`
+// placeholders; the PostgreSQL engine numbers them ($1, $2, ...) and exchanges values as text.
+//
 // Threading: a Database is one connection; use it from one thread at a time. Separate
-// processes and connections may share one file (WAL mode, busy timeout).
+// processes and connections may share one file (WAL mode, busy timeout) or one server.
 #pragma once
 
 #include <sqlite3.h>
@@ -18,10 +22,24 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mblast/error.h"
 
+struct pg_conn;    // libpq's PGconn
+struct pg_result;  // libpq's PGresult
+
 namespace mblast::kb {
+
+enum class Engine { sqlite, postgresql };
+
+// True for a KB location that names a PostgreSQL server (postgresql://... or postgres://...).
+bool is_postgresql_url(std::string_view location);
+// True for anything that looks like a URL (scheme://...): never to be taken as a file path.
+bool looks_like_url(std::string_view location);
+// The location as it may be shown: a URL without its password (and without a password=...
+// query parameter); a file path unchanged.
+std::string redact_kb_location(std::string_view location);
 
 // A locked, read-only, full, damaged or foreign KB file. code() is the primary SQLite result
 // code (SQLITE_BUSY, SQLITE_READONLY, SQLITE_FULL, SQLITE_CORRUPT, SQLITE_NOTADB, ...) or
@@ -36,6 +54,9 @@ class KbFileError : public UserError {
 };
 
 class Database;
+
+// `?` placeholders as PostgreSQL's $1, $2, ... (quoted text and identifiers are left alone).
+std::string postgresql_placeholders(std::string_view sql);
 
 // Throws KbFileError or Error for a failed call (rc is neither SQLITE_OK, SQLITE_ROW nor
 // SQLITE_DONE is the caller's test). Used by MBLAST_SQLITE_CHECK.
@@ -84,7 +105,7 @@ class Statement {
 
   // Advances; true when a row is ready. Throws on failure.
   bool step();
-  // Runs to completion (for INSERT/UPDATE); returns sqlite3_changes.
+  // Runs to completion (for INSERT/UPDATE); returns the number of rows changed.
   int run();
   void reset();  // keeps bindings; clears the cursor
 
@@ -97,8 +118,21 @@ class Statement {
   std::string_view get_view(int col) const;
 
  private:
+  // PostgreSQL: the statement is sent with its parameters on the first step(); the whole result
+  // is then held here and stepped through.
+  void pg_execute();
+  void pg_clear() noexcept;
+  int pg_rows() const;
+  int pg_changes() const;
+  const char* pg_value(int col) const;  // null for NULL
+  size_t pg_length(int col) const;
+
   const Database* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
+  std::string pg_sql_;                             // with $n placeholders
+  std::vector<std::optional<std::string>> pg_params_;
+  pg_result* pg_res_ = nullptr;
+  int pg_row_ = -1;
 };
 
 class Database {
@@ -108,7 +142,9 @@ class Database {
   enum class Mode { read_write_create, read_write, read_only, read_only_immutable };
 
   // Opens a connection with foreign keys on and a busy timeout; never creates parent folders.
-  // ":memory:" opens a private in-memory database.
+  // ":memory:" opens a private in-memory database. A postgresql:// URL connects to that server
+  // (the password, if any, from the URL, PGPASSWORD, ~/.pgpass or libpq's environment);
+  // busy_timeout_ms becomes its lock_timeout. file() is then the URL without its password.
   Database(const std::filesystem::path& file, Mode mode, int busy_timeout_ms);
   ~Database();
   Database(Database&& o) noexcept;
@@ -116,7 +152,10 @@ class Database {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  sqlite3* handle() const { return db_; }
+  Engine engine() const { return pg_ ? Engine::postgresql : Engine::sqlite; }
+  bool is_postgresql() const { return pg_ != nullptr; }
+  sqlite3* handle() const { return db_; }  // null for PostgreSQL
+  pg_conn* pg_handle() const { return pg_; }
   const std::filesystem::path& file() const { return file_; }
   int busy_timeout_ms() const { return busy_timeout_ms_; }
   bool read_only() const { return mode_ == Mode::read_only || mode_ == Mode::read_only_immutable; }
@@ -124,12 +163,26 @@ class Database {
   void exec(std::string_view sql);  // one or more statements without results
   Statement prepare(std::string_view sql) const { return Statement(*this, sql); }
   int64_t query_int(std::string_view sql) const;  // first column of the first row, 0 if none
-  bool in_transaction() const { return db_ && !sqlite3_get_autocommit(db_); }
+  bool in_transaction() const;
+  // Runs sql (no results wanted) and ignores any failure: rollbacks in destructors.
+  void exec_quietly(const char* sql) noexcept;
 
  private:
+  friend class Statement;
   void close() noexcept;
+  void pg_close() noexcept;
+  void pg_connect(const std::string& url);
+  void pg_exec(std::string_view sql);
+  void pg_exec_quietly(const char* sql) noexcept;
+  bool pg_in_transaction() const;
+  // A connection found broken outside a transaction is re-established once (a restarted
+  // server); inside one, the failure is reported and nothing of the transaction was committed.
+  void pg_ensure_connected() const;
+  [[noreturn]] void throw_pg_error(pg_result* res, const std::string& what) const;
 
   sqlite3* db_ = nullptr;
+  pg_conn* pg_ = nullptr;
+  mutable bool pg_lost_tx_ = false;    // the connection died inside a transaction not yet ended
   std::filesystem::path file_;
   Mode mode_ = Mode::read_only;
   int busy_timeout_ms_ = 0;

@@ -17,7 +17,11 @@ inline constexpr int64_t kApplicationId = 0x6d626b62;  // "mbkb"
 struct Migration {
   int version = 0;   // NNNN of the file name; versions run 1, 2, 3, ... without gaps
   std::string name;  // "0002_retrieval_indexes.sql"
-  std::string sql;
+  std::string sql;             // kb_schema/migrations/NNNN_name.sql (SQLite, and PostgreSQL when portable)
+  std::string postgresql_sql;  // kb_schema/migrations/postgresql/NNNN_name.sql, when the dialects differ
+  const std::string& sql_for(Engine e) const {
+    return e == Engine::postgresql && !postgresql_sql.empty() ? postgresql_sql : sql;
+  }
 };
 
 // The embedded migrations, in order. Checked once: a gap or duplicate is an Error.
@@ -29,7 +33,7 @@ int latest_schema_version();
 struct SchemaState {
   int64_t application_id = 0;
   int user_version = 0;
-  int tables = 0;  // rows in sqlite_schema of type 'table'
+  int tables = 0;  // rows in sqlite_schema of type 'table' (PostgreSQL: tables of the current schema)
 };
 SchemaState read_schema_state(const Database& db);
 
