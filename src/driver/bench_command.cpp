@@ -88,7 +88,8 @@ void add_bench(CLI::App& app, BenchArgs& a) {
                 "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")
       ->check(CLI::IsMember({"candidate", "generated"}))
       ->capture_default_str();
-  c->add_option("--llm", a.llm, "With --optimize: an LLM proposes (openai:MODEL, anthropic:MODEL, URL:MODEL; docs/llm.md)");
+  c->add_option("--llm", a.llm,
+                 "With --optimize: an LLM proposes (openai:MODEL, anthropic:MODEL, URL:MODEL; docs/llm.md)");
   c->add_option("--kb", a.kb, "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
 }
@@ -146,8 +147,8 @@ int run_bench(const BenchArgs& a) {
       json r = a.llm.empty() ? optimize_with_builtin(p, t, from, oo) : optimize_with_llm(p, t, from, oo, a.llm);
       CandidateChoice c;
       c.source = r["candidate"].get<std::string>();
-      c.origin = fmt::format("mblast optimize ({}, {} evaluations, run {}) from {}", r.value("policy", std::string("builtin")),
-                             r["evaluations"].get<int>(),
+      c.origin = fmt::format("mblast optimize ({}, {} evaluations, run {}) from {}",
+                             r.value("policy", std::string("builtin")), r["evaluations"].get<int>(),
                              r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
       c.details = {{"optimize_run", r["run"]}, {"report", r["report"]["json"]},
                    {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},

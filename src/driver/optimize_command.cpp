@@ -135,8 +135,9 @@ int runs_cost(const fs::path& root, bool as_json) {
     const json spend = run_spend(root, meta);
     if (!spend.is_object() || spend.empty()) continue;  // the builtin policy spends nothing
     const std::string model = spend.value("model", meta.value("actor", std::string("?")));
-    json row = {{"run", meta.value("id", "")}, {"problem", meta.value("problem", "")}, {"target", meta.value("target", "")},
-                {"model", model}, {"status", meta.value("status", "")}, {"by_role", spend.value("by_role", json::object())}};
+    json row = {{"run", meta.value("id", "")},        {"problem", meta.value("problem", "")},
+                {"target", meta.value("target", "")}, {"model", model},
+                {"status", meta.value("status", "")}, {"by_role", spend.value("by_role", json::object())}};
     add(row, spend);
     add(total, spend);
     add(by_model[model], spend);
@@ -144,15 +145,17 @@ int runs_cost(const fs::path& root, bool as_json) {
     runs.push_back(row);
   }
   if (as_json) {
-    std::cout << nlohmann::json({{"runs", runs}, {"by_role", by_role}, {"by_model", by_model}, {"total", total}}).dump(2)
-              << "\n";
+    const json all = {{"runs", runs}, {"by_role", by_role}, {"by_model", by_model}, {"total", total}};
+    std::cout << all.dump(2) << "\n";
     return 0;
   }
   auto line = [](const std::string& what, const json& s) {
-    return fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10.4f}\n", what, s.value("calls", 0LL), s.value("cached", 0LL),
-                       s.value("input_tokens", 0LL), s.value("output_tokens", 0LL), s.value("usd", 0.0));
+    return fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10.4f}\n", what, s.value("calls", 0LL),
+                       s.value("cached", 0LL), s.value("input_tokens", 0LL), s.value("output_tokens", 0LL),
+                       s.value("usd", 0.0));
   };
-  std::cout << fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10}\n", "", "calls", "cached", "input", "output", "USD");
+  std::cout << fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10}\n", "", "calls", "cached", "input", "output",
+                           "USD");
   for (const auto& r : runs) {
     std::cout << line(fmt::format("{} {} on {}", r.value("run", ""), r.value("problem", ""), r.value("target", "")), r);
     for (const auto& [role, s] : r["by_role"].items()) std::cout << line("    " + role, s);
@@ -350,7 +353,8 @@ nlohmann::json optimize_with_llm(const Problem& problem, const Target& target,
   loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string(), {}};
   if (!start) {
     if (variants.empty())
-      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
+      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name,
+                                  target.name, note));
     oi.start = take_first_variant_as_start(problem, ext, variants, &oi.fallback_starts);
   }
   llm::Client client(*config, llm::ClientOptions{});

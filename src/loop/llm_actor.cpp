@@ -130,7 +130,8 @@ std::string rules_text(const ActorContext& ctx, size_t max_actions) {
     if (a.cluster_stats.tries > 0)
       t += fmt::format("; in states like this one on this target family: {} tries, {} wins{}", a.cluster_stats.tries,
                        a.cluster_stats.wins,
-                       a.cluster_stats.best_speedup ? fmt::format(", best {:.2f}x", *a.cluster_stats.best_speedup) : "");
+                       a.cluster_stats.best_speedup ? fmt::format(", best {:.2f}x", *a.cluster_stats.best_speedup)
+                                                    : "");
     t += "\n";
   }
   return t.empty() ? "(no rules learned yet)\n" : t;
@@ -159,7 +160,8 @@ std::string memory_text(const ActorContext& ctx, size_t max_items) {
   size_t n = 0;
   for (const auto& r : ctx.recalled) {
     if (n++ == max_items) break;
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first->state_text == r.state_text; });
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& x) { return x.first->state_text == r.state_text; });
     if (g == groups.end()) g = groups.insert(groups.end(), {&r, {}});
     const std::string line = fmt::format("    {} -> {}{}\n", r.action, r.outcome,
                                          r.target == g->first->target ? "" : " (on " + r.target + ")");
@@ -185,8 +187,9 @@ std::string past_kernels_text(const ActorContext& ctx) {
     if (k.bandwidth_fraction) fractions += fmt::format("{:.2f} of peak bandwidth", *k.bandwidth_fraction);
     if (k.compute_fraction)
       fractions += fmt::format("{}{:.2f} of peak compute", fractions.empty() ? "" : ", ", *k.compute_fraction);
-    std::string head = fmt::format("### {}{} on {}{}{}\n", k.problem, k.same_problem ? " (this problem, an earlier run)" : "",
-                                   k.target, k.cost.empty() ? "" : ", " + k.cost,
+    std::string head = fmt::format("### {}{} on {}{}{}\n", k.problem,
+                                   k.same_problem ? " (this problem, an earlier run)" : "", k.target,
+                                   k.cost.empty() ? "" : ", " + k.cost,
                                    fractions.empty() ? "" : " (" + fractions + ")");
     const size_t head_tokens = estimate_tokens(head) + 4;
     t += head + "```\n" + fit_tokens(k.source, share > head_tokens ? share - head_tokens : 0) + "\n```\n";
@@ -482,8 +485,9 @@ Critique LlmCritic::critique(const CriticInput& in) {
                                     {"problem", problem_text(*in.problem)},
                                     {"before_measured", measured_text(in.parent->measured)},
                                     {"after_measured", measured_text(*in.after)},
-                                    {"diff", in.proposal->no_kernel ? "(the answer held no kernel)\n"
-                                                                    : line_diff(in.parent->source, in.proposal->source)},
+                                    {"diff", in.proposal->no_kernel
+                                                 ? "(the answer held no kernel)\n"
+                                                 : line_diff(in.parent->source, in.proposal->source)},
                                     {"before_state", in.parent->state_text},
                                     {"after_state", in.after->correct ? describe_state(*in.problem, *in.target, *in.after,
                                                                                        in.after_signature)

@@ -170,7 +170,8 @@ class Loop {
 
   void mark_failed(const std::string& why) {
     try {
-      store_.append_event({{"type", "stop"}, {"reason", why}, {"failed", true}, {"step", step_}, {"evaluations", evals_}});
+      store_.append_event(
+          {{"type", "stop"}, {"reason", why}, {"failed", true}, {"step", step_}, {"evaluations", evals_}});
       store_.meta()["status"] = "failed";
       store_.meta()["failure"] = why;
       store_.meta()["finished_at"] = kb::utc_now_iso();
@@ -298,7 +299,8 @@ class Loop {
       s.measured = evaluate_file(files[i]);
       // An unavailable target measured nothing: nothing of it goes to the KB.
       if (s.measured.failure_kind == "unavailable")
-        throw UserError(fmt::format("target {} is unavailable: {}", in_.target.name, first_error_line(s.measured.reason)));
+        throw UserError(
+            fmt::format("target {} is unavailable: {}", in_.target.name, first_error_line(s.measured.reason)));
       record_candidate(s, "");  // a failed start is knowledge too
       tried_.insert(s.id);
       if (!s.measured.correct) {
@@ -400,7 +402,8 @@ class Loop {
     ++evals_;
     if (infrastructure_failure(k.measured)) {
       if (k.measured.failure_kind == "unavailable")
-        throw Error(fmt::format("target {} became unavailable: {}", in_.target.name, first_error_line(k.measured.reason)));
+        throw Error(
+            fmt::format("target {} became unavailable: {}", in_.target.name, first_error_line(k.measured.reason)));
       // The runner failed, not the candidate: nothing for the KB to learn about the action.
       record_unmeasured(k, p, parent, "the runner failed; this is not the candidate's outcome and is not learned from");
       return;
@@ -474,8 +477,9 @@ class Loop {
   // events and the actor's feedback, not in the KB.
   void record_unmeasured(Known& k, const Proposal& p, const Known& parent, const std::string& why) {
     k.id = content_hash_hex(p.source);
-    const std::string text = fmt::format("{} [{}]: {}: {}", p.description.empty() ? p.family : p.description,
-                                         p.actions.empty() ? std::string("?") : p.actions[0], k.measured.failure_kind, why);
+    const std::string what = p.description.empty() ? p.family : p.description;
+    const std::string text = fmt::format("{} [{}]: {}: {}", what, p.actions.empty() ? std::string("?") : p.actions[0],
+                                         k.measured.failure_kind, why);
     feedback_.push_back(text);
     nlohmann::json e = known_event(k, "candidate");
     e["actions"] = p.actions;
@@ -485,8 +489,7 @@ class Loop {
     e["critic"] = text;
     e["not_learned"] = why;
     store_.append_event(e);
-    progress(fmt::format("  [-] {} -> {}: {}", p.description.empty() ? p.family : p.description, k.measured.failure_kind,
-                         first_error_line(k.measured.reason)));
+    progress(fmt::format("  [-] {} -> {}: {}", what, k.measured.failure_kind, first_error_line(k.measured.reason)));
     history_.push_back(std::move(k));
   }
 

@@ -114,7 +114,8 @@ TEST(Prompts, TheActorPromptCarriesTheMemory) {
 
   const RenderedPrompt p = actor_prompt(ctx, start, 1, "memory-bound", feedback_text(ctx), memory_sections(ctx));
   for (const char* needle :
-       {"elementwise kernels with tiny work items", "kernels that already saturate the cores", "5 tries, 4 correct, 3 wins",
+       {"elementwise kernels with tiny work items", "kernels that already saturate the cores",
+        "5 tries, 4 correct, 3 wins",
         "gave a wrong answer on pocl-cpu", "2 experiences", "opencl.images is excluded here: no image support",
         "memory-bound gelu at 0.12 of peak", "opencl.vector-load-store-128bit -> correct, 1.80x its parent",
         "gelu_best", "0.62 of peak bandwidth", "compute units: 8", "preferred float vector width: 8",

@@ -283,7 +283,19 @@ class LlmLoop(unittest.TestCase):
         fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
         wrong = naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)")
         r, env, args, server = self.run_case("opencl", "pocl-cpu", "openai", slow, fast, wrong)
+        n_before = len(server.requests())
         server.close()
+        # A replay on a timed target: the prompts carry times that differ from the recorded
+        # run's; the cache's replay key masks them, so every request is answered from it.
+        env = dict(env, MBLAST_KB=env["MBLAST_KB"] + ".replay")
+        p = subprocess.run(args + ["--replay"], env=env, capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        replay = json.loads(p.stdout)
+        self.assertFalse(replay["failed"])
+        self.assertEqual(replay["spend"]["calls"], 0)
+        self.assertGreater(replay["spend"]["cached"], 0)
+        self.assertEqual(replay["evaluations"], r["evaluations"], p.stderr[-5000:])
+        self.assertEqual(len(server.requests()), n_before)
 
     def test_rvv_qemu_anthropic_and_replay(self):
         fast = read(os.path.join(HOME, "problems", "relu", "candidates", "naive.rvv.c"))
@@ -426,6 +438,56 @@ class TrustedRuns(unittest.TestCase):
         shown = self.mblast("runs", "show", run["id"])
         self.assertEqual(shown.returncode, 0, shown.stderr)
         self.assertIn("FAILED", shown.stdout)
+
+
+class RepeatsAndCost(unittest.TestCase):
+    def test_repeats_are_asked_again_then_the_builtin_policy_steps_in_and_runs_cost_sums(self):
+        if subprocess.run([BIN, "targets"], capture_output=True, text=True).stdout.find("pocl-cpu") < 0:
+            self.skipTest("pocl-cpu is not a target here")
+        tmp = tempfile.mkdtemp(prefix="mblast-repeats-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key = "sk-test-" + "z" * 24
+        fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
+        # The model always gives the same kernel: new at step 1, a repeat from then on.
+        server = FakeServer(tmp, {"mode": "match", "responses": [
+            {"match": "[task: analyse", "text": "Elementwise and memory-bound."},
+            {"match": "[task: propose", "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp")},
+            {"match": "[task: critique", "text": "Fine."},
+            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        self.addCleanup(server.close)
+        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        with open(env["MBLAST_CONFIG"], "w") as f:
+            json.dump({"max_retries": 0}, f)
+        p = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu", "--llm",
+                            f"http://127.0.0.1:{server.port}/v1:fake-model", "--samples", "1", "--max-steps", "3",
+                            "--patience", "9", "--sol", "5", "--json", "--repeats", "3", "--min-time", "0.02",
+                            "--no-confirm"], env=env, capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        r = json.loads(p.stdout)
+        self.assertTrue(r["stop_reason"].startswith("step budget spent"), r["stop_reason"])
+        with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
+            events = [json.loads(line) for line in f]
+        stepped_in = [e for e in events if e.get("type") == "candidate"
+                      and e.get("description", "").startswith("the LLM repeated itself; builtin policy")]
+        self.assertGreaterEqual(len(stepped_in), 1, p.stderr[-3000:])
+        asked_again = [q for q in server.requests() if "repeated a candidate" in json.dumps(q["body"])]
+        self.assertGreaterEqual(len(asked_again), 1)
+        report_figures(self, r)
+
+        c = subprocess.run([BIN, "runs", "cost", "--json"], env=env, capture_output=True, text=True)
+        self.assertEqual(c.returncode, 0, c.stderr)
+        cost = json.loads(c.stdout)
+        self.assertEqual(cost["total"]["calls"], r["spend"]["calls"])
+        self.assertEqual(sum(v["calls"] for v in cost["by_role"].values()), r["spend"]["calls"])
+        for role in ("actor", "critic", "analysis"):
+            self.assertGreater(cost["by_role"][role]["calls"], 0, role)
+        self.assertEqual(list(cost["by_model"]), [r["spend"]["model"]])
+        self.assertEqual(cost["runs"][0]["run"], r["run"])
+        text = subprocess.run([BIN, "runs", "cost"], env=env, capture_output=True, text=True).stdout
+        self.assertIn("by role:", text)
+        self.assertIn("actor", text)
 
 
 if __name__ == "__main__":
