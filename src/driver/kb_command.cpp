@@ -411,13 +411,17 @@ int kb_import(const KbArgs& a) {
   std::ifstream in(a.file, std::ios::binary);
   if (!in) throw UserError(fmt::format("cannot read {}", a.file));
   const auto records = kb::read_jsonl(in, a.file);
-  kb::KnowledgeBase base(kb_path(a));
+  kb::OpenOptions as_given;
+  as_given.seed = false;  // a KB made by an import holds what the file holds, seed rows included
+  kb::KnowledgeBase base(kb_path(a), as_given);
   print_report(kb::import_records(base, records), a.file, a);
   return 0;
 }
 
 int kb_merge(const KbArgs& a) {
-  kb::KnowledgeBase base(kb_path(a));
+  kb::OpenOptions as_given;
+  as_given.seed = false;  // likewise for a KB made by a merge
+  kb::KnowledgeBase base(kb_path(a), as_given);
   if (fs::exists(a.file) && fs::exists(base.file()) && fs::equivalent(a.file, base.file()))
     throw UserError("merging a knowledge base into itself does nothing; name the other team's KB file");
   print_report(kb::merge_from(base, a.file), a.file, a);

@@ -489,6 +489,18 @@ class RepeatsAndCost(unittest.TestCase):
         self.assertIn("by role:", text)
         self.assertIn("actor", text)
 
+        # What the next run's first prompt would carry, from this KB: printed, nothing asked.
+        n = len(server.requests())
+        sp = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu",
+                             "--show-prompt", "--repeats", "3", "--min-time", "0.02"],
+                            env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(sp.returncode, 0, sp.stderr[-3000:])
+        self.assertEqual(len(server.requests()), n)
+        for needle in ("### system", "[task: propose step 1 sample 1]", "## Nearest earlier states",
+                       "opencl.thread-coarsening -> correct", "(this problem, an earlier run)", "compute units:",
+                       "## Learned rules", "## Constraints that apply here"):
+            self.assertIn(needle, sp.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
