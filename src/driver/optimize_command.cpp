@@ -1,6 +1,7 @@
 // `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
 #include "mblast/driver/optimize_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -125,6 +126,7 @@ int runs_cost(const fs::path& root, bool as_json) {
   using nlohmann::json;
   const char* fields[] = {"calls", "cached", "input_tokens", "output_tokens", "usd"};
   auto add = [&](json& into, const json& from) {
+    if (!into.is_object()) into = json::object();
     for (const char* f : fields) {
       if (std::string(f) == "usd") into[f] = into.value(f, 0.0) + from.value(f, 0.0);
       else into[f] = into.value(f, 0LL) + from.value(f, 0LL);
@@ -302,6 +304,8 @@ int run_optimize(const OptimizeArgs& args) {
   if (a.show_prompt) {
     loop::PromptPreview preview;
     o.confirm = false;
+    o.budget.sol_fraction = 1e9;  // the prompt is shown even for a start near the peak
+    o.budget.max_evals = std::max(o.budget.max_evals, 1);
     loop::optimize(oi, preview, *critic, o);
     std::cout << preview.prompt();
     return preview.prompt().empty() ? 1 : 0;

@@ -254,8 +254,8 @@ std::string line_diff(const std::string& before, const std::string& after, int c
   size_t i = 0, j = 0;
   while (i < n || j < m) {
     if (i < n && j < m && a[i] == b[j]) all.push_back({' ', a[i++]}), ++j;
-    else if (j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j])) all.push_back({'+', b[j++]});
-    else all.push_back({'-', a[i++]});
+    else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) all.push_back({'-', a[i++]});
+    else all.push_back({'+', b[j++]});
   }
   std::vector<bool> show(all.size(), false);
   for (size_t k = 0; k < all.size(); ++k)

@@ -718,7 +718,7 @@ class Loop {
     // before the reports, so that they count its LLM call and its text versions.
     nlohmann::json learned_texts = nlohmann::json::object();
     if (failure_.empty()) learned_texts = actor_.learn(kb_, in_.problem, in_.target, store_.events());
-    if (learned_texts.contains("note")) progress(learned_texts["note"].get<std::string>());
+    if (!learned_texts.value("note", std::string()).empty()) progress(learned_texts["note"].get<std::string>());
     const Known& start = start_known();
     const Known* best = ranking().front();
     Measured start_m = start.measured, best_m = best->measured;

@@ -355,7 +355,7 @@ class TrustedRuns(unittest.TestCase):
 
     def optimize_llm(self, port, *extra):
         return self.mblast("optimize", self.relu, "--target", "pocl-cpu", "--llm",
-                           f"http://127.0.0.1:{port}/v1:fake-model", "--max-steps", "2", "--samples", "2",
+                           f"http://127.0.0.1:{port}/v1:fake-model", "--max-steps", "2", "--samples", "2", "--sol", "5",
                            "--json", "--repeats", "3", "--min-time", "0.02", "--no-confirm", *extra)
 
     def test_an_actor_that_always_fails_fails_the_run(self):
@@ -418,7 +418,7 @@ class TrustedRuns(unittest.TestCase):
         # The actor's answer never comes in time: the run waits on the LLM when it is killed.
         server = self.server({"mode": "match", "responses": [{"delay_s": 120, "text": "late"}]})
         args = [BIN, "optimize", self.relu, "--target", "pocl-cpu", "--llm",
-                f"http://127.0.0.1:{server.port}/v1:fake-model", "--repeats", "3", "--min-time", "0.02"]
+                f"http://127.0.0.1:{server.port}/v1:fake-model", "--repeats", "3", "--min-time", "0.02", "--sol", "5"]
         proc = subprocess.Popen(args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.time() + 300
