@@ -65,7 +65,7 @@ std::string cache_key(const ProviderSpec& provider, const Request& request) {
 json replay_material(const json& material) {
   // Measured figures: decimals, and numbers with a unit of time, rate, share or speedup.
   static const std::regex decimal(R"(\b[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)");
-  static const std::regex with_unit(R"(\b[0-9]+(?:[eE][-+]?[0-9]+)?(?=\s?(?:ns|us|ms|s|GB/s|GFLOP/s|%|x)\b))");
+  static const std::regex with_unit(R"(\b[0-9]+(?:[eE][-+]?[0-9]+)?(?=\s?(?:(?:ns|us|ms|s|GB/s|GFLOP/s|x)\b|%)))");
   json m = material;
   for (auto& msg : m["messages"])
     if (msg.contains("content") && msg["content"].is_string()) {
