@@ -502,5 +502,43 @@ class RepeatsAndCost(unittest.TestCase):
             self.assertIn(needle, sp.stdout)
 
 
+class BenchWithAnLlm(unittest.TestCase):
+    def test_bench_optimize_takes_an_llm(self):
+        if subprocess.run([BIN, "targets"], capture_output=True, text=True).stdout.find("pocl-cpu") < 0:
+            self.skipTest("pocl-cpu is not a target here")
+        tmp = tempfile.mkdtemp(prefix="mblast-bench-llm-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key = "sk-test-" + "b" * 24
+        server = FakeServer(tmp, {"mode": "match", "responses": [
+            {"match": "[task: analyse", "text": "memory-bound"},
+            {"match": "[task: propose", "text": "ACTION: opencl.nothing\nPLAN: nothing\nno code today"},
+            {"match": "[task: critique", "text": "ok"},
+            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        self.addCleanup(server.close)
+        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        with open(env["MBLAST_CONFIG"], "w") as f:
+            json.dump({"max_retries": 0}, f)
+        spec = f"http://127.0.0.1:{server.port}/v1:fake-model"
+        p = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
+                            "--optimize", "--llm", spec, "--filter", "level1/23_relu", "--optimize-evals", "2",
+                            "--no-compile", "--min-time", "0.05", "--json", "--work", os.path.join(tmp, "work")],
+                           env=env, capture_output=True, text=True, timeout=900)
+        if p.returncode != 0 and "torch" in p.stderr:
+            self.skipTest("no PyTorch for the baseline: " + p.stderr[-300:])
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        (row,) = json.loads(p.stdout)["problems"]
+        self.assertTrue(row["correct"])
+        self.assertIn(spec, row["candidate"]["origin"])
+        self.assertGreater(row["candidate"]["details"]["spend"]["calls"], 0)
+        self.assertTrue(server.requests())
+        # --llm without --optimize is refused with a reason
+        bad = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
+                              "--llm", spec], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--llm goes with --optimize", bad.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
