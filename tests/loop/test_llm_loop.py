@@ -5,7 +5,13 @@ compatible server): the scripted actor answers with a faster candidate, one that
 compile (and a repair that still does not), one that is wrong, one with no code, and one
 request fails with HTTP 500. The test then checks the result, the KB (experiences, statistics,
 the constraint from the failed compile, the knowledge update), the requests' formats, and that
-a replay from the cache gives the same result with no request and zero spend.
+a replay from the cache gives the same result with no request and zero spend (on the timed
+pocl-cpu target too), and that report.md, report.json and --json agree.
+
+Issue 41 adds: runs CI can trust (a failed actor, a replay miss, a wrong start, an unavailable
+target and a killed process all end as failed runs, with a non-zero exit where there is one, and
+leave in the KB only what was measured); an LLM that repeats itself is asked again and then
+replaced by the builtin policy; `runs cost`; `--show-prompt`; `bench --optimize --llm`.
 
 Run by CTest with MBLAST_BIN and MBLAST_HOME set.
 """
