@@ -247,7 +247,8 @@ TEST(LlmCache, AReplayMatchesAPromptWhoseMeasuredFiguresDiffer) {
   o.cache_mode = CacheMode::normal;
   o.cache_dir = cache.path();
   Client first(config_for(server, "openai", "gpt-4o"), o);
-  EXPECT_FALSE(first.complete(simple_request("step 2: 1.23 ms at 0.41 of peak, 3 tries, 12 us, 2x, at 175% of peak")).from_cache);
+  const Request recorded = simple_request("step 2: 1.23 ms at 0.41 of peak, 3 tries, 12 us, 2x, at 175% of peak");
+  EXPECT_FALSE(first.complete(recorded).from_cache);
   // Another run on a timed target: the same prompt but for what was measured.
   const Request timed_again = simple_request("step 2: 1.31 ms at 0.39 of peak, 3 tries, 13 us, 3x, at 97% of peak");
   ClientOptions replay = o;

@@ -234,18 +234,21 @@ class LlmLoop(unittest.TestCase):
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE correct = 1 AND speedup > 1"), 1)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'build_failed'"), 2)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'wrong_output'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind IN ('abi_error', 'no_kernel')"), 0)
+                self.assertEqual(q("SELECT count(*) FROM experiences "
+                                   "WHERE failure_kind IN ('abi_error', 'no_kernel')"), 0)
                 self.assertEqual(q(f"SELECT count(*) FROM constraints WHERE action_id = '{backend}.loop-unroll'"), 1)
                 self.assertGreaterEqual(q("SELECT count(*) FROM policy_stats"), 3)
                 # an action the LLM named that the KB did not know became a learned action
                 self.assertEqual(q(f"SELECT count(*) FROM actions WHERE id = '{backend}.llm-{backend}.wrong-idea' "
                                    f"OR id = '{backend}.wrong-idea'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences WHERE critic_text LIKE '%Critic: The rewrite%'"), 4)
+                self.assertEqual(q("SELECT count(*) FROM experiences "
+                                   "WHERE critic_text LIKE '%Critic: The rewrite%'"), 4)
                 self.assertEqual(q("SELECT count(*) FROM text_versions WHERE field = 'when_helps' AND author LIKE '%fake-model%'"), 1)
                 # The reports and the printed result agree with each other and with the KB.
                 agree = report_figures(self, r)
                 self.assertEqual(agree["experiences"], q("SELECT count(*) FROM experiences"))
-                self.assertEqual(agree["constraints"], q("SELECT count(DISTINCT constraint_id) FROM constraint_evidence"))
+                self.assertEqual(agree["constraints"],
+                                 q("SELECT count(DISTINCT constraint_id) FROM constraint_evidence"))
                 self.assertGreaterEqual(agree["constraints"], 1)
                 self.assertEqual(agree["text_versions"], 1)
 
@@ -331,7 +334,8 @@ class TrustedRuns(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.key = "sk-test-" + "y" * 24
         self.env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
-                        MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
+                        MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"),
+                        MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
                         MBLAST_LLM_API_KEY=self.key, MBLAST_CONFIG=os.path.join(self.tmp, "config.json"))
         with open(self.env["MBLAST_CONFIG"], "w") as f:
             json.dump({"max_retries": 0}, f)
@@ -457,7 +461,8 @@ class RepeatsAndCost(unittest.TestCase):
         # The model always gives the same kernel: new at step 1, a repeat from then on.
         server = FakeServer(tmp, {"mode": "match", "responses": [
             {"match": "[task: analyse", "text": "Elementwise and memory-bound."},
-            {"match": "[task: propose", "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp")},
+            {"match": "[task: propose",
+             "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp")},
             {"match": "[task: critique", "text": "Fine."},
             {"match": "[task: update-knowledge]", "text": ""}]}, key)
         self.addCleanup(server.close)
