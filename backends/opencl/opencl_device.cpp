@@ -275,6 +275,8 @@ nlohmann::json OpenclDevice::describe() {
           {"driver_version", info_string(device_, CL_DRIVER_VERSION)},
           {"opencl_version", info_string(device_, CL_DEVICE_VERSION)},
           {"compute_units", info_value<cl_uint>(device_, CL_DEVICE_MAX_COMPUTE_UNITS)},
+          {"preferred_vector_width_float", info_value<cl_uint>(device_, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT)},
+          {"native_vector_width_float", info_value<cl_uint>(device_, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT)},
           {"global_mem_bytes", info_value<cl_ulong>(device_, CL_DEVICE_GLOBAL_MEM_SIZE)},
           {"cache_bytes", cache_bytes_}};
 }

@@ -88,6 +88,8 @@ void add_bench(CLI::App& app, BenchArgs& a) {
                 "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")
       ->check(CLI::IsMember({"candidate", "generated"}))
       ->capture_default_str();
+  c->add_option("--llm", a.llm,
+                 "With --optimize: an LLM proposes (openai:MODEL, anthropic:MODEL, URL:MODEL; docs/llm.md)");
   c->add_option("--kb", a.kb, "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
 }
@@ -129,6 +131,7 @@ int run_bench(const BenchArgs& a) {
     if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
   }
 
+  if (!a.llm.empty() && !a.optimize) throw UserError("--llm goes with --optimize");
   CandidateProvider provider = file_candidate_provider(a.candidates);
   if (a.optimize) {
     provider = [files = provider, &a, &o](const Problem& p, const Target& t, const std::string& level,
@@ -140,14 +143,16 @@ int run_bench(const BenchArgs& a) {
       oo.budget.max_evals = a.optimize_evals;
       oo.quiet = true;
       oo.eval = o.eval;  // the row may take the run's last evaluation (CandidateChoice::measured)
-      json r = optimize_with_builtin(p, t, start ? std::optional<fs::path>(start->source) : std::nullopt, oo);
+      const auto from = start ? std::optional<fs::path>(start->source) : std::nullopt;
+      json r = a.llm.empty() ? optimize_with_builtin(p, t, from, oo) : optimize_with_llm(p, t, from, oo, a.llm);
       CandidateChoice c;
       c.source = r["candidate"].get<std::string>();
-      c.origin = fmt::format("mblast optimize (builtin, {} evaluations, run {}) from {}", r["evaluations"].get<int>(),
+      c.origin = fmt::format("mblast optimize ({}, {} evaluations, run {}) from {}",
+                             r.value("policy", std::string("builtin")), r["evaluations"].get<int>(),
                              r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
       c.details = {{"optimize_run", r["run"]}, {"report", r["report"]["json"]},
                    {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},
-                   {"stop_reason", r["stop_reason"]},
+                   {"stop_reason", r["stop_reason"]}, {"spend", r.value("spend", json::object())},
                    {"seconds", {{"optimize", r.value("elapsed_s", 0.0)}, {"evaluate", r.value("evaluate_s", 0.0)},
                                 {"evaluate_split", r.value("evaluate_split", json::object())}}},
                    {"design", {{"family", r.value("best_family", "")}, {"params", r.value("best_params", json::object())},

@@ -66,13 +66,16 @@ void print_report(const kb::ImportReport& r, const std::string& what, const KbAr
 // ---- init ----
 
 int kb_init(const KbArgs& a) {
-  kb::KnowledgeBase base(kb_path(a));
+  kb::OpenOptions no_auto_seed;
+  no_auto_seed.seed = false;  // loaded below, as asked (--no-seed, --seed-dir), and reported
+  kb::KnowledgeBase base(kb_path(a), no_auto_seed);
   json out = {{"kb", base.file().string()}, {"schema_version", base.schema_version()}, {"created", base.created()},
               {"migrated_from", base.migrated_from()}};
   if (!a.no_seed) {
     const auto entries = a.seed_dir.empty() ? kb::embedded_seed() : kb::seed_from_dir(a.seed_dir);
     const kb::SeedReport r = kb::load_seed(base, entries);
     out["seed"] = {{"actions_added", r.actions_added}, {"actions_known", r.actions_known},
+                   {"actions_repaired", r.actions_repaired},
                    {"constraints_added", r.constraints_added}, {"text_versions_added", r.text_versions_added},
                    {"actions_per_backend", r.actions_per_backend}};
   }
@@ -94,6 +97,9 @@ int kb_init(const KbArgs& a) {
                                s["actions_added"].get<int>() + s["actions_known"].get<int>(), per,
                                s["actions_added"].get<int>(), s["actions_known"].get<int>(),
                                s["constraints_added"].get<int>(), s["text_versions_added"].get<int>());
+      if (s["actions_repaired"].get<int>() > 0)
+        std::cout << fmt::format("seed: {} actions a run had created without the seed's priors now have them\n",
+                                 s["actions_repaired"].get<int>());
     }
     std::cout << "integrity: " << integrity << "\n";
   }
@@ -406,13 +412,17 @@ int kb_import(const KbArgs& a) {
   std::ifstream in(a.file, std::ios::binary);
   if (!in) throw UserError(fmt::format("cannot read {}", a.file));
   const auto records = kb::read_jsonl(in, a.file);
-  kb::KnowledgeBase base(kb_path(a));
+  kb::OpenOptions as_given;
+  as_given.seed = false;  // a KB made by an import holds what the file holds, seed rows included
+  kb::KnowledgeBase base(kb_path(a), as_given);
   print_report(kb::import_records(base, records), a.file, a);
   return 0;
 }
 
 int kb_merge(const KbArgs& a) {
-  kb::KnowledgeBase base(kb_path(a));
+  kb::OpenOptions as_given;
+  as_given.seed = false;  // likewise for a KB made by a merge
+  kb::KnowledgeBase base(kb_path(a), as_given);
   if (fs::exists(a.file) && fs::exists(base.file()) && fs::equivalent(a.file, base.file()))
     throw UserError("merging a knowledge base into itself does nothing; name the other team's KB file");
   print_report(kb::merge_from(base, a.file), kb::redact_kb_location(a.file), a);

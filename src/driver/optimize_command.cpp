@@ -1,6 +1,7 @@
 // `mblast optimize` and `mblast runs` (include/mblast/driver/optimize_command.h).
 #include "mblast/driver/optimize_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -94,6 +95,7 @@ int print_result(const nlohmann::json& r, bool json) {
   if (json) {
     std::cout << r.dump(2) << "\n";
   } else {
+    if (r.value("failed", false)) std::cout << "FAILED: " << r.value("failure", "") << "\n";
     std::cout << fmt::format("{} on {}: {}\n", r.value("problem", ""), r.value("target", ""),
                              r.value("improved", false) ? fmt::format("{:.2f}x faster than the start", r.value("speedup", 1.0))
                                                         : r.value("note", std::string("the start is kept")));
@@ -102,7 +104,70 @@ int print_result(const nlohmann::json& r, bool json) {
     std::cout << "run:       " << r.value("run", "") << " (" << r.value("evaluations", 0) << " evaluations, "
               << r.value("stop_reason", "") << ")\n";
   }
-  return r.value("correct", false) ? 0 : 1;
+  // A failed run (its actor failed) is not a result CI may pass, whatever it kept.
+  return r.value("correct", false) && !r.value("failed", false) ? 0 : 1;
+}
+
+// The spend of one run: its report's, else (a run that did not finish) its last step's.
+nlohmann::json run_spend(const fs::path& root, const nlohmann::json& meta) {
+  const fs::path dir = root / meta.value("id", "");
+  auto report = nlohmann::json::parse(try_read_file(dir / "report.json").value_or(""), nullptr, false);
+  if (report.is_object() && report.contains("result")) return report["result"].value("spend", nlohmann::json::object());
+  nlohmann::json last = nlohmann::json::object();
+  try {
+    for (const auto& e : loop::RunStore::open(root, meta.value("id", "")).events())
+      if (e.value("type", "") == "step" && e.contains("spend")) last = e["spend"];
+  } catch (const UserError&) {
+  }
+  return last;
+}
+
+int runs_cost(const fs::path& root, bool as_json) {
+  using nlohmann::json;
+  const char* fields[] = {"calls", "cached", "input_tokens", "output_tokens", "usd"};
+  auto add = [&](json& into, const json& from) {
+    if (!into.is_object()) into = json::object();
+    for (const char* f : fields) {
+      if (std::string(f) == "usd") into[f] = into.value(f, 0.0) + from.value(f, 0.0);
+      else into[f] = into.value(f, 0LL) + from.value(f, 0LL);
+    }
+  };
+  json runs = json::array(), by_role = json::object(), by_model = json::object(), total = json::object();
+  for (const auto& meta : loop::list_runs(root)) {
+    const json spend = run_spend(root, meta);
+    if (!spend.is_object() || spend.empty()) continue;  // the builtin policy spends nothing
+    const std::string model = spend.value("model", meta.value("actor", std::string("?")));
+    json row = {{"run", meta.value("id", "")},        {"problem", meta.value("problem", "")},
+                {"target", meta.value("target", "")}, {"model", model},
+                {"status", meta.value("status", "")}, {"by_role", spend.value("by_role", json::object())}};
+    add(row, spend);
+    add(total, spend);
+    add(by_model[model], spend);
+    for (const auto& [role, r] : row["by_role"].items()) add(by_role[role], r);
+    runs.push_back(row);
+  }
+  if (as_json) {
+    const json all = {{"runs", runs}, {"by_role", by_role}, {"by_model", by_model}, {"total", total}};
+    std::cout << all.dump(2) << "\n";
+    return 0;
+  }
+  auto line = [](const std::string& what, const json& s) {
+    return fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10.4f}\n", what, s.value("calls", 0LL),
+                       s.value("cached", 0LL), s.value("input_tokens", 0LL), s.value("output_tokens", 0LL),
+                       s.value("usd", 0.0));
+  };
+  std::cout << fmt::format("{:<44} {:>6} {:>7} {:>10} {:>10} {:>10}\n", "", "calls", "cached", "input", "output",
+                           "USD");
+  for (const auto& r : runs) {
+    std::cout << line(fmt::format("{} {} on {}", r.value("run", ""), r.value("problem", ""), r.value("target", "")), r);
+    for (const auto& [role, s] : r["by_role"].items()) std::cout << line("    " + role, s);
+  }
+  std::cout << "by role:\n";
+  for (const auto& [role, s] : by_role.items()) std::cout << line("  " + role, s);
+  std::cout << "by model:\n";
+  for (const auto& [model, s] : by_model.items()) std::cout << line("  " + model, s);
+  std::cout << line(fmt::format("total ({} runs with an LLM)", runs.size()), total);
+  return 0;
 }
 
 }  // namespace
@@ -146,6 +211,8 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_flag("--replay", a.replay, "Answer every LLM request from the response cache; a miss is an error");
   c->add_flag("--no-cache", a.no_cache, "Neither read nor write the LLM response cache");
   c->add_option("--llm-timeout", a.llm_timeout, "Seconds per LLM request attempt (default: the config's, else 120)");
+  c->add_flag("--show-prompt", a.show_prompt,
+              "Measure the start and print the actor prompt the first step would send (no LLM is asked)");
   c->add_flag("--no-confirm", a.no_confirm, "Do not re-time the start and the best back to back at the end");
   c->add_option("--resume", a.resume, "Continue the run with this id (see `mblast runs list`)");
   c->add_flag("--json", a.json, "Print the final result as one JSON object");
@@ -203,7 +270,7 @@ int run_optimize(const OptimizeArgs& args) {
   const std::string ext = extension_for(oi.target.backend);
   std::string start_source = start_file ? read_file(*start_file) : "";
   std::optional<llm::LlmConfig> llm_config;
-  if (a.policy != "builtin") llm_config = llm::resolve_llm_config(a.llm, !a.replay);
+  if (a.policy != "builtin" && !a.show_prompt) llm_config = llm::resolve_llm_config(a.llm, !a.replay);
   if (a.policy == "llm" && !llm_config)
     throw UserError("--policy llm: no LLM is configured (give --llm SPEC, set MBLAST_LLM or the config file; docs/llm.md)");
   std::unique_ptr<llm::Client> client;
@@ -218,13 +285,13 @@ int run_optimize(const OptimizeArgs& args) {
     if (a.llm_timeout > 0) co.timeout_s = a.llm_timeout;
     client = std::make_unique<llm::Client>(*llm_config, co);
     std::fprintf(stderr, "mblast: actor and critic: %s (from %s)\n", llm_config->spec.c_str(), llm_config->source.c_str());
-  } else {
+  } else if (!a.show_prompt) {
     std::fprintf(stderr, "mblast: no LLM configured (--llm, $MBLAST_LLM or the config file): using the builtin policy\n");
   }
-  if (!client || !start_file) {
-    variants = loop::builtin_variants(oi.problem, oi.target, plan, start_source, ext, &note);
-    std::fprintf(stderr, "mblast: %s\n", note.c_str());
-  }
+  // The builtin policy's variants: the proposals with no LLM, the start when there is none, and
+  // an LLM's fallback when it only repeats itself.
+  variants = loop::builtin_variants(oi.problem, oi.target, plan, start_source, ext, &note);
+  if (!client || !start_file) std::fprintf(stderr, "mblast: %s\n", note.c_str());
   if (!start_file) {
     if (variants.empty())
       throw UserError(fmt::format("no starting candidate for {} on {}: give --start FILE (a correct {} candidate)",
@@ -234,27 +301,25 @@ int run_optimize(const OptimizeArgs& args) {
     start_file = take_first_variant_as_start(oi.problem, ext, variants, &oi.fallback_starts);
   }
   oi.start = *start_file;
+  if (a.show_prompt) {
+    loop::PromptPreview preview;
+    o.confirm = false;
+    o.budget.sol_fraction = 1e9;  // the prompt is shown even for a start near the peak
+    o.budget.max_evals = std::max(o.budget.max_evals, 1);
+    loop::optimize(oi, preview, *critic, o);
+    std::cout << preview.prompt();
+    return preview.prompt().empty() ? 1 : 0;
+  }
   if (client) {
-    actor = std::make_unique<loop::LlmActor>(*client);
+    auto llm_actor = std::make_unique<loop::LlmActor>(*client);
+    llm_actor->set_fallback(std::make_unique<loop::BuiltinActor>(std::move(variants), o.seed));
+    actor = std::move(llm_actor);
     critic = std::make_unique<loop::LlmCritic>(*client);
   } else {
     actor = std::make_unique<loop::BuiltinActor>(std::move(variants), o.seed);
   }
-  nlohmann::json r = loop::optimize(oi, *actor, *critic, o);
-  if (client) {
-    // What the run taught, as new versions of the actions' texts (never an overwrite).
-    kb::KnowledgeBase kb(o.kb_path.empty() ? kb::default_kb_path() : o.kb_path);
-    std::string update;
-    int written = loop::llm_knowledge_update(*client, kb, oi.problem, oi.target,
-                                             loop::RunStore::open(o.runs_dir.empty() ? loop::runs_root() : o.runs_dir,
-                                                                  r["run"].get<std::string>())
-                                                 .events(),
-                                             &update);
-    r["knowledge"]["text_versions_written"] = written;
-    r["spend"] = actor->spend();
-    if (!a.json) std::fprintf(stderr, "mblast: %s\n", update.c_str());
-  }
-  return print_result(r, a.json);
+  // The actor's knowledge update (an LLM's) runs inside the loop, before the reports are written.
+  return print_result(loop::optimize(oi, *actor, *critic, o), a.json);
 }
 
 bool builtin_generates(const Problem& problem, const Target& target) {
@@ -280,6 +345,29 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   return loop::optimize(oi, actor, critic, options);
 }
 
+nlohmann::json optimize_with_llm(const Problem& problem, const Target& target,
+                                 const std::optional<fs::path>& start, const loop::OptimizeOptions& options,
+                                 const std::string& llm_spec) {
+  auto config = llm::resolve_llm_config(llm_spec, true);
+  if (!config) throw UserError("--llm " + llm_spec + ": no LLM configured (docs/llm.md)");
+  const std::string ext = extension_for(target.backend);
+  std::string note;
+  auto variants = loop::builtin_variants(problem, target, policy::plan_kernel(problem), start ? read_file(*start) : "",
+                                         ext, &note);
+  loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string(), {}};
+  if (!start) {
+    if (variants.empty())
+      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name,
+                                  target.name, note));
+    oi.start = take_first_variant_as_start(problem, ext, variants, &oi.fallback_starts);
+  }
+  llm::Client client(*config, llm::ClientOptions{});
+  loop::LlmActor actor(client, !options.quiet);
+  actor.set_fallback(std::make_unique<loop::BuiltinActor>(std::move(variants), options.seed));
+  loop::LlmCritic critic(client);
+  return loop::optimize(oi, actor, critic, options);
+}
+
 void add_runs(CLI::App& app, RunsArgs& a) {
   auto* c = app.add_subcommand("runs", "List optimization runs, or show one's report");
   c->require_subcommand(1);
@@ -288,6 +376,9 @@ void add_runs(CLI::App& app, RunsArgs& a) {
   auto* show = c->add_subcommand("show", "A run's report (or its progress while it runs)");
   show->add_option("run", a.run, "Run id")->required();
   show->add_flag("--json", a.json, "As JSON (the report's JSON)");
+  auto* cost = c->add_subcommand("cost", "LLM spend summed by run, role (actor, critic, analysis, repair, knowledge "
+                                         "update) and model");
+  cost->add_flag("--json", a.json, "As JSON");
   c->footer("Runs live in $MBLAST_RUNS_DIR, else $XDG_DATA_HOME/mblast/runs, else ~/.local/share/mblast/runs.");
 }
 
@@ -303,7 +394,9 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
     if (all.empty()) std::cout << "no runs under " << root.string() << "\n";
     for (const auto& r : all) {
       const auto& res = r.value("result", nlohmann::json::object());
-      std::string outcome = r.value("status", "") != "finished"
+      std::string outcome = r.value("status", "") == "failed"
+                                ? "FAILED: " + r.value("failure", std::string("?"))
+                            : r.value("status", "") != "finished"
                                 ? r.value("status", "")
                                 : fmt::format("{:.2f}x, {} evals", res.value("speedup", 1.0), res.value("evaluations", 0));
       std::cout << fmt::format("{}  {:<24} {:<14} {:<10} {}\n", r.value("id", ""), r.value("problem", ""),
@@ -311,7 +404,10 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
     }
     return 0;
   }
+  if (runs->got_subcommand("cost")) return runs_cost(root, a.json);
   loop::RunStore run = loop::RunStore::open(root, a.run);
+  if (loop::run_process_gone(run.meta())) loop::list_runs(root);  // marks it failed
+  run = loop::RunStore::open(root, a.run);
   fs::path report = run.dir() / (a.json ? "report.json" : "report.md");
   if (fs::exists(report)) {
     std::cout << read_file(report);
@@ -321,6 +417,7 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
   nlohmann::json partial = {{"run", run.id()}, {"problem", run.meta().value("problem", "")},
                             {"target", run.meta().value("target", "")}, {"policy", run.meta().value("actor", "")},
                             {"stop_reason", "not finished (" + run.meta().value("status", std::string("?")) + ")"}};
+  if (run.meta().contains("failure")) partial["failure"] = run.meta()["failure"], partial["failed"] = true;
   auto events = run.events();
   if (a.json) std::cout << nlohmann::json({{"result", partial}, {"events", events}}).dump(2) << "\n";
   else std::cout << loop::report_markdown(partial, events);

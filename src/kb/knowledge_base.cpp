@@ -1,4 +1,5 @@
 #include "mblast/kb/knowledge_base.h"
+#include "mblast/kb/seed.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -140,6 +141,9 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
                         SQLITE_READONLY);
     migrated_from_ = migrate(db_, migrations(), target);
     created_ = migrated_from_ == 0;
+    // The seed is part of a new KB: the first run ranks by its priors, and an action a run
+    // names is the seed's row, never a "learned" copy of it without its priors.
+    if (created_ && o.seed && target == latest_schema_version()) load_seed(*this, embedded_seed());
   }
 }
 

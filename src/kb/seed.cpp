@@ -146,7 +146,18 @@ SeedReport load_seed(KnowledgeBase& kb, const std::vector<SeedEntry>& entries) {
   Transaction tx(kb.db());
   const int64_t versions_before = kb.db().query_int("SELECT count(*) FROM text_versions");
   for (const auto& e : entries) {
-    const bool known = kb.action(e.action.id).has_value();
+    const auto existing = kb.action(e.action.id);
+    const bool known = existing.has_value();
+    if (known && existing->provenance.kind != "seed") {
+      // A seed id a run created as "learned" (a KB made before the seed was loaded): the seed's
+      // priors, parameters and provenance are attached to it; its texts follow below as new
+      // versions. What was measured for it (experiences) is untouched.
+      Statement fix(kb.db(), "UPDATE actions SET parameters = ?, applies_to = ?, prior_log_speedup = ?, source = ?, "
+                             "provenance_id = ? WHERE id = ?");
+      fix.bind(1, e.action.parameters.dump()).bind(2, e.action.applies_to.dump()).bind(3, e.action.prior_log_speedup);
+      fix.bind(4, e.action.source).bind(5, kb.provenance_row(e.action.provenance)).bind(6, e.action.id).run();
+      ++r.actions_repaired;
+    }
     kb.add_action(e.action);
     (known ? r.actions_known : r.actions_added)++;
     for (const auto& b : e.action.backends) r.actions_per_backend[b]++;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <regex>
 #include <span>
 #include <sstream>
 
@@ -58,6 +59,25 @@ json cache_material(const ProviderSpec& provider, const Request& request) {
 
 std::string cache_key(const ProviderSpec& provider, const Request& request) {
   const std::string canonical = cache_material(provider, request).dump();  // keys sorted
+  return content_hash_hex(std::as_bytes(std::span(canonical.data(), canonical.size())));
+}
+
+json replay_material(const json& material) {
+  // Measured figures: decimals, and numbers with a unit of time, rate, share or speedup.
+  static const std::regex decimal(R"(\b[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)");
+  static const std::regex with_unit(R"(\b[0-9]+(?:[eE][-+]?[0-9]+)?(?=\s?(?:(?:ns|us|ms|s|GB/s|GFLOP/s|x)\b|%)))");
+  json m = material;
+  for (auto& msg : m["messages"])
+    if (msg.contains("content") && msg["content"].is_string()) {
+      std::string t = std::regex_replace(msg["content"].get<std::string>(), decimal, "#");
+      msg["content"] = std::regex_replace(t, with_unit, "#");
+    }
+  m["replay_key"] = true;  // never equal to an exact key's material
+  return m;
+}
+
+std::string replay_key(const json& replay_material) {
+  const std::string canonical = replay_material.dump();
   return content_hash_hex(std::as_bytes(std::span(canonical.data(), canonical.size())));
 }
 

@@ -145,7 +145,13 @@ Response Client::complete(const Request& request) {
 
   if (cache_) {
     std::string why;
-    if (auto hit = cache_->load(resp.cache_key, material, &why)) {
+    std::optional<CachedAnswer> hit = cache_->load(resp.cache_key, material, &why);
+    if (!hit && options_.cache_mode == CacheMode::replay) {
+      const nlohmann::json masked = replay_material(material);
+      std::string masked_why;
+      hit = cache_->load(replay_key(masked), masked, &masked_why);
+    }
+    if (hit) {
       resp.text = std::move(hit->text);
       resp.model = std::move(hit->model);
       resp.finish_reason = std::move(hit->finish_reason);
@@ -218,8 +224,10 @@ Response Client::complete(const Request& request) {
       resp.attempts = attempt;
       if (cache_) {
         try {
-          cache_->store(resp.cache_key, material,
-                        CachedAnswer{resp.text, resp.model, resp.finish_reason, u.input_tokens, u.output_tokens});
+          const CachedAnswer answer{resp.text, resp.model, resp.finish_reason, u.input_tokens, u.output_tokens};
+          cache_->store(resp.cache_key, material, answer);
+          const nlohmann::json masked = replay_material(material);
+          cache_->store(replay_key(masked), masked, answer);
         } catch (const Error& e) {
           spdlog::warn("{} (the answer is used, not cached)", e.what());
         }

@@ -27,6 +27,33 @@ std::string what_was_done(const Proposal& p) {
   return t;
 }
 
+bool wrong_answer(const std::string& kind) {
+  return kind == "wrong_output" || kind == "nan_or_inf" || kind == "input_modified" || kind == "nondeterministic" ||
+         kind == "unwritten_output" || kind == "out_of_bounds_write";
+}
+
+// What an outcome teaches about the action that caused it, as a demotion on this target for
+// problems of this op class (a slowdown: of this bottleneck too). Build failures are the KB's
+// own rule (KnowledgeBase::add_experience); failures of the machinery teach nothing.
+std::optional<kb::ConstraintRecord> lesson(const CriticInput& in, const std::string& what_happened) {
+  const Measured& after = *in.after;
+  kb::ConstraintRecord c;
+  c.effect = "demote";
+  c.predicate = {{"target", in.target->name}};
+  if (!in.problem->op_class.empty()) c.predicate["op_class"] = in.problem->op_class;
+  if (after.correct) {
+    if (!clearly_faster(in.parent->measured, after)) return std::nullopt;
+    if (!in.before.bottleneck.empty()) c.predicate["bottleneck"] = in.before.bottleneck;
+  } else if (after.failure_kind.empty() || after.failure_kind == "build_failed" || after.failure_kind == "abi_error" ||
+             after.failure_kind == "no_kernel" || after.failure_kind == "unavailable" ||
+             after.failure_kind == "runner_error") {
+    return std::nullopt;
+  }
+  c.text = what_happened;
+  if (c.text.size() > 400) c.text = c.text.substr(0, 397) + "...";
+  return c;
+}
+
 }  // namespace
 
 std::string scrub_build_paths(const std::string& log) {
@@ -67,15 +94,19 @@ Critique RuleCritic::critique(const CriticInput& in) {
       if (!line.empty()) detail = line;
       c.text = fmt::format("{} did not build on {} ({}): {}. Avoid this construct on this target or fix it before "
                            "retrying.", done, in.target->name, after.failure_kind, detail);
-    } else if (after.failure_kind == "wrong_output" || after.failure_kind == "nan_or_inf" ||
-               after.failure_kind == "input_modified" || after.failure_kind == "nondeterministic" ||
-               after.failure_kind == "unwritten_output" || after.failure_kind == "out_of_bounds_write") {
+    } else if (wrong_answer(after.failure_kind)) {
       c.text = fmt::format("{} gave a wrong answer on {} ({}): {}. Correctness comes first: the rewrite changed the "
                            "result; check index math, reductions' order and precision.", done, in.target->name,
                            after.failure_kind, detail);
+      if (auto l = lesson(in, fmt::format("gave a wrong answer on {} for {} ({}): {}", in.target->name,
+                                          in.problem->op_class, after.failure_kind, first_error_line(detail))))
+        c.constraints.push_back(*l);
     } else {
       c.text = fmt::format("{} failed on {} ({}): {}.", done, in.target->name,
                            after.failure_kind.empty() ? "failed" : after.failure_kind, detail);
+      if (auto l = lesson(in, fmt::format("failed on {} for {} ({}): {}", in.target->name, in.problem->op_class,
+                                          after.failure_kind, first_error_line(detail))))
+        c.constraints.push_back(*l);
     }
     return c;
   }
@@ -86,7 +117,14 @@ Critique RuleCritic::critique(const CriticInput& in) {
       fraction_move("vector-instruction fraction", before.vector_fraction, after.vector_fraction)};
   std::string verdict;
   if (clearly_faster(after, before)) verdict = fmt::format("{:.2f}x faster", speedup);
-  else if (clearly_faster(before, after)) verdict = fmt::format("{:.2f}x slower", 1 / speedup);
+  else if (clearly_faster(before, after)) {
+    verdict = fmt::format("{:.2f}x slower", 1 / speedup);
+    if (auto l = lesson(in, fmt::format("made a {}{} kernel {:.2f}x slower on {} ({} -> {})",
+                                        in.before.bottleneck.empty() ? "" : in.before.bottleneck + "-bound ",
+                                        in.problem->op_class, 1 / speedup, in.target->name,
+                                        format_cost(before.cost, before.unit), format_cost(after.cost, after.unit))))
+      c.constraints.push_back(*l);
+  }
   else verdict = fmt::format("no clear change ({:.2f}x, within noise)", speedup);
   c.text = fmt::format("{}: {} ({} -> {})", done, verdict, format_cost(before.cost, before.unit),
                        format_cost(after.cost, after.unit));

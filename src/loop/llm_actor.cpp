@@ -1,8 +1,11 @@
 // The LLM as actor, critic and knowledge editor (include/mblast/loop/llm_actor.h).
 #include "mblast/loop/llm_actor.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -102,26 +105,216 @@ std::string target_text(const Target& t) {
   return s + "description: " + spec + "\n";
 }
 
-std::string knowledge_text(const ActorContext& ctx, size_t max_actions, size_t max_states) {
+std::string knowledge_text(const ActorContext& ctx, size_t max_actions) {
   std::string t;
   size_t n = 0;
   for (const auto& a : ctx.ranked) {
     if (a.excluded) continue;
     if (n++ == max_actions) break;
-    t += fmt::format("- {} ({}): {}. {} Expected {:.2f}x from {} tries ({} on this target, {} transferred).", a.id,
+    t += fmt::format("- {} ({}): {}. {} Expected {:.2f}x from {} tries ({} on this target, {} transferred).\n", a.id,
                      a.provenance, a.title, a.summary, a.expected_speedup(), a.tries, a.same_target_tries,
                      a.transferred_tries);
-    for (const auto& c : a.constraints) t += fmt::format(" Constraint ({}): {}.", c.effect, c.text);
+  }
+  return t.empty() ? "(nothing ranked)\n" : t;
+}
+
+std::string rules_text(const ActorContext& ctx, size_t max_actions) {
+  std::string t;
+  size_t n = 0;
+  for (const auto& a : ctx.ranked) {
+    if (a.excluded) continue;
+    if (n++ == max_actions) break;
+    t += fmt::format("- {}: helps when {} | hurts when {} | evidence: {} tries, {} correct, {} wins", a.id,
+                     a.when_helps.empty() ? "(not known)" : a.when_helps,
+                     a.when_hurts.empty() ? "(not known)" : a.when_hurts, a.tries, a.correct, a.wins);
+    if (a.cluster_stats.tries > 0)
+      t += fmt::format("; in states like this one on this target family: {} tries, {} wins{}", a.cluster_stats.tries,
+                       a.cluster_stats.wins,
+                       a.cluster_stats.best_speedup ? fmt::format(", best {:.2f}x", *a.cluster_stats.best_speedup)
+                                                    : "");
     t += "\n";
   }
-  if (t.empty()) t = "(nothing ranked)\n";
-  n = 0;
-  for (const auto& s : ctx.nearest) {
-    if (n++ == max_states) break;
-    t += fmt::format("- a similar state seen before{} (distance {:.2f}): {}\n", s.same_target ? " on this target" : "",
-                     s.distance, s.text);
+  return t.empty() ? "(no rules learned yet)\n" : t;
+}
+
+std::string constraints_text(const ActorContext& ctx) {
+  std::string t;
+  std::set<std::string> seen;
+  for (const auto& a : ctx.ranked) {
+    if (a.excluded) {
+      t += fmt::format("- {} is excluded here: {}\n", a.id, a.excluded_reason);
+      continue;
+    }
+    for (const auto& c : a.constraints)
+      if (seen.insert(c.id).second)
+        t += fmt::format("- {} ({}, {}{}): {}\n", a.id, c.effect, c.provenance,
+                         c.evidence ? fmt::format(", {} experiences", c.evidence) : "", c.text);
+  }
+  return t.empty() ? "(none)\n" : t;
+}
+
+std::string memory_text(const ActorContext& ctx, size_t max_items) {
+  // Grouped by the state's text: the same state measured in several runs is one entry, with
+  // every action taken from it.
+  std::vector<std::pair<const ActorContext::Recalled*, std::vector<std::string>>> groups;
+  size_t n = 0;
+  for (const auto& r : ctx.recalled) {
+    if (n++ == max_items) break;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& x) { return x.first->state_text == r.state_text; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {&r, {}});
+    const std::string line = fmt::format("    {} -> {}{}\n", r.action, r.outcome,
+                                         r.target == g->first->target ? "" : " (on " + r.target + ")");
+    if (std::find(g->second.begin(), g->second.end(), line) == g->second.end()) g->second.push_back(line);
+  }
+  std::string t;
+  for (const auto& [r, lines] : groups) {
+    t += fmt::format("- from a state{}{} (weight {:.2f}): {}\n",
+                     r->same_problem ? " of this problem" : r->problem.empty() ? "" : " of " + r->problem,
+                     r->same_target ? " on this target" : " on " + r->target, r->weight, r->state_text);
+    for (const auto& l : lines) t += l;
+  }
+  return t.empty() ? "(no earlier state is near this one)\n" : t;
+}
+
+std::string past_kernels_text(const ActorContext& ctx) {
+  // Each kernel gets an equal share of the section's budget, so the nearest is not the only one.
+  if (ctx.past_kernels.empty()) return "(none yet on this backend)\n";
+  const size_t share = section_budget_tokens("past_kernels") / ctx.past_kernels.size();
+  std::string t;
+  for (const auto& k : ctx.past_kernels) {
+    std::string fractions;
+    if (k.bandwidth_fraction) fractions += fmt::format("{:.2f} of peak bandwidth", *k.bandwidth_fraction);
+    if (k.compute_fraction)
+      fractions += fmt::format("{}{:.2f} of peak compute", fractions.empty() ? "" : ", ", *k.compute_fraction);
+    std::string head = fmt::format("### {}{} on {}{}{}\n", k.problem,
+                                   k.same_problem ? " (this problem, an earlier run)" : "", k.target,
+                                   k.cost.empty() ? "" : ", " + k.cost,
+                                   fractions.empty() ? "" : " (" + fractions + ")");
+    const size_t head_tokens = estimate_tokens(head) + 4;
+    t += head + "```\n" + fit_tokens(k.source, share > head_tokens ? share - head_tokens : 0) + "\n```\n";
   }
   return t;
+}
+
+std::string target_facts_text(const ActorContext& ctx) {
+  const Known* k = ctx.beam.empty() ? ctx.start : ctx.beam.front();
+  if (!k || !k->measured.eval.is_object()) return "(not measured)\n";
+  const nlohmann::json& e = k->measured.eval;
+  std::string t;
+  if (e.contains("device") && e["device"].is_object()) {
+    const auto& d = e["device"];
+    if (d.contains("name")) t += fmt::format("- device: {}\n", d.value("name", std::string()));
+    if (d.contains("compute_units")) t += fmt::format("- compute units: {}\n", d["compute_units"].dump());
+    if (d.contains("preferred_vector_width_float"))
+      t += fmt::format("- preferred float vector width: {}\n", d["preferred_vector_width_float"].dump());
+    if (d.contains("native_vector_width_float"))
+      t += fmt::format("- native float vector width: {}\n", d["native_vector_width_float"].dump());
+    if (d.contains("global_mem_bytes"))
+      t += fmt::format("- global memory: {:.1f} GiB\n", d["global_mem_bytes"].get<double>() / (1u << 30));
+    if (d.contains("cache_bytes") && d["cache_bytes"].is_number())
+      t += fmt::format("- last-level cache: {:.1f} MiB\n", d["cache_bytes"].get<double>() / (1u << 20));
+  }
+  if (e.contains("peak") && e["peak"].is_object() && e["peak"].contains("peak_bandwidth_bytes_per_s"))
+    t += fmt::format("- peaks: {:.1f} GB/s memory bandwidth, {:.1f} GFLOP/s fp32\n",
+                     e["peak"].value("peak_bandwidth_bytes_per_s", 0.0) / 1e9,
+                     e["peak"].value("peak_fp32_flops_per_s", 0.0) / 1e9);
+  return t.empty() ? "(the runner reported no device facts)\n" : t;
+}
+
+std::string measured_text(const Measured& m) {
+  if (!m.correct) return fmt::format("not correct ({}): {}", m.failure_kind, first_error_line(m.reason));
+  std::string t = fmt::format("{} (spread {:.1f}%)", format_cost(m.cost, m.unit), m.spread_pct);
+  if (m.bandwidth_fraction) t += fmt::format(", bandwidth fraction {:.2f}", *m.bandwidth_fraction);
+  if (m.compute_fraction) t += fmt::format(", compute fraction {:.2f}", *m.compute_fraction);
+  if (m.vector_fraction) t += fmt::format(", vector-instruction fraction {:.2f}", *m.vector_fraction);
+  return t;
+}
+
+std::string line_diff(const std::string& before, const std::string& after, int context) {
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  };
+  const auto a = lines(before), b = lines(after);
+  const size_t n = a.size(), m = b.size();
+  if (n * m > 4'000'000) return fmt::format("(too large to compare: {} and {} lines)\n", n, m);
+  // Longest common subsequence table, from the end, so the walk below goes forward.
+  std::vector<std::vector<uint32_t>> lcs(n + 1, std::vector<uint32_t>(m + 1, 0));
+  for (size_t i = n; i-- > 0;)
+    for (size_t j = m; j-- > 0;)
+      lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+  struct Line {
+    char tag;
+    std::string text;
+  };
+  std::vector<Line> all;
+  size_t i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] == b[j]) all.push_back({' ', a[i++]}), ++j;
+    else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) all.push_back({'-', a[i++]});
+    else all.push_back({'+', b[j++]});
+  }
+  std::vector<bool> show(all.size(), false);
+  for (size_t k = 0; k < all.size(); ++k)
+    if (all[k].tag != ' ')
+      for (long d = -context; d <= context; ++d) {
+        const long x = static_cast<long>(k) + d;
+        if (x >= 0 && x < static_cast<long>(all.size())) show[static_cast<size_t>(x)] = true;
+      }
+  std::string out;
+  bool gap = false;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (!show[k]) {
+      gap = true;
+      continue;
+    }
+    if (gap && !out.empty()) out += "@@\n";
+    gap = false;
+    out += all[k].tag + all[k].text + "\n";
+  }
+  return out.empty() ? "(no change)\n" : out;
+}
+
+std::map<std::string, std::string> memory_sections(const ActorContext& ctx) {
+  return {{"knowledge", knowledge_text(ctx)},       {"rules", rules_text(ctx)},
+          {"constraints", constraints_text(ctx)},   {"memory", memory_text(ctx)},
+          {"past_kernels", past_kernels_text(ctx)}, {"target_facts", target_facts_text(ctx)}};
+}
+
+std::string feedback_text(const ActorContext& ctx) {
+  std::string feedback;
+  for (const auto& f : ctx.recent_feedback) feedback += "- " + f + "\n";
+  return feedback.empty() ? "(none yet)\n" : feedback;
+}
+
+RenderedPrompt actor_prompt(const ActorContext& ctx, const Known& parent, int sample, const std::string& analysis,
+                            const std::string& feedback, const std::map<std::string, std::string>& memory) {
+  const std::string& backend = ctx.target->backend;
+  std::map<std::string, std::string> v = memory;
+  v.insert({{"backend", backend},
+            {"target_name", ctx.target->name},
+            {"abi_rules", abi_rules(backend)},
+            {"step", std::to_string(ctx.step)},
+            {"sample", std::to_string(sample)},
+            {"samples", std::to_string(ctx.k)},
+            {"problem", problem_text(*ctx.problem)},
+            {"target", target_text(*ctx.target)},
+            {"state", parent.state_text},
+            {"parent_source", parent.source},
+            {"analysis", analysis},
+            {"feedback", feedback}});
+  return render_prompt("actor", v);
+}
+
+std::vector<Proposal> PromptPreview::propose(const ActorContext& ctx) {
+  const Known* parent = ctx.beam.empty() ? ctx.start : ctx.beam.front();
+  RenderedPrompt p = actor_prompt(ctx, *parent, 1, "(the state analysis is asked of the LLM when the run starts)",
+                                  feedback_text(ctx), memory_sections(ctx));
+  prompt_ = "### system\n" + p.system + "\n### user\n" + p.user;
+  return {};
 }
 
 LlmActor::LlmActor(llm::Client& client, bool progress) : client_(client), progress_(progress) {}
@@ -130,9 +323,23 @@ std::string LlmActor::name() const { return client_.config().spec; }
 
 nlohmann::json LlmActor::spend() const {
   llm::Usage u = client_.total();
+  nlohmann::json by_role = nlohmann::json::object();
+  for (const char* role : {"actor", "critic", "analysis", "repair", "knowledge"}) {
+    const llm::Usage r = client_.total_for(role);
+    if (r.calls == 0 && r.cache_hits == 0) continue;
+    by_role[role] = {{"calls", r.calls}, {"cached", r.cache_hits}, {"input_tokens", r.input_tokens},
+                     {"output_tokens", r.output_tokens}, {"usd", r.cost_usd}};
+  }
   return {{"calls", u.calls}, {"cached", u.cache_hits}, {"input_tokens", u.input_tokens},
           {"output_tokens", u.output_tokens}, {"usd", u.cost_usd}, {"price_known", u.price_known},
-          {"llm_seconds", client_.seconds_waiting()}};
+          {"llm_seconds", client_.seconds_waiting()}, {"model", client_.config().spec}, {"by_role", by_role}};
+}
+
+nlohmann::json LlmActor::learn(kb::KnowledgeBase& kb, const Problem& problem, const Target& target,
+                               const std::vector<nlohmann::json>& events) {
+  std::string note;
+  const int written = llm_knowledge_update(client_, kb, problem, target, events, &note);
+  return {{"text_versions_written", written}, {"note", note}};
 }
 
 std::string LlmActor::analysis(const ActorContext& ctx) {
@@ -161,69 +368,86 @@ std::string LlmActor::analysis(const ActorContext& ctx) {
 std::vector<Proposal> LlmActor::propose(const ActorContext& ctx) {
   const std::string backend = ctx.target->backend;
   std::string analysed = analysis(ctx);
-  std::string feedback;
-  for (const auto& f : ctx.recent_feedback) feedback += "- " + f + "\n";
-  if (feedback.empty()) feedback = "(none yet)\n";
-  std::string knowledge = knowledge_text(ctx);
+  const std::string feedback = feedback_text(ctx);
+  const std::map<std::string, std::string> memory = memory_sections(ctx);
   std::vector<Proposal> out;
   std::vector<std::string> errors;
+  std::set<std::string> seen = ctx.tried;  // this step's proposals join what the run has tried
+  int repeated = 0;                         // samples the LLM answered only with repeats
   for (int sample = 1; sample <= ctx.k; ++sample) {
     const Known* parent = ctx.beam.empty() ? ctx.start : ctx.beam[static_cast<size_t>(sample - 1) % ctx.beam.size()];
-    auto p = render_prompt("actor", {{"backend", backend},
-                                     {"target_name", ctx.target->name},
-                                     {"abi_rules", abi_rules(backend)},
-                                     {"step", std::to_string(ctx.step)},
-                                     {"sample", std::to_string(sample)},
-                                     {"samples", std::to_string(ctx.k)},
-                                     {"problem", problem_text(*ctx.problem)},
-                                     {"target", target_text(*ctx.target)},
-                                     {"state", parent->state_text},
-                                     {"parent_source", parent->source},
-                                     {"analysis", analysed},
-                                     {"knowledge", knowledge},
-                                     {"feedback", feedback}});
-    llm::Request r;
-    r.messages = {{"system", p.system}, {"user", p.user}};
-    r.purpose = "actor";
-    r.sample = sample;
-    llm::Response answer;
-    try {
-      answer = client_.complete(r);
-    } catch (const llm::BudgetExceeded& e) {
-      if (out.empty()) throw BudgetExhausted(e.what());
-      break;
-    } catch (const llm::LlmError& e) {
-      errors.push_back(e.what());
-      if (progress_) std::fprintf(stderr, "mblast:   sample %d: %s\n", sample, e.what());
-      continue;
+    std::string repeats;  // the repeated answers, named in the second ask
+    bool budget_spent = false;
+    for (int ask = 1; ask <= 2; ++ask) {
+      auto p = actor_prompt(ctx, *parent, sample, analysed,
+                            repeats.empty() ? feedback
+                                            : feedback + "- Your answer repeated a candidate this run has already "
+                                                         "evaluated (" + repeats + "). Propose a different rewrite: "
+                                                         "another action, or other parameters.\n",
+                            memory);
+      llm::Request r;
+      r.messages = {{"system", p.system}, {"user", p.user}};
+      r.purpose = "actor";
+      r.sample = sample;
+      llm::Response answer;
+      try {
+        answer = client_.complete(r);
+      } catch (const llm::BudgetExceeded& e) {
+        if (out.empty()) throw BudgetExhausted(e.what());
+        budget_spent = true;
+        break;
+      } catch (const llm::LlmError& e) {
+        errors.push_back(e.what());
+        if (progress_) std::fprintf(stderr, "mblast:   sample %d: %s\n", sample, e.what());
+        break;
+      }
+      Proposal prop;
+      prop.extension = parent->extension;
+      prop.parent_id = parent->id;
+      prop.model = answer.model.empty() ? client_.config().provider.model : answer.model;
+      prop.prompt_hash = p.hash;
+      prop.family = "llm";
+      prop.actions = {action_slug(line_after(answer.text, "ACTION"), backend)};
+      prop.description = line_after(answer.text, "PLAN");
+      if (prop.description.empty()) prop.description = "LLM rewrite (" + prop.actions[0] + ")";
+      auto code = llm::extract_candidate_code(answer.text, backend);
+      if (!code) {
+        prop.source = answer.text;
+        prop.abi_problem = "the answer has no code block that defines the candidate's entry point";
+        prop.no_kernel = true;
+      } else {
+        prop.source = *code;
+        prop.abi_problem = llm::check_candidate_abi(*code, backend);
+      }
+      if (seen.insert(content_hash_hex(std::as_bytes(std::span(prop.source.data(), prop.source.size())))).second) {
+        out.push_back(std::move(prop));
+        break;
+      }
+      repeats += (repeats.empty() ? "" : "; ") + fmt::format("ACTION {}, PLAN {}", prop.actions[0], prop.description);
+      if (progress_) std::fprintf(stderr, "mblast:   sample %d repeated an evaluated candidate (%s)%s\n", sample,
+                                  prop.actions[0].c_str(), ask == 1 ? "; asking again" : "");
+      if (ask == 2) ++repeated;
     }
-    Proposal prop;
-    prop.extension = parent->extension;
-    prop.parent_id = parent->id;
-    prop.model = answer.model.empty() ? client_.config().provider.model : answer.model;
-    prop.prompt_hash = p.hash;
-    prop.family = "llm";
-    prop.actions = {action_slug(line_after(answer.text, "ACTION"), backend)};
-    prop.description = line_after(answer.text, "PLAN");
-    if (prop.description.empty()) prop.description = "LLM rewrite (" + prop.actions[0] + ")";
-    auto code = llm::extract_candidate_code(answer.text, backend);
-    if (!code) {
-      prop.source = answer.text;
-      prop.abi_problem = "the answer has no code block that defines the candidate's entry point";
-    } else {
-      prop.source = *code;
-      prop.abi_problem = llm::check_candidate_abi(*code, backend);
-    }
-    if (ctx.tried.count(content_hash_hex(std::as_bytes(std::span(prop.source.data(), prop.source.size()))))) continue;
-    out.push_back(std::move(prop));
+    if (budget_spent) break;
   }
-  if (out.empty() && !errors.empty())
+  if (out.empty() && repeated == 0 && !errors.empty())
     throw ActorUnavailable(fmt::format("every LLM request of step {} failed; the last: {}", ctx.step, errors.back()));
+  if (repeated > 0 && fallback_) {
+    // The LLM has nothing new for these samples: the builtin policy's next untried variants
+    // take their places, so a run ends on its budget, its patience or the speed of light.
+    ActorContext c = ctx;
+    c.tried = seen;
+    c.k = repeated;
+    for (auto& p : fallback_->propose(c)) {
+      p.description = "the LLM repeated itself; builtin policy: " + p.description;
+      out.push_back(std::move(p));
+    }
+  }
   return out;
 }
 
 std::optional<Proposal> LlmActor::repair(const ActorContext& ctx, const Proposal& failed, const std::string& log) {
-  if (failed.abi_problem.starts_with("the answer has no code")) return std::nullopt;
+  if (failed.no_kernel) return std::nullopt;
   std::string first_lines;
   std::istringstream in(scrub_build_paths(log));
   int n = 0;
@@ -259,6 +483,11 @@ Critique LlmCritic::critique(const CriticInput& in) {
   Critique c = rules_.critique(in);
   auto p = render_prompt("critic", {{"step", std::to_string(++calls_)},
                                     {"problem", problem_text(*in.problem)},
+                                    {"before_measured", measured_text(in.parent->measured)},
+                                    {"after_measured", measured_text(*in.after)},
+                                    {"diff", in.proposal->no_kernel
+                                                 ? "(the answer held no kernel)\n"
+                                                 : line_diff(in.parent->source, in.proposal->source)},
                                     {"before_state", in.parent->state_text},
                                     {"after_state", in.after->correct ? describe_state(*in.problem, *in.target, *in.after,
                                                                                        in.after_signature)

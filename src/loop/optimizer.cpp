@@ -12,6 +12,8 @@
 #include <span>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "mblast/measure/runner_client.h"
@@ -88,15 +90,20 @@ class Loop {
     eo.quiet = true;
     eval_options_ = eo;
     client_ = std::make_unique<RunnerClient>(eo.runner ? *eo.runner : in_.target.runner);
-    kb_.add_target(kb::target_record(in_.target));
-    problem_id_ = kb_.add_problem(problem_record());
     progress(fmt::format("run {} · {} on {} · actor {} · kb {}", store_.id(), in_.problem.name, in_.target.name,
                          actor_.name(), kb_.file().string()));
-    if (!o_.resume.empty()) restore();
-    else start();
-    if (!o_.resume.empty()) progress(fmt::format("resumed at step {} with {} evaluations done", step_, evals_));
-    std::string stop = search();
-    return finish(stop);
+    try {
+      if (!o_.resume.empty()) restore();
+      else start();
+      if (!o_.resume.empty()) progress(fmt::format("resumed at step {} with {} evaluations done", step_, evals_));
+      std::string stop = search();
+      return finish(stop);
+    } catch (const std::exception& e) {
+      // A wrong start, an unavailable target, a runner or KB failure: the run is failed, on
+      // disk too, so that no run stays "running" once this process has given up on it.
+      mark_failed(e.what());
+      throw;
+    }
   }
 
  private:
@@ -116,7 +123,8 @@ class Loop {
   std::set<std::string> tried_;
   std::vector<std::string> feedback_;
   std::vector<std::string> learned_;  // experience ids written by this run
-  std::vector<std::string> constraints_;
+  std::set<std::string> constraints_;  // constraint ids this run's experiences are evidence of
+  std::string failure_;  // why the run failed ("" : it did not)
   nlohmann::json knowledge_used_ = nlohmann::json::array();
   int step_ = 0, evals_ = 0, steps_without_gain_ = 0;
   double eval_seconds_ = 0;  // wall time inside evaluate(), for the steps' timing
@@ -136,6 +144,8 @@ class Loop {
               {"patience", o_.budget.patience}, {"sol_fraction", o_.budget.sol_fraction}, {"samples", o_.samples},
               {"beam", o_.beam}, {"seed", o_.seed}}},
             {"status", "running"},
+            {"pid", static_cast<long>(::getpid())},
+            {"host", this_host()},
             {"created_at", kb::utc_now_iso()},
             {"mblast", kMblastVersion}};
   }
@@ -157,6 +167,24 @@ class Loop {
   }
 
   const Known& start_known() const { return history_.front(); }
+
+  void mark_failed(const std::string& why) {
+    try {
+      store_.append_event(
+          {{"type", "stop"}, {"reason", why}, {"failed", true}, {"step", step_}, {"evaluations", evals_}});
+      store_.meta()["status"] = "failed";
+      store_.meta()["failure"] = why;
+      store_.meta()["finished_at"] = kb::utc_now_iso();
+      store_.save_meta();
+    } catch (const std::exception&) {
+      // the runs folder itself failed; the caller reports the first error
+    }
+  }
+
+  // Failures of the machinery, not of the candidate: the target went away, or the runner did.
+  static bool infrastructure_failure(const Measured& m) {
+    return !m.correct && (m.failure_kind == "unavailable" || m.failure_kind == "runner_error");
+  }
 
   // Correct candidates, best first (the beam is the first o_.beam of them).
   std::vector<const Known*> ranking() const {
@@ -208,6 +236,12 @@ class Loop {
 
   // KB rows for one measured candidate: candidate, run and (correct) state.
   void record_candidate(Known& k, const std::string& model) {
+    if (problem_id_.empty()) {
+      // The target and the problem enter the KB with the first thing measured on them (an
+      // unavailable target, for one, leaves no trace).
+      kb_.add_target(kb::target_record(in_.target));
+      problem_id_ = kb_.add_problem(problem_record());
+    }
     kb::CandidateRecord c;
     c.backend = in_.target.backend;
     c.problem_id = problem_id_;
@@ -263,6 +297,10 @@ class Loop {
       s.description = "the starting candidate (" + files[i].filename().string() + ")";
       progress("measuring the starting candidate " + files[i].string());
       s.measured = evaluate_file(files[i]);
+      // An unavailable target measured nothing: nothing of it goes to the KB.
+      if (s.measured.failure_kind == "unavailable")
+        throw UserError(
+            fmt::format("target {} is unavailable: {}", in_.target.name, first_error_line(s.measured.reason)));
       record_candidate(s, "");  // a failed start is knowledge too
       tried_.insert(s.id);
       if (!s.measured.correct) {
@@ -303,7 +341,7 @@ class Loop {
         k.source = fs::exists(f, ec) ? read_file(f) : "";
         tried_.insert(k.id);
         if (type == "candidate") {
-          ++evals_;
+          if (k.measured.failure_kind != "no_kernel") ++evals_;
           if (e.contains("experience_id")) learned_.push_back(e["experience_id"]);
           if (e.contains("critic")) feedback_.push_back(e["critic"]);
         }
@@ -317,6 +355,8 @@ class Loop {
     }
     if (history_.empty() || history_.front().family != "start")
       throw UserError("run " + store_.id() + " has no measured start to resume from");
+    kb_.add_target(kb::target_record(in_.target));
+    problem_id_ = kb_.add_problem(problem_record());
     store_.meta()["status"] = "running";
     store_.save_meta();
   }
@@ -346,6 +386,13 @@ class Loop {
     std::string id = content_hash_hex(p.source);
     tried_.insert(id);
     fs::path file = store_.save_candidate(id, k.extension, k.source);
+    if (p.no_kernel) {
+      // An answer with no kernel in it: nothing was tried, so no action is to blame.
+      k.measured.failure_kind = "no_kernel";
+      k.measured.reason = p.abi_problem.empty() ? "the answer holds no kernel" : p.abi_problem;
+      record_unmeasured(k, p, parent, "the answer held no kernel; nothing was evaluated");
+      return;
+    }
     if (!p.abi_problem.empty()) {
       k.measured.failure_kind = "abi_error";
       k.measured.reason = p.abi_problem;
@@ -353,6 +400,14 @@ class Loop {
       k.measured = evaluate_file(file);
     }
     ++evals_;
+    if (infrastructure_failure(k.measured)) {
+      if (k.measured.failure_kind == "unavailable")
+        throw Error(
+            fmt::format("target {} became unavailable: {}", in_.target.name, first_error_line(k.measured.reason)));
+      // The runner failed, not the candidate: nothing for the KB to learn about the action.
+      record_unmeasured(k, p, parent, "the runner failed; this is not the candidate's outcome and is not learned from");
+      return;
+    }
     record_candidate(k, p.model);
     CriticInput ci;
     ci.problem = &in_.problem;
@@ -381,11 +436,13 @@ class Loop {
     x.provenance = provenance_;
     std::string exp_id = kb_.add_experience(x);
     learned_.push_back(exp_id);
+    note_constraints(exp_id);
     for (auto cons : c.constraints) {
       cons.provenance = provenance_;
       if (cons.action_id.empty()) cons.action_id = x.action_id;
+      if (!cons.text.starts_with(cons.action_id)) cons.text = cons.action_id + " " + cons.text;
       if (cons.backend.empty()) cons.backend = in_.target.backend;
-      constraints_.push_back(kb_.add_constraint(cons, exp_id));
+      constraints_.insert(kb_.add_constraint(cons, exp_id));
     }
     feedback_.push_back(c.text);
     nlohmann::json e = known_event(k, "candidate");
@@ -406,6 +463,33 @@ class Loop {
                                             format_cost(k.measured.cost, k.measured.unit))
                               : fmt::format("{}: {}", k.measured.failure_kind, first_error_line(k.measured.reason));
     progress(fmt::format("  [{}] {} -> {}", evals_, p.description.empty() ? p.family : p.description, outcome));
+    history_.push_back(std::move(k));
+  }
+
+  // Every constraint the experience is evidence of (the KB adds some itself, for build failures).
+  void note_constraints(const std::string& experience_id) {
+    kb::Statement q(kb_.db(), "SELECT constraint_id FROM constraint_evidence WHERE experience_id = ?1");
+    q.bind(1, experience_id);
+    while (q.step()) constraints_.insert(q.get_text(0));
+  }
+
+  // A proposal with no measured outcome (no kernel in the answer, a runner failure): in the run's
+  // events and the actor's feedback, not in the KB.
+  void record_unmeasured(Known& k, const Proposal& p, const Known& parent, const std::string& why) {
+    k.id = content_hash_hex(p.source);
+    const std::string what = p.description.empty() ? p.family : p.description;
+    const std::string text = fmt::format("{} [{}]: {}: {}", what, p.actions.empty() ? std::string("?") : p.actions[0],
+                                         k.measured.failure_kind, why);
+    feedback_.push_back(text);
+    nlohmann::json e = known_event(k, "candidate");
+    e["actions"] = p.actions;
+    e["model"] = p.model;
+    e["prompt_hash"] = p.prompt_hash;
+    e["parent"] = parent.id;
+    e["critic"] = text;
+    e["not_learned"] = why;
+    store_.append_event(e);
+    progress(fmt::format("  [-] {} -> {}: {}", what, k.measured.failure_kind, first_error_line(k.measured.reason)));
     history_.push_back(std::move(k));
   }
 
@@ -441,6 +525,8 @@ class Loop {
       ctx.ranked = kb_.ranked_actions(sig, ro);
       ctx.nearest = kb_.nearest_states(sig, 8);
       ctx.past_winners = past_winners(ctx.nearest);
+      ctx.recalled = recall(ctx.nearest);
+      ctx.past_kernels = past_kernels(ctx.nearest, ctx.beam);
       ctx.tried = tried_;
       size_t keep = std::min<size_t>(feedback_.size(), 6);
       ctx.recent_feedback.assign(feedback_.end() - static_cast<long>(keep), feedback_.end());
@@ -454,7 +540,8 @@ class Loop {
       } catch (const BudgetExhausted& e) {
         return std::string("actor budget spent: ") + e.what();
       } catch (const ActorUnavailable& e) {
-        return std::string("the actor failed: ") + e.what();
+        failure_ = std::string("the actor failed: ") + e.what();
+        return failure_;
       }
       if (proposals.empty()) return "the actor has nothing more to propose";
       ++step_;
@@ -525,6 +612,74 @@ class Loop {
     return out;
   }
 
+  // The actions taken from the nearest states and what they measured, newest first per state.
+  std::vector<ActorContext::Recalled> recall(const std::vector<kb::NearestState>& nearest) {
+    std::vector<ActorContext::Recalled> out;
+    kb::Statement q(kb_.db(),
+                    "SELECT e.action_id, e.correct, e.speedup, coalesce(e.failure_kind, ''), e.target, "
+                    "coalesce(p.name, ''), coalesce(e.problem_id, '') FROM experiences e "
+                    "LEFT JOIN problems p ON p.id = e.problem_id WHERE e.state_id = ?1 "
+                    "ORDER BY e.created_at DESC LIMIT 4");
+    for (const auto& n : nearest) {
+      q.reset();
+      q.bind(1, n.id);
+      while (q.step()) {
+        ActorContext::Recalled r;
+        r.state_text = n.text;
+        r.weight = n.weight;
+        r.same_target = n.same_target;
+        r.action = q.get_text(0);
+        r.outcome = q.get_int(1) ? fmt::format("correct, {:.2f}x its parent", q.get_double(2))
+                                 : "failed: " + q.get_text(3);
+        r.target = q.get_text(4);
+        r.problem = q.get_text(5);
+        r.same_problem = q.get_text(6) == problem_id_;
+        out.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
+
+  // The best earlier kernel of each of the nearest problems on this backend (the current
+  // problem's too, unless it is already in the beam).
+  std::vector<ActorContext::PastKernel> past_kernels(const std::vector<kb::NearestState>& nearest,
+                                                     const std::vector<const Known*>& beam) {
+    std::vector<ActorContext::PastKernel> out;
+    std::set<std::string> problems;
+    kb::Statement problem_of(kb_.db(), "SELECT coalesce(problem_id, '') FROM states WHERE id = ?1");
+    kb::Statement best(kb_.db(),
+                       "SELECT c.id, c.source, r.bandwidth_fraction, r.compute_fraction, r.median_s, r.target, "
+                       "coalesce(p.name, '') FROM runs r JOIN candidates c ON c.id = r.candidate_id "
+                       "JOIN targets t ON t.name = r.target LEFT JOIN problems p ON p.id = r.problem_id "
+                       "WHERE r.problem_id = ?1 AND r.correct = 1 AND t.backend = ?2 "
+                       "ORDER BY max(coalesce(r.bandwidth_fraction, 0), coalesce(r.compute_fraction, 0)) DESC, "
+                       "r.median_s ASC LIMIT 1");
+    for (const auto& n : nearest) {
+      if (out.size() >= 3) break;
+      problem_of.reset();
+      problem_of.bind(1, n.id);
+      if (!problem_of.step()) continue;
+      const std::string pid = problem_of.get_text(0);
+      if (pid.empty() || !problems.insert(pid).second) continue;
+      best.reset();
+      best.bind(1, pid).bind(2, in_.target.backend);
+      if (!best.step()) continue;
+      const std::string cid = best.get_text(0);
+      if (std::any_of(beam.begin(), beam.end(), [&](const Known* k) { return k->id == cid; })) continue;
+      ActorContext::PastKernel k;
+      k.source = best.get_text(1);
+      if (!best.is_null(2)) k.bandwidth_fraction = best.get_double(2);
+      if (!best.is_null(3)) k.compute_fraction = best.get_double(3);
+      if (!best.is_null(4)) k.cost = format_cost(best.get_double(4) * 1e6, "us");
+      k.target = best.get_text(5);
+      k.problem = best.get_text(6);
+      k.weight = n.weight;
+      k.same_problem = pid == problem_id_;
+      out.push_back(std::move(k));
+    }
+    return out;
+  }
+
   std::string spend_text() const {
     nlohmann::json s = actor_.spend();
     if (!s.is_object() || s.empty()) return "spend $0 (no LLM)";
@@ -555,8 +710,15 @@ class Loop {
   }
 
   nlohmann::json finish(const std::string& stop) {
-    store_.append_event({{"type", "stop"}, {"reason", stop}, {"step", step_}, {"evaluations", evals_}});
+    nlohmann::json stop_event = {{"type", "stop"}, {"reason", stop}, {"step", step_}, {"evaluations", evals_}};
+    if (!failure_.empty()) stop_event["failed"] = true;
+    store_.append_event(stop_event);
     progress("stopped: " + stop);
+    // What the actor makes of the run, in its own words: only from a run that did not fail, and
+    // before the reports, so that they count its LLM call and its text versions.
+    nlohmann::json learned_texts = nlohmann::json::object();
+    if (failure_.empty()) learned_texts = actor_.learn(kb_, in_.problem, in_.target, store_.events());
+    if (!learned_texts.value("note", std::string()).empty()) progress(learned_texts["note"].get<std::string>());
     const Known& start = start_known();
     const Known* best = ranking().front();
     Measured start_m = start.measured, best_m = best->measured;
@@ -601,8 +763,12 @@ class Loop {
         {"kernel_plan", plan_.kind == "unsupported" ? nlohmann::json{{"kind", "unsupported"}, {"reason", plan_.reason}}
                                                     : nlohmann::json{{"kind", plan_.kind}, {"summary", plan_.summary()}}},
         {"knowledge", {{"used", knowledge_used_}, {"experiences_written", learned_.size()},
-                       {"constraints_written", constraints_.size()}, {"kb", kb_.file().string()}}}};
+                       {"constraints_written", constraints_.size()},
+                       {"text_versions_written", learned_texts.value("text_versions_written", 0)},
+                       {"kb", kb_.file().string()}}}};
     if (!verdict.empty()) r["note"] = verdict;
+    r["failed"] = !failure_.empty();
+    if (!failure_.empty()) r["failure"] = failure_;
     if (!o_.out_dir.empty()) {
       fs::create_directories(o_.out_dir);
       fs::path dest = o_.out_dir / ("best" + result.extension);
@@ -612,7 +778,8 @@ class Loop {
     std::vector<nlohmann::json> events = store_.events();
     ReportPaths paths = write_reports(r, events, store_.dir(), o_.out_dir);
     r["report"] = {{"markdown", paths.markdown.string()}, {"json", paths.json.string()}};
-    store_.meta()["status"] = "finished";
+    store_.meta()["status"] = failure_.empty() ? "finished" : "failed";
+    if (!failure_.empty()) store_.meta()["failure"] = failure_;
     store_.meta()["result"] = {{"improved", improved}, {"speedup", speedup}, {"stop_reason", stop},
                                {"evaluations", evals_}, {"candidate", r["candidate"]}};
     store_.meta()["finished_at"] = kb::utc_now_iso();

@@ -16,13 +16,8 @@ namespace mblast::loop {
 
 namespace {
 
-constexpr size_t kSourceBudget = 24000;
-constexpr size_t kValueBudget = 6000;
-
 std::string within_budget(const std::string& name, const std::string& v) {
-  size_t budget = name.find("source") != std::string::npos ? kSourceBudget : kValueBudget;
-  if (v.size() <= budget) return v;
-  return v.substr(0, budget) + fmt::format("\n[... {} more characters not shown]", v.size() - budget);
+  return fit_tokens(v, section_budget_tokens(name));
 }
 
 std::string fill(const std::string& text, const std::map<std::string, std::string>& values, const std::string& file) {
@@ -43,6 +38,31 @@ std::string fill(const std::string& text, const std::map<std::string, std::strin
 }
 
 }  // namespace
+
+size_t estimate_tokens(std::string_view text) { return (text.size() + kCharsPerToken - 1) / kCharsPerToken; }
+
+size_t section_budget_tokens(const std::string& name) {
+  // What each section may take of the model's context: the code being rewritten most, the
+  // memory of earlier runs next, the short facts least. A section over its budget is cut (code
+  // and lists keep their beginning) with a marker saying how much was left out.
+  static const std::map<std::string, size_t> budgets = {
+      {"parent_source", 6000}, {"source", 6000},   {"past_kernels", 3000}, {"diff", 2500},
+      {"knowledge", 1200},     {"rules", 1200},    {"memory", 1000},       {"constraints", 600},
+      {"feedback", 1000},      {"problem", 800},   {"target", 400},        {"target_facts", 300},
+      {"analysis", 500},       {"state", 300},     {"before_state", 300},  {"after_state", 300},
+      {"before_measured", 300}, {"after_measured", 300}, {"outcome", 600}, {"log", 1500},
+      {"experiences", 2000},   {"action_texts", 1500}, {"abi_rules", 600}};
+  auto it = budgets.find(name);
+  return it == budgets.end() ? 200 : it->second;
+}
+
+std::string fit_tokens(const std::string& text, size_t tokens) {
+  const size_t chars = tokens * kCharsPerToken;
+  if (text.size() <= chars) return text;
+  const std::string marker = fmt::format("\n[... {} more characters not shown]", text.size());
+  const size_t keep = chars > marker.size() + 8 ? chars - marker.size() - 8 : 0;
+  return text.substr(0, keep) + fmt::format("\n[... {} more characters not shown]", text.size() - keep);
+}
 
 RenderedPrompt render_prompt(const std::string& name, const std::map<std::string, std::string>& values) {
   auto file = data_dir() / "prompts" / (name + ".md");

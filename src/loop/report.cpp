@@ -30,6 +30,7 @@ std::string cost_of(const nlohmann::json& m) {
 std::string report_markdown(const nlohmann::json& r, const std::vector<nlohmann::json>& events) {
   std::string md = fmt::format("# mblast optimize: {} on {}\n\n", r.value("problem", "?"), r.value("target", "?"));
   md += fmt::format("- run: `{}` (policy {})\n", r.value("run", ""), r.value("policy", ""));
+  if (r.value("failed", false)) md += "- **FAILED**: " + r.value("failure", std::string("?")) + "\n";
   md += fmt::format("- result: **{}**, {:.3f}x the start ({} -> {})\n",
                     r.value("improved", false) ? "faster candidate found" : "the start is kept",
                     r.value("speedup", 1.0), cost_of(r.value("start", nlohmann::json::object())),
@@ -77,8 +78,9 @@ std::string report_markdown(const nlohmann::json& r, const std::vector<nlohmann:
                       u.value("step", 0), u.value("action", ""), u.value("provenance", ""),
                       u.value("expected_speedup", 1.0), u.value("tries", 0), u.value("same_target_tries", 0),
                       u.value("transferred_tries", 0));
-  md += fmt::format("\nLearned: {} experiences and {} constraints written to `{}`.\n", k.value("experiences_written", 0),
-                    k.value("constraints_written", 0), k.value("kb", ""));
+  md += fmt::format("\nLearned: {} experiences, {} constraints and {} text versions written to `{}`.\n",
+                    k.value("experiences_written", 0), k.value("constraints_written", 0),
+                    k.value("text_versions_written", 0), k.value("kb", ""));
   return md;
 }
 

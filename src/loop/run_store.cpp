@@ -2,6 +2,7 @@
 #include "mblast/loop/run_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,21 @@ std::string new_run_id() {
 }
 
 }  // namespace
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+bool run_process_gone(const nlohmann::json& meta) {
+  if (meta.value("status", "") != "running") return false;
+  const long pid = meta.value("pid", 0L);
+  // A run from another host (a shared runs folder) cannot be checked from here.
+  if (pid <= 0 || meta.value("host", std::string()) != this_host()) return false;
+  if (pid == static_cast<long>(::getpid())) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 RunStore::RunStore(fs::path dir, std::string id, nlohmann::json meta)
     : dir_(std::move(dir)), id_(std::move(id)), meta_(std::move(meta)) {}
@@ -102,7 +118,19 @@ std::vector<nlohmann::json> list_runs(const fs::path& root) {
   for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory()) continue;
     auto j = nlohmann::json::parse(try_read_file(e.path() / "run.json").value_or(""), nullptr, false);
-    if (j.is_object()) runs.push_back(std::move(j));
+    if (!j.is_object()) continue;
+    if (run_process_gone(j)) {
+      // Its process was killed or crashed before the end: the run is failed, and stays so on
+      // disk (a later --resume sets it running again).
+      j["status"] = "failed";
+      j["failure"] = "the run's process ended before the run did (killed or crashed)";
+      try {
+        write_file_atomically(e.path() / "run.json", j.dump(2) + "\n");
+      } catch (const std::exception&) {
+        // a read-only runs folder: shown as failed, left as it is
+      }
+    }
+    runs.push_back(std::move(j));
   }
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.value("id", "") > b.value("id", ""); });
   return runs;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kb_test_support.h"
+#include "mblast/kb/exchange.h"
 #include "mblast/kb/seed.h"
 #include "mblast/kb/summary.h"
 
@@ -72,6 +73,62 @@ TEST(KbSeed, LoadingIsIdempotentAndMarkedSeedEverywhere) {
   EXPECT_GE(s.per_backend.at("cuda").at("actions").seed, 40);
   EXPECT_EQ(s.per_backend.at("cuda").at("actions").learned, 0);
   EXPECT_GT(s.per_backend.at("cuda").at("constraints").seed, 0);
+}
+
+TEST(KbSeed, AKbFileIsCreatedWithTheSeed) {
+  testing::ScratchDir dir;
+  const auto seed = embedded_seed();
+  {
+    KnowledgeBase kb(dir / "kb.sqlite");
+    EXPECT_TRUE(kb.created());
+    EXPECT_EQ(kb.db().query_int("SELECT count(*) FROM actions a JOIN provenance p ON p.id = a.provenance_id "
+                                "WHERE p.kind = 'seed'"),
+              static_cast<int64_t>(seed.size()));
+    EXPECT_GT(kb.db().query_int("SELECT count(*) FROM constraints"), 0);
+  }
+  KnowledgeBase again(dir / "kb.sqlite");  // opened, not created: nothing is loaded twice
+  EXPECT_FALSE(again.created());
+  EXPECT_EQ(again.db().query_int("SELECT count(*) FROM text_versions"), 0);
+  OpenOptions bare;
+  bare.seed = false;
+  KnowledgeBase empty(dir / "bare.sqlite", bare);
+  EXPECT_EQ(empty.db().query_int("SELECT count(*) FROM actions"), 0);
+}
+
+TEST(KbSeed, LoadingRepairsSeedIdsARunMadeBeforeTheSeedWasThere) {
+  testing::ScratchDir dir;
+  const auto seed = embedded_seed();
+  const SeedEntry* with_prior = nullptr;
+  for (const auto& e : seed)
+    if (e.action.prior_log_speedup && !e.action.applies_to.empty()) with_prior = &e;
+  ASSERT_NE(with_prior, nullptr);
+  OpenOptions bare;
+  bare.seed = false;
+  KnowledgeBase old(dir / "old.sqlite", bare);
+  // What a run did to a KB made before it got the seed: the id as a learned action, no priors.
+  ActionRecord learned;
+  learned.id = with_prior->action.id;
+  learned.title = "Learned at run time: " + learned.id;
+  learned.summary = learned.title;
+  learned.backends = with_prior->action.backends;
+  learned.provenance = {"learned", "mblast loop, run 1"};
+  old.add_action(learned);
+  const SeedReport r = load_seed(old, seed);
+  EXPECT_EQ(r.actions_repaired, 1);
+  EXPECT_EQ(r.actions_known, 1);
+  const auto a = old.action(learned.id);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->provenance.kind, "seed");
+  ASSERT_TRUE(a->prior_log_speedup);
+  EXPECT_DOUBLE_EQ(*a->prior_log_speedup, *with_prior->action.prior_log_speedup);
+  EXPECT_EQ(a->applies_to, with_prior->action.applies_to);
+  EXPECT_EQ(old.current_text("action", learned.id, "title"), with_prior->action.title);
+  EXPECT_EQ(load_seed(old, seed).actions_repaired, 0);  // once
+  // Merging a KB created with the seed finds no conflict on it any more.
+  KnowledgeBase fresh(dir / "fresh.sqlite");
+  fresh.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  const ImportReport m = merge_from(old, dir / "fresh.sqlite");
+  EXPECT_TRUE(m.conflicts.empty()) << m.conflicts.front();
 }
 
 TEST(KbSeed, AChangedSeedTextBecomesANewVersion) {

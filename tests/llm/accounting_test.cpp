@@ -237,7 +237,33 @@ TEST(LlmCache, EntryIsOneJsonFileWithTheRequestAndNoTemporaries) {
       ++files;
       EXPECT_EQ(e.path().extension(), ".json") << e.path();
     }
-  EXPECT_EQ(files, 1);
+  EXPECT_EQ(files, 2);  // the exact entry and the replay entry (measured figures masked)
+}
+
+TEST(LlmCache, AReplayMatchesAPromptWhoseMeasuredFiguresDiffer) {
+  MBLAST_FAKE_LLM_SERVER(server, answering("the answer"));
+  ScratchDir cache;
+  ClientOptions o = fast_options();
+  o.cache_mode = CacheMode::normal;
+  o.cache_dir = cache.path();
+  Client first(config_for(server, "openai", "gpt-4o"), o);
+  const Request recorded = simple_request("step 2: 1.23 ms at 0.41 of peak, 3 tries, 12 us, 2x, at 175% of peak");
+  EXPECT_FALSE(first.complete(recorded).from_cache);
+  // Another run on a timed target: the same prompt but for what was measured.
+  const Request timed_again = simple_request("step 2: 1.31 ms at 0.39 of peak, 3 tries, 13 us, 3x, at 97% of peak");
+  ClientOptions replay = o;
+  replay.cache_mode = CacheMode::replay;
+  Client replaying(config_for(server, "openai", "gpt-4o"), replay);
+  const Response r = replaying.complete(timed_again);
+  EXPECT_TRUE(r.from_cache);
+  EXPECT_EQ(r.text, "the answer");
+  // What is not a measurement still counts: another step, another number of tries.
+  EXPECT_THROW(replaying.complete(simple_request("step 3: 1.23 ms at 0.41 of peak, 3 tries, 12 us, 2x")), LlmError);
+  EXPECT_THROW(replaying.complete(simple_request("step 2: 1.23 ms at 0.41 of peak, 4 tries, 12 us, 2x")), LlmError);
+  // A normal run never takes the masked entry: a different prompt is a new request.
+  Client normal(config_for(server, "openai", "gpt-4o"), o);
+  EXPECT_FALSE(normal.complete(timed_again).from_cache);
+  EXPECT_EQ(server.requests().size(), 2u);
 }
 
 TEST(LlmCache, CorruptOrForeignEntriesAreMisses) {

@@ -152,8 +152,21 @@ TEST_F(LoopTest, WrongAndBrokenAreRecordedNeverReturnedAndTheKbLearns) {
                          "AND action_id = 'rvv.strip-mining-vsetvl'"),
             1);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE critic_text LIKE '%wrong answer%'"), 1);
-  // the failed build became a learned constraint on that action for this target
-  EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.strip-mining-vsetvl'"), 1);
+  // the failed build became a learned constraint on that action for this target (the KB was
+  // created with the seed, whose own constraints are not counted here)
+  const char* learned = "SELECT count(*) FROM constraints c JOIN provenance p ON p.id = c.provenance_id "
+                        "WHERE p.kind = 'learned' AND c.action_id = ";
+  EXPECT_EQ(db.query_int(std::string(learned) + "'rvv.strip-mining-vsetvl'"), 1);
+  // the wrong answer became a demotion of its action for this target and op class, saying where
+  // and how the output was wrong, with the experience as evidence
+  EXPECT_EQ(db.query_int(std::string(learned) + "'rvv.lmul-large-for-streaming' AND c.effect = 'demote' "
+                         "AND c.text LIKE '%wrong answer on " + target_.name + "%elements%' "
+                         "AND c.predicate LIKE '%op_class%'"),
+            1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM constraint_evidence ce JOIN experiences e ON e.id = ce.experience_id "
+                         "WHERE e.failure_kind = 'wrong_output'"),
+            1);
+  EXPECT_EQ(r["knowledge"]["constraints_written"].get<int>(), 2);
   // statistics follow the experiences
   EXPECT_GE(db.query_int("SELECT sum(tries) FROM policy_stats WHERE action_id = 'rvv.lmul-large-for-streaming'"), 2);
   // start + the vectorised one are states; the wrong one is not
@@ -178,6 +191,33 @@ TEST_F(LoopTest, NothingFasterReturnsTheStartAndSaysSo) {
   std::ifstream f(r["candidate"].get<std::string>());
   std::string returned((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(returned, kScalarRelu);
+}
+
+TEST_F(LoopTest, ASlowdownDemotesItsActionAndAnAnswerWithNoKernelTeachesNothing) {
+  std::ofstream(dir_ / "vector.rvv.c") << kVectorRelu;
+  OptimizeInput in = input();
+  in.start = dir_ / "vector.rvv.c";
+  Proposal nothing = proposal("I would unroll it, but here is no code.", "rvv.unroll-it", "no code");
+  nothing.no_kernel = true;
+  ScriptedActor actor;
+  actor.steps = {{nothing, proposal(kScalarRelu, "rvv.scalar-again", "scalar loop")}};
+  RuleCritic critic;
+  nlohmann::json r = optimize(in, actor, critic, options_);
+  EXPECT_FALSE(r["improved"].get<bool>());
+  EXPECT_EQ(r["evaluations"].get<int>(), 1);  // the answer with no kernel was not evaluated
+  kb::KnowledgeBase kb(options_.kb_path);
+  auto& db = kb.db();
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences"), 1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE action_id = 'rvv.unroll-it'"), 0);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.unroll-it'"), 0);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.scalar-again' AND effect = 'demote' "
+                         "AND text LIKE '%slower on " + target_.name + "%'"),
+            1);
+  RunStore run = RunStore::open(options_.runs_dir, r["run"]);
+  int no_kernel = 0;
+  for (const auto& e : run.events())
+    if (e.value("type", "") == "candidate" && e["measured"].value("failure_kind", "") == "no_kernel") ++no_kernel;
+  EXPECT_EQ(no_kernel, 1);
 }
 
 TEST_F(LoopTest, AWrongGeneratedStartGivesWayToTheNextOne) {

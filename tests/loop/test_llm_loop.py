@@ -5,18 +5,27 @@ compatible server): the scripted actor answers with a faster candidate, one that
 compile (and a repair that still does not), one that is wrong, one with no code, and one
 request fails with HTTP 500. The test then checks the result, the KB (experiences, statistics,
 the constraint from the failed compile, the knowledge update), the requests' formats, and that
-a replay from the cache gives the same result with no request and zero spend.
+a replay from the cache gives the same result with no request and zero spend (on the timed
+pocl-cpu target too), and that report.md, report.json and --json agree.
+
+Issue 41 adds: runs CI can trust (a failed actor, a replay miss, a wrong start, an unavailable
+target and a killed process all end as failed runs, with a non-zero exit where there is one, and
+leave in the KB only what was measured); an LLM that repeats itself is asked again and then
+replaced by the builtin policy; `runs cost`; `--show-prompt`; `bench --optimize --llm`.
 
 Run by CTest with MBLAST_BIN and MBLAST_HOME set.
 """
 
 import json
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
 import shutil
 import tempfile
+import time
 import unittest
 
 BIN = os.environ.get("MBLAST_BIN", "build/bin/mblast")
@@ -99,6 +108,46 @@ def script(backend, fast, wrong):
     ]}
 
 
+def report_figures(test, r):
+    """Reads report.md's figures, checks them against report.json and the printed result."""
+    md = read(os.path.join(r["run_dir"], "report.md"))
+    with open(os.path.join(r["run_dir"], "report.json")) as f:
+        js = json.load(f)["result"]
+    figures = {}
+    m = re.search(r"^- (\d+) evaluations in (\d+) steps, [0-9.]+ s; stopped: (.*)$", md, re.M)
+    test.assertTrue(m, md)
+    figures.update(evaluations=int(m[1]), steps=int(m[2]), stop_reason=m[3])
+    m = re.search(r"^- result: \*\*(.*)\*\*, ([0-9.]+)x the start", md, re.M)
+    test.assertTrue(m, md)
+    figures.update(improved=m[1] == "faster candidate found", speedup=float(m[2]))
+    m = re.search(r"^- LLM spend: \$([0-9.]+), (\d+) calls \((\d+) from the cache\), (\d+) input / (\d+) output tokens",
+                  md, re.M)
+    test.assertTrue(m, md)
+    figures.update(usd=float(m[1]), calls=int(m[2]), cached=int(m[3]), input_tokens=int(m[4]), output_tokens=int(m[5]))
+    m = re.search(r"^Learned: (\d+) experiences, (\d+) constraints and (\d+) text versions", md, re.M)
+    test.assertTrue(m, md)
+    figures.update(experiences=int(m[1]), constraints=int(m[2]), text_versions=int(m[3]))
+    figures["failed"] = "**FAILED**" in md
+    rows = re.findall(r"^\| (\d+) \| \d+ \| ", md.split("## Candidates", 1)[1], re.M)
+    for res in (r, js):
+        test.assertEqual(figures["evaluations"], res["evaluations"])
+        test.assertEqual(figures["steps"], res["steps"])
+        test.assertEqual(figures["stop_reason"], res["stop_reason"])
+        test.assertEqual(figures["improved"], res["improved"])
+        test.assertAlmostEqual(figures["speedup"], res["speedup"], places=3)
+        for k in ("calls", "cached", "input_tokens", "output_tokens"):
+            test.assertEqual(figures[k], res["spend"][k], k)
+        test.assertAlmostEqual(figures["usd"], res["spend"]["usd"], places=4)
+        test.assertEqual(figures["experiences"], res["knowledge"]["experiences_written"])
+        test.assertEqual(figures["constraints"], res["knowledge"]["constraints_written"])
+        test.assertEqual(figures["text_versions"], res["knowledge"]["text_versions_written"])
+        test.assertEqual(figures["failed"], res["failed"])
+    with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
+        shown = [json.loads(line) for line in f if json.loads(line).get("type") in ("start", "candidate")]
+    test.assertEqual(len(rows), len(shown))
+    return figures
+
+
 class FakeServer:
     def __init__(self, tmp, script_obj, key):
         self.script = os.path.join(tmp, "script.json")
@@ -176,19 +225,32 @@ class LlmLoop(unittest.TestCase):
 
                 db = sqlite3.connect(env["MBLAST_KB"])
                 q = lambda sql: db.execute(sql).fetchone()[0]
-                # start -> fast, broken, repair (broken), wrong, no-code: five experiences
-                self.assertEqual(q("SELECT count(*) FROM experiences"), 5, p.stderr[-4000:])
+                # start -> fast, broken, repair (broken), wrong: four experiences; the answer with no
+                # code is its own outcome (no_kernel), in the run's events and not in the KB
+                self.assertEqual(q("SELECT count(*) FROM experiences"), 4, p.stderr[-4000:])
+                no_kernel = [e for e in events if e.get("type") == "candidate"
+                             and e["measured"].get("failure_kind") == "no_kernel"]
+                self.assertEqual(len(no_kernel), 1)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE correct = 1 AND speedup > 1"), 1)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'build_failed'"), 2)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'wrong_output'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'abi_error'"), 1)
+                self.assertEqual(q("SELECT count(*) FROM experiences "
+                                   "WHERE failure_kind IN ('abi_error', 'no_kernel')"), 0)
                 self.assertEqual(q(f"SELECT count(*) FROM constraints WHERE action_id = '{backend}.loop-unroll'"), 1)
                 self.assertGreaterEqual(q("SELECT count(*) FROM policy_stats"), 3)
                 # an action the LLM named that the KB did not know became a learned action
                 self.assertEqual(q(f"SELECT count(*) FROM actions WHERE id = '{backend}.llm-{backend}.wrong-idea' "
                                    f"OR id = '{backend}.wrong-idea'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences WHERE critic_text LIKE '%Critic: The rewrite%'"), 5)
+                self.assertEqual(q("SELECT count(*) FROM experiences "
+                                   "WHERE critic_text LIKE '%Critic: The rewrite%'"), 4)
                 self.assertEqual(q("SELECT count(*) FROM text_versions WHERE field = 'when_helps' AND author LIKE '%fake-model%'"), 1)
+                # The reports and the printed result agree with each other and with the KB.
+                agree = report_figures(self, r)
+                self.assertEqual(agree["experiences"], q("SELECT count(*) FROM experiences"))
+                self.assertEqual(agree["constraints"],
+                                 q("SELECT count(DISTINCT constraint_id) FROM constraint_evidence"))
+                self.assertGreaterEqual(agree["constraints"], 1)
+                self.assertEqual(agree["text_versions"], 1)
 
                 reqs = server.requests()
                 self.assertTrue(reqs)
@@ -230,7 +292,19 @@ class LlmLoop(unittest.TestCase):
         fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
         wrong = naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)")
         r, env, args, server = self.run_case("opencl", "pocl-cpu", "openai", slow, fast, wrong)
+        n_before = len(server.requests())
         server.close()
+        # A replay on a timed target: the prompts carry times that differ from the recorded
+        # run's; the cache's replay key masks them, so every request is answered from it.
+        env = dict(env, MBLAST_KB=env["MBLAST_KB"] + ".replay")
+        p = subprocess.run(args + ["--replay"], env=env, capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        replay = json.loads(p.stdout)
+        self.assertFalse(replay["failed"])
+        self.assertEqual(replay["spend"]["calls"], 0)
+        self.assertGreater(replay["spend"]["cached"], 0)
+        self.assertEqual(replay["evaluations"], r["evaluations"], p.stderr[-5000:])
+        self.assertEqual(len(server.requests()), n_before)
 
     def test_rvv_qemu_anthropic_and_replay(self):
         fast = read(os.path.join(HOME, "problems", "relu", "candidates", "naive.rvv.c"))
@@ -248,6 +322,233 @@ class LlmLoop(unittest.TestCase):
         self.assertEqual(replay["spend"]["usd"], 0)
         self.assertGreater(replay["spend"]["cached"], 0)
         self.assertEqual(len(server.requests()), n_before)
+
+
+class TrustedRuns(unittest.TestCase):
+    """Runs CI can trust (issue 41): a run that failed says so in its exit status, in `runs list`
+    and in its report; no run stays "running" once its process is gone; a failed run leaves in
+    the KB nothing but what it measured."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mblast-trusted-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.key = "sk-test-" + "y" * 24
+        self.env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
+                        MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"),
+                        MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
+                        MBLAST_LLM_API_KEY=self.key, MBLAST_CONFIG=os.path.join(self.tmp, "config.json"))
+        with open(self.env["MBLAST_CONFIG"], "w") as f:
+            json.dump({"max_retries": 0}, f)
+        self.relu = os.path.join(HOME, "problems", "relu")
+
+    def server(self, script_obj):
+        s = FakeServer(self.tmp, script_obj, self.key)
+        self.addCleanup(s.close)
+        return s
+
+    def mblast(self, *args, timeout=600):
+        return subprocess.run([BIN, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def runs(self):
+        p = self.mblast("runs", "list", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def kb_count(self, sql):
+        if not os.path.exists(self.env["MBLAST_KB"]):
+            return 0
+        db = sqlite3.connect(self.env["MBLAST_KB"])
+        try:
+            return db.execute(sql).fetchone()[0]
+        finally:
+            db.close()
+
+    def optimize_llm(self, port, *extra):
+        return self.mblast("optimize", self.relu, "--target", "pocl-cpu", "--llm",
+                           f"http://127.0.0.1:{port}/v1:fake-model", "--max-steps", "2", "--samples", "2", "--sol", "5",
+                           "--json", "--repeats", "3", "--min-time", "0.02", "--no-confirm", *extra)
+
+    def test_an_actor_that_always_fails_fails_the_run(self):
+        server = self.server({"mode": "match", "responses": [{"status": 500}]})
+        p = self.optimize_llm(server.port)
+        self.assertEqual(p.returncode, 1, p.stderr[-3000:])
+        r = json.loads(p.stdout)
+        self.assertTrue(r["failed"])
+        self.assertIn("the actor failed", r["failure"])
+        (run,) = self.runs()
+        self.assertEqual(run["status"], "failed")
+        self.assertIn("the actor failed", run["failure"])
+        listed = self.mblast("runs", "list").stdout
+        self.assertIn("FAILED", listed)
+        self.assertNotIn("1.00x", listed)
+        report_figures(self, r)
+        # Only what was measured: the start's run and state; no experience, no text version.
+        self.assertEqual(self.kb_count("SELECT count(*) FROM runs"), 1)
+        self.assertEqual(self.kb_count("SELECT count(*) FROM experiences"), 0)
+        self.assertEqual(self.kb_count("SELECT count(*) FROM text_versions WHERE author LIKE '%fake-model%'"), 0)
+
+    def test_a_replay_miss_fails_the_run(self):
+        server = self.server({"mode": "match", "responses": [{"text": "unused"}]})
+        p = self.optimize_llm(server.port, "--replay")
+        self.assertEqual(p.returncode, 1, p.stderr[-3000:])
+        self.assertTrue(json.loads(p.stdout)["failed"])
+        self.assertEqual(server.requests(), [])
+        self.assertEqual(self.runs()[0]["status"], "failed")
+
+    def test_a_wrong_start_fails_the_run(self):
+        naive = read(os.path.join(self.relu, "candidates", "naive.opencl.cpp"))
+        wrong = os.path.join(self.tmp, "wrong.opencl.cpp")
+        with open(wrong, "w") as f:
+            f.write(naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)"))
+        p = self.mblast("optimize", self.relu, "--target", "pocl-cpu", "--policy", "builtin", "--start", wrong,
+                        "--repeats", "3", "--min-time", "0.02")
+        self.assertEqual(p.returncode, 2, p.stderr[-3000:])
+        self.assertIn("not correct", p.stderr)
+        (run,) = self.runs()
+        self.assertEqual(run["status"], "failed")
+        self.assertIn("not correct", run["failure"])
+        self.assertEqual(self.kb_count("SELECT count(*) FROM experiences"), 0)
+
+    def test_an_unavailable_target_fails_the_run_and_leaves_no_trace_in_the_kb(self):
+        targets = self.mblast("targets").stdout
+        if "b200" not in targets:
+            self.skipTest("no b200 target here")
+        p = self.mblast("optimize", self.relu, "--target", "b200", "--policy", "builtin", "--repeats", "3")
+        if p.returncode == 0:
+            self.skipTest("b200 is available here")
+        self.assertEqual(p.returncode, 2, p.stderr[-3000:])
+        self.assertIn("unavailable", p.stderr)
+        for run in self.runs():
+            self.assertEqual(run["status"], "failed")
+        self.assertEqual(self.kb_count("SELECT count(*) FROM runs"), 0)
+        self.assertEqual(self.kb_count("SELECT count(*) FROM experiences"), 0)
+        self.assertEqual(self.kb_count("SELECT count(*) FROM targets WHERE name = 'b200'"), 0)
+
+    def test_a_killed_run_is_shown_failed(self):
+        # The actor's answer never comes in time: the run waits on the LLM when it is killed.
+        server = self.server({"mode": "match", "responses": [{"delay_s": 120, "text": "late"}]})
+        args = [BIN, "optimize", self.relu, "--target", "pocl-cpu", "--llm",
+                f"http://127.0.0.1:{server.port}/v1:fake-model", "--repeats", "3", "--min-time", "0.02", "--sol", "5"]
+        proc = subprocess.Popen(args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 300
+            while time.time() < deadline and not server.requests():
+                time.sleep(0.2)
+            self.assertTrue(server.requests(), "the run never asked the LLM")
+            (run,) = self.runs()
+            self.assertEqual(run["status"], "running")  # alive: shown running
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        (run,) = self.runs()
+        self.assertEqual(run["status"], "failed")
+        self.assertIn("killed", run["failure"])
+        with open(os.path.join(self.env["MBLAST_RUNS_DIR"], run["id"], "run.json")) as f:
+            self.assertEqual(json.load(f)["status"], "failed")  # on disk too
+        shown = self.mblast("runs", "show", run["id"])
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("FAILED", shown.stdout)
+
+
+class RepeatsAndCost(unittest.TestCase):
+    def test_repeats_are_asked_again_then_the_builtin_policy_steps_in_and_runs_cost_sums(self):
+        if subprocess.run([BIN, "targets"], capture_output=True, text=True).stdout.find("pocl-cpu") < 0:
+            self.skipTest("pocl-cpu is not a target here")
+        tmp = tempfile.mkdtemp(prefix="mblast-repeats-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key = "sk-test-" + "z" * 24
+        fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
+        # The model always gives the same kernel: new at step 1, a repeat from then on.
+        server = FakeServer(tmp, {"mode": "match", "responses": [
+            {"match": "[task: analyse", "text": "Elementwise and memory-bound."},
+            {"match": "[task: propose",
+             "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp")},
+            {"match": "[task: critique", "text": "Fine."},
+            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        self.addCleanup(server.close)
+        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        with open(env["MBLAST_CONFIG"], "w") as f:
+            json.dump({"max_retries": 0}, f)
+        p = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu", "--llm",
+                            f"http://127.0.0.1:{server.port}/v1:fake-model", "--samples", "1", "--max-steps", "3",
+                            "--patience", "9", "--sol", "5", "--json", "--repeats", "3", "--min-time", "0.02",
+                            "--no-confirm"], env=env, capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        r = json.loads(p.stdout)
+        self.assertTrue(r["stop_reason"].startswith("step budget spent"), r["stop_reason"])
+        with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
+            events = [json.loads(line) for line in f]
+        stepped_in = [e for e in events if e.get("type") == "candidate"
+                      and e.get("description", "").startswith("the LLM repeated itself; builtin policy")]
+        self.assertGreaterEqual(len(stepped_in), 1, p.stderr[-3000:])
+        asked_again = [q for q in server.requests() if "repeated a candidate" in json.dumps(q["body"])]
+        self.assertGreaterEqual(len(asked_again), 1)
+        report_figures(self, r)
+
+        c = subprocess.run([BIN, "runs", "cost", "--json"], env=env, capture_output=True, text=True)
+        self.assertEqual(c.returncode, 0, c.stderr)
+        cost = json.loads(c.stdout)
+        self.assertEqual(cost["total"]["calls"], r["spend"]["calls"])
+        self.assertEqual(sum(v["calls"] for v in cost["by_role"].values()), r["spend"]["calls"])
+        for role in ("actor", "critic", "analysis"):
+            self.assertGreater(cost["by_role"][role]["calls"], 0, role)
+        self.assertEqual(list(cost["by_model"]), [r["spend"]["model"]])
+        self.assertEqual(cost["runs"][0]["run"], r["run"])
+        text = subprocess.run([BIN, "runs", "cost"], env=env, capture_output=True, text=True).stdout
+        self.assertIn("by role:", text)
+        self.assertIn("actor", text)
+
+        # What the next run's first prompt would carry, from this KB: printed, nothing asked.
+        n = len(server.requests())
+        sp = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu",
+                             "--show-prompt", "--repeats", "3", "--min-time", "0.02"],
+                            env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(sp.returncode, 0, sp.stderr[-3000:])
+        self.assertEqual(len(server.requests()), n)
+        for needle in ("### system", "[task: propose step 1 sample 1]", "## Nearest earlier states",
+                       "opencl.thread-coarsening -> correct", "(this problem, an earlier run)", "compute units:",
+                       "## Learned rules", "## Constraints that apply here"):
+            self.assertIn(needle, sp.stdout)
+
+
+class BenchWithAnLlm(unittest.TestCase):
+    def test_bench_optimize_takes_an_llm(self):
+        if subprocess.run([BIN, "targets"], capture_output=True, text=True).stdout.find("pocl-cpu") < 0:
+            self.skipTest("pocl-cpu is not a target here")
+        tmp = tempfile.mkdtemp(prefix="mblast-bench-llm-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key = "sk-test-" + "b" * 24
+        server = FakeServer(tmp, {"mode": "match", "responses": [
+            {"match": "[task: analyse", "text": "memory-bound"},
+            {"match": "[task: propose", "text": "ACTION: opencl.nothing\nPLAN: nothing\nno code today"},
+            {"match": "[task: critique", "text": "ok"},
+            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        self.addCleanup(server.close)
+        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        with open(env["MBLAST_CONFIG"], "w") as f:
+            json.dump({"max_retries": 0}, f)
+        spec = f"http://127.0.0.1:{server.port}/v1:fake-model"
+        p = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
+                            "--optimize", "--llm", spec, "--filter", "level1/23_relu", "--optimize-evals", "2",
+                            "--no-compile", "--min-time", "0.05", "--json", "--work", os.path.join(tmp, "work")],
+                           env=env, capture_output=True, text=True, timeout=900)
+        if p.returncode != 0 and "torch" in p.stderr:
+            self.skipTest("no PyTorch for the baseline: " + p.stderr[-300:])
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        (row,) = json.loads(p.stdout)["problems"]
+        self.assertTrue(row["correct"])
+        self.assertIn(spec, row["candidate"]["origin"])
+        self.assertGreater(row["candidate"]["details"]["spend"]["calls"], 0)
+        self.assertTrue(server.requests())
+        # --llm without --optimize is refused with a reason
+        bad = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
+                              "--llm", spec], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--llm goes with --optimize", bad.stderr)
 
 
 if __name__ == "__main__":

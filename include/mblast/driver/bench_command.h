@@ -93,6 +93,7 @@ struct BenchArgs {
   int optimize_evals = 12;
   std::string optimize_from = "candidate";  // or "generated": start from the policy's first kernel
   std::string kb;
+  std::string llm;  // with --optimize: the LLM that proposes ("" : the builtin policy)
 };
 
 void add_bench(CLI::App& app, BenchArgs& a);

@@ -14,6 +14,7 @@ namespace mblast {
 struct OptimizeArgs {
   std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume, spec;
   bool json = false, replay = false, no_cache = false, no_confirm = false;
+  bool show_prompt = false;  // measure the start, print the first actor prompt, ask no LLM
   double llm_timeout = 0;
   int max_llm_calls = 0;
   long long max_tokens = 0;
@@ -41,6 +42,11 @@ bool builtin_generates(const Problem& problem, const Target& target);
 nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
                                      const std::optional<std::filesystem::path>& start,
                                      const loop::OptimizeOptions& options);
+// The same with an LLM as actor and critic (`llm_spec` as --llm takes it), the builtin policy as
+// its fallback when it repeats itself; the result's "spend" is the LLM's.
+nlohmann::json optimize_with_llm(const Problem& problem, const Target& target,
+                                 const std::optional<std::filesystem::path>& start,
+                                 const loop::OptimizeOptions& options, const std::string& llm_spec);
 int run_runs(CLI::App& app, const RunsArgs& a);
 
 }  // namespace mblast

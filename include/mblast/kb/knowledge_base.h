@@ -27,6 +27,7 @@ struct OpenOptions {
   bool read_only = false;     // never write: no creation, no migration
   int busy_timeout_ms = -1;   // how long to wait for another writer; -1: $MBLAST_KB_BUSY_TIMEOUT_MS, else 10000
   int target_version = 0;     // migrate to this version (0: the newest); tests make older files with it
+  bool seed = true;           // a KB this open creates gets the built-in seed knowledge (kb_schema/seed)
 };
 
 // $MBLAST_KB, else $XDG_DATA_HOME/mblast/kb.sqlite, else ~/.local/share/mblast/kb.sqlite.

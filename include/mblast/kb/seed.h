@@ -38,11 +38,14 @@ std::vector<SeedEntry> seed_from_dir(const std::filesystem::path& dir);
 
 struct SeedReport {
   int actions_added = 0, actions_known = 0, constraints_added = 0, text_versions_added = 0;
+  int actions_repaired = 0;  // known ids that were not seed rows (a run made them): seed priors attached
   std::map<std::string, int> actions_per_backend;  // in the seed loaded
 };
 
 // Loads entries into the KB in one transaction. Idempotent: known actions stay; a changed seed
-// text becomes a new text version (never an overwrite).
+// text becomes a new text version (never an overwrite). A known id whose row is not a seed row
+// (a run created it before the seed was there) gets the seed's priors, parameters, applies_to
+// and provenance, and the seed's texts as new versions.
 SeedReport load_seed(KnowledgeBase& kb, const std::vector<SeedEntry>& entries);
 
 }  // namespace mblast::kb

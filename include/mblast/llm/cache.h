@@ -25,6 +25,12 @@ enum class CacheMode {
 nlohmann::json cache_material(const ProviderSpec& provider, const Request& request);
 // 32 hex digits (xxh3-128 of the material's canonical JSON).
 std::string cache_key(const ProviderSpec& provider, const Request& request);
+// The material with its measured figures (decimals; numbers with a unit such as us, ms, GB/s,
+// %, x) masked, and its key: every answer is stored under it too, and --replay falls back to it
+// when the exact prompt is not there, so a run on a timed target (whose prompts carry times that
+// differ from one run to the next) can be replayed. A normal run never reads it.
+nlohmann::json replay_material(const nlohmann::json& material);
+std::string replay_key(const nlohmann::json& replay_material);
 
 struct CachedAnswer {
   std::string text, model, finish_reason;

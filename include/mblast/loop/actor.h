@@ -17,6 +17,10 @@
 #include "mblast/problem.h"
 #include "mblast/target.h"
 
+namespace mblast::kb {
+class KnowledgeBase;
+}
+
 namespace mblast::loop {
 
 struct Proposal {
@@ -30,6 +34,7 @@ struct Proposal {
   std::string model;                 // "builtin" or the LLM's model
   std::string prompt_hash;           // the prompt it answered ("" for builtin)
   std::string abi_problem;           // "" or why the code cannot be a candidate (not compiled then)
+  bool no_kernel = false;            // the answer held no kernel at all (nothing to evaluate or learn from)
 };
 
 // One candidate the loop knows: its source and how it measured.
@@ -62,6 +67,23 @@ struct ActorContext {
     bool same_problem = false;
   };
   std::vector<PastWinner> past_winners;
+  // What earlier runs did from the nearest states: the action taken there and its measured
+  // outcome (the memory the LLM's prompt carries).
+  struct Recalled {
+    std::string state_text, problem, target, action, outcome;
+    double weight = 0;
+    bool same_problem = false, same_target = false;
+  };
+  std::vector<Recalled> recalled;
+  // The best earlier kernel (correct, nearest the peak) of each of the nearest problems on this
+  // backend, heaviest state first.
+  struct PastKernel {
+    std::string problem, target, source, cost;
+    std::optional<double> bandwidth_fraction, compute_fraction;
+    double weight = 0;
+    bool same_problem = false;
+  };
+  std::vector<PastKernel> past_kernels;
   int k = 4;                               // proposals wanted
   int step = 0;
 };
@@ -88,6 +110,13 @@ class Actor {
   // A repaired proposal after `failed` did not build (LLM actors); nullopt: no repair.
   virtual std::optional<Proposal> repair(const ActorContext&, const Proposal&, const std::string& /*log*/) {
     return std::nullopt;
+  }
+  // After the search of a run that did not fail, before its reports are written: what the run
+  // taught, in the actor's own words, written to the KB (the LLM's knowledge update). Returns
+  // {"text_versions_written": n, "note": "..."}, or {} when the actor has nothing to add.
+  virtual nlohmann::json learn(kb::KnowledgeBase&, const Problem&, const Target&,
+                               const std::vector<nlohmann::json>& /*events*/) {
+    return nlohmann::json::object();
   }
   // What it spent so far: {"calls", "input_tokens", "output_tokens", "usd", "cached"}; {} for none.
   virtual nlohmann::json spend() const { return nlohmann::json::object(); }

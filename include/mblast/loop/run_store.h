@@ -37,7 +37,13 @@ class RunStore {
   nlohmann::json meta_;
 };
 
-// run.json of every run under root, newest first (unreadable folders are skipped).
+// This machine's host name (run.json records it with the pid of the run's process).
+std::string this_host();
+// A run marked running whose process, on this host, no longer exists.
+bool run_process_gone(const nlohmann::json& meta);
+
+// run.json of every run under root, newest first (unreadable folders are skipped). A run whose
+// process is gone while it was running is marked failed (in the file too).
 std::vector<nlohmann::json> list_runs(const std::filesystem::path& root);
 
 }  // namespace mblast::loop
