@@ -292,3 +292,66 @@ TEST(Lower, SharedExpensiveProducerIsMaterialisedOnce) {
 
 }  // namespace
 }  // namespace mblast::lower
+
+namespace mblast::lower {
+namespace {
+
+// A program with every kind of kernel: a convolution (reduction with a bounds predicate), an
+// argmax, a softmax's row statistics, temporaries, an int64 output.
+std::pair<Schedule, Problem> mixed_program() {
+  Problem p;
+  p.name = "mixed";
+  p.inputs = {spec("in0", {1, 4, 5, 5})};
+  p.parameters = {spec("w", {6, 2, 3, 3})};
+  p.outputs = {spec("o1", {1, 6, 3, 3}), spec("o2", {1, 3, 3}, mblast::DType::i64)};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {1, 4, 5, 5}), ph("w", "w", {6, 2, 3, 3}),
+                    call("c", "aten.convolution.default", args(nref("x"), nref("w"), nullptr, args(2, 2), args(1, 1), args(1, 1), false, args(0, 0), 2),
+                         {1, 6, 3, 3}),
+                    call("sm", "aten._softmax.default", args(nref("c"), 1, false), {1, 6, 3, 3}),
+                    call("am", "aten.argmax.default", args(nref("c"), 1), {1, 3, 3}, "i64"), output(args(nref("sm"), nref("am"))));
+  const auto l = lower_graph(g, p);
+  if (!l.program) ADD_FAILURE() << l.error;
+  return {l.program ? schedule(*l.program) : Schedule{}, p};
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(LowerDialects, CudaCompilesWithNvcc) {
+  const char* nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!std::filesystem::exists(nvcc)) GTEST_SKIP() << "no nvcc at " << nvcc;
+  const auto [s, p] = mixed_program();
+  ASSERT_GE(s.kernels.size(), 3u);
+  const std::string src = emit_cuda(s, p);
+  const auto file = write_temp("lower.cu", src);
+  const std::string obj = file + ".o", log = file + ".log";
+  const std::string cmd = std::string(nvcc) + " -std=c++17 -c -Xcompiler -fPIC -I" + MBLAST_SOURCE_DIR + "/include -o " + obj + " " + file + " >" + log + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream l(log);
+  EXPECT_EQ(rc, 0) << std::string(std::istreambuf_iterator<char>(l), {}) << "\n" << src;
+  std::filesystem::remove(file);
+  std::filesystem::remove(obj);
+  std::filesystem::remove(log);
+}
+
+TEST(LowerDialects, OpenclHostCodeCompiles) {
+  if (!std::filesystem::exists("/usr/include/CL/cl.h")) GTEST_SKIP() << "no OpenCL headers";
+  const auto [s, p] = mixed_program();
+  const std::string src = emit_opencl(s, p);
+  EXPECT_NE(src.find("clBuildProgram"), std::string::npos);
+  const auto file = write_temp("lower.opencl.cpp", src);
+  const std::string log = file + ".log";
+  const std::string cmd = std::string("c++ -std=c++17 -fsyntax-only -I") + MBLAST_SOURCE_DIR + "/include " + file + " >" + log + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream l(log);
+  EXPECT_EQ(rc, 0) << std::string(std::istreambuf_iterator<char>(l), {}) << "\n" << src;
+  std::filesystem::remove(file);
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace mblast::lower
