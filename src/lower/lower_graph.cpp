@@ -322,6 +322,7 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
         if (!found) throw Unsupported("placeholder is not one of the problem's inputs or parameters");
         Ctx c{p, n, values};
         t.shape = c.shape();  // the traced shape (a 0-dim tensor is stored as one element)
+        t.traced_strides = {};  // the problem's tensors are dense whatever torch had
         values[name] = Val::tensor(p.add(std::move(t)));
         continue;
       }
@@ -334,6 +335,10 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       Ctx c{p, n, values};
       try {
         values[name] = it->second(c);
+        const Val& v = values[name];
+        if (v.kind == Val::Kind::Tensor && n.contains("strides") && n["strides"].is_array() &&
+            p.tensors[static_cast<size_t>(v.t)].traced_strides.empty())
+          p.tensors[static_cast<size_t>(v.t)].traced_strides = n["strides"].get<std::vector<int64_t>>();
       } catch (const Unsupported& e) {
         throw Unsupported(target + ": " + e.what());
       }

@@ -343,9 +343,39 @@ Val index_tensor(Ctx& c) {
   });
 }
 
+// as_strided(x, size, stride, storage_offset): an index map over x's storage, which is x's own
+// dense layout only when torch had x contiguous (its traced strides row-major).
+Val as_strided(Ctx& c) {
+  const int x = c.tensor_arg(0);
+  const auto& xs = c.T(x);
+  std::vector<int64_t> dense(xs.shape.size(), 1);
+  for (size_t d = xs.shape.size(); d-- > 1;) dense[d - 1] = dense[d] * xs.shape[d];
+  if (!xs.traced_strides.empty()) {
+    for (size_t d = 0; d < xs.shape.size(); ++d)
+      if (xs.shape[d] > 1 && xs.traced_strides[d] != dense[d])
+        throw Unsupported("as_strided of a tensor that was not contiguous when traced");
+  }
+  const auto strides = c.ints_arg(2, "stride");
+  const int64_t offset = c.int_arg(3, "storage_offset", 0);
+  const auto shape = c.shape();
+  if (strides.size() != shape.size()) throw Unsupported("as_strided with a stride per dim missing");
+  return map_to(c, x, [&](const std::vector<E>& idx) {
+    E lin = iconst(offset);
+    for (size_t d = 0; d < idx.size(); ++d) lin = add(lin, mul(idx[d], iconst(strides[d])));
+    std::vector<E> o(xs.shape.size());
+    E rest = lin;
+    for (size_t d = xs.shape.size(); d-- > 0;) {
+      o[d] = xs.shape[d] == 1 ? iconst(0) : (d == 0 ? rest : mod(rest, iconst(xs.shape[d])));
+      rest = floordiv(rest, iconst(xs.shape[d]));
+    }
+    return o;
+  });
+}
+
 }  // namespace
 
 void add_shape(Table& t) {
+  t["as_strided"] = as_strided;
   for (const char* op : {"view", "_unsafe_view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"}) t[op] = view;
   t["prims.reshape"] = view;
   t["permute"] = [](Ctx& c) { return permute(c, c.ints_arg(1, "dims")); };

@@ -82,6 +82,8 @@ struct Tensor {
   E body;
   ReduceOp reduce = ReduceOp::None;
   std::vector<int64_t> reduce_extents;
+  // The strides torch had for it when traced (graph.json "strides"); empty when unknown.
+  std::vector<int64_t> traced_strides;
   // Bookkeeping for plan output: the aten op that produced it.
   std::string origin;
   int64_t numel() const;
