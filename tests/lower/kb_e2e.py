@@ -63,6 +63,10 @@ def one(a, path):
         with open(small, "w") as f:
             f.write(shrink(src, limit))
         out = os.path.join(work, f"imported{limit}")
+        done = os.path.join(out, name, "problem.json")
+        if os.path.exists(done) and open(small).read() == shrink(src, limit):  # imported by an earlier run
+            pdir = os.path.dirname(done)
+            break
         rc, so, se = run([a.mblast, "import", "kernelbench", small, "--out", out, "--seeds", "2", "--inits", "1",
                           "--json"], a.timeout)
         try:
@@ -93,10 +97,14 @@ def one(a, path):
         r = json.loads(so)
     except Exception:
         return "EVAL_FAILED", (se or so).strip()[-300:]
-    verdict = r.get("verdict") or r.get("result", {}).get("verdict") or "?"
-    detail = r.get("failure_kind") or r.get("reason") or r.get("detail") or ""
-    if verdict != "CORRECT" and not detail:
-        detail = json.dumps({k: r[k] for k in list(r)[:6]})[:300]
+    if r.get("correct") is True and not r.get("failure_kind"):
+        verdict = "CORRECT"
+    else:
+        verdict = str(r.get("failure_kind") or "INCORRECT").upper()
+    detail = r.get("reason") or ""
+    t = r.get("time") or {}
+    if verdict == "CORRECT" and isinstance(t, dict):
+        detail = f"median {t.get('median', '?')} {t.get('unit', '')}"
     return verdict, str(detail)[:300]
 
 
