@@ -37,6 +37,8 @@ def shrink(src: str, limit: int) -> str:
             v = value(node.value)
             if v is not None and v > limit:
                 node.value = ast.Constant(limit)
+            elif isinstance(node.value, ast.Tuple):  # height, width = 256, 256
+                node.value.elts = [ast.Constant(limit) if (value(e) or 0) > limit else e for e in node.value.elts]
     return ast.unparse(tree) + "\n"
 
 
