@@ -272,7 +272,27 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
   try {
     if (!aten.is_object() || !aten.contains("nodes") || !aten["nodes"].is_array())
       return {std::nullopt, "graph.json has no ATen-level graph (\"aten\"): re-import the problem with this version"};
-    const auto& nodes = aten["nodes"];
+    // A multi-output node traced without metadata (make_fx leaves tuples bare) takes its
+    // outputs' shapes and dtypes from the getitem nodes that read them.
+    json nodes = aten["nodes"];
+    {
+      std::map<std::string, size_t> index;
+      for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i].value("name", "")] = i;
+      for (const auto& n : aten["nodes"]) {
+        const auto t = n.value("target", "");
+        if (op_key(t) != "getitem" || !n.contains("shape") || !n["args"].is_array() || n["args"].size() != 2) continue;
+        const auto& src = n["args"][0];
+        if (!src.is_object() || !src.contains("node") || !n["args"][1].is_number_integer()) continue;
+        auto it = index.find(src["node"].get<std::string>());
+        if (it == index.end()) continue;
+        json& m = nodes[it->second];
+        if (m.contains("shape")) continue;
+        const auto k = n["args"][1].get<size_t>();
+        if (!m.contains("outputs") || !m["outputs"].is_array()) m["outputs"] = json::array();
+        while (m["outputs"].size() <= k) m["outputs"].push_back(nullptr);
+        if (m["outputs"][k].is_null()) m["outputs"][k] = {{"shape", n["shape"]}, {"dtype", n.value("dtype", "f32")}};
+      }
+    }
     std::map<std::string, const json*> by_name;
     const json* output = nullptr;
     for (const auto& n : nodes) {

@@ -75,6 +75,8 @@ Schedule schedule(const Program& p) {
       continue;
     }
     std::function<E(const E&)> walk = [&](const E& e) -> E {
+      if (e->kind == Node::Kind::Load && e->args.empty() && inline_it[static_cast<size_t>(e->tensor)])
+        return inlined[static_cast<size_t>(e->tensor)];  // a 0-dim producer
       if (e->args.empty()) return e;
       std::vector<E> args;
       bool changed = false;
