@@ -313,6 +313,27 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       collect_refs((*it->second)["args"], stack);
       if (it->second->contains("kwargs")) collect_refs((*it->second)["kwargs"], stack);
     }
+    // An in-place copy_ (nn.ReLU(inplace=True) traces as relu then copy_ into its input) changes
+    // what later readers of its destination see: live whenever its destination is.
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const auto& n : nodes) {
+        const auto nm = n.value("name", "");
+        if (live.count(nm) || op_key(n.value("target", "")) != "copy_" || !n["args"].is_array() || n["args"].empty()) continue;
+        const auto& dst = n["args"][0];
+        if (!dst.is_object() || !dst.contains("node") || !live.count(dst["node"].get<std::string>())) continue;
+        std::vector<std::string> more = {nm};
+        collect_refs(n["args"], more);
+        while (!more.empty()) {
+          auto m = more.back();
+          more.pop_back();
+          if (!live.insert(m).second) continue;
+          auto it = by_name.find(m);
+          if (it != by_name.end()) collect_refs((*it->second)["args"], more);
+        }
+        grew = true;
+      }
+    }
     Program p;
     std::map<std::string, Val> values;
     for (const auto& n : nodes) {
@@ -351,9 +372,24 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       const std::string target = n.value("target", "");
       const auto key = op_key(target);
       auto it = table().find(key);
-      if (it == table().end()) throw Unsupported("op " + target + " has no lowering");
+      if (it == table().end() && key != "copy_") throw Unsupported("op " + target + " has no lowering");
       Ctx c{p, n, values};
       try {
+        if (key == "copy_") {
+          // copy_(dst, src): dst's value from here on is src broadcast to dst's shape and dtype.
+          const auto& a0 = n["args"][0];
+          const Val dst = c.arg(0), src = c.arg(1);
+          if (dst.kind != Val::Kind::Tensor) throw Unsupported("copy_ into a non-tensor");
+          const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
+          static const std::set<std::string> views = {"slice", "select", "as_strided", "view", "_unsafe_view", "permute", "expand",
+                                                      "diagonal", "unsqueeze", "squeeze", "t", "transpose", "alias", "narrow", "unfold"};
+          if (views.count(op_key(d.origin))) throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
+          const auto idx = out_vars(d.shape.size());
+          const int t = c.compute(d.shape, d.dtype, cast(c.at(src, idx), d.dtype));
+          values[name] = Val::tensor(t);
+          if (a0.is_object() && a0.contains("node")) values[a0["node"].get<std::string>()] = Val::tensor(t);
+          continue;
+        }
         values[name] = it->second(c);
         const Val& v = values[name];
         if (v.kind == Val::Kind::Tensor && n.contains("strides") && n["strides"].is_array() &&
