@@ -9,6 +9,7 @@
 
 #include "mblast/error.h"
 #include "mblast/files.h"
+#include "mblast/lower/lower.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
 #include "mblast/problem.h"
@@ -25,6 +26,8 @@ void add_plan(CLI::App& app, PlanArgs& a) {
   c->add_flag("--json", a.json, "Print a JSON array: per problem its plan (kind, stages, summary) and variant count");
   c->add_option("--write-variants", a.write_dir,
                 "With --target: write each generated variant's source to DIR/<problem>/<n>_<family><ext>, to read or build by hand");
+  c->add_flag("--pipeline", a.pipeline,
+              "With --target: only the lowering pipeline's candidate (family lower.generic), whether or not a generator recognises the problem");
 }
 
 int run_plan(const PlanArgs& a) {
@@ -41,8 +44,30 @@ int run_plan(const PlanArgs& a) {
       e["kind"] = plan.kind;
       e["summary"] = plan.kind == "unsupported" ? plan.reason : plan.summary();
       if (plan.kind != "unsupported") e["plan"] = plan.to_json();
+      // The lowering pipeline (src/lower): its kernels, or the op it cannot lower with its node.
+      const auto lowered = lower::lower_problem(p);
+      std::string lower_text;
+      if (lowered.program) {
+        const auto sched = lower::schedule(*lowered.program);
+        nlohmann::json ks = nlohmann::json::array();
+        for (const auto& k : sched.kernels) ks.push_back(k.name);
+        e["lowering"] = {{"ok", true}, {"kernels", ks}, {"summary", sched.summary()}};
+        lower_text = fmt::format("\n  lowering pipeline: {} kernel(s)\n{}", sched.kernels.size(), sched.summary());
+        if (lower_text.ends_with('\n')) lower_text.pop_back();
+      } else {
+        e["lowering"] = {{"ok", false}, {"reason", lowered.error}};
+        lower_text = "\n  lowering pipeline: " + lowered.error;
+      }
+      if (plan.kind == "unsupported" || a.pipeline) e["lowering_text"] = lower_text;
       if (target) {
-        const auto variants = policy::generate_variants(plan, p, *target);
+        std::vector<policy::Variant> variants;
+        if (a.pipeline) {
+          std::string why;
+          if (auto v = policy::lowered_variant(p, *target, &why)) variants.push_back(std::move(*v));
+          else e["pipeline_reason"] = why;
+        } else {
+          variants = policy::generate_variants(plan, p, *target);
+        }
         e["variants"] = variants.size();
         if (!a.write_dir.empty()) {
           const std::filesystem::path d = std::filesystem::path(a.write_dir) / p.name;
@@ -58,8 +83,10 @@ int run_plan(const PlanArgs& a) {
     }
     if (!a.json) {
       std::string count = e.contains("variants") ? fmt::format(" [{} variants for {}]", e["variants"].get<size_t>(), a.target) : "";
-      std::cout << fmt::format("{}: {}: {}{}\n", e.value("name", dir), e["kind"].get<std::string>(), e["summary"].get<std::string>(), count);
+      std::cout << fmt::format("{}: {}: {}{}{}\n", e.value("name", dir), e["kind"].get<std::string>(), e["summary"].get<std::string>(), count,
+                               e.value("lowering_text", std::string()));
     }
+    e.erase("lowering_text");
     all.push_back(std::move(e));
   }
   if (a.json) std::cout << all.dump(2) << "\n";

@@ -249,7 +249,8 @@ def guess_op_class(graph) -> str:
     if graph is None:
         return "model"
     classes = []
-    for n in graph["nodes"]:
+    nodes = graph["nodes"] or graph.get("aten", {}).get("nodes", [])
+    for n in nodes:
         key = _node_key(n)
         if key is None:
             continue
@@ -348,3 +349,151 @@ def count_flops(model_ref: Reference, args, graph):
     if f is not None:
         return f, "analytic-fx"
     return 0, "unknown"
+
+
+# --- ATen-level capture (issue 39): the graph the lowering pipeline (src/lower) reads. ---
+
+# Composite ops the lowering has no rule for are decomposed into primitive aten ops; what
+# stays composite on purpose (softmax, convolution, pooling, mm) has a lowering of its own.
+_KEEP_COMPOSITE = {"_softmax", "_log_softmax", "convolution", "mm", "bmm", "addmm",
+                   "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d",
+                   "avg_pool3d", "embedding", "native_dropout", "_adaptive_avg_pool2d",
+                   "_adaptive_avg_pool3d"}
+
+
+def _decomposition_table():
+    import torch._decomp as decomp
+    core = getattr(decomp, "core_aten_decompositions", None)
+    if core is not None:
+        table = dict(core())
+    else:  # torch 1.13: the aten -> aten decompositions only (torch._refs goes down to prims)
+        table = {op: fn for op, fn in decomp.decomposition_table.items()
+                 if getattr(fn, "__module__", "") == "torch._decomp.decompositions"}
+    out = {}
+    for op, fn in table.items():
+        name = getattr(op, "_schema", None)
+        base = name.name.split("::")[-1] if name is not None else str(op).split(".")[-2]
+        if base in _KEEP_COMPOSITE or "backward" in base:
+            continue
+        out[op] = fn
+    return out
+
+
+def _aten_target(t) -> str:
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)  # "aten.mm.default"
+    return _qualified(t)
+
+
+def _strides_of(m):
+    st = getattr(m, "stride", None)
+    try:
+        return [int(s) for s in (st() if callable(st) else st)]
+    except Exception:
+        return None
+
+
+def trace_aten(model, args, tensor_names, param_names):
+    """(graph | None, note | None): the module's forward at the ATen level, composite ops
+    decomposed. torch.export + run_decompositions on torch >= 2.1, make_fx otherwise.
+    Placeholders carry "tensor": the problem's parameter/buffer name or "in<i>"; constants
+    given to forward are baked into the graph."""
+    try:
+        if torch_version() >= (2, 1) and hasattr(torch, "export"):
+            return _aten_export(model, args, tensor_names, param_names), None
+        return _aten_make_fx(model, args, tensor_names, param_names), None
+    except Exception as e:
+        return None, f"aten capture: {one_line(e)}"
+
+
+def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")):
+    nodes = []
+    for n in graph.nodes:
+        e = {"name": n.name, "op": n.op,
+             "target": _aten_target(n.target) if n.op == "call_function" else _qualified(n.target)}
+        if n.op == "placeholder":
+            t = placeholder_tensor(n)
+            if t is not None:
+                e["tensor"] = t
+        e["args"] = _arg_json(n.args)
+        e["kwargs"] = _arg_json(dict(n.kwargs))
+        m = None
+        for k in meta_key_order:
+            if k in n.meta:
+                m = n.meta[k]
+                break
+        meta = _meta_json(m)
+        if isinstance(meta, dict):
+            e.update(meta)
+            st = _strides_of(m)
+            if st is not None:
+                e["strides"] = st
+        elif isinstance(meta, list):
+            e["outputs"] = meta
+        nodes.append(e)
+    return nodes
+
+
+def _aten_make_fx(model, args, tensor_names, param_names):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils import stateless
+    model = copy.deepcopy(model)
+    named = [(n, p) for n, p in model.named_parameters()] + [(n, b) for n, b in model.named_buffers()]
+    named = [(n, t) for n, t in named if n in param_names]
+    tensor_pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    n_par = len(named)
+
+    def f(*flat):
+        state = {n: flat[k] for k, (n, _) in enumerate(named)}
+        call = list(args)
+        for k, i in enumerate(tensor_pos):
+            call[i] = flat[n_par + k]
+        return stateless.functional_call(model, state, tuple(call))
+
+    flat = [t.detach() for _, t in named] + [args[i] for i in tensor_pos]
+    with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+        gm = make_fx(f, decomposition_table=_decomposition_table(), tracing_mode="real")(*flat)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = [n for n, _ in named] + [f"in{i}" for i in tensor_pos]
+    by_node = {p.name: names[k] for k, p in enumerate(placeholders) if k < len(names)}
+
+    def ph(n):
+        t = by_node.get(n.name)
+        return t if t is not None and (t in param_names or t in tensor_names) else None
+
+    return {"format": 1, "method": "make_fx + torch._decomp (aten level)",
+            "torch": torch.__version__, "nodes": _aten_nodes(gm.graph, ph)}
+
+
+def _aten_export(model, args, tensor_names, param_names):
+    ep = torch.export.export(copy.deepcopy(model), tuple(args))
+    ep = ep.run_decompositions(_decomposition_table())
+    sig = ep.graph_signature
+    p_map = dict(getattr(sig, "inputs_to_parameters", {}) or {})
+    p_map.update(dict(getattr(sig, "inputs_to_buffers", {}) or {}))
+    user_inputs = list(getattr(sig, "user_inputs", []) or [])
+    tensor_positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def ph(n):
+        if n.name in p_map:
+            return p_map[n.name]
+        if n.name in user_inputs:
+            i = user_inputs.index(n.name)
+            if i < len(tensor_positions):
+                return f"in{tensor_positions[i]}"
+        return None
+
+    return {"format": 1, "method": "torch.export + run_decompositions (aten level)",
+            "torch": torch.__version__, "nodes": _aten_nodes(ep.graph_module.graph, ph)}
+
+
+def with_aten(graph, note, model, args, tensor_names, param_names):
+    """(graph, note) with the ATen-level graph under graph["aten"] (a graph of no fx nodes
+    when only the ATen capture worked, so that the lowering pipeline still has it)."""
+    aten, aten_note = trace_aten(model, args, tensor_names, param_names)
+    if aten is None:
+        return graph, "; ".join(x for x in (note, aten_note) if x) or None
+    if graph is None:
+        graph = {"format": 1, "method": f"none ({note})", "torch": torch.__version__, "nodes": []}
+    graph["aten"] = aten
+    return graph, note

@@ -21,7 +21,7 @@ from . import common
 from .common import (FLOAT_DTYPES, FORMAT, GENERATOR, PROG, VERSION, Failure, die, fsync_path,
                      json_bytes, nbytes, one_line, sha256_bytes, sha256_file, write_bytes_atomic)
 from .baseline import settings_kept, tf32_off
-from .graph import count_flops, guess_op_class, trace_graph
+from .graph import count_flops, guess_op_class, trace_graph, with_aten
 from .tensors import (PARAM_SEED_BASE, Reference, all_finite, as_arg_list, call_user,
                       flatten_outputs, json_constant, load_kernelbench_module, seed_all,
                       tensor_entry, to_storable)
@@ -381,6 +381,9 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     refs[inits[0]].restore()
     graph, graph_note = trace_graph(refs[inits[0]].model, on_device(seed_args[seeds[0]]),
                                     tensor_names, param_names)
+    refs[inits[0]].restore()
+    graph, graph_note = with_aten(graph, graph_note, refs[inits[0]].model, on_device(seed_args[seeds[0]]),
+                                  tensor_names, param_names)
     refs[inits[0]].restore()
     ph.end("graph_s")
     flops, flops_method = count_flops(refs[inits[0]], on_device(seed_args[seeds[0]]), graph)

@@ -14,6 +14,7 @@ struct PlanArgs {
   std::string target;
   bool json = false;
   std::string write_dir;  // --write-variants: each generated variant's source under DIR/<problem>/
+  bool pipeline = false;  // --pipeline: only the lowering pipeline's candidate (src/lower), whatever the plan
 };
 
 void add_plan(CLI::App& app, PlanArgs& a);

@@ -3,6 +3,7 @@
 // actions it applies (kb_schema/seed/*.jsonl ids) and its tunable parameters.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ std::vector<Variant> rvv_variants(const KernelPlan& plan, const Problem& problem
 
 // Dispatches on target.backend. A chain that fuse_row_map() makes one row_map plan gets that
 // plan's variants first, then the chain's.
+// A chain no generator covers (kind "unsupported", or a backend without variants for it) gets the
+// lowering pipeline's candidate (family "lower.generic", src/lower) when the ATen graph lowers.
 std::vector<Variant> generate_variants(const KernelPlan& plan, const Problem& problem, const Target& target);
+
+// The lowering pipeline's candidate for the problem on the target's backend; nullopt with the
+// one-line reason (the unsupported op and its node) otherwise.
+std::optional<Variant> lowered_variant(const Problem& problem, const Target& target, std::string* reason = nullptr);
 
 }  // namespace mblast::policy

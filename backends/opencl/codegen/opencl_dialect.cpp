@@ -1,0 +1,152 @@
+// The lowering pipeline's OpenCL dialect: OpenCL C kernels (one work-item per output element)
+// in a source string, and the host code that builds the program in mblast_prepare, allocates
+// the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
+#include <fmt/format.h>
+
+#include "mblast/lower/dialects.h"
+
+namespace mblast::lower {
+
+std::string emit_opencl(const Schedule& s, const Problem& problem) {
+  const Dialect& d = opencl_dialect();
+  std::string k;
+  k += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n";
+  k += helper_functions(d, "inline");
+  for (const auto& kr : s.kernels) {
+    const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];
+    k += fmt::format("\n__kernel void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
+      return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
+    }));
+    k += "  const long gid = (long)get_global_id(0);\n";
+    k += fmt::format("  if (gid >= {}L) return;\n", t.numel());
+    k += kernel_body(s, kr, d, "gid", "  ");
+    k += "}\n";
+  }
+  std::string h = candidate_comment(s, problem, "OpenCL candidate");
+  h += "#include <mblast/opencl_candidate.h>\n\n";
+  h += "static const char* kSource = R\"CLC(\n" + k + ")CLC\";\n\n";
+  h += fmt::format("enum {{ kKernels = {}, kTemps = {} }};\n", std::max<size_t>(s.kernels.size(), 1), std::max<size_t>(s.temps.size(), 1));
+  h += "static const char* const kNames[kKernels] = {";
+  for (size_t i = 0; i < s.kernels.size(); ++i) h += (i ? ", \"" : "\"") + s.kernels[i].name + "\"";
+  if (s.kernels.empty()) h += "nullptr";
+  h += "};\n";
+  h += "static const size_t kTempBytes[kTemps] = {";
+  for (size_t i = 0; i < s.temps.size(); ++i) {
+    const auto& t = s.program.tensors[static_cast<size_t>(s.temps[i])];
+    h += fmt::format("{}{}u * sizeof({})", i ? ", " : "", std::max<int64_t>(t.numel(), 1), t.dtype == DType::F64 ? "double" : t.dtype == DType::I64 ? "long long" : (t.dtype == DType::Bool || t.dtype == DType::U8 || t.dtype == DType::I8) ? "char" : t.dtype == DType::I32 ? "int" : "float");
+  }
+  if (s.temps.empty()) h += "0";
+  h += "};\n\n";
+  h += tensor_checks(problem, "mblast_cl::fail");
+  h += R"CXX(
+struct mb_state {
+  cl_program program = nullptr;
+  cl_kernel kernels[kKernels] = {};
+  cl_mem tmp[kTemps] = {};
+};
+
+static void mb_free(mb_state* s) {
+  if (!s) return;
+  for (cl_kernel k : s->kernels)
+    if (k) clReleaseKernel(k);
+  if (s->program) clReleaseProgram(s->program);
+  for (cl_mem m : s->tmp)
+    if (m) clReleaseMemObject(m);
+  delete s;
+}
+
+static int mb_build(const mblast_context* ctx, mb_state** out) {
+  *out = nullptr;
+  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device || !ctx->cl_queue)
+    return mblast_cl::fail("mblast_context has no OpenCL context, device or queue");
+  cl_context context = static_cast<cl_context>(ctx->cl_context);
+  cl_device_id device = static_cast<cl_device_id>(ctx->cl_device);
+  mb_state* s = new mb_state();
+  cl_int err = CL_SUCCESS;
+  const char* src = kSource;
+  s->program = clCreateProgramWithSource(context, 1, &src, nullptr, &err);
+  if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateProgramWithSource failed with cl_int %d", err);
+  err = clBuildProgram(s->program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    char log[6000] = "";
+    clGetProgramBuildInfo(s->program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, nullptr);
+    mb_free(s);
+    return mblast_cl::fail("clBuildProgram failed with cl_int %d; build log: %s", err, log);
+  }
+  for (int i = 0; i < kKernels; ++i) {
+    if (!kNames[i]) continue;
+    s->kernels[i] = clCreateKernel(s->program, kNames[i], &err);
+    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateKernel(%s) failed with cl_int %d", kNames[i], err);
+  }
+  for (int i = 0; i < kTemps; ++i) {
+    if (!kTempBytes[i]) continue;
+    s->tmp[i] = clCreateBuffer(context, CL_MEM_READ_WRITE, kTempBytes[i], nullptr, &err);
+    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateBuffer of temporary %d (%zu bytes) failed with cl_int %d", i, kTempBytes[i], err);
+  }
+  *out = s;
+  return 0;
+}
+
+static int mb_launch(cl_command_queue queue, cl_kernel k, const char* name, const cl_mem* args, int n_args, size_t global) {
+  cl_int err = CL_SUCCESS;
+  for (int i = 0; i < n_args && err == CL_SUCCESS; ++i) err = clSetKernelArg(k, (cl_uint)i, sizeof(cl_mem), &args[i]);
+  if (err != CL_SUCCESS) return mblast_cl::fail("clSetKernelArg(%s) failed with cl_int %d", name, err);
+  err = clEnqueueNDRangeKernel(queue, k, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return mblast_cl::fail("clEnqueueNDRangeKernel(%s) failed with cl_int %d", name, err);
+  return 0;
+}
+
+static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par, mblast_tensor* out) {
+  (void)in;
+  (void)par;
+  (void)out;
+  (void)s;
+  cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);
+  (void)queue;
+)CXX";
+  auto mem = [](const std::string& b) {
+    if (b.rfind("tmp", 0) == 0) return fmt::format("s->tmp[{}]", b.substr(3));
+    if (b.rfind("par", 0) == 0) return fmt::format("static_cast<cl_mem>(par[{}].data)", b.substr(3));
+    if (b.rfind("out", 0) == 0) return fmt::format("static_cast<cl_mem>(out[{}].data)", b.substr(3));
+    return fmt::format("static_cast<cl_mem>(in[{}].data)", b.substr(2));
+  };
+  for (size_t i = 0; i < s.kernels.size(); ++i) {
+    const auto& kr = s.kernels[i];
+    const auto args = kernel_args(s, kr);
+    h += "  {\n    const cl_mem args[] = {";
+    for (size_t a = 0; a < args.size(); ++a) h += (a ? ", " : "") + mem(args[a]);
+    h += "};\n";
+    h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}) != 0) return -1;\n  }}\n", i, kr.name, args.size(),
+                     std::max<int64_t>(s.program.tensors[static_cast<size_t>(kr.tensor)].numel(), 1));
+  }
+  h += "  return 0;\n}\n";
+  h += R"CXX(
+extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
+  mb_state* s = nullptr;
+  const int rc = mb_build(ctx, &s);
+  *state = s;
+  return rc;
+}
+
+extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+                          const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
+  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_queue) return mblast_cl::fail("mblast_context has no OpenCL queue");
+  mb_state* s = static_cast<mb_state*>(state);
+  if (s) return mb_enqueue(ctx, s, in, par, out);
+  // Without mblast_prepare: a transient program and temporaries (OpenCL keeps what the queue needs).
+  if (mb_build(ctx, &s) != 0) return -1;
+  const int rc = mb_enqueue(ctx, s, in, par, out);
+  if (rc == 0) clFinish(static_cast<cl_command_queue>(ctx->cl_queue));
+  mb_free(s);
+  return rc;
+}
+
+extern "C" void mblast_release(const mblast_context*, void* state) { mb_free(static_cast<mb_state*>(state)); }
+
+extern "C" const char* mblast_last_error(void) { return mblast_cl::error_text(); }
+)CXX";
+  return h;
+}
+
+}  // namespace mblast::lower

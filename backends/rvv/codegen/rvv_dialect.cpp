@@ -1,0 +1,113 @@
+// The lowering pipeline's RVV dialect: plain C loops, one per scheduled kernel, over the output
+// elements (reductions as inner loops). The RVV backend builds with clang -O3 for the target's
+// -march, so vectorising is clang's: it does so where a loop's body is straight-line and its
+// loads contiguous; index decompositions and data-dependent loads stay scalar. Hand-written
+// intrinsics for the innermost contiguous loop are the next step (ARCHITECTURE: src/lower).
+#include <fmt/format.h>
+
+#include "mblast/lower/dialects.h"
+
+namespace mblast::lower {
+
+std::string emit_rvv(const Schedule& s, const Problem& problem) {
+  const Dialect& d = c_dialect();
+  std::string h = candidate_comment(s, problem, "RVV candidate (C, vectorised by clang where it can)");
+  h += R"C(#include <mblast/abi.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static char g_err[1024];
+
+static int mb_fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_err, sizeof g_err, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+)C";
+  h += helper_functions(d, "static inline");
+  for (const auto& kr : s.kernels) {
+    const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];
+    h += fmt::format("\nstatic void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
+      return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
+    }));
+    h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", t.numel());
+    h += kernel_body(s, kr, d, "gid", "    ");
+    h += "  }\n}\n";
+  }
+  h += "\n" + tensor_checks(problem, "mb_fail");
+  h += fmt::format("\nenum {{ kTemps = {} }};\n", s.temps.size());
+  h += fmt::format("typedef struct mb_state {{ void* tmp[{}]; }} mb_state;\n", std::max<size_t>(s.temps.size(), 1));
+  h += "static const size_t kTempBytes[] = {";
+  for (size_t i = 0; i < s.temps.size(); ++i) {
+    const auto& t = s.program.tensors[static_cast<size_t>(s.temps[i])];
+    h += fmt::format("{}{}u * sizeof({})", i ? ", " : "", std::max<int64_t>(t.numel(), 1), d.storage(t.dtype));
+  }
+  if (s.temps.empty()) h += "0";
+  h += "};\n";
+  h += R"C(
+static void mb_free(mb_state* s) {
+  int i;
+  if (!s) return;
+  for (i = 0; i < kTemps; ++i) free(s->tmp[i]);
+  free(s);
+}
+
+int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t n_par, void** state) {
+  int i;
+  mb_state* s = (mb_state*)calloc(1, sizeof(mb_state));
+  (void)ctx, (void)par, (void)n_par;
+  *state = NULL;
+  if (!s) return mb_fail("out of memory for the state");
+  for (i = 0; i < kTemps; ++i) {
+    s->tmp[i] = aligned_alloc(64, (kTempBytes[i] + 63) / 64 * 64);
+    if (!s->tmp[i]) {
+      mb_free(s);
+      return mb_fail("out of memory for temporary %d (%zu bytes)", i, kTempBytes[i]);
+    }
+  }
+  *state = s;
+  return 0;
+}
+
+void mblast_release(const mblast_context* ctx, void* state) {
+  (void)ctx;
+  mb_free((mb_state*)state);
+}
+
+const char* mblast_last_error(void) { return g_err; }
+
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,
+               const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  mb_state* s = (mb_state*)state;
+  (void)ctx;
+  if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
+  if (!s && kTemps > 0) return mb_fail("mblast_prepare did not run: the temporaries are allocated there");
+)C";
+  auto ptr = [&](const std::string& b, DType t, bool w) {
+    const std::string ty = d.storage(t);
+    if (b.rfind("tmp", 0) == 0) return fmt::format("({}{}*)s->tmp[{}]", w ? "" : "const ", ty, b.substr(3));
+    if (b.rfind("par", 0) == 0) return fmt::format("(const {}*)par[{}].data", ty, b.substr(3));
+    if (b.rfind("out", 0) == 0) return fmt::format("({}{}*)out[{}].data", w ? "" : "const ", ty, b.substr(3));
+    return fmt::format("(const {}*)in[{}].data", ty, b.substr(2));
+  };
+  for (const auto& kr : s.kernels) {
+    const auto args = kernel_args(s, kr);
+    std::string a;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const DType t = i == 0 ? s.program.tensors[static_cast<size_t>(kr.tensor)].dtype : buffer_dtype(s, args[i]);
+      a += (i ? ", " : "") + ptr(args[i], t, i == 0);
+    }
+    h += fmt::format("  {}({});\n", kr.name, a);
+  }
+  h += "  return 0;\n}\n";
+  return h;
+}
+
+}  // namespace mblast::lower
