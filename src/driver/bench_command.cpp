@@ -133,7 +133,7 @@ int run_bench(const BenchArgs& a) {
     if (pt != o.target) throw UserError(a.compare + " was measured on target " + pt + ", this run is on " + o.target);
     if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
     const json pm = previous.value("meta", json::object()).value("max_bytes", json());
-    const uint64_t prev_max = pm.is_number_unsigned() ? pm.get<uint64_t>() : 0;
+    const uint64_t prev_max = pm.is_number_integer() && pm.get<int64_t>() > 0 ? pm.get<uint64_t>() : 0;
     auto at = [](uint64_t n) { return n ? "at --max-bytes " + format_byte_size(n) : std::string("at the files' own sizes"); };
     if (prev_max != o.max_bytes)
       throw UserError(a.compare + " was imported " + at(prev_max) + ", this run " + at(o.max_bytes));

@@ -219,7 +219,7 @@ std::string format_bench_table(const json& results) {
   o << fmt::format("mblast bench: {} problem{} on {} ({}), size {}, torch {}, baselines {}\n", rows.size(),
                    rows.size() == 1 ? "" : "s", str(meta, "target", "?"),
                    str(meta, "backend", "?"), str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
-  if (const json& mb = meta.value("max_bytes", json()); mb.is_number_unsigned()) {
+  if (const json& mb = meta.value("max_bytes", json()); mb.is_number_integer() && mb.get<int64_t>() > 0) {
     size_t scaled = 0;
     for (const json& r : rows) scaled += r.contains("scale") && !r["scale"].value("constants", json::object()).empty();
     o << fmt::format("sizes: each file's size constants scaled to fit --max-bytes {} ({} of {} problems scaled)\n",
