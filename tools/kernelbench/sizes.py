@@ -317,9 +317,8 @@ def fit(path: str, text: bytes, max_bytes: int):
             if not why_kept:
                 raise Failure(head + ": no size constant of get_inputs()/get_init_inputs() left to halve")
             failures = {w.split(" fails: ", 1)[1] for w in why_kept.values() if " fails: " in w}
-            if len(failures) == 1 and len(why_kept) == len(values):  # not a size: the file itself
-                raise Failure(f"--max-bytes {format_bytes(max_bytes)}: every smaller size tried fails, with "
-                              f"{failures.pop()}")
+            if len(failures) == 1 and len(why_kept) == len(values):  # the same error whatever shrinks
+                raise Failure(head + f": every halving tried fails, with {failures.pop()}")
             first = next(iter(why_kept))
             raise Failure(head + f": halving {_key_name(first)} {why_kept[first]}"
                           + (f" (and {len(why_kept) - 1} more kept)" if len(why_kept) > 1 else ""))
