@@ -4,7 +4,7 @@ baselines, and candidates exported back as KernelBench ModelNew files.
 
 Usage:
     mblast_kernelbench.py import SRC --out DIR [--seeds 3] [--inits 2] [--device cpu|cuda]
-                          [--json-out FILE]
+                          [--max-bytes N] [--json-out FILE]
     mblast_kernelbench.py baseline PROBLEM_DIR --device cpu|cuda [--compile] [--warmup 5]
                           [--repeats 50] [--min-seconds 0.5] [--json-out FILE]
     mblast_kernelbench.py export --problem PROBLEM_DIR --candidate FILE --backend cuda|opencl
@@ -97,6 +97,8 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--inits", type=int, default=2)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--max-bytes", metavar="N", help="scale the file's size constants down until one "
+                   "seed's inputs, parameters and outputs fit in N bytes (64M, 1G)")
     p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
     p = sub.add_parser("baseline", help="time PyTorch eager and torch.compile on a problem")
     p.add_argument("problem", metavar="PROBLEM_DIR")

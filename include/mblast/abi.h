@@ -44,7 +44,12 @@ typedef enum mblast_dtype {
   MBLAST_I32 = 4,
   MBLAST_I64 = 5,
   MBLAST_I8 = 6,
-  MBLAST_U8 = 7
+  MBLAST_U8 = 7,
+  /* One byte per element, 0 (false) or 1 (true), as torch.bool stores it; an output must hold
+   * exactly 0 or 1 (any other byte is wrong). Added within ABI version 1: a candidate built
+   * before it never receives it unless its problem has a bool tensor, and those were carried
+   * as MBLAST_U8 (values 0/1) before. */
+  MBLAST_BOOL = 8
 } mblast_dtype;
 
 typedef enum mblast_backend_kind {

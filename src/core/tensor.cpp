@@ -27,6 +27,7 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::bf16, 2, "bf16", "BF16", true}, {DType::f64, 8, "f64", "F64", true},
     {DType::i32, 4, "i32", "I32", false}, {DType::i64, 8, "i64", "I64", false},
     {DType::i8, 1, "i8", "I8", false},    {DType::u8, 1, "u8", "U8", false},
+    {DType::boolean, 1, "bool", "BOOL", false},
 };
 const DTypeInfo& info(DType t) {
   for (const auto& d : kDTypes)
@@ -75,7 +76,7 @@ double element_as_double(DType t, const std::byte* data, size_t i) {
     case DType::i32: { int32_t v; std::memcpy(&v, data + 4 * i, 4); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, data + 8 * i, 8); return static_cast<double>(v); }
     case DType::i8: return static_cast<double>(static_cast<int8_t>(data[i]));
-    case DType::u8: return static_cast<double>(static_cast<uint8_t>(data[i]));
+    case DType::u8: case DType::boolean: return static_cast<double>(static_cast<uint8_t>(data[i]));
   }
   return 0.0;
 }

@@ -207,6 +207,61 @@ OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<c
   return c;
 }
 
+// Integers and bools: every element byte for byte (no tolerance; an int64 beyond 2^53 would
+// round as a double). Errors are reported as doubles.
+template <size_t ES>
+OutputCheck compare_exact(const TensorSpec& spec, std::span<const std::byte> got, std::span<const std::byte> ref,
+                          int poison, const char* what) {
+  OutputCheck c;
+  const size_t n = spec.numel();
+  c.total = n;
+  if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
+    c.kind = FailureKind::runner_error;
+    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " +
+               std::to_string(spec.nbytes());
+    return c;
+  }
+  std::byte pattern[ES];
+  std::memset(pattern, poison < 0 ? 0 : poison, ES);
+  size_t first_unwritten = n, first_bad = n;
+  const bool is_bool = spec.dtype == DType::boolean;
+  for (size_t i = 0; i < n; ++i) {
+    const std::byte* g = got.data() + i * ES;
+    const std::byte* e = ref.data() + i * ES;
+    if (std::memcmp(g, e, ES) == 0) {
+      ++c.matched;
+      continue;
+    }
+    // A bool byte other than 0 or 1 equal to the poison was never written; for integers the
+    // poison is a value like any other, so it counts as unwritten only where the reference differs.
+    if (poison >= 0 && std::memcmp(g, pattern, ES) == 0) {
+      ++c.unwritten;
+      if (first_unwritten == n) first_unwritten = i;
+      continue;
+    }
+    const double want = element_as_double(spec.dtype, ref.data(), i);
+    const double err = std::fabs(element_as_double(spec.dtype, got.data(), i) - want), mag = std::fabs(want);
+    c.max_abs_err = std::max(c.max_abs_err, err);
+    if (mag > 0) c.max_rel_err = std::max(c.max_rel_err, err / mag);
+    if (first_bad == n) first_bad = i;
+  }
+  auto at = [&](size_t i) { return "'" + spec.name + "'" + index_string(spec, i); };
+  if (c.unwritten > 0) {
+    c.kind = FailureKind::unwritten_output;
+    c.reason = std::to_string(c.unwritten) + " of " + std::to_string(n) + " elements of " + at(first_unwritten) +
+               " onward were never written (still hold the poison written before the call)";
+    c.worst_index = first_unwritten;
+  } else if (c.matched < n) {
+    c.kind = FailureKind::wrong_output;
+    c.worst_index = first_bad;
+    c.reason = std::to_string(n - c.matched) + " of " + std::to_string(n) + " elements " + what + "; first at " +
+               at(first_bad) + ": got " + num(element_as_double(spec.dtype, got.data(), first_bad)) + ", expected " +
+               num(element_as_double(spec.dtype, ref.data(), first_bad)) + " (" + std::string(dtype_name(spec.dtype)) +
+               (is_bool ? ": every element must be exactly 0 or 1 and equal)" : ": integers must be equal)");
+  }
+  return c;
+}
+
 template <typename T>
 double load_plain(const std::byte* p, size_t i) {
   T v;
@@ -221,6 +276,14 @@ OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<cons
     return compare_as<ES>(spec, tol, got, ref, poison, what,
                           [t = spec.dtype](const std::byte* p, size_t i) { return element_as_double(t, p, i); });
   };
+  if (!dtype_is_float(spec.dtype)) {  // exact, whatever tolerance problem.json gives
+    switch (dtype_size(spec.dtype)) {
+      case 8: return compare_exact<8>(spec, got, ref, poison, what);
+      case 4: return compare_exact<4>(spec, got, ref, poison, what);
+      case 2: return compare_exact<2>(spec, got, ref, poison, what);
+      default: return compare_exact<1>(spec, got, ref, poison, what);
+    }
+  }
   switch (spec.dtype) {
     case DType::f32: return compare_as<4>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<float>(p, i); });
     case DType::f64: return compare_as<8>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<double>(p, i); });

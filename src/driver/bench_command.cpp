@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "mblast/driver/bench_report.h"
+#include "mblast/driver/import_command.h"
 #include "mblast/error.h"
 #include "mblast/files.h"
 #include "mblast/paths.h"
@@ -56,6 +57,9 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->required();
   c->add_option("--size", a.size, "MBLAST_BENCH_SIZE for the suite files: small or full (default: $MBLAST_BENCH_SIZE, else small)")
       ->check(CLI::IsMember({"small", "full"}));
+  c->add_option("--max-bytes", a.max_bytes,
+                "Import each file with its size constants scaled down until one seed's inputs, parameters and "
+                "outputs fit in N bytes (64M, 1G; as `mblast import kernelbench --max-bytes`)");
   c->add_option("--candidates", a.candidates, "Folder of candidates: <level>/<stem><ext> or <stem><ext>, ext .cuda.cu | .opencl.cpp | .rvv.c");
   c->add_option("--work", a.work, "Work folder holding the import cache (default: <cache>/bench, e.g. ~/.cache/mblast/bench)");
   c->add_option("--keep-free", a.keep_free_gib,
@@ -105,6 +109,7 @@ int run_bench(const BenchArgs& a) {
     if (o.size != "small" && o.size != "full")
       throw UserError("MBLAST_BENCH_SIZE is '" + o.size + "'; it must be small or full (or pass --size)");
   }
+  if (!a.max_bytes.empty()) o.max_bytes = parse_byte_size(a.max_bytes, "--max-bytes");
   if (!a.candidates.empty() && !fs::is_directory(a.candidates))
     throw UserError(a.candidates + ": --candidates must be a folder");
   o.work = a.work.empty() ? cache_dir() / "bench" : fs::path(a.work);
@@ -129,6 +134,11 @@ int run_bench(const BenchArgs& a) {
     const std::string ps = previous.value("meta", json::object()).value("size", "");
     if (pt != o.target) throw UserError(a.compare + " was measured on target " + pt + ", this run is on " + o.target);
     if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
+    const json pm = previous.value("meta", json::object()).value("max_bytes", json());
+    const uint64_t prev_max = pm.is_number_integer() && pm.get<int64_t>() > 0 ? pm.get<uint64_t>() : 0;
+    auto at = [](uint64_t n) { return n ? "at --max-bytes " + format_byte_size(n) : std::string("at the files' own sizes"); };
+    if (prev_max != o.max_bytes)
+      throw UserError(a.compare + " was imported " + at(prev_max) + ", this run " + at(o.max_bytes));
   }
 
   if (!a.llm.empty() && !a.optimize) throw UserError("--llm goes with --optimize");
@@ -137,7 +147,12 @@ int run_bench(const BenchArgs& a) {
     provider = [files = provider, &a, &o](const Problem& p, const Target& t, const std::string& level,
                                           const std::string& stem) -> std::optional<CandidateChoice> {
       std::optional<CandidateChoice> start = files(p, t, level, stem);
-      if (a.optimize_from == "generated" && builtin_generates(p, t)) start.reset();
+      const bool generates = builtin_generates(p, t);
+      if (a.optimize_from == "generated" && generates) start.reset();
+      // Nothing to start from: the row says so (a problem that gains a generator later is
+      // became_correct under --compare, never a regression).
+      if (!start && !generates)
+        throw NoCandidate("no candidate file and no generator applies: " + builtin_plan_note(p, t));
       loop::OptimizeOptions oo;
       oo.kb_path = a.kb;
       oo.budget.max_evals = a.optimize_evals;

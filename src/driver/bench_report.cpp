@@ -1,4 +1,5 @@
 #include "mblast/driver/bench_report.h"
+#include "mblast/driver/import_command.h"
 
 #include <algorithm>
 #include <cmath>
@@ -218,6 +219,12 @@ std::string format_bench_table(const json& results) {
   o << fmt::format("mblast bench: {} problem{} on {} ({}), size {}, torch {}, baselines {}\n", rows.size(),
                    rows.size() == 1 ? "" : "s", str(meta, "target", "?"),
                    str(meta, "backend", "?"), str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
+  if (const json& mb = meta.value("max_bytes", json()); mb.is_number_integer() && mb.get<int64_t>() > 0) {
+    size_t scaled = 0;
+    for (const json& r : rows) scaled += r.contains("scale") && !r["scale"].value("constants", json::object()).empty();
+    o << fmt::format("sizes: each file's size constants scaled to fit --max-bytes {} ({} of {} problems scaled)\n",
+                     format_byte_size(mb.get<uint64_t>()), scaled, rows.size());
+  }
   size_t width = 8;
   for (const json& r : rows) width = std::max(width, str(r, "key").size());
   o << fmt::format("\n{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", "PROBLEM", width,
@@ -231,8 +238,15 @@ std::string format_bench_table(const json& results) {
                      fixed(r.value("eager", json()), "spread_pct", 1), fixed(r.value("compile", json()), "median_us", 2),
                      fixed(r.value("compile", json()), "spread_pct", 1), times(r.value("speedup_vs_eager", json())),
                      times(r.value("speedup_vs_compile", json())), percent(r.value("fraction_of_peak", json())));
-    if (str(r, "status") != "correct" && str(r, "status") != "no_candidate" && r.value("reason", json()).is_string())
+    if (str(r, "status") != "correct" && r.value("reason", json()).is_string() && str(r, "reason") != "no candidate")
       o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
+    if (const json& sc = r.value("scale", json()); sc.is_object() && !sc.value("constants", json::object()).empty()) {
+      std::string what;
+      for (const auto& [name, v] : sc["constants"].items())
+        if (v.is_array() && v.size() == 2)
+          what += fmt::format("{}{} {} -> {}", what.empty() ? "" : ", ", name, v[0].dump(), v[1].dump());
+      o << "    scaled: " << one_line(what, 140) << "\n";
+    }
     if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
       o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the problem's counted FLOPs\n"
            "    (FFT and Winograd convolutions) or runs it on tensor cores (3xTF32 products)\n";

@@ -221,10 +221,13 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
   const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
                                          "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
                                          "--device", run.import_device,            "--json-out", out.string()};
+  std::vector<std::string> argv = args;
+  if (run.o.max_bytes > 0) argv.insert(argv.end(), {"--max-bytes", std::to_string(run.o.max_bytes)});
   std::string failure;
   try {
     // Exit 1: this file failed, and the summary says why.
-    const std::optional<CommandResult> alone = run_helper(run, args, run.o.import_timeout_s, out, [](int c) { return c <= 1; });
+    const std::optional<CommandResult> alone =
+        run_helper(run, argv, run.o.import_timeout_s, out, [](int c) { return c <= 1; });
     json file;  // the summary's entry for this file
     try {
       const json summary = read_json(out);
@@ -256,9 +259,11 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
 // imported problem depends on.
 fs::path import_slot(const Run& run, const SuiteFile& s, const std::string& text) {
   const std::string key =
-      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\nimporter={}\n",
-                          content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
-                          run.importer_hash));
+      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\n"
+                                   "importer={}\n{}",
+                                   content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits,
+                                   run.torch_version, run.importer_hash,
+                                   run.o.max_bytes ? fmt::format("max_bytes={}\n", run.o.max_bytes) : ""));
   return run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
 }
 
@@ -442,6 +447,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   std::optional<CandidateChoice> choice;
   try {
     choice = provider(p, run.target, s.level, s.stem);
+  } catch (const NoCandidate& e) {
+    return set_status(row, "no_candidate", "no_candidate", e.what());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());
   }
@@ -548,6 +555,7 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
   row["flops"] = pj.value("flops", 0.0);
   row["flops_method"] = pj.value("flops_method", "");
   row["bytes"] = pj.value("bytes", 0.0);
+  if (pj.contains("scale")) row["scale"] = pj["scale"];  // the sizes it was imported at (--max-bytes)
   const auto t_base = Clock::now();
   add_baselines(run, p, row);
   const double baselines_s = since(t_base);
@@ -642,7 +650,8 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
     rows.push_back(std::move(row));
     if (!o.partial_out.empty()) {
       json partial = {{"format", 1}, {"kind", "mblast-bench"}, {"complete", false},
-                      {"meta", {{"target", run.target.name}, {"size", o.size}, {"torch", run.torch_version},
+                      {"meta", {{"target", run.target.name}, {"size", o.size},
+                                {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()}, {"torch", run.torch_version},
                                 {"problems_done", rows.size()}, {"problems_total", files.size()},
                                 {"seconds", since(t_start)}}},
                       {"problems", rows}};
@@ -658,6 +667,7 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
                {"backend", run.target.backend},
                {"target_description", run.target.description},
                {"size", o.size},
+               {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()},
                {"torch", run.torch_version},
                {"python", run.python},
                {"torch_device", run.torch_device.empty() ? json() : json(run.torch_device)},

@@ -328,6 +328,14 @@ bool builtin_generates(const Problem& problem, const Target& target) {
               .empty();
 }
 
+std::string builtin_plan_note(const Problem& problem, const Target& target) {
+  std::string note;
+  const policy::KernelPlan plan = policy::plan_kernel(problem);
+  loop::builtin_variants(problem, target, plan, "", extension_for(target.backend), &note);
+  if (plan.kind == "unsupported" && !plan.reason.empty()) return plan.reason;
+  return note.empty() ? "the builtin policy has no kernel for it" : note;
+}
+
 nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
                                      const std::optional<fs::path>& start, const loop::OptimizeOptions& options) {
   const std::string ext = extension_for(target.backend);

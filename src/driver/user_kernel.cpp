@@ -90,6 +90,7 @@ HostTensor sample(const TensorSpec& spec, const std::string& distribution, doubl
       case DType::i64: put(static_cast<int64_t>(v)); break;
       case DType::i8: put(static_cast<int8_t>(v)); break;
       case DType::u8: put(static_cast<uint8_t>(std::abs(v))); break;
+      case DType::boolean: put(static_cast<uint8_t>(static_cast<int64_t>(std::abs(v)) & 1)); break;
     }
   }
   return t;

@@ -539,6 +539,15 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
                                        index_string(spec, i)));
               break;
             }
+        if (spec.dtype == DType::boolean)  // the ABI's bool is one byte, 0 or 1
+          for (size_t i = 0; i < spec.numel(); ++i)
+            if (static_cast<uint8_t>(t.data[i]) > 1) {
+              verdict.fail(FailureKind::wrong_output,
+                           fmt::format("{}: bool output '{}' holds {} at {} (unwritten, or not 0/1): it cannot be "
+                                       "the reference",
+                                       where, spec.name, static_cast<int>(t.data[i]), index_string(spec, i)));
+              break;
+            }
         HostTensor copy{t.spec, std::vector<std::byte>(t.data.begin(), t.data.end())};
         got[key].add(std::move(copy));
       } else if (const HostTensor* first = got.count(key) ? got[key].find(spec.name) : nullptr) {

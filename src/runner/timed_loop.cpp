@@ -49,16 +49,18 @@ json stage_failure(FailureKind kind, const std::string& reason) {
   return failed(kind, reason, "timing");
 }
 
-bool is_float(DType t) { return dtype_is_float(t); }
+// Whether no correct element can hold the poison (0xFF or 0x7F bytes): for floats it is a NaN no
+// kernel writes, for bools neither 0 nor 1.
+bool poison_is_invalid(DType t) { return dtype_is_float(t) || t == DType::boolean; }
 
-// A timed call that left elements unwritten did not do its work. For floats the poison bytes
-// make a NaN no kernel writes; an integer output may hold the poison's value legitimately, so
-// only an output left wholly unwritten counts there (the spot checks see the rest).
+// A timed call that left elements unwritten did not do its work. An integer output may hold the
+// poison's value legitimately, so only an output left wholly unwritten counts there (the spot
+// checks see the rest).
 std::string unwritten(const std::vector<TensorSpec>& outs, const Call& c) {
   for (size_t o = 0; o < outs.size() && o < c.digests.size(); ++o) {
     const uint64_t n = c.digests[o].poisoned;
     if (n == 0) continue;
-    if (!is_float(outs[o].dtype) && n < outs[o].numel()) continue;
+    if (!poison_is_invalid(outs[o].dtype) && n < outs[o].numel()) continue;
     return fmt::format("{} call {}: {} of {} elements of '{}' still hold the poison written before the call",
                        c.timed ? "timed" : "warm-up", c.i, n, outs[o].numel(), outs[o].name);
   }
@@ -296,7 +298,7 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
         const auto poison = std::byte(calls[i].poison);
         const auto ref = output_bytes(fresh, outs[o]);
         const OutputDigest fd = output_digest(ref, dtype_size(outs[o].dtype), poison);
-        if (fd.poisoned > 0 && (is_float(outs[o].dtype) || fd.poisoned == outs[o].numel()))
+        if (fd.poisoned > 0 && (poison_is_invalid(outs[o].dtype) || fd.poisoned == outs[o].numel()))
           return stage_failure(FailureKind::unwritten_output,
                                fmt::format("timed call {} run again in a fresh process left {} elements of '{}' unwritten",
                                            i, fd.poisoned, outs[o].name));

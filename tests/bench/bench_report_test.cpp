@@ -10,6 +10,7 @@
 
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/bench_report.h"
+#include "mblast/driver/import_command.h"
 #include "mblast/error.h"
 
 namespace mblast {
@@ -242,6 +243,32 @@ TEST_F(CandidateLookup, SuiteDefaultLevelLayoutAndFlatFolder) {
   EXPECT_FALSE(file_candidate_provider(root_ / "flat")(problem_, target("rvv"), "level1", "relu").has_value());
   EXPECT_THROW(file_candidate_provider("")(problem_, target("metal"), "level1", "relu"), UserError);
   EXPECT_EQ(candidate_extension("rvv"), ".rvv.c");
+}
+
+TEST(BenchTable, SaysWhatWasScaledToFitMaxBytes) {
+  json scaled = row("level1", "relu", "correct", 2.0, 0.5);
+  scaled["scale"] = {{"max_bytes", 16777216}, {"bytes", 12582912},
+                     {"constants", {{"batch_size", {4096, 1024}}, {"dim", {393216, 1536}}}}};
+  json fits = row("level1", "small", "no_candidate");
+  fits["reason"] = "no candidate file and no generator applies: op mish is not one the generators know";
+  fits["scale"] = {{"max_bytes", 16777216}, {"bytes", 1024}, {"constants", json::object()}};
+  json results = results_of({scaled, fits});
+  results["meta"]["max_bytes"] = 16777216;
+  const std::string table = format_bench_table(results);
+  EXPECT_NE(table.find("scaled to fit --max-bytes 16M (1 of 2 problems scaled)"), std::string::npos) << table;
+  EXPECT_NE(table.find("scaled: batch_size 4096 -> 1024, dim 393216 -> 1536"), std::string::npos) << table;
+  EXPECT_NE(table.find("op mish is not one the generators know"), std::string::npos) << table;
+}
+
+TEST(MaxBytes, ParsesSizesWithBinaryUnits) {
+  EXPECT_EQ(parse_byte_size("64M", "--max-bytes"), 64ull << 20);
+  EXPECT_EQ(parse_byte_size("1G", "--max-bytes"), 1ull << 30);
+  EXPECT_EQ(parse_byte_size("16MiB", "--max-bytes"), 16ull << 20);
+  EXPECT_EQ(parse_byte_size("500k", "--max-bytes"), 500ull << 10);
+  EXPECT_EQ(parse_byte_size("4096", "--max-bytes"), 4096u);
+  for (const char* bad : {"", "M", "-1M", "0", "12X"}) EXPECT_THROW(parse_byte_size(bad, "--max-bytes"), UserError) << bad;
+  EXPECT_EQ(format_byte_size(16ull << 20), "16M");
+  EXPECT_EQ(format_byte_size(1000), "1000");
 }
 
 }  // namespace

@@ -74,6 +74,41 @@ TEST(Verify, IntegersCompareExactly) {
   EXPECT_EQ(check_output(s, default_tolerance(DType::i32), eb, ea, std::byte{0xFF}).kind, FailureKind::wrong_output);
 }
 
+TEST(Verify, Int64BeyondDoublePrecisionCompareExactly) {
+  TensorSpec s{"idx", DType::i64, {2}};
+  const int64_t big = (int64_t{1} << 60);
+  std::vector<int64_t> a = {big, 7}, b = {big + 1, 7};  // equal as doubles, not as integers
+  std::vector<std::byte> ea(16), eb(16);
+  std::memcpy(ea.data(), a.data(), 16);
+  std::memcpy(eb.data(), b.data(), 16);
+  EXPECT_TRUE(check_output(s, default_tolerance(DType::i64), ea, ea, std::byte{0xFF}).ok());
+  EXPECT_EQ(check_output(s, default_tolerance(DType::i64), eb, ea, std::byte{0xFF}).kind, FailureKind::wrong_output);
+  // A tolerance in problem.json does not loosen an integer comparison.
+  EXPECT_EQ(check_output(s, {10, 10, 1.0}, eb, ea, std::byte{0xFF}).kind, FailureKind::wrong_output);
+}
+
+TEST(Verify, BoolsAreOneByteZeroOrOne) {
+  TensorSpec s{"mask", DType::boolean, {4}};
+  EXPECT_EQ(dtype_size(DType::boolean), 1u);
+  EXPECT_EQ(dtype_name(DType::boolean), "bool");
+  EXPECT_EQ(parse_safetensors_dtype("BOOL"), DType::boolean);
+  auto bytes = [](std::initializer_list<int> v) {
+    std::vector<std::byte> b;
+    for (int x : v) b.push_back(static_cast<std::byte>(x));
+    return b;
+  };
+  const auto ref = bytes({1, 0, 0, 1});
+  EXPECT_TRUE(check_output(s, default_tolerance(DType::boolean), ref, ref, std::byte{0xFF}).ok());
+  // "true" written as another non-zero byte is wrong
+  EXPECT_EQ(check_output(s, default_tolerance(DType::boolean), bytes({2, 0, 0, 1}), ref, std::byte{0xFF}).kind,
+            FailureKind::wrong_output);
+  EXPECT_EQ(check_output(s, default_tolerance(DType::boolean), bytes({1, 1, 0, 1}), ref, std::byte{0xFF}).kind,
+            FailureKind::wrong_output);
+  // the poison is never a bool: an element left holding it was not written
+  EXPECT_EQ(check_output(s, default_tolerance(DType::boolean), bytes({1, 0, 0x7F, 1}), ref, std::byte{0x7F}).kind,
+            FailureKind::unwritten_output);
+}
+
 TEST(Verify, ReferenceThatEqualsThePoisonIsNotUnwritten) {
   TensorSpec s{"m", DType::i32, {2}};
   std::vector<int32_t> v = {-1, 5};  // -1 is 0xFFFFFFFF, the poison pattern

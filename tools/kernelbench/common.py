@@ -19,7 +19,7 @@ GENERATOR = "tools/mblast_kernelbench.py"
 VERSION = 1
 FORMAT = 1
 FLOAT_DTYPES = ("f32", "f16", "bf16", "f64")
-DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "i8": 1, "u8": 1}
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "i8": 1, "u8": 1, "bool": 1}
 
 
 class Failure(Exception):

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from . import common
+from . import common, sizes
 from .common import (FLOAT_DTYPES, FORMAT, GENERATOR, PROG, VERSION, Failure, die, fsync_path,
                      json_bytes, nbytes, one_line, sha256_bytes, sha256_file, write_bytes_atomic)
 from .baseline import settings_kept, tf32_off
@@ -197,9 +197,10 @@ class _Phases:
 
 
 def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str,
-                phases: dict | None = None) -> str:
+                phases: dict | None = None, max_bytes: int | None = None) -> str:
     """Imports one file into out_root/<stem>/. Returns that directory. Raises Failure. PHASES, if
-    given, receives the seconds of each step (_Phases)."""
+    given, receives the seconds of each step (_Phases). MAX_BYTES: the file's size constants are
+    scaled down until one seed's inputs, parameters and outputs fit (sizes.fit)."""
     ph = _Phases(phases)
     src = os.path.abspath(src)
     stem = os.path.splitext(os.path.basename(src))[0]
@@ -212,6 +213,10 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         raise Failure(f"cannot read: {e.strerror}")
     if device == "cuda" and not torch.cuda.is_available():
         raise Failure("--device cuda, but torch.cuda.is_available() is False here")
+    source_sha256, scale = sha256_bytes(text), None
+    if max_bytes:
+        text, scale = sizes.fit(src, text, max_bytes)  # model.py is the scaled text
+        ph.end("scale_s")
     mod = load_kernelbench_module(src, text)
     pdir = os.path.join(out_root, stem)
     if os.path.exists(pdir):
@@ -390,6 +395,11 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     ph.end("flops_s")
     op_class = guess_op_class(graph)
     total_bytes = sum(nbytes(e) for e in input_decl + param_decl + output_decl)
+    if scale is not None:
+        if total_bytes > max_bytes:  # the estimate missed what the import holds: never exceed N
+            raise Failure(f"--max-bytes {sizes.format_bytes(max_bytes)}: the scaled problem takes "
+                          f"{total_bytes} bytes (estimated {scale['bytes_estimated']})")
+        scale["bytes"] = total_bytes
 
     # problem.json
     doc = _first_doc_line(mod.Model).rstrip(".")
@@ -433,7 +443,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         "provenance": {
             "kind": "kernelbench",
             "source": src,
-            "sha256": sha256_bytes(text),
+            "sha256": source_sha256,
             "torch": torch.__version__,
             "python": platform.python_version(),
             "device": device,
@@ -444,6 +454,8 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             "generator": GENERATOR,
         },
     }
+    if scale is not None:
+        problem["scale"] = scale
     if graph is None:
         problem["graph_note"] = graph_note
     else:
@@ -569,6 +581,12 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
 def cmd_import(a) -> int:
     if a.seeds < 1 or a.inits < 1:
         die("--seeds and --inits must be at least 1")
+    max_bytes = None
+    if getattr(a, "max_bytes", None):
+        try:
+            max_bytes = sizes.parse_bytes(a.max_bytes)
+        except ValueError as e:
+            die(f"--max-bytes: {e}")
     src = a.src
     if os.path.isdir(src):
         files = sorted(os.path.join(src, f) for f in os.listdir(src)
@@ -598,11 +616,13 @@ def cmd_import(a) -> int:
                 print(f"{PROG}: {f}: the model file changed PyTorch's {', '.join(what)}; set back", file=sys.stderr)
 
             with settings_kept(changed), tf32_off() if a.device == "cuda" else contextlib.nullcontext():
-                pdir = import_file(f, a.out, a.seeds, a.inits, a.device, phases)
+                pdir = import_file(f, a.out, a.seeds, a.inits, a.device, phases, max_bytes)
             ok += 1
             with open(os.path.join(pdir, "problem.json"), encoding="utf-8") as fh:
                 pj = json.load(fh)
             seconds = time.perf_counter() - t0
+            if pj.get("scale"):
+                entry["scale"] = pj["scale"]
             entry.update({"ok": True, "problem": os.path.abspath(pdir), "op_class": pj["op_class"],
                           "graph": bool(pj.get("graph")), "graph_note": pj.get("graph_note"),
                           "flops_method": pj["flops_method"], "seconds": seconds})

@@ -26,7 +26,7 @@ def torch_version():
 def dtype_tables():
     t = torch
     to_mb = {t.float32: "f32", t.float16: "f16", t.bfloat16: "bf16", t.float64: "f64",
-             t.int32: "i32", t.int64: "i64", t.int8: "i8", t.uint8: "u8"}
+             t.int32: "i32", t.int64: "i64", t.int8: "i8", t.uint8: "u8", t.bool: "bool"}
     return to_mb, {v: k for k, v in to_mb.items()}
 
 
@@ -35,18 +35,14 @@ def mb_dtype(dt, what: str):
     to_mb, _ = dtype_tables()
     if dt in to_mb:
         return to_mb[dt], None
-    if dt == torch.bool:
-        return "u8", "bool"
     raise Failure(f"{what} has dtype {str(dt).replace('torch.', '')}, which the mblast ABI "
                   "cannot carry (f32, f16, bf16, f64, i32, i64, i8, u8, bool)")
 
 
 def to_storable(t):
-    """A tensor as it is stored and handed to candidates: C-contiguous, CPU, 0-dim -> [1],
-    bool -> uint8."""
+    """A tensor as it is stored and handed to candidates: C-contiguous, CPU, 0-dim -> [1]
+    (bool stays bool: safetensors' BOOL, the ABI's MBLAST_BOOL, one byte 0 or 1)."""
     t = t.detach()
-    if t.dtype == torch.bool:
-        t = t.to(torch.uint8)
     if t.dim() == 0:
         t = t.reshape(1)
     return t.to("cpu").contiguous()
@@ -76,24 +72,28 @@ def seed_all(s: int) -> None:
         pass
 
 
-def load_kernelbench_module(path: str, text: bytes):
-    """Executes the file as a fresh module; returns it. Raises Failure."""
+def load_kernelbench_module(path: str, text: bytes, check: bool = True):
+    """Executes TEXT (the file's bytes, or them rewritten) as a fresh module of file PATH;
+    returns it. Raises Failure."""
     name = "mblast_kb_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]) + \
            "_" + sha256_bytes(text)[:12]
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise Failure("cannot be loaded as a Python module")
+        # TEXT, not the file: an import at --max-bytes runs the file with its sizes rewritten.
+        spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
         mod = importlib.util.module_from_spec(spec)
+        mod.__file__ = path
         sys.modules[name] = mod
+        code = compile(text, path, "exec")  # tracebacks and inspect still name the file
         with contextlib.redirect_stdout(sys.stderr):
-            spec.loader.exec_module(mod)
+            exec(code, mod.__dict__)
     except Failure:
         raise
     except BaseException as e:  # user code: SyntaxError, ImportError, SystemExit, anything
         if isinstance(e, KeyboardInterrupt):
             raise
         raise Failure(f"loading failed: {one_line(e)}")
+    if not check:
+        return mod
     for fn in ("Model", "get_inputs", "get_init_inputs"):
         if not callable(getattr(mod, fn, None)):
             raise Failure(f"defines no {fn} (a KernelBench file defines class Model(nn.Module), "

@@ -6,6 +6,7 @@
 // (docs/bench.md).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mblast/error.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"
@@ -39,6 +41,13 @@ struct CandidateChoice {
 // "no candidate" and still counts in the totals. Throwing UserError fails only this problem's
 // row (status "candidate_error", the message as its reason); any other exception aborts the run.
 // Called on the calling thread, once per problem, in suite order.
+// A provider may throw this instead of returning nullopt to say why there is no candidate (the
+// builtin policy has no generator for the problem): the row is "no_candidate" with that reason.
+class NoCandidate : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 using CandidateProvider = std::function<std::optional<CandidateChoice>(
     const Problem& problem, const Target& target, const std::string& level, const std::string& stem)>;
 
@@ -55,6 +64,7 @@ struct BenchOptions {
   std::vector<std::filesystem::path> suites;  // folders (searched recursively) or single .py files
   std::string target;                         // a target name (see `mblast targets`)
   std::string size = "small";                 // MBLAST_BENCH_SIZE while importing and timing PyTorch
+  uint64_t max_bytes = 0;                     // > 0: each import's size constants scaled to fit (import --max-bytes)
   std::filesystem::path work;                 // import cache: WORK/imports/<level>/<stem>.<key>/<stem>/
   std::string python;                         // the helper's interpreter; "" = python_for_tools()
   std::string filter;                         // keep problems whose "<level>/<stem>" contains this
@@ -86,7 +96,7 @@ nlohmann::json bench(const BenchOptions& options, const CandidateProvider& provi
 
 struct BenchArgs {
   std::vector<std::string> suites;
-  std::string target, size, candidates, work, out, compare, junit, filter, python;
+  std::string target, size, candidates, work, out, compare, junit, filter, python, max_bytes;
   double threshold_pct = 10, noise_k = 1, min_seconds = 0.3, keep_free_gib = -1;
   bool table = false, json = false, no_baseline = false, no_compile = false;
   bool optimize = false;  // run the builtin policy per problem, from the file candidate

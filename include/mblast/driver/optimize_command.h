@@ -35,6 +35,8 @@ void add_runs(CLI::App& app, RunsArgs& a);
 // Whether the builtin policy has a generated kernel for the problem on the target (its plan is
 // supported and the target's generator makes at least one variant).
 bool builtin_generates(const Problem& problem, const Target& target);
+// Why the builtin policy generates nothing for the problem on the target (its planner's reason).
+std::string builtin_plan_note(const Problem& problem, const Target& target);
 
 // The builtin policy on one problem, from `start` (nullopt: the first generated kernel), as
 // `mblast optimize --policy builtin` runs it. Returns optimize()'s result. For `mblast bench

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The KernelBench CI regression run (docs/bench.md "The KernelBench CI sample").
+
+A fixed sample of KernelBench levels 1-3 (../shared/kernelbench, or --kernelbench): in each
+level, the files whose number is 1 modulo 10 (level1/1, 11, ..., 91; level2/1, ..., 91;
+level3/1, ..., 41): 25 files spread over the levels and, by KernelBench's ordering, over its op
+classes, chosen by that rule and not by whether they pass. They are imported at --max-bytes 4M,
+benched on pocl-cpu with the builtin policy's first generated kernel per problem (`--optimize
+--optimize-from generated --optimize-evals 1`; a problem no generator handles is `no_candidate`
+with the planner's reason) and compared with the committed result
+(benchmarks/results/kernelbench-ci-pocl.json): a problem that became incorrect or slower beyond
+the noise allowance fails the run; one that never had a kernel, or gained one, does not.
+
+    tests/bench/kernelbench_ci.py --mblast build/bin/mblast            # compare (exit 1: regression)
+    tests/bench/kernelbench_ci.py --mblast build/bin/mblast --update   # write a new committed result
+    tests/bench/kernelbench_ci.py --list                                # the sample
+
+Exit status: 0 nothing regressed; 1 a regression or a failed run; 77 no KernelBench folder or
+no pocl-cpu target here (ctest counts it as skipped).
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASELINE = os.path.join(ROOT, "benchmarks", "results", "kernelbench-ci-pocl.json")
+MAX_BYTES = "4M"
+TARGET = "pocl-cpu"
+# The machine is shared (CI runs tests side by side on two cores; pocl-cpu spreads of 20-50 %):
+# a slowdown counts when it exceeds 25 % and twice the two runs' combined spread.
+THRESHOLD, NOISE_K = "25", "2"
+
+
+def sample(kernelbench):
+    files = []
+    for level in ("level1", "level2", "level3"):
+        d = os.path.join(kernelbench, level)
+        numbered = []
+        for f in os.listdir(d):
+            m = re.match(r"(\d+)_.*\.py$", f)
+            if m:
+                numbered.append((int(m.group(1)), f))
+        files += [os.path.join(d, f) for n, f in sorted(numbered) if n % 10 == 1]
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mblast", default=os.path.join(ROOT, "build", "bin", "mblast"))
+    ap.add_argument("--kernelbench", default=os.environ.get("MBLAST_KERNELBENCH")
+                    or os.path.join(os.path.dirname(ROOT), "shared", "kernelbench"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build", "kernelbench-ci"))
+    ap.add_argument("--baseline", default=BASELINE)
+    ap.add_argument("--update", action="store_true", help="write the results as the new baseline")
+    ap.add_argument("--list", action="store_true", help="print the sample and exit")
+    a = ap.parse_args()
+    if not os.path.isdir(os.path.join(a.kernelbench, "level1")):
+        print(f"kernelbench_ci: no KernelBench folder at {a.kernelbench}: skipped", file=sys.stderr)
+        return 77
+    files = sample(a.kernelbench)
+    if a.list:
+        print("\n".join(os.path.relpath(f, a.kernelbench) for f in files))
+        return 0
+    env = dict(os.environ, MBLAST_HOME=ROOT, MBLAST_RUNS_DIR=os.path.join(a.work, "runs"))
+    r = subprocess.run([a.mblast, "targets", "--json"], capture_output=True, text=True, env=env)
+    if r.returncode != 0 or not any(t["name"] == TARGET and t.get("available") for t in json.loads(r.stdout)):
+        print(f"kernelbench_ci: the {TARGET} target is not available here: skipped", file=sys.stderr)
+        return 77
+    os.makedirs(a.work, exist_ok=True)
+    out = os.path.join(a.work, "results.json")
+    cmd = [a.mblast, "bench", *files, "--target", TARGET, "--max-bytes", MAX_BYTES,
+           "--optimize", "--optimize-from", "generated", "--optimize-evals", "1",
+           "--kb", os.path.join(a.work, "kb.sqlite"), "--work", a.work, "--out", out,
+           "--junit", os.path.join(a.work, "junit.xml")]
+    if not a.update:
+        cmd += ["--compare", a.baseline, "--threshold", THRESHOLD, "--noise-k", NOISE_K]
+    print("kernelbench_ci: " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, env=env)
+    if r.returncode != 0 or not a.update:
+        return r.returncode
+    with open(out, encoding="utf-8") as f:
+        results = json.load(f)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    results["meta"]["ci"] = {
+        "commit": commit + ("+uncommitted changes" if dirty else ""),
+        "command": "tests/bench/kernelbench_ci.py --update  # runs: " + " ".join(
+            os.path.relpath(c, ROOT) if os.path.isabs(c) and c.startswith(ROOT) else
+            os.path.relpath(c, a.kernelbench) if os.path.isabs(c) and c.startswith(a.kernelbench) else c
+            for c in cmd),
+        "sample_rule": "levels 1-3, the files numbered 1 modulo 10",
+        "python": platform.python_version(),
+    }
+    for row in results.get("problems", []):  # local paths mean nothing in the repository
+        for k in ("file", "problem_dir"):
+            row.pop(k, None)
+        if isinstance(row.get("candidate"), dict):
+            row["candidate"].pop("file", None)
+            row["candidate"].pop("details", None)
+        row.pop("build_log", None)
+    with open(a.baseline, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    print(f"kernelbench_ci: wrote {a.baseline}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
