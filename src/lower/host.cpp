@@ -24,6 +24,21 @@ std::string candidate_comment(const Schedule& s, const Problem& problem, const s
   return c;
 }
 
+std::string error_reporting(const std::string& vsnprintf_name) {
+  return fmt::format(R"C(static char g_err[1024];
+
+static int mb_fail(const char* fmt, ...) {{
+  va_list ap;
+  va_start(ap, fmt);
+  {}(g_err, sizeof g_err, fmt, ap);
+  va_end(ap);
+  return -1;
+}}
+
+)C",
+                     vsnprintf_name);
+}
+
 std::string tensor_checks(const Problem& problem, const std::string& fail) {
   std::string s;
   s += "static int mb_check_one(const mblast_tensor* t, const char* name, int dtype, size_t esize, int ndim, const long long* shape) {\n";

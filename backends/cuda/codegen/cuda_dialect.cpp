@@ -19,17 +19,8 @@ std::string emit_cuda(const Schedule& s, const Problem& problem) {
 #include <cstdint>
 #include <cstdio>
 
-static char g_err[1024];
-
-static int mb_fail(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(g_err, sizeof g_err, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 )CXX";
+  h += error_reporting("std::vsnprintf");
   h += helper_functions(d, "static __device__ inline");
   for (const auto& kr : s.kernels) {
     const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];

@@ -20,17 +20,8 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
 #include <stdio.h>
 #include <stdlib.h>
 
-static char g_err[1024];
-
-static int mb_fail(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_err, sizeof g_err, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 )C";
+  h += error_reporting("vsnprintf");
   h += helper_functions(d, "static inline");
   for (const auto& kr : s.kernels) {
     const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];

@@ -18,6 +18,9 @@ std::string emit_rvv(const Schedule& s, const Problem& problem);     // .rvv.c (
 // on any tensor that is not exactly as the problem declares it. Valid C and C++.
 std::string candidate_comment(const Schedule& s, const Problem& problem, const std::string& what);
 std::string tensor_checks(const Problem& problem, const std::string& fail);
+// `g_err` and `mb_fail(fmt, ...)` (formats into g_err, returns -1) for the C-family dialects;
+// VSNPRINTF is "vsnprintf" (C) or "std::vsnprintf" (C++). Needs stdarg and stdio included.
+std::string error_reporting(const std::string& vsnprintf_name);
 // The kernel's parameter list: its own buffer writable, what it reads const, in `type` spelling
 // ("__global float*", "float* __restrict__", ...): fn(buffer, dtype, writable) -> declaration.
 std::string kernel_params(const Schedule& s, const Kernel& k,
