@@ -374,7 +374,27 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const json no_costs;
   TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
                    req.payload, {}};
+  // Peaks come only from the runner's own peak kernels, in a worker with no candidate loaded:
+  // nothing a candidate reports or does can raise them. Where none are cached they are measured
+  // once, when the audit first asks for the device's costs (they hold them) or after the stage.
+  std::optional<json> fresh_peaks;
+  auto measure_peaks = [&]() {
+    WorkerRun pw(*this, *b, target, {}, limits);
+    pw.send({{"op", "peaks"}, {"target", target}});
+    Message pm = pw.receive(300.0, "peaks");
+    if (pm.header.value("stage", "") != "peaks") return;
+    store_peaks(target.value("name", ""), pm.header);
+    pm.header.erase("log");
+    pm.header.erase("sandbox");
+    fresh_peaks = pm.header;
+    (*fresh_peaks)["cached"] = false;
+  };
+  const bool want_peaks = treq.value("want_peaks", true);
   stage.costs_now = [&]() -> json {
+    if (!cached && want_peaks) {
+      measure_peaks();
+      return fresh_peaks ? fresh_peaks->value("checks", json()) : json();
+    }
     WorkerRun cw(*this, *b, target, {}, limits);
     cw.send({{"op", "checks"}, {"target", target}});
     Message cm = cw.receive(60.0, "checks");
@@ -388,21 +408,11 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   }
   t = w.decorate({t, {}}).header;
   if (t.value("stage", "") == "timing") {
-    // Peaks come only from the runner's own peak kernels, in a worker with no candidate loaded:
-    // nothing a candidate reports or does can raise them.
     if (cached) {
       t["peaks"] = *cached;
-    } else if (treq.value("want_peaks", true)) {
-      WorkerRun pw(*this, *b, target, {}, limits);
-      pw.send({{"op", "peaks"}, {"target", target}});
-      Message pm = pw.receive(300.0, "peaks");
-      if (pm.header.value("stage", "") == "peaks") {
-        store_peaks(target.value("name", ""), pm.header);
-        pm.header.erase("log");
-        pm.header.erase("sandbox");
-        t["peaks"] = pm.header;
-        t["peaks"]["cached"] = false;
-      }
+    } else if (want_peaks) {
+      if (!fresh_peaks) measure_peaks();
+      if (fresh_peaks) t["peaks"] = *fresh_peaks;
     }
   }
   protocol::write_message(out_fd, t);
