@@ -76,6 +76,10 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("--noise-k", a.noise_k, "With --compare: nor one within K x the combined spread of the two medians")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  c->add_flag("--compare-relative", a.compare_relative,
+              "With --compare: judge each problem's time relative to the run (now/before divided by the median ratio "
+              "over the problems correct in both), so a machine that is uniformly slower or busier flags nothing; a "
+              "change that slows every kernel alike is then not seen");
   c->add_option("--junit", a.junit, "Also write JUnit XML here (one testsuite per level, one testcase per problem)");
   c->add_option("--filter", a.filter, "Only problems whose <level>/<stem> contains this text");
   c->add_flag("--no-baseline", a.no_baseline, "Reuse the PyTorch timings stored by an earlier run instead of measuring");
@@ -184,7 +188,7 @@ int run_bench(const BenchArgs& a) {
   json results = bench(o, provider);
   json comparison;
   if (!a.compare.empty()) {
-    comparison = compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k}, a.filter);
+    comparison = compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k, a.compare_relative}, a.filter);
     comparison["previous"]["file"] = fs::absolute(a.compare).string();
     results["comparison"] = comparison;
   }

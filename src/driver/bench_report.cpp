@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -318,6 +319,38 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
   for (const json& r : previous["problems"])
     if (filter.empty() || str(r, "key").find(filter) != std::string::npos) prev[str(r, "key")] = &r;
 
+  // Both runs' medians of a problem correct in both, when they can be compared at all.
+  auto medians = [](const json& p, const json& r) -> std::optional<std::pair<double, double>> {
+    if (!p.value("correct", false) || !r.value("correct", false)) return std::nullopt;
+    const json& pt = p.value("time", json());
+    const json& nt = r.value("time", json());
+    const auto pmed = num(pt, "median"), nmed = num(nt, "median");
+    if (!pmed || !nmed || *pmed <= 0 || *nmed <= 0 || str(pt, "unit") != str(nt, "unit")) return std::nullopt;
+    return std::pair{*pmed, *nmed};
+  };
+  // The run's speed factor: the median now/before ratio over the comparable problems.
+  double factor = 1;
+  json speed_factor;
+  if (rule.relative) {
+    std::vector<double> ratios;
+    for (const json& r : current.value("problems", json::array()))
+      if (auto it = prev.find(str(r, "key")); it != prev.end())
+        if (auto m = medians(*it->second, r)) ratios.push_back(m->second / m->first);
+    std::sort(ratios.begin(), ratios.end());
+    const size_t n = ratios.size();
+    const bool applied = n >= static_cast<size_t>(kMinProblemsForRelative);
+    if (applied) factor = n % 2 ? ratios[n / 2] : std::sqrt(ratios[n / 2 - 1] * ratios[n / 2]);
+    speed_factor = {{"value", factor},
+                    {"problems", n},
+                    {"applied", applied},
+                    {"text", applied ? fmt::format("times compared relative to the run: each now/before ratio divided by "
+                                                   "the median ratio {:.3g} over {} problems correct in both",
+                                                   factor, n)
+                                     : fmt::format("times compared as measured: {} problems correct in both, fewer than "
+                                                   "the {} needed to estimate the run's speed",
+                                                   n, kMinProblemsForRelative)}};
+  }
+
   json problems = json::array(), fresh = json::array(), missing = json::array();
   std::map<std::string, int> counts;
   std::map<std::string, bool> seen;
@@ -351,22 +384,25 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
       } else {
         const json& pt = p.value("time", json());
         const json& nt = r.value("time", json());
-        const auto pmed = num(pt, "median"), nmed = num(nt, "median");
-        if (!pmed || !nmed || *pmed <= 0 || *nmed <= 0 || str(pt, "unit") != str(nt, "unit")) {
+        const auto m = medians(p, r);
+        if (!m) {
           c["verdict"] = "not_comparable";
           c["message"] = "the two times cannot be compared (missing, or in other units)";
         } else {
+          const auto [pmed, nmed] = *m;
           const double sp = num(pt, "spread_pct").value_or(0), sn = num(nt, "spread_pct").value_or(0);
           const double combined = std::sqrt(sp * sp + sn * sn);
           const double allowed = std::max(rule.threshold_pct, rule.noise_k * combined);
-          const double slower = (*nmed / *pmed - 1) * 100, faster = (*pmed / *nmed - 1) * 100;
-          c["previous_median"] = *pmed;
-          c["median"] = *nmed;
+          const double ratio = nmed / pmed / factor;
+          const double slower = (ratio - 1) * 100, faster = (1 / ratio - 1) * 100;
+          c["previous_median"] = pmed;
+          c["median"] = nmed;
           c["unit"] = str(nt, "unit");
           c["slower_pct"] = slower;
           c["combined_spread_pct"] = combined;
           c["allowed_pct"] = allowed;
-          const std::string change = fmt::format("{:.4g} -> {:.4g} {}", *pmed, *nmed, str(nt, "unit"));
+          std::string change = fmt::format("{:.4g} -> {:.4g} {}", pmed, nmed, str(nt, "unit"));
+          if (factor != 1) change += fmt::format(", relative to the run's factor {:.3g}", factor);
           const std::string limit = fmt::format("allowed {:.1f}% = max(threshold {:.1f}%, {:g} x combined spread {:.1f}%)",
                                                 allowed, rule.threshold_pct, rule.noise_k, combined);
           if (slower > allowed) {
@@ -393,9 +429,10 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
   int regressions = 0;
   for (const char* v : {"became_incorrect", "slower"})
     if (auto it = counts.find(v); it != counts.end()) regressions += it->second;
-  return {{"rule",
+  json out = {{"rule",
            {{"threshold_pct", rule.threshold_pct},
             {"noise_k", rule.noise_k},
+            {"relative", rule.relative},
             {"text", "regressed: correct before and not now, or both correct and the candidate's median slower by more than "
                      "max(threshold_pct, noise_k * sqrt(spread_prev^2 + spread_now^2)) percent"}}},
           {"previous", {{"date", str(pm, "date")}, {"target", str(pm, "target")}, {"size", str(pm, "size")},
@@ -405,6 +442,8 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
           {"missing", missing},
           {"counts", counts},
           {"regressions", regressions}};
+  if (rule.relative) out["speed_factor"] = speed_factor;
+  return out;
 }
 
 std::string format_bench_comparison(const json& cmp) {
@@ -413,6 +452,7 @@ std::string format_bench_comparison(const json& cmp) {
   o << fmt::format("\ncompared with the run of {} ({}, size {}): threshold {:g}%, noise k {:g}\n",
                    str(cmp["previous"], "date", "?"), str(cmp["previous"], "target", "?"), str(cmp["previous"], "size", "?"),
                    rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
+  if (cmp.contains("speed_factor")) o << str(cmp["speed_factor"], "text") << "\n";
   static const std::map<std::string, std::string> label = {
       {"became_incorrect", "REGRESSED"}, {"slower", "REGRESSED"}, {"became_correct", "improved"},
       {"faster", "improved"},            {"new", "new"},          {"not_comparable", "not comparable"}};

@@ -100,6 +100,31 @@ TEST(BenchCompare, SlowerBeyondThresholdAndNoise) {
   EXPECT_EQ(compare_bench(prev, now, CompareRule{10, 1})["problems"][0]["verdict"], "faster");
 }
 
+TEST(BenchCompare, RelativeToTheRunIgnoresAUniformlySlowerMachineButNotOneKernel) {
+  const json prev = results_of({timed("a", 100, 5), timed("b", 200, 5), timed("c", 300, 5), timed("d", 400, 5),
+                                timed("e", 500, 5), timed("f", 600, 5)});
+  // The whole machine 1.5x slower (a busy CI host); f also 2x slower than the rest.
+  const json now = results_of({timed("a", 150, 5), timed("b", 300, 5), timed("c", 450, 5), timed("d", 600, 5),
+                               timed("e", 750, 5), timed("f", 1800, 5)});
+  const json absolute = compare_bench(now, prev, CompareRule{25, 2});
+  EXPECT_EQ(absolute["regressions"], 6);  // as measured, every problem looks slower
+  EXPECT_FALSE(absolute.contains("speed_factor"));
+  const json rel = compare_bench(now, prev, CompareRule{25, 2, true});
+  EXPECT_EQ(rel["regressions"], 1);
+  EXPECT_NEAR(rel["speed_factor"]["value"].get<double>(), 1.5, 1e-9);
+  EXPECT_TRUE(rel["speed_factor"]["applied"].get<bool>());
+  EXPECT_EQ(rel["problems"][5]["verdict"], "slower");
+  EXPECT_NEAR(rel["problems"][5]["slower_pct"].get<double>(), 100, 1e-9);
+  EXPECT_EQ(rel["problems"][0]["verdict"], "unchanged");
+  EXPECT_NE(format_bench_comparison(rel).find("median ratio 1.5 over 6 problems"), std::string::npos);
+  // With fewer problems than the estimate needs, times are compared as measured, and it says so.
+  const json few_prev = results_of({timed("a", 100, 5), timed("b", 100, 5)});
+  const json few_now = results_of({timed("a", 150, 5), timed("b", 150, 5)});
+  const json few = compare_bench(few_now, few_prev, CompareRule{25, 2, true});
+  EXPECT_FALSE(few["speed_factor"]["applied"].get<bool>());
+  EXPECT_EQ(few["regressions"], 2);
+}
+
 TEST(BenchCompare, CorrectnessNewMissingAndFilter) {
   const json prev = results_of({timed("a", 100, 1), row("level1", "b", "incorrect"), row("level1", "c", "incorrect"),
                                 timed("gone", 100, 1), row("level2", "x", "correct", 1.0)});

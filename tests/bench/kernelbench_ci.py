@@ -8,8 +8,8 @@ classes, chosen by that rule and not by whether they pass. They are imported at 
 benched on pocl-cpu with the builtin policy's first generated kernel per problem (`--optimize
 --optimize-from generated --optimize-evals 1`; a problem no generator handles is `no_candidate`
 with the planner's reason) and compared with the committed result
-(benchmarks/results/kernelbench-ci-pocl.json): a problem that became incorrect or slower beyond
-the noise allowance fails the run; one that never had a kernel, or gained one, does not.
+(benchmarks/results/kernelbench-ci-pocl.json): a problem that became incorrect, or slower against
+the rest of the run beyond the noise allowance, fails the run; one that never had a kernel, or gained one, does not.
 
     tests/bench/kernelbench_ci.py --mblast build/bin/mblast            # compare (exit 1: regression)
     tests/bench/kernelbench_ci.py --mblast build/bin/mblast --update   # write a new committed result
@@ -31,8 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BASELINE = os.path.join(ROOT, "benchmarks", "results", "kernelbench-ci-pocl.json")
 MAX_BYTES = "4M"
 TARGET = "pocl-cpu"
-# The machine is shared (CI runs tests side by side on two cores; pocl-cpu spreads of 20-50 %):
-# a slowdown counts when it exceeds 25 % and twice the two runs' combined spread.
+# pocl-cpu spreads of 20-50 %: a slowdown counts when it exceeds 25 % and twice the two runs' combined
+# spread, and times are judged relative to the run (--compare-relative): CI's machine of the same CPU
+# model ran every kernel about 1.5x slower than the quiet machine that made the baseline (its tests ran
+# beside this one), which compared as measured flagged nearly every problem. ctest runs this test alone
+# (RUN_SERIAL) so that neighbours do not preempt pocl's threads; a change that slows every kernel alike
+# is not seen here, only in the figures the result file keeps.
 THRESHOLD, NOISE_K = "25", "2"
 
 
@@ -100,7 +104,7 @@ def main():
             print(f"kernelbench_ci: the baseline was made on {made_on.get('cpu')} x {made_on.get('cpus_online')}, "
                   f"this is {here['cpu']} x {here['cpus_online']}: correctness compared, timings not", flush=True)
             threshold = "1e9"
-        cmd += ["--compare", a.baseline, "--threshold", threshold, "--noise-k", NOISE_K]
+        cmd += ["--compare", a.baseline, "--compare-relative", "--threshold", threshold, "--noise-k", NOISE_K]
     print("kernelbench_ci: " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, env=env)
     if r.returncode != 0 or not a.update:

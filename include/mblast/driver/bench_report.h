@@ -27,7 +27,16 @@ std::string format_bench_table(const nlohmann::json& results);
 struct CompareRule {
   double threshold_pct = 10;  // never flag a slowdown of this much or less
   double noise_k = 1;         // ... nor one within k x the combined spread of the two medians
+  // Compare each problem's time relative to the run: divide every now/before ratio by the median
+  // ratio over the problems correct in both (the machine's speed, or its load, in this run), so a
+  // machine that is uniformly slower or busier flags nothing and one kernel that slowed against the
+  // others still does. A change that slows every kernel alike is not seen in this mode.
+  bool relative = false;
 };
+
+// The fewest problems with comparable times from which --compare-relative estimates the run's
+// speed factor; with fewer, times are compared as measured.
+inline constexpr int kMinProblemsForRelative = 5;
 
 // Compares `current` with `previous` (both results documents) problem by problem, keyed by
 // "<level>/<name>". A problem regressed when it was correct and is not any more, or when both
@@ -36,7 +45,7 @@ struct CompareRule {
 // `previous` that do not contain `filter` are ignored; new and missing problems are listed, not
 // failures. Throws UserError when `previous` is not a bench result or was measured on another
 // target or size. Returns {"rule", "previous", "problems": [...], "new", "missing", "counts",
-// "regressions"}.
+// "regressions"}, and with rule.relative {"speed_factor": {"value", "problems", "applied", "text"}}.
 nlohmann::json compare_bench(const nlohmann::json& current, const nlohmann::json& previous, const CompareRule& rule,
                              const std::string& filter = "");
 
