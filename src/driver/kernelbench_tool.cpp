@@ -112,14 +112,18 @@ fs::path kernelbench_json_path(const std::string& what) {
 std::string kernelbench_tool_failure(const CommandResult& r) {
   static const std::string prefix = "mblast_kernelbench: ";
   std::istringstream in(r.output);
-  std::string line, last, tagged;
+  std::string line, last, tagged, summary;
   while (std::getline(in, line)) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty()) continue;
     last = line;
-    if (line.rfind(prefix, 0) == 0) tagged = line.substr(prefix.size());
+    if (line.rfind(prefix, 0) != 0) continue;
+    // An import's closing count ("imported 0, failed 1") says less than the file's own line.
+    if (line.rfind(prefix + "imported ", 0) == 0) summary = line.substr(prefix.size());
+    else tagged = line.substr(prefix.size());
   }
   if (!tagged.empty()) return tagged;
+  if (!summary.empty()) return summary;
   if (!last.empty()) return last;
   if (!r.exit.exited) return "the Python helper was killed by signal " + std::to_string(r.exit.signal);
   return "the Python helper failed with exit status " + std::to_string(r.exit.code);

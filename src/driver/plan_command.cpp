@@ -1,5 +1,6 @@
 #include "mblast/driver/plan_command.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mblast/error.h"
+#include "mblast/driver/import_command.h"
+#include "mblast/driver/kernelbench_tool.h"
 #include "mblast/files.h"
 #include "mblast/lower/lower.h"
 #include "mblast/policy/kernel_plan.h"
@@ -16,12 +19,59 @@
 #include "mblast/target.h"
 
 namespace mblast {
+namespace {
+
+// A folder removed with everything in it when this goes out of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "mblast-plan-XXXXXX").string();
+    if (!mkdtemp(templ.data())) throw Error("plan: cannot make a temporary folder under " + templ);
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// Traces a KernelBench-format file into a problem under TMP at a size that fits MAX_BYTES, with one
+// seed and one init (the plan needs the graph and the shapes, not the reference data of a bench).
+// Returns the problem folder; throws UserError with the importer's one-line reason.
+std::filesystem::path trace_python_file(const std::string& file, const PlanArgs& a, const std::filesystem::path& tmp) {
+  std::vector<std::string> args = {"import", std::filesystem::absolute(file).string(), "--out", tmp.string(),
+                                   "--seeds", "1", "--inits", "1", "--device", "cpu"};
+  if (!a.max_bytes.empty() && a.max_bytes != "0")
+    args.insert(args.end(), {"--max-bytes", std::to_string(parse_byte_size(a.max_bytes, "--max-bytes"))});
+  const auto r = run_kernelbench_tool(kernelbench_python(a.python), args, a.timeout_s);
+  if (!r.ok()) {
+    // The helper names the file by its absolute path; the line names it as the user did.
+    std::string why = kernelbench_tool_failure(r);
+    const std::string abs = std::filesystem::absolute(file).string() + ": ";
+    if (why.rfind(abs, 0) == 0) why = why.substr(abs.size());
+    throw UserError(file + ": " + why);
+  }
+  const auto dir = tmp / std::filesystem::path(file).stem();
+  if (!std::filesystem::exists(dir / "problem.json")) throw UserError(file + ": the importer wrote no problem");
+  return dir;
+}
+
+}  // namespace
 
 void add_plan(CLI::App& app, PlanArgs& a) {
   auto* c = app.add_subcommand("plan", "Show what the builtin policy recognises in problems (and what it generates for a target)");
   c->footer("Example:\n  mblast plan problems/softmax imported/level2/* --target h200\n"
+            "  mblast plan my_module.py --target pocl-cpu   (a KernelBench-format file: will mblast handle it?)\n"
             "A problem the generators cannot handle shows the reason; nothing is built or run.");
-  c->add_option("problems", a.problems, "Problem directories")->required();
+  c->add_option("problems", a.problems, "Problem directories, or KernelBench-format .py files (Model, get_inputs)")->required();
+  c->add_option("--max-bytes", a.max_bytes,
+                "A .py file is traced with its size constants scaled down to fit N bytes (one seed, one init), in a "
+                "temporary folder; 0 keeps the file's sizes")
+      ->capture_default_str();
+  c->add_option("--python", a.python, "Python interpreter with torch, for .py files (default: $MBLAST_PYTHON, else mblast's .venv)");
+  c->add_option("--timeout", a.timeout_s, "Seconds allowed to trace one .py file")->capture_default_str();
   c->add_option("-t,--target", a.target, "Also count the candidates the generators make for this target");
   c->add_flag("--json", a.json, "Print a JSON array: per problem its plan (kind, stages, summary) and variant count");
   c->add_option("--write-variants", a.write_dir,
@@ -38,7 +88,20 @@ int run_plan(const PlanArgs& a) {
   for (const auto& dir : a.problems) {
     nlohmann::json e = {{"problem", dir}};
     try {
-      Problem p = load_problem(dir);
+      std::optional<TempDir> traced;
+      std::string problem_dir = dir;
+      if (std::filesystem::path(dir).extension() == ".py") {
+        if (!std::filesystem::is_regular_file(dir)) throw UserError(dir + ": no such file");
+        traced.emplace();
+        problem_dir = trace_python_file(dir, a, traced->path).string();
+        e["traced"] = {{"max_bytes", a.max_bytes}, {"seeds", 1}, {"inits", 1}};
+      }
+      Problem p = load_problem(problem_dir);
+      if (traced) {
+        // The scale the file was traced at: the plan's shapes are those, not the file's.
+        const auto pj = nlohmann::json::parse(read_file(std::filesystem::path(problem_dir) / "problem.json"), nullptr, false);
+        if (pj.is_object() && pj.contains("scale")) e["traced"]["scale"] = pj["scale"];
+      }
       policy::KernelPlan plan = policy::plan_kernel(p);
       e["name"] = p.name;
       e["kind"] = plan.kind;
@@ -82,9 +145,18 @@ int run_plan(const PlanArgs& a) {
       e["summary"] = err.what();
     }
     if (!a.json) {
+      std::string traced_text;
+      if (e.contains("traced")) {
+        std::string scaled;
+        const nlohmann::json constants =
+            e["traced"].value("scale", nlohmann::json::object()).value("constants", nlohmann::json::object());
+        for (const auto& [k, v] : constants.items())
+          if (v.is_array() && v.size() == 2) scaled += fmt::format("{}{} {} -> {}", scaled.empty() ? "" : ", ", k, v[0].dump(), v[1].dump());
+        traced_text = fmt::format("\n  traced at --max-bytes {}{}", a.max_bytes, scaled.empty() ? " (the file's own sizes)" : ": " + scaled);
+      }
       std::string count = e.contains("variants") ? fmt::format(" [{} variants for {}]", e["variants"].get<size_t>(), a.target) : "";
       std::cout << fmt::format("{}: {}: {}{}{}\n", e.value("name", dir), e["kind"].get<std::string>(), e["summary"].get<std::string>(), count,
-                               e.value("lowering_text", std::string()));
+                               e.value("lowering_text", std::string()) + traced_text);
     }
     e.erase("lowering_text");
     all.push_back(std::move(e));
