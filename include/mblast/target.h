@@ -54,7 +54,20 @@ std::vector<Target> load_targets();
 // names (and any skipped files) when there is no such target.
 Target find_target(const std::string& name);
 
+// find_target, with its runner replaced by RUNNER_URL when that is not empty (--runner on every
+// command that measures: eval, optimize, bench).
+Target find_target(const std::string& name, const std::string& runner_url);
+
 // Parses "ssh://[user@]host[:port]/path/to/mblast-runner" (or "local") into an address.
 RunnerAddress parse_runner_url(const std::string& url);
+
+// What to add to "target T is unavailable: ..." when a local runner found no such device: how to
+// reach a machine that has one. "" for a remote target (its own reason says where it looked).
+std::string unavailable_hint(const Target& t);
+
+// The help text of every --runner option.
+inline constexpr const char* kRunnerOptionHelp =
+    "Runner address overriding the target's: local or ssh://[user@]host[:port]/path/mblast-runner "
+    "(extra ssh arguments from $MBLAST_SSH_OPTIONS)";
 
 }  // namespace mblast

@@ -172,6 +172,19 @@ Target find_target(const std::string& name) {
                   (skipped.empty() ? "" : "; skipped broken target files (see `mblast targets`): " + skipped));
 }
 
+Target find_target(const std::string& name, const std::string& runner_url) {
+  Target t = find_target(name);
+  if (!runner_url.empty()) t.runner = parse_runner_url(runner_url);
+  return t;
+}
+
+std::string unavailable_hint(const Target& t) {
+  if (t.remote()) return "";
+  return " (measured by the local runner here; to reach a machine that has it, give --runner "
+         "ssh://[user@]host/path/mblast-runner or a \"runner\" in the target's file, " +
+         (config_dir() / "targets" / (t.name + ".json")).string() + ")";
+}
+
 RunnerAddress parse_runner_url(const std::string& url) {
   RunnerAddress a;
   if (url.empty() || url == "local") return a;

@@ -17,6 +17,7 @@
 #include "mblast/error.h"
 #include "mblast/files.h"
 #include "mblast/paths.h"
+#include "mblast/target.h"
 
 namespace mblast {
 
@@ -55,6 +56,7 @@ void add_bench(CLI::App& app, BenchArgs& a) {
       "infrastructure error; 2 bad input.");
   c->add_option("suite", a.suites, "Folders of KernelBench .py files, or single files")->required();
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->required();
+  c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_option("--size", a.size, "MBLAST_BENCH_SIZE for the suite files: small or full (default: $MBLAST_BENCH_SIZE, else small)")
       ->check(CLI::IsMember({"small", "full"}));
   c->add_option("--max-bytes", a.max_bytes,
@@ -106,6 +108,7 @@ int run_bench(const BenchArgs& a) {
   BenchOptions o;
   for (const auto& s : a.suites) o.suites.emplace_back(s);
   o.target = a.target;
+  o.runner = a.runner;
   o.size = a.size;
   if (o.size.empty()) {
     const char* env = std::getenv("MBLAST_BENCH_SIZE");

@@ -619,7 +619,7 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   if (o.work.empty()) throw UserError("no work folder given");
   const std::vector<SuiteFile> files = discover(o.suites, o.filter);
 
-  Run run{o, fs::absolute(o.work), find_target(o.target), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}, 0};
+  Run run{o, fs::absolute(o.work), find_target(o.target, o.runner), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}, 0};
   if (const std::string why = run.target.unreachable_reason(); !why.empty())
     throw UserError("target " + run.target.name + " is unavailable: " + why);
   run.torch_device = baseline_device(run.target, &run.no_torch_why);

@@ -21,6 +21,7 @@
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/paths.h"
+#include "mblast/target.h"
 #include "mblast/version.h"
 
 namespace mblast {
@@ -44,7 +45,7 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   c->add_option("problem", a.problem, "Problem directory (holds problem.json)")->required();
   c->add_option("candidate", a.candidate, "Candidate source file implementing include/mblast/abi.h")->required();
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
-  c->add_option("--runner", a.runner, "Runner address overriding the target's: local or ssh://[user@]host[:port]/path/mblast-runner");
+  c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_flag("--json", a.json, "Print the result as one JSON object");
   c->add_flag("--no-timing", a.no_timing, "Verify only");
   c->add_option("--repeats", a.opt.min_repeats, "Minimum timed runs")->capture_default_str();
@@ -60,9 +61,8 @@ int run_eval(const EvalArgs& a) {
   EvalOptions o = a.opt;
   o.timing = !a.no_timing;
   o.quiet = a.json;
-  if (!a.runner.empty()) o.runner = parse_runner_url(a.runner);
   Problem p = load_problem(a.problem);
-  Target t = find_target(a.target);
+  Target t = find_target(a.target, a.runner);
   nlohmann::json r = evaluate(p, t, a.candidate, o);
   if (a.json) std::cout << r.dump(2) << "\n";
   else std::cout << format_eval_result(r);

@@ -23,6 +23,7 @@
 #include "mblast/loop/report.h"
 #include "mblast/loop/run_store.h"
 #include "mblast/paths.h"
+#include "mblast/target.h"
 #include "mblast/tensor.h"
 
 namespace fs = std::filesystem;
@@ -190,6 +191,7 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_option("input", a.input, "Problem directory, KernelBench .py file, or your own kernel (.cu, .cpp, .c) with a spec");
   c->add_option("--spec", a.spec, "With your own kernel: its spec (default: <name>.spec.json beside it)");
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
+  c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_option("--start", a.start, "Starting candidate file (default: the problem's naive candidate)");
   c->add_option("--policy", a.policy, "auto (an LLM when one is configured, else builtin) | builtin | llm")
       ->check(CLI::IsMember({"auto", "builtin", "llm"}))
@@ -247,7 +249,7 @@ int run_optimize(const OptimizeArgs& args) {
     // A user's own kernel: its spec names the tensors, its outputs become the reference and it
     // is the start, so its time is the baseline every speedup is counted from.
     const fs::path spec = a.spec.empty() ? default_spec_for(in) : fs::path(a.spec);
-    const Target t = find_target(target_name);
+    const Target t = find_target(target_name, a.runner);
     if (!a.json)
       std::fprintf(stderr, "mblast: %s with %s: its outputs on %s become the reference\n", in.string().c_str(),
                    spec.string().c_str(), t.name.c_str());
@@ -259,7 +261,7 @@ int run_optimize(const OptimizeArgs& args) {
   } else if (!a.spec.empty()) {
     throw UserError("--spec goes with a kernel file, not a problem directory");
   }
-  loop::OptimizeInput oi{load_problem(in), find_target(target_name), {}, input, {}};
+  loop::OptimizeInput oi{load_problem(in), find_target(target_name, a.runner), {}, input, {}};
   a.start = start;
 
   // The actor: an LLM when one is configured (or asked for), else the builtin policy.

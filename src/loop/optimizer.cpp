@@ -22,6 +22,7 @@
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/loop/report.h"
 #include "mblast/loop/run_store.h"
+#include "mblast/target.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
 
@@ -300,7 +301,8 @@ class Loop {
       // An unavailable target measured nothing: nothing of it goes to the KB.
       if (s.measured.failure_kind == "unavailable")
         throw UserError(
-            fmt::format("target {} is unavailable: {}", in_.target.name, first_error_line(s.measured.reason)));
+            fmt::format("target {} is unavailable: {}{}", in_.target.name, first_error_line(s.measured.reason),
+                        unavailable_hint(in_.target)));
       record_candidate(s, "");  // a failed start is knowledge too
       tried_.insert(s.id);
       if (!s.measured.correct) {

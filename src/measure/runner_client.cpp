@@ -1,6 +1,7 @@
 #include "mblast/measure/runner_client.h"
 
 #include <csignal>
+#include <sstream>
 
 #include "mblast/paths.h"
 
@@ -16,6 +17,12 @@ std::vector<std::string> runner_command(const RunnerAddress& addr) {
     std::vector<std::string> argv = {"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"};
     if (addr.port) { argv.push_back("-p"); argv.push_back(std::to_string(addr.port)); }
     argv.insert(argv.end(), addr.ssh_options.begin(), addr.ssh_options.end());
+    // $MBLAST_SSH_OPTIONS: arguments for every ssh runner (an identity file, a jump host), split at
+    // spaces, after the target's own.
+    if (const char* env = std::getenv("MBLAST_SSH_OPTIONS"); env && *env) {
+      std::istringstream words(env);
+      for (std::string w; words >> w;) argv.push_back(w);
+    }
     argv.push_back(addr.host);
     argv.push_back(addr.runner_path + " --stdio");
     return argv;

@@ -4,11 +4,14 @@
 
 #include <arpa/inet.h>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
+#include "mblast/driver/cli.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/process.h"
@@ -83,10 +86,38 @@ class SshTransport : public ::testing::Test {
                      "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"};
     return a;
   }
+  // `ssh://root@127.0.0.1:PORT/<runner>`, with the key in $MBLAST_SSH_OPTIONS (set for the test).
+  std::string runner_url() const {
+    const RunnerAddress a = address();
+    std::string opts;
+    for (const auto& o : a.ssh_options) opts += (opts.empty() ? "" : " ") + o;
+    ::setenv("MBLAST_SSH_OPTIONS", opts.c_str(), 1);
+    return "ssh://" + a.host + ":" + std::to_string(a.port) + a.runner_path;
+  }
   fs::path dir_;
   int port_ = 0;
   Child sshd_;
 };
+
+struct CliResult {
+  int rc = 0;
+  std::string out, err;
+};
+
+CliResult run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "mblast");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out;
+  auto* old = std::cout.rdbuf(out.rdbuf());
+  ::testing::internal::CaptureStderr();
+  CliResult r;
+  r.rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  r.err = ::testing::internal::GetCapturedStderr();
+  std::cout.rdbuf(old);
+  r.out = out.str();
+  return r;
+}
 
 TEST_F(SshTransport, EvalOverSshGivesTheSameVerdictsAsLocally) {
   std::string why;
@@ -133,6 +164,33 @@ TEST_F(SshTransport, RvvCandidateOverSshCostsTheSameAsLocally) {
   auto near = evaluate(p, t, dir / "candidates" / "naive.rvv.c", o);
   ASSERT_TRUE(near["correct"].get<bool>());
   EXPECT_EQ(far["time"]["median"], near["time"]["median"]);
+}
+
+TEST_F(SshTransport, OptimizeMeasuresThroughTheRunnerItIsGiven) {
+  std::string why;
+  auto targets = testing::available_targets("opencl", &why);
+  if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  const std::string target = targets.front().name;
+  const fs::path work = dir_ / "work";
+  ::setenv("MBLAST_RUNS_DIR", (work / "runs").c_str(), 1);
+  const std::string url = runner_url();
+  const std::string relu = (testing::source_dir() / "problems" / "relu").string();
+  auto opt = run_cli({"optimize", relu, "--target", target, "--runner", url, "--policy", "builtin", "--max-evals", "2",
+                      "--kb", (work / "kb.sqlite").string(), "--no-confirm", "--json", "--min-time", "0.05"});
+  EXPECT_EQ(opt.rc, 0) << opt.err;
+  const auto r = nlohmann::json::parse(opt.out, nullptr, false);
+  ASSERT_TRUE(r.is_object()) << opt.out << opt.err;
+  // The result's measurements name the runner that made them: ssh, never the local one.
+  EXPECT_NE(opt.out.find("\"runner\": \"ssh root@127.0.0.1"), std::string::npos) << opt.out;
+  EXPECT_EQ(opt.out.find("\"runner\": \"local "), std::string::npos) << opt.out;
+
+  // A wrong address is one line naming it, not a local measurement.
+  auto bad = run_cli({"optimize", relu, "--target", target, "--runner", "ssh://root@127.0.0.1:" +
+                      std::to_string(free_port()) + "/nowhere/mblast-runner", "--policy", "builtin", "--max-evals", "1",
+                      "--kb", (work / "kb.sqlite").string(), "--no-confirm"});
+  EXPECT_NE(bad.rc, 0);
+  ::unsetenv("MBLAST_RUNS_DIR");
+  ::unsetenv("MBLAST_SSH_OPTIONS");
 }
 
 TEST_F(SshTransport, UnreachableHostIsAOneLineError) {

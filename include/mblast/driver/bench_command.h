@@ -63,6 +63,7 @@ CandidateProvider file_candidate_provider(const std::filesystem::path& dir);
 struct BenchOptions {
   std::vector<std::filesystem::path> suites;  // folders (searched recursively) or single .py files
   std::string target;                         // a target name (see `mblast targets`)
+  std::string runner;                         // --runner: overrides the target's runner ("" = its own)
   std::string size = "small";                 // MBLAST_BENCH_SIZE while importing and timing PyTorch
   uint64_t max_bytes = 0;                     // > 0: each import's size constants scaled to fit (import --max-bytes)
   std::filesystem::path work;                 // import cache: WORK/imports/<level>/<stem>.<key>/<stem>/
@@ -96,7 +97,7 @@ nlohmann::json bench(const BenchOptions& options, const CandidateProvider& provi
 
 struct BenchArgs {
   std::vector<std::string> suites;
-  std::string target, size, candidates, work, out, compare, junit, filter, python, max_bytes;
+  std::string target, size, candidates, work, out, compare, junit, filter, python, max_bytes, runner;
   double threshold_pct = 10, noise_k = 1, min_seconds = 0.3, keep_free_gib = -1;
   bool table = false, json = false, no_baseline = false, no_compile = false, compare_relative = false;
   bool optimize = false;  // run the builtin policy per problem, from the file candidate

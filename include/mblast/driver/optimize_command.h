@@ -12,7 +12,7 @@ namespace CLI { class App; }
 namespace mblast {
 
 struct OptimizeArgs {
-  std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume, spec;
+  std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume, spec, runner;
   bool json = false, replay = false, no_cache = false, no_confirm = false;
   bool show_prompt = false;  // measure the start, print the first actor prompt, ask no LLM
   double llm_timeout = 0;
