@@ -245,7 +245,8 @@ Database::Database(const fs::path& file, Mode mode, int busy_timeout_ms)
 Database::~Database() { close(); }
 
 Database::Database(Database&& o) noexcept
-    : db_(o.db_), pg_(o.pg_), file_(std::move(o.file_)), mode_(o.mode_), busy_timeout_ms_(o.busy_timeout_ms_) {
+    : db_(o.db_), pg_(o.pg_), pg_lost_tx_(o.pg_lost_tx_), pg_prepared_(std::move(o.pg_prepared_)),
+      file_(std::move(o.file_)), mode_(o.mode_), busy_timeout_ms_(o.busy_timeout_ms_) {
   o.db_ = nullptr;
   o.pg_ = nullptr;
 }
@@ -256,6 +257,9 @@ Database& Database::operator=(Database&& o) noexcept {
     db_ = o.db_;
     pg_ = o.pg_;
     o.pg_ = nullptr;
+    pg_lost_tx_ = o.pg_lost_tx_;
+    pg_prepared_ = std::move(o.pg_prepared_);
+    o.pg_prepared_.clear();
     file_ = std::move(o.file_);
     mode_ = o.mode_;
     busy_timeout_ms_ = o.busy_timeout_ms_;

@@ -140,6 +140,7 @@ void Database::pg_close() noexcept {
     PQfinish(pg_);
     pg_ = nullptr;
   }
+  pg_prepared_.clear();
 }
 
 bool Database::pg_in_transaction() const {
@@ -156,6 +157,7 @@ void Database::pg_ensure_connected() const {
                                   file_.string()),
                       SQLITE_IOERR);
   PQreset(pg_);
+  pg_prepared_.clear();  // the new session knows none of them
   if (PQstatus(pg_) != CONNECTION_OK)
     throw KbFileError(fmt::format("lost the connection to knowledge base {} and could not reconnect: {}; nothing "
                                   "more was written. Check the server and run the command again",
@@ -204,26 +206,39 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
   throw Error(fmt::format("knowledge base {}: {}", kb, detail));
 }
 
-// Sends one round trip; on a connection found dead before anything was sent in a transaction
-// (a restarted server), reconnects and sends it once more.
-static PGresult* pg_round_trip(pg_conn* c, const std::string& sql, const std::vector<const char*>* params) {
-  return params ? PQexecParams(c, sql.c_str(), static_cast<int>(params->size()), nullptr, params->data(), nullptr,
-                               nullptr, 0)
-                : PQexec(c, sql.c_str());
+// A KB writes and reads through a few dozen distinct statements, run thousands of times: each is
+// parsed and planned once per connection. Past this many (SQL built from values would be a bug,
+// but must not grow the server's memory without end) statements are sent unnamed, planned each time.
+constexpr size_t kMaxPreparedPerConnection = 256;
+
+pg_result* Database::pg_run_prepared(const std::string& sql, const std::vector<const char*>& values) const {
+  const int n = static_cast<int>(values.size());
+  auto it = pg_prepared_.find(sql);
+  if (it == pg_prepared_.end()) {
+    if (pg_prepared_.size() >= kMaxPreparedPerConnection)
+      return PQexecParams(pg_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+    const std::string name = fmt::format("mblast_{}", pg_prepared_.size() + 1);
+    // Parameter types are inferred from the statement, as for an unnamed one.
+    PGresult* r = PQprepare(pg_, name.c_str(), sql.c_str(), n, nullptr);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) return r;  // a syntax error, or the connection gone
+    PQclear(r);
+    it = pg_prepared_.emplace(sql, name).first;
+  }
+  return PQexecPrepared(pg_, it->second.c_str(), n, values.data(), nullptr, nullptr, 0);
 }
 
 void Database::pg_exec(std::string_view sql) {
   const std::string s(sql);
   pg_ensure_connected();
   const bool idle = PQtransactionStatus(pg_) == PQTRANS_IDLE;
-  PGresult* r = pg_round_trip(pg_, s, nullptr);
+  PGresult* r = PQexec(pg_, s.c_str());
   if (PQstatus(pg_) != CONNECTION_OK) {
     if (!idle)
       pg_lost_tx_ = true;
     else {
       if (r) PQclear(r);
       pg_ensure_connected();
-      r = pg_round_trip(pg_, s, nullptr);
+      r = PQexec(pg_, s.c_str());
     }
   }
   const auto st = PQresultStatus(r);
@@ -250,14 +265,14 @@ void Statement::pg_execute() {
   values.reserve(pg_params_.size());
   for (const auto& p : pg_params_) values.push_back(p ? p->c_str() : nullptr);
   const bool idle = PQtransactionStatus(db.pg_) == PQTRANS_IDLE;
-  PGresult* r = pg_round_trip(db.pg_, pg_sql_, &values);
+  PGresult* r = db.pg_run_prepared(pg_sql_, values);
   if (PQstatus(db.pg_) != CONNECTION_OK) {
     if (!idle)
       db.pg_lost_tx_ = true;
     else {  // one statement outside a transaction: nothing was half done; try it once more
       if (r) PQclear(r);
       db.pg_ensure_connected();
-      r = pg_round_trip(db.pg_, pg_sql_, &values);
+      r = db.pg_run_prepared(pg_sql_, values);
     }
   }
   const auto st = PQresultStatus(r);

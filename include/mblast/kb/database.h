@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "mblast/error.h"
@@ -178,11 +180,17 @@ class Database {
   // A connection found broken outside a transaction is re-established once (a restarted
   // server); inside one, the failure is reported and nothing of the transaction was committed.
   void pg_ensure_connected() const;
+  // Sends sql with its parameters as a statement prepared once per connection (parsed and planned
+  // once, then only bound and run); the caller checks the result.
+  pg_result* pg_run_prepared(const std::string& sql, const std::vector<const char*>& values) const;
   [[noreturn]] void throw_pg_error(pg_result* res, const std::string& what) const;
 
   sqlite3* db_ = nullptr;
   pg_conn* pg_ = nullptr;
   mutable bool pg_lost_tx_ = false;    // the connection died inside a transaction not yet ended
+  // Statements prepared on this connection: SQL text -> server-side name. Emptied on reconnect
+  // (a new session has none).
+  mutable std::unordered_map<std::string, std::string> pg_prepared_;
   std::filesystem::path file_;
   Mode mode_ = Mode::read_only;
   int busy_timeout_ms_ = 0;
