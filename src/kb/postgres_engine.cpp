@@ -188,7 +188,12 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
                     kb, msg,
                     pg_lost_tx_ ? "nothing of the unfinished transaction was committed" : "nothing more was written"),
         SQLITE_IOERR);
-  if (code == "55P03" || code == "40P01" || code == "40001")
+  if (code == "40P01" || code == "40001")
+    throw KbConflictError(fmt::format("knowledge base {}: the server undid this write to resolve a {} with another "
+                                      "writer; nothing of it was kept [{}]",
+                                      kb, code == "40P01" ? "deadlock" : "serialization conflict", detail),
+                          SQLITE_BUSY);
+  if (code == "55P03")
     throw KbFileError(fmt::format("knowledge base {} is locked by another writer (waited {} ms); nothing was "
                                   "written. Try again when it has finished, or wait longer with "
                                   "MBLAST_KB_BUSY_TIMEOUT_MS [{}]",

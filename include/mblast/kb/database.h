@@ -55,7 +55,25 @@ class KbFileError : public UserError {
   int code_;
 };
 
+// A write the server undid so that another could go on: PostgreSQL chose its transaction as the
+// victim of a deadlock (SQLSTATE 40P01) or could not serialize it (40001). Nothing of that
+// transaction was kept, and running it again whole normally succeeds: retry_on_conflict does that.
+class KbConflictError : public KbFileError {
+ public:
+  using KbFileError::KbFileError;
+};
+
 class Database;
+
+// How many times in all retry_on_conflict runs a transaction the server keeps undoing.
+inline constexpr int kConflictAttempts = 6;
+
+// Runs body, which writes inside a Transaction of its own, and when the server undoes that
+// transaction for a conflict with another writer (KbConflictError), runs it again whole, up to
+// `attempts` times in all, after a random pause that doubles each time (5-10 ms, 10-20 ms, ...) so
+// that the writers part. Inside an outer transaction body runs once and a conflict goes up: only the
+// outermost transaction can be redone. SQLite never raises one (BEGIN IMMEDIATE serializes writers).
+void retry_on_conflict(Database& db, const std::function<void()>& body, int attempts = kConflictAttempts);
 
 // `?` placeholders as PostgreSQL's $1, $2, ... (quoted text and identifiers are left alone).
 std::string postgresql_placeholders(std::string_view sql);
