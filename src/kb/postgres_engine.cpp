@@ -86,6 +86,20 @@ std::string redact_kb_location(std::string_view location) {
   return out;
 }
 
+void hide_kb_passwords_in_arguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    std::string lower(arg);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const size_t at = std::min(lower.find("postgresql://"), lower.find("postgres://"));  // also in --kb=URL
+    if (at == std::string::npos) continue;
+    const std::string shown = std::string(arg.substr(0, at)) + redact_kb_location(arg.substr(at));
+    if (shown == arg) continue;
+    std::memset(argv[i], 0, arg.size());
+    std::memcpy(argv[i], shown.data(), shown.size());  // never longer than the original
+  }
+}
+
 std::string postgresql_placeholders(std::string_view sql) {
   std::string out;
   out.reserve(sql.size() + 16);

@@ -42,6 +42,10 @@ bool looks_like_url(std::string_view location);
 // The location as it may be shown: a URL without its password (and without a password=...
 // query parameter); a file path unchanged.
 std::string redact_kb_location(std::string_view location);
+// Rewrites, in place, every program argument that holds a KB URL with a password into its
+// redacted form (the rest of its bytes zeroed), so that `ps` and /proc/PID/cmdline stop showing
+// the secret. Call it after copying the arguments for parsing: argv then no longer has it.
+void hide_kb_passwords_in_arguments(int argc, char** argv);
 
 // A locked, read-only, full, damaged or foreign KB file. code() is the primary SQLite result
 // code (SQLITE_BUSY, SQLITE_READONLY, SQLITE_FULL, SQLITE_CORRUPT, SQLITE_NOTADB, ...) or
