@@ -1,6 +1,9 @@
 #include "mblast/kb/database.h"
 
 #include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -245,7 +248,8 @@ Database::Database(const fs::path& file, Mode mode, int busy_timeout_ms)
 Database::~Database() { close(); }
 
 Database::Database(Database&& o) noexcept
-    : db_(o.db_), pg_(o.pg_), file_(std::move(o.file_)), mode_(o.mode_), busy_timeout_ms_(o.busy_timeout_ms_) {
+    : db_(o.db_), pg_(o.pg_), pg_lost_tx_(o.pg_lost_tx_), pg_prepared_(std::move(o.pg_prepared_)),
+      file_(std::move(o.file_)), mode_(o.mode_), busy_timeout_ms_(o.busy_timeout_ms_) {
   o.db_ = nullptr;
   o.pg_ = nullptr;
 }
@@ -256,6 +260,9 @@ Database& Database::operator=(Database&& o) noexcept {
     db_ = o.db_;
     pg_ = o.pg_;
     o.pg_ = nullptr;
+    pg_lost_tx_ = o.pg_lost_tx_;
+    pg_prepared_ = std::move(o.pg_prepared_);
+    o.pg_prepared_.clear();
     file_ = std::move(o.file_);
     mode_ = o.mode_;
     busy_timeout_ms_ = o.busy_timeout_ms_;
@@ -328,6 +335,22 @@ void Transaction::commit() {
   if (nested_) db_.exec("RELEASE " + savepoint_);
   else db_.exec("COMMIT");
   done_ = true;
+}
+
+void retry_on_conflict(Database& db, const std::function<void()>& body, int attempts) {
+  if (db.in_transaction()) return body();
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return body();
+    } catch (const KbConflictError& e) {
+      if (attempt >= attempts)
+        throw KbConflictError(fmt::format("{} (gave up after {} tries; run the command again)", e.what(), attempt),
+                              e.code());
+    }
+    const int base_ms = 5 << std::min(attempt - 1, 8);
+    std::this_thread::sleep_for(std::chrono::milliseconds(base_ms + static_cast<int>(rng() % base_ms)));
+  }
 }
 
 ReadSnapshot::ReadSnapshot(Database& db) : db_(db) {

@@ -256,7 +256,9 @@ std::vector<json> read_jsonl(std::istream& in, const std::string& name) {
   return out;
 }
 
-ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records) {
+namespace {
+
+ImportReport import_records_once(KnowledgeBase& kb, const std::vector<json>& records) {
   ImportReport report;
   if (records.empty() || records.front().value("kind", "") != "header")
     throw UserError("not a mblast KB export: the first record must be the header");
@@ -319,6 +321,8 @@ ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records)
           report.conflicts.push_back(
               fmt::format("target {}: backend, arch or description differ; kept ours", text_of(rec, "name")));
       }
+    } catch (const KbFileError&) {
+      throw;  // the KB, not the record: a conflict to retry, a lost connection
     } catch (const UserError& e) {
       throw UserError(fmt::format("record {} ({} {}): {}; nothing was imported", n + 1, kind, record_key(rec), e.what()));
     }
@@ -340,6 +344,14 @@ ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records)
                                   fk.get_text(0), fk.get_text(2)));
   }
   tx.commit();
+  return report;
+}
+
+}  // namespace
+
+ImportReport import_records(KnowledgeBase& kb, const std::vector<json>& records) {
+  ImportReport report;
+  retry_on_conflict(kb.db(), [&] { report = import_records_once(kb, records); });
   return report;
 }
 

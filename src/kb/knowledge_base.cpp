@@ -72,6 +72,20 @@ std::string base_text_sql(const std::string& kind, const std::string& field) {
   return "SELECT text FROM constraints WHERE id = ?";
 }
 
+
+// One write transaction of the KB, redone whole when the server undoes it for a conflict with
+// another writer (see retry_on_conflict); nested in a caller's transaction, it runs once.
+template <class F>
+std::string write_transaction(Database& db, F&& body) {
+  std::string out;
+  retry_on_conflict(db, [&] {
+    Transaction tx(db);
+    out = body();
+    tx.commit();
+  });
+  return out;
+}
+
 }  // namespace
 
 fs::path default_kb_path() {
@@ -235,28 +249,28 @@ int64_t KnowledgeBase::provenance_row(const Provenance& p) {
 
 std::string KnowledgeBase::add_target(const TargetRecord& t) {
   if (t.name.empty() || t.backend.empty()) throw UserError("a target needs a name and a backend");
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(t.provenance);
-  cached("INSERT INTO targets (name, backend, arch, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-         "ON CONFLICT (name) DO NOTHING")
-      .bind_all(t.name, t.backend, t.arch.empty() ? std::string("generic") : t.arch, t.spec.dump(), prov,
-                t.created_at.empty() ? utc_now_iso() : t.created_at)
-      .run();
-  tx.commit();
-  return t.name;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(t.provenance);
+    cached("INSERT INTO targets (name, backend, arch, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+           "ON CONFLICT (name) DO NOTHING")
+        .bind_all(t.name, t.backend, t.arch.empty() ? std::string("generic") : t.arch, t.spec.dump(), prov,
+                  t.created_at.empty() ? utc_now_iso() : t.created_at)
+        .run();
+    return t.name;
+  });
 }
 
 std::string KnowledgeBase::add_problem(const ProblemRecord& p) {
   if (p.name.empty()) throw UserError("a problem needs a name");
   const std::string id = !p.id.empty() ? p.id : hash_text("problem\n" + p.name + "\n" + p.spec.dump());
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(p.provenance);
-  cached("INSERT INTO problems (id, name, op_class, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-         "ON CONFLICT (id) DO NOTHING")
-      .bind_all(id, p.name, p.op_class, p.spec.dump(), prov, p.created_at.empty() ? utc_now_iso() : p.created_at)
-      .run();
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(p.provenance);
+    cached("INSERT INTO problems (id, name, op_class, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+           "ON CONFLICT (id) DO NOTHING")
+        .bind_all(id, p.name, p.op_class, p.spec.dump(), prov, p.created_at.empty() ? utc_now_iso() : p.created_at)
+        .run();
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_candidate(const CandidateRecord& c) {
@@ -264,48 +278,51 @@ std::string KnowledgeBase::add_candidate(const CandidateRecord& c) {
   if (!c.id.empty() && c.id != id)
     throw UserError(fmt::format("candidate id {} is not the content hash of its source ({})", c.id, id));
   if (c.backend.empty()) throw UserError("a candidate needs a backend");
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(c.provenance);
-  cached("INSERT INTO candidates (id, backend, problem_id, source, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-         "ON CONFLICT (id) DO NOTHING")
-      .bind_all(id, c.backend)
-      .bind_or_null(3, c.problem_id)
-      .bind(4, c.source)
-      .bind(5, prov)
-      .bind(6, c.created_at.empty() ? utc_now_iso() : c.created_at)
-      .run();
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(c.provenance);
+    cached("INSERT INTO candidates (id, backend, problem_id, source, provenance_id, created_at) "
+           "VALUES (?, ?, ?, ?, ?, ?) "
+           "ON CONFLICT (id) DO NOTHING")
+        .bind_all(id, c.backend)
+        .bind_or_null(3, c.problem_id)
+        .bind(4, c.source)
+        .bind(5, prov)
+        .bind(6, c.created_at.empty() ? utc_now_iso() : c.created_at)
+        .run();
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_run(const RunRecord& r) {
   const std::string id = r.id.empty() ? random_id() : r.id;
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(r.provenance);
-  std::string log_id;
-  if (!r.build_log.empty()) {
-    log_id = hash_text(r.build_log);
-    cached("INSERT INTO build_logs (id, text) VALUES (?, ?) ON CONFLICT (id) DO NOTHING").bind_all(log_id, r.build_log).run();
-  }
-  cached("INSERT INTO runs (id, candidate_id, problem_id, target, correct, failure_kind, median_s, spread_pct, "
-         "bandwidth_fraction, compute_fraction, build_log_id, result, provenance_id, created_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
-      .bind_all(id, r.candidate_id)
-      .bind_or_null(3, r.problem_id)
-      .bind(4, r.target)
-      .bind(5, r.correct)
-      .bind_or_null(6, r.failure_kind)
-      .bind(7, r.median_s)
-      .bind(8, r.spread_pct)
-      .bind(9, r.bandwidth_fraction)
-      .bind(10, r.compute_fraction)
-      .bind_or_null(11, log_id)
-      .bind(12, r.result.dump())
-      .bind(13, prov)
-      .bind(14, r.created_at.empty() ? utc_now_iso() : r.created_at)
-      .run();
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(r.provenance);
+    std::string log_id;
+    if (!r.build_log.empty()) {
+      log_id = hash_text(r.build_log);
+      cached("INSERT INTO build_logs (id, text) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
+          .bind_all(log_id, r.build_log)
+          .run();
+    }
+    cached("INSERT INTO runs (id, candidate_id, problem_id, target, correct, failure_kind, median_s, spread_pct, "
+           "bandwidth_fraction, compute_fraction, build_log_id, result, provenance_id, created_at) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        .bind_all(id, r.candidate_id)
+        .bind_or_null(3, r.problem_id)
+        .bind(4, r.target)
+        .bind(5, r.correct)
+        .bind_or_null(6, r.failure_kind)
+        .bind(7, r.median_s)
+        .bind(8, r.spread_pct)
+        .bind(9, r.bandwidth_fraction)
+        .bind(10, r.compute_fraction)
+        .bind_or_null(11, log_id)
+        .bind(12, r.result.dump())
+        .bind(13, prov)
+        .bind(14, r.created_at.empty() ? utc_now_iso() : r.created_at)
+        .run();
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_state(const StateRecord& s) {
@@ -314,57 +331,59 @@ std::string KnowledgeBase::add_state(const StateRecord& s) {
   const auto& g = s.signature;
   std::optional<double> log_ai;
   if (g.arithmetic_intensity && *g.arithmetic_intensity > 0) log_ai = std::log10(*g.arithmetic_intensity);
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(s.provenance);
-  cached("INSERT INTO states (id, target, backend, arch, op_class, log10_intensity, bandwidth_fraction, "
-         "compute_fraction, utilisation, bottleneck, cluster, problem_id, candidate_id, run_id, text, provenance_id, "
-         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
-      .bind(1, id)
-      .bind_or_null(2, g.target)
-      .bind(3, g.backend)
-      .bind(4, g.arch)
-      .bind(5, g.op_class)
-      .bind(6, log_ai)
-      .bind(7, g.bandwidth_fraction)
-      .bind(8, g.compute_fraction)
-      .bind(9, g.utilisation)
-      .bind(10, g.bottleneck)
-      .bind(11, g.cluster())
-      .bind_or_null(12, s.problem_id)
-      .bind_or_null(13, s.candidate_id)
-      .bind_or_null(14, s.run_id)
-      .bind(15, s.text)
-      .bind(16, prov)
-      .bind(17, s.created_at.empty() ? utc_now_iso() : s.created_at)
-      .run();
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(s.provenance);
+    cached("INSERT INTO states (id, target, backend, arch, op_class, log10_intensity, bandwidth_fraction, "
+           "compute_fraction, utilisation, bottleneck, cluster, problem_id, candidate_id, run_id, text, provenance_id, "
+           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        .bind(1, id)
+        .bind_or_null(2, g.target)
+        .bind(3, g.backend)
+        .bind(4, g.arch)
+        .bind(5, g.op_class)
+        .bind(6, log_ai)
+        .bind(7, g.bandwidth_fraction)
+        .bind(8, g.compute_fraction)
+        .bind(9, g.utilisation)
+        .bind(10, g.bottleneck)
+        .bind(11, g.cluster())
+        .bind_or_null(12, s.problem_id)
+        .bind_or_null(13, s.candidate_id)
+        .bind_or_null(14, s.run_id)
+        .bind(15, s.text)
+        .bind(16, prov)
+        .bind(17, s.created_at.empty() ? utc_now_iso() : s.created_at)
+        .run();
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_action(const ActionRecord& a) {
   if (a.id.empty() || a.title.empty()) throw UserError("an action needs an id and a title");
   if (a.backends.empty()) throw UserError(fmt::format("action {} names no backend", a.id));
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(a.provenance);
-  const int inserted =
-      cached("INSERT INTO actions (id, title, summary, when_helps, when_hurts, parameters, applies_to, "
-             "prior_log_speedup, source, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-             "ON CONFLICT (id) DO NOTHING")
-          .bind_all(a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.parameters.dump(), a.applies_to.dump(),
-                    a.prior_log_speedup, a.source, prov, a.created_at.empty() ? utc_now_iso() : a.created_at)
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(a.provenance);
+    const int inserted =
+        cached("INSERT INTO actions (id, title, summary, when_helps, when_hurts, parameters, applies_to, "
+               "prior_log_speedup, source, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+               "ON CONFLICT (id) DO NOTHING")
+            .bind_all(a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.parameters.dump(), a.applies_to.dump(),
+                      a.prior_log_speedup, a.source, prov, a.created_at.empty() ? utc_now_iso() : a.created_at)
+            .run();
+    for (const auto& b : a.backends)
+      cached("INSERT INTO action_backends (action_id, backend) VALUES (?, ?) ON CONFLICT DO NOTHING")
+          .bind_all(a.id, b)
           .run();
-  for (const auto& b : a.backends)
-    cached("INSERT INTO action_backends (action_id, backend) VALUES (?, ?) ON CONFLICT DO NOTHING").bind_all(a.id, b).run();
-  if (!inserted) {
-    // Known action: a changed text becomes a new version, the old one stays.
-    const std::pair<const char*, const std::string*> fields[] = {
-        {"title", &a.title}, {"summary", &a.summary}, {"when_helps", &a.when_helps}, {"when_hurts", &a.when_hurts}};
-    for (const auto& [field, body] : fields)
-      if (current_text("action", a.id, field) != *body)
-        add_text_version("action", a.id, field, *body, a.provenance.source, a.provenance);
-  }
-  tx.commit();
-  return a.id;
+    if (!inserted) {
+      // Known action: a changed text becomes a new version, the old one stays.
+      const std::pair<const char*, const std::string*> fields[] = {
+          {"title", &a.title}, {"summary", &a.summary}, {"when_helps", &a.when_helps}, {"when_hurts", &a.when_hurts}};
+      for (const auto& [field, body] : fields)
+        if (current_text("action", a.id, field) != *body)
+          add_text_version("action", a.id, field, *body, a.provenance.source, a.provenance);
+    }
+    return a.id;
+  });
 }
 
 std::string KnowledgeBase::add_constraint(const ConstraintRecord& c, const std::string& evidence_experience_id) {
@@ -373,28 +392,28 @@ std::string KnowledgeBase::add_constraint(const ConstraintRecord& c, const std::
     throw UserError(fmt::format("constraint effect must be 'demote' or 'exclude', got '{}'", c.effect));
   if (c.text.empty()) throw UserError("a constraint needs a text");
   const std::string id = c.id.empty() ? constraint_id(c.action_id, c.predicate, c.effect) : c.id;
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(c.provenance);
-  const int inserted =
-      cached("INSERT INTO constraints (id, action_id, backend, text, predicate, effect, provenance_id, created_at) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
-          .bind(1, id)
-          .bind_or_null(2, c.action_id)
-          .bind(3, c.backend)
-          .bind(4, c.text)
-          .bind(5, c.predicate.dump())
-          .bind(6, c.effect)
-          .bind(7, prov)
-          .bind(8, c.created_at.empty() ? utc_now_iso() : c.created_at)
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(c.provenance);
+    const int inserted =
+        cached("INSERT INTO constraints (id, action_id, backend, text, predicate, effect, provenance_id, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+            .bind(1, id)
+            .bind_or_null(2, c.action_id)
+            .bind(3, c.backend)
+            .bind(4, c.text)
+            .bind(5, c.predicate.dump())
+            .bind(6, c.effect)
+            .bind(7, prov)
+            .bind(8, c.created_at.empty() ? utc_now_iso() : c.created_at)
+            .run();
+    if (!inserted && current_text("constraint", id, "text") != c.text)
+      add_text_version("constraint", id, "text", c.text, c.provenance.source, c.provenance);
+    if (!evidence_experience_id.empty())
+      cached("INSERT INTO constraint_evidence (constraint_id, experience_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
+          .bind_all(id, evidence_experience_id)
           .run();
-  if (!inserted && current_text("constraint", id, "text") != c.text)
-    add_text_version("constraint", id, "text", c.text, c.provenance.source, c.provenance);
-  if (!evidence_experience_id.empty())
-    cached("INSERT INTO constraint_evidence (constraint_id, experience_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
-        .bind_all(id, evidence_experience_id)
-        .run();
-  tx.commit();
-  return id;
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_experience(const ExperienceRecord& e) {
@@ -404,46 +423,46 @@ std::string KnowledgeBase::add_experience(const ExperienceRecord& e) {
   const std::string id = e.id.empty() ? random_id() : e.id;
   std::optional<double> log_speedup;
   if (e.correct && e.speedup) log_speedup = std::log(*e.speedup);
-  Transaction tx(db_);
-  const int64_t prov = provenance_row(e.provenance);
-  const int inserted =
-      cached("INSERT INTO experiences (id, state_id, action_id, problem_id, target, parent_candidate_id, candidate_id, "
-             "run_id, after_state_id, correct, failure_kind, speedup, log_speedup, critic_text, model, prompt_hash, "
-             "provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-             "ON CONFLICT (id) DO NOTHING")
-          .bind_all(id, e.state_id, e.action_id)
-          .bind_or_null(4, e.problem_id)
-          .bind(5, e.target)
-          .bind_or_null(6, e.parent_candidate_id)
-          .bind_or_null(7, e.candidate_id)
-          .bind_or_null(8, e.run_id)
-          .bind_or_null(9, e.after_state_id)
-          .bind(10, e.correct)
-          .bind_or_null(11, e.failure_kind)
-          .bind(12, e.speedup)
-          .bind(13, log_speedup)
-          .bind(14, e.critic_text)
-          .bind(15, e.model)
-          .bind(16, e.prompt_hash)
-          .bind(17, prov)
-          .bind(18, e.created_at.empty() ? utc_now_iso() : e.created_at)
-          .run();
-  if (inserted && !e.correct && (e.failure_kind == "build_failed" || e.failure_kind == "abi_error")) {
-    auto& q = cached("SELECT backend FROM targets WHERE name = ?");
-    q.bind(1, e.target);
-    const std::string backend = q.step() ? q.get_text(0) : std::string();
-    q.reset();
-    ConstraintRecord c;
-    c.action_id = e.action_id;
-    c.backend = backend;
-    c.predicate = {{"target", e.target}};
-    c.effect = "demote";
-    c.text = fmt::format("{} did not build on target {} ({})", e.action_id, e.target, e.failure_kind);
-    c.provenance = e.provenance;
-    add_constraint(c, id);
-  }
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    const int64_t prov = provenance_row(e.provenance);
+    const int inserted =
+        cached("INSERT INTO experiences (id, state_id, action_id, problem_id, target, parent_candidate_id, "
+               "candidate_id, run_id, after_state_id, correct, failure_kind, speedup, log_speedup, critic_text, model, "
+               "prompt_hash, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+               "ON CONFLICT (id) DO NOTHING")
+            .bind_all(id, e.state_id, e.action_id)
+            .bind_or_null(4, e.problem_id)
+            .bind(5, e.target)
+            .bind_or_null(6, e.parent_candidate_id)
+            .bind_or_null(7, e.candidate_id)
+            .bind_or_null(8, e.run_id)
+            .bind_or_null(9, e.after_state_id)
+            .bind(10, e.correct)
+            .bind_or_null(11, e.failure_kind)
+            .bind(12, e.speedup)
+            .bind(13, log_speedup)
+            .bind(14, e.critic_text)
+            .bind(15, e.model)
+            .bind(16, e.prompt_hash)
+            .bind(17, prov)
+            .bind(18, e.created_at.empty() ? utc_now_iso() : e.created_at)
+            .run();
+    if (inserted && !e.correct && (e.failure_kind == "build_failed" || e.failure_kind == "abi_error")) {
+      auto& q = cached("SELECT backend FROM targets WHERE name = ?");
+      q.bind(1, e.target);
+      const std::string backend = q.step() ? q.get_text(0) : std::string();
+      q.reset();
+      ConstraintRecord c;
+      c.action_id = e.action_id;
+      c.backend = backend;
+      c.predicate = {{"target", e.target}};
+      c.effect = "demote";
+      c.text = fmt::format("{} did not build on target {} ({})", e.action_id, e.target, e.failure_kind);
+      c.provenance = e.provenance;
+      add_constraint(c, id);
+    }
+    return id;
+  });
 }
 
 std::string KnowledgeBase::add_text_version(const std::string& kind, const std::string& subject_id,
@@ -451,39 +470,39 @@ std::string KnowledgeBase::add_text_version(const std::string& kind, const std::
                                             const std::string& author, const Provenance& provenance) {
   if (!valid_subject_field(kind, field))
     throw UserError(fmt::format("'{}' is not a versioned text field of a {}", field, kind));
-  Transaction tx(db_);
-  {
-    Statement exists(db_, base_text_sql(kind, field));
-    exists.bind(1, subject_id);
-    if (!exists.step()) throw UserError(fmt::format("no {} with id '{}'", kind, subject_id));
-  }
-  // Parent: the current head (newest version without a child), if any.
-  std::string parent;
-  int version = 1;
-  auto& head = cached(
-      "SELECT v.id, v.version FROM text_versions v WHERE v.subject_kind = ? AND v.subject_id = ? AND v.field = ? "
-      "AND NOT EXISTS (SELECT 1 FROM text_versions c WHERE c.parent_id = v.id) "
-      "ORDER BY v.created_at DESC, v.id DESC LIMIT 1");
-  head.bind_all(kind, subject_id, field);
-  if (head.step()) {
-    parent = head.get_text(0);
-    version = static_cast<int>(head.get_int(1)) + 1;
-  }
-  head.reset();
-  const std::string id = text_version_id(kind, subject_id, field, parent, body);
-  const int64_t prov = provenance_row(provenance);
-  cached("INSERT INTO text_versions (id, subject_kind, subject_id, field, parent_id, version, body, author, "
-         "provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
-      .bind_all(id, kind, subject_id, field)
-      .bind_or_null(5, parent)
-      .bind(6, version)
-      .bind(7, body)
-      .bind(8, author)
-      .bind(9, prov)
-      .bind(10, utc_now_iso())
-      .run();
-  tx.commit();
-  return id;
+  return write_transaction(db_, [&] {
+    {
+      Statement exists(db_, base_text_sql(kind, field));
+      exists.bind(1, subject_id);
+      if (!exists.step()) throw UserError(fmt::format("no {} with id '{}'", kind, subject_id));
+    }
+    // Parent: the current head (newest version without a child), if any.
+    std::string parent;
+    int version = 1;
+    auto& head = cached(
+        "SELECT v.id, v.version FROM text_versions v WHERE v.subject_kind = ? AND v.subject_id = ? AND v.field = ? "
+        "AND NOT EXISTS (SELECT 1 FROM text_versions c WHERE c.parent_id = v.id) "
+        "ORDER BY v.created_at DESC, v.id DESC LIMIT 1");
+    head.bind_all(kind, subject_id, field);
+    if (head.step()) {
+      parent = head.get_text(0);
+      version = static_cast<int>(head.get_int(1)) + 1;
+    }
+    head.reset();
+    const std::string id = text_version_id(kind, subject_id, field, parent, body);
+    const int64_t prov = provenance_row(provenance);
+    cached("INSERT INTO text_versions (id, subject_kind, subject_id, field, parent_id, version, body, author, "
+           "provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        .bind_all(id, kind, subject_id, field)
+        .bind_or_null(5, parent)
+        .bind(6, version)
+        .bind(7, body)
+        .bind(8, author)
+        .bind(9, prov)
+        .bind(10, utc_now_iso())
+        .run();
+    return id;
+  });
 }
 
 // ---- reads ----------------------------------------------------------------------------------
@@ -626,19 +645,21 @@ std::vector<ConstraintRecord> KnowledgeBase::constraints_of(const std::string& a
 // ---- maintenance ----------------------------------------------------------------------------
 
 void KnowledgeBase::rebuild_policy_stats() {
-  Transaction tx(db_);
-  db_.exec("DELETE FROM policy_stats");
-  db_.exec(
-      "INSERT INTO policy_stats (cluster, action_id, target_family, tries, correct, wins, sum_log_speedup, "
-      "sum_sq_log_speedup, best_speedup) "
-      "SELECT s.cluster, e.action_id, t.backend || ':' || t.arch, count(*), sum(e.correct), "
-      "sum(CASE WHEN e.correct = 1 AND e.speedup > 1.02 THEN 1 ELSE 0 END), "
-      "coalesce(sum(coalesce(e.log_speedup, 0.0)), 0.0), "
-      "coalesce(sum(coalesce(e.log_speedup * e.log_speedup, 0.0)), 0.0), "
-      "max(CASE WHEN e.correct = 1 THEN e.speedup END) "
-      "FROM experiences e JOIN states s ON s.id = e.state_id JOIN targets t ON t.name = e.target "
-      "GROUP BY 1, 2, 3");
-  tx.commit();
+  retry_on_conflict(db_, [&] {
+    Transaction tx(db_);
+    db_.exec("DELETE FROM policy_stats");
+    db_.exec(
+        "INSERT INTO policy_stats (cluster, action_id, target_family, tries, correct, wins, sum_log_speedup, "
+        "sum_sq_log_speedup, best_speedup) "
+        "SELECT s.cluster, e.action_id, t.backend || ':' || t.arch, count(*), sum(e.correct), "
+        "sum(CASE WHEN e.correct = 1 AND e.speedup > 1.02 THEN 1 ELSE 0 END), "
+        "coalesce(sum(coalesce(e.log_speedup, 0.0)), 0.0), "
+        "coalesce(sum(coalesce(e.log_speedup * e.log_speedup, 0.0)), 0.0), "
+        "max(CASE WHEN e.correct = 1 THEN e.speedup END) "
+        "FROM experiences e JOIN states s ON s.id = e.state_id JOIN targets t ON t.name = e.target "
+        "GROUP BY 1, 2, 3");
+    tx.commit();
+  });
 }
 
 std::string KnowledgeBase::integrity_check() {

@@ -86,6 +86,20 @@ std::string redact_kb_location(std::string_view location) {
   return out;
 }
 
+void hide_kb_passwords_in_arguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    std::string lower(arg);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const size_t at = std::min(lower.find("postgresql://"), lower.find("postgres://"));  // also in --kb=URL
+    if (at == std::string::npos) continue;
+    const std::string shown = std::string(arg.substr(0, at)) + redact_kb_location(arg.substr(at));
+    if (shown == arg) continue;
+    std::memset(argv[i], 0, arg.size());
+    std::memcpy(argv[i], shown.data(), shown.size());  // never longer than the original
+  }
+}
+
 std::string postgresql_placeholders(std::string_view sql) {
   std::string out;
   out.reserve(sql.size() + 16);
@@ -140,6 +154,7 @@ void Database::pg_close() noexcept {
     PQfinish(pg_);
     pg_ = nullptr;
   }
+  pg_prepared_.clear();
 }
 
 bool Database::pg_in_transaction() const {
@@ -156,6 +171,7 @@ void Database::pg_ensure_connected() const {
                                   file_.string()),
                       SQLITE_IOERR);
   PQreset(pg_);
+  pg_prepared_.clear();  // the new session knows none of them
   if (PQstatus(pg_) != CONNECTION_OK)
     throw KbFileError(fmt::format("lost the connection to knowledge base {} and could not reconnect: {}; nothing "
                                   "more was written. Check the server and run the command again",
@@ -186,7 +202,12 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
                     kb, msg,
                     pg_lost_tx_ ? "nothing of the unfinished transaction was committed" : "nothing more was written"),
         SQLITE_IOERR);
-  if (code == "55P03" || code == "40P01" || code == "40001")
+  if (code == "40P01" || code == "40001")
+    throw KbConflictError(fmt::format("knowledge base {}: the server undid this write to resolve a {} with another "
+                                      "writer; nothing of it was kept [{}]",
+                                      kb, code == "40P01" ? "deadlock" : "serialization conflict", detail),
+                          SQLITE_BUSY);
+  if (code == "55P03")
     throw KbFileError(fmt::format("knowledge base {} is locked by another writer (waited {} ms); nothing was "
                                   "written. Try again when it has finished, or wait longer with "
                                   "MBLAST_KB_BUSY_TIMEOUT_MS [{}]",
@@ -204,26 +225,39 @@ void Database::throw_pg_error(PGresult* res, const std::string& what) const {
   throw Error(fmt::format("knowledge base {}: {}", kb, detail));
 }
 
-// Sends one round trip; on a connection found dead before anything was sent in a transaction
-// (a restarted server), reconnects and sends it once more.
-static PGresult* pg_round_trip(pg_conn* c, const std::string& sql, const std::vector<const char*>* params) {
-  return params ? PQexecParams(c, sql.c_str(), static_cast<int>(params->size()), nullptr, params->data(), nullptr,
-                               nullptr, 0)
-                : PQexec(c, sql.c_str());
+// A KB writes and reads through a few dozen distinct statements, run thousands of times: each is
+// parsed and planned once per connection. Past this many (SQL built from values would be a bug,
+// but must not grow the server's memory without end) statements are sent unnamed, planned each time.
+constexpr size_t kMaxPreparedPerConnection = 256;
+
+pg_result* Database::pg_run_prepared(const std::string& sql, const std::vector<const char*>& values) const {
+  const int n = static_cast<int>(values.size());
+  auto it = pg_prepared_.find(sql);
+  if (it == pg_prepared_.end()) {
+    if (pg_prepared_.size() >= kMaxPreparedPerConnection)
+      return PQexecParams(pg_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+    const std::string name = fmt::format("mblast_{}", pg_prepared_.size() + 1);
+    // Parameter types are inferred from the statement, as for an unnamed one.
+    PGresult* r = PQprepare(pg_, name.c_str(), sql.c_str(), n, nullptr);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) return r;  // a syntax error, or the connection gone
+    PQclear(r);
+    it = pg_prepared_.emplace(sql, name).first;
+  }
+  return PQexecPrepared(pg_, it->second.c_str(), n, values.data(), nullptr, nullptr, 0);
 }
 
 void Database::pg_exec(std::string_view sql) {
   const std::string s(sql);
   pg_ensure_connected();
   const bool idle = PQtransactionStatus(pg_) == PQTRANS_IDLE;
-  PGresult* r = pg_round_trip(pg_, s, nullptr);
+  PGresult* r = PQexec(pg_, s.c_str());
   if (PQstatus(pg_) != CONNECTION_OK) {
     if (!idle)
       pg_lost_tx_ = true;
     else {
       if (r) PQclear(r);
       pg_ensure_connected();
-      r = pg_round_trip(pg_, s, nullptr);
+      r = PQexec(pg_, s.c_str());
     }
   }
   const auto st = PQresultStatus(r);
@@ -250,14 +284,14 @@ void Statement::pg_execute() {
   values.reserve(pg_params_.size());
   for (const auto& p : pg_params_) values.push_back(p ? p->c_str() : nullptr);
   const bool idle = PQtransactionStatus(db.pg_) == PQTRANS_IDLE;
-  PGresult* r = pg_round_trip(db.pg_, pg_sql_, &values);
+  PGresult* r = db.pg_run_prepared(pg_sql_, values);
   if (PQstatus(db.pg_) != CONNECTION_OK) {
     if (!idle)
       db.pg_lost_tx_ = true;
     else {  // one statement outside a transaction: nothing was half done; try it once more
       if (r) PQclear(r);
       db.pg_ensure_connected();
-      r = pg_round_trip(db.pg_, pg_sql_, &values);
+      r = db.pg_run_prepared(pg_sql_, values);
     }
   }
   const auto st = PQresultStatus(r);

@@ -141,7 +141,9 @@ std::vector<SeedEntry> seed_from_dir(const fs::path& dir) {
   return all;
 }
 
-SeedReport load_seed(KnowledgeBase& kb, const std::vector<SeedEntry>& entries) {
+namespace {
+
+SeedReport load_seed_once(KnowledgeBase& kb, const std::vector<SeedEntry>& entries) {
   SeedReport r;
   Transaction tx(kb.db());
   const int64_t versions_before = kb.db().query_int("SELECT count(*) FROM text_versions");
@@ -169,6 +171,14 @@ SeedReport load_seed(KnowledgeBase& kb, const std::vector<SeedEntry>& entries) {
   }
   r.text_versions_added = static_cast<int>(kb.db().query_int("SELECT count(*) FROM text_versions") - versions_before);
   tx.commit();
+  return r;
+}
+
+}  // namespace
+
+SeedReport load_seed(KnowledgeBase& kb, const std::vector<SeedEntry>& entries) {
+  SeedReport r;
+  retry_on_conflict(kb.db(), [&] { r = load_seed_once(kb, entries); });
   return r;
 }
 

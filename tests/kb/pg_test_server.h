@@ -76,6 +76,35 @@ class PgServer {
     PQfinish(c);
     return url(name);
   }
+  // A login role that must give its password (SCRAM-SHA-256 over the socket; every other role
+  // keeps trust), owning a fresh database `db`. Returns that database's URL without a password.
+  std::string add_password_role(const std::string& role, const std::string& password, const std::string& db) {
+    PGconn* c = PQconnectdb(fmt("host={} user=mblast dbname=postgres", dir_.path().string()).c_str());
+    EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+    for (const std::string& sql :
+         {fmt("SET password_encryption = 'scram-sha-256'; CREATE ROLE {} LOGIN PASSWORD '{}'", role, password),
+          fmt("CREATE DATABASE {} OWNER {}", db, role)}) {
+      PGresult* r = PQexec(c, sql.c_str());
+      EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQerrorMessage(c);
+      PQclear(r);
+    }
+    const auto hba = dir_ / "data" / "pg_hba.conf";
+    const std::string rules = pg_detail::slurp(hba);
+    std::ofstream(hba, std::ios::trunc) << fmt("local all {} scram-sha-256\n", role) << rules;
+    PQclear(PQexec(c, "SELECT pg_reload_conf()"));
+    PQfinish(c);
+    // The reload is asynchronous: wait until a connection without the password is refused.
+    const std::string probe = fmt("host={} user={} dbname={} passfile=/nonexistent", dir_.path().string(), role, db);
+    for (int i = 0; i < 100; ++i) {
+      PGconn* p = PQconnectdb(probe.c_str());
+      const bool refused = PQstatus(p) != CONNECTION_OK;
+      PQfinish(p);
+      if (refused) break;
+      usleep(50000);
+    }
+    return "postgresql://" + role + "@/" + db + "?host=" + dir_.path().string();
+  }
+
   std::string url(const std::string& db, const std::string& password = "") const {
     return "postgresql://mblast" + (password.empty() ? "" : ":" + password) + "@/" + db +
            "?host=" + dir_.path().string();

@@ -1,8 +1,18 @@
 // `mblast kb ...` on a PostgreSQL KB (issue 44) end to end through cli_main: init, seed, a record
 // written and retrieved, export, merge from a SQLite file; and a postgresql:// URL never becoming
 // a folder or showing its password. The server comes from pg_test_server.h.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -78,6 +88,45 @@ TEST(PostgresUrl, AUrlNeverBecomesAFolderAndAFailedConnectionIsOneLineWithoutThe
   EXPECT_FALSE(fs::exists(dir / "postgresql:"));
   EXPECT_FALSE(fs::exists(dir / "mysql:"));
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// What `ps` shows of a running mblast: its --kb URL, without the password.
+TEST(PostgresUrl, ARunningMblastShowsItsKbUrlWithoutThePassword) {
+  const fs::path mblast = fs::path(MBLAST_TEST_BINARY_DIR) / "bin" / "mblast";
+  if (!fs::exists(mblast)) GTEST_SKIP() << "build/bin/mblast is not built";
+  ScratchDir dir;
+  // A "server" that takes the connection and never answers: mblast waits in libpq's connect
+  // (its timeout is 10 s) while its arguments are read here.
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock = (dir / ".s.PGSQL.5432").string();
+  ASSERT_LT(sock.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const std::string url = "postgresql://ann:s3cret-in-argv@/kb?host=" + dir.path().string();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(mblast.c_str(), "mblast", "kb", "stats", "--kb", url.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string shown;
+  bool redacted = false;
+  for (int i = 0; i < 200 && !redacted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    shown = testing::pg_detail::slurp(fmt::format("/proc/{}/cmdline", pid));
+    std::replace(shown.begin(), shown.end(), '\0', ' ');
+    redacted = shown.find("postgresql://ann@/kb?host=") != std::string::npos;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  close(listener);
+  EXPECT_TRUE(redacted) << shown;
+  EXPECT_EQ(shown.find("s3cret"), std::string::npos) << shown;
 }
 
 TEST_F(PostgresCli, KbCommandsRoundTripExportAndMergeFromSqlite) {

@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "mblast/error.h"
@@ -40,6 +42,10 @@ bool looks_like_url(std::string_view location);
 // The location as it may be shown: a URL without its password (and without a password=...
 // query parameter); a file path unchanged.
 std::string redact_kb_location(std::string_view location);
+// Rewrites, in place, every program argument that holds a KB URL with a password into its
+// redacted form (the rest of its bytes zeroed), so that `ps` and /proc/PID/cmdline stop showing
+// the secret. Call it after copying the arguments for parsing: argv then no longer has it.
+void hide_kb_passwords_in_arguments(int argc, char** argv);
 
 // A locked, read-only, full, damaged or foreign KB file. code() is the primary SQLite result
 // code (SQLITE_BUSY, SQLITE_READONLY, SQLITE_FULL, SQLITE_CORRUPT, SQLITE_NOTADB, ...) or
@@ -53,7 +59,25 @@ class KbFileError : public UserError {
   int code_;
 };
 
+// A write the server undid so that another could go on: PostgreSQL chose its transaction as the
+// victim of a deadlock (SQLSTATE 40P01) or could not serialize it (40001). Nothing of that
+// transaction was kept, and running it again whole normally succeeds: retry_on_conflict does that.
+class KbConflictError : public KbFileError {
+ public:
+  using KbFileError::KbFileError;
+};
+
 class Database;
+
+// How many times in all retry_on_conflict runs a transaction the server keeps undoing.
+inline constexpr int kConflictAttempts = 6;
+
+// Runs body, which writes inside a Transaction of its own, and when the server undoes that
+// transaction for a conflict with another writer (KbConflictError), runs it again whole, up to
+// `attempts` times in all, after a random pause that doubles each time (5-10 ms, 10-20 ms, ...) so
+// that the writers part. Inside an outer transaction body runs once and a conflict goes up: only the
+// outermost transaction can be redone. SQLite never raises one (BEGIN IMMEDIATE serializes writers).
+void retry_on_conflict(Database& db, const std::function<void()>& body, int attempts = kConflictAttempts);
 
 // `?` placeholders as PostgreSQL's $1, $2, ... (quoted text and identifiers are left alone).
 std::string postgresql_placeholders(std::string_view sql);
@@ -178,11 +202,17 @@ class Database {
   // A connection found broken outside a transaction is re-established once (a restarted
   // server); inside one, the failure is reported and nothing of the transaction was committed.
   void pg_ensure_connected() const;
+  // Sends sql with its parameters as a statement prepared once per connection (parsed and planned
+  // once, then only bound and run); the caller checks the result.
+  pg_result* pg_run_prepared(const std::string& sql, const std::vector<const char*>& values) const;
   [[noreturn]] void throw_pg_error(pg_result* res, const std::string& what) const;
 
   sqlite3* db_ = nullptr;
   pg_conn* pg_ = nullptr;
   mutable bool pg_lost_tx_ = false;    // the connection died inside a transaction not yet ended
+  // Statements prepared on this connection: SQL text -> server-side name. Emptied on reconnect
+  // (a new session has none).
+  mutable std::unordered_map<std::string, std::string> pg_prepared_;
   std::filesystem::path file_;
   Mode mode_ = Mode::read_only;
   int busy_timeout_ms_ = 0;
