@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_capture.h"
 #include "kb_test_support.h"
-#include "mblast/driver/cli.h"
 #include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
 
@@ -24,25 +24,8 @@ using kb::testing::ScratchDir;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc = 0;
-  std::string out, err;
-};
-
-Result run(std::vector<std::string> args) {
-  args.insert(args.begin(), "mblast");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out;
-  auto* old = std::cout.rdbuf(out.rdbuf());
-  ::testing::internal::CaptureStderr();
-  Result r;
-  r.rc = cli_main(static_cast<int>(argv.size()), argv.data());
-  r.err = ::testing::internal::GetCapturedStderr();
-  std::cout.rdbuf(old);
-  r.out = out.str();
-  return r;
-}
+using Result = mblast::testing::CliResult;
+Result run(std::vector<std::string> args) { return mblast::testing::run_cli(std::move(args)); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

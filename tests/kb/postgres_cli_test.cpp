@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_capture.h"
 #include "mblast/driver/cli.h"
 #include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
@@ -43,25 +44,8 @@ class PostgresCli : public ::testing::Test {
   std::string url;
 };
 
-struct Result {
-  int rc = 0;
-  std::string out, err;
-};
-
-Result run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "mblast");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out;
-  auto* old = std::cout.rdbuf(out.rdbuf());
-  ::testing::internal::CaptureStderr();
-  Result r;
-  r.rc = cli_main(static_cast<int>(argv.size()), argv.data());
-  r.err = ::testing::internal::GetCapturedStderr();
-  std::cout.rdbuf(old);
-  r.out = out.str();
-  return r;
-}
+using Result = mblast::testing::CliResult;
+using mblast::testing::run_cli;
 
 // Issue 44's bug: `--kb postgresql://...` was taken as a path and a folder `postgresql:` appeared.
 TEST(PostgresUrl, AUrlNeverBecomesAFolderAndAFailedConnectionIsOneLineWithoutThePassword) {

@@ -4,17 +4,16 @@
 
 #include <arpa/inet.h>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
-#include "mblast/driver/cli.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/process.h"
+#include "cli_capture.h"
 #include "test_env.h"
 
 namespace mblast {
@@ -99,25 +98,7 @@ class SshTransport : public ::testing::Test {
   Child sshd_;
 };
 
-struct CliResult {
-  int rc = 0;
-  std::string out, err;
-};
-
-CliResult run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "mblast");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out;
-  auto* old = std::cout.rdbuf(out.rdbuf());
-  ::testing::internal::CaptureStderr();
-  CliResult r;
-  r.rc = cli_main(static_cast<int>(argv.size()), argv.data());
-  r.err = ::testing::internal::GetCapturedStderr();
-  std::cout.rdbuf(old);
-  r.out = out.str();
-  return r;
-}
+using testing::run_cli;
 
 TEST_F(SshTransport, EvalOverSshGivesTheSameVerdictsAsLocally) {
   std::string why;
