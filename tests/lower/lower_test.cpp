@@ -375,6 +375,30 @@ TEST(Lower, FewLongReductionsAreSplitIntoPartials) {
   }
 }
 
+TEST(Lower, PartialsCutTheFirstReductionVariableThatDivides) {
+  // sum over dims 0 and 2 of [3, 4, 2048]: 3 has no even split, so the chunks cut dim 2.
+  Problem p;
+  p.name = "bnsum";
+  p.inputs = {spec("in0", {3, 4, 2048})};
+  p.outputs = {spec("out", {4})};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {3, 4, 2048}), call("s", "aten.sum.dim_IntList", args(nref("x"), args(0, 2)), {4}),
+                    output(nref("s")));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.kernels[0].reduce_extents, (std::vector<int64_t>{3, 2048 / 64}));
+  Host h(emit_rvv(s, p));
+  const auto x = random(3 * 4 * 2048, 17);
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int c = 0; c < 4; ++c) {
+    double want = 0;
+    for (int n = 0; n < 3; ++n)
+      for (int j = 0; j < 2048; ++j) want += x[static_cast<size_t>((n * 4 + c) * 2048 + j)];
+    EXPECT_NEAR(outs[0][static_cast<size_t>(c)], want, 1e-3);
+  }
+}
+
 TEST(Lower, ScansWalkEachLineOnce) {
   // cumsum along dim 1, a reversed cumprod along dim 0 (flip, scan, flip): one work item per line.
   Problem p;
