@@ -222,8 +222,8 @@ std::string update(ReduceOp r, const std::string& acc, const std::string& v, boo
     case ReduceOp::Sum: return fmt::format("{} += {};", acc, v);
     case ReduceOp::Prod: return fmt::format("{} *= {};", acc, v);
     // NaN wins and stays (torch's max / min propagate it).
-    case ReduceOp::Max: return fmt::format("if ({1} > {0}{2}) {0} = {1};", acc, v, fl ? fmt::format(" || isnan({})", v) : "");
-    case ReduceOp::Min: return fmt::format("if ({1} < {0}{2}) {0} = {1};", acc, v, fl ? fmt::format(" || isnan({})", v) : "");
+    case ReduceOp::Max: return fmt::format("if ({1} > {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
+    case ReduceOp::Min: return fmt::format("if ({1} < {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
     default: return "";
   }
 }
@@ -241,7 +241,8 @@ std::string decompose(const Tensor& t, const std::string& it, const std::string&
   for (size_t q = dims.size(); q-- > 0;) {
     const int v = dims[q];
     const int64_t n = t.shape[static_cast<size_t>(v)] / step[static_cast<size_t>(v)];
-    const std::string scale = step[static_cast<size_t>(v)] > 1 ? fmt::format(" * {}", step[static_cast<size_t>(v)]) : "";
+    const int sv = step[static_cast<size_t>(v)];
+    const std::string scale = sv > 1 ? fmt::format(" * {}", sv) : "";
     if (q == 0) o += fmt::format("{}const {} i{} = rest{};\n", in, it, v, scale);
     else {
       o += fmt::format("{}const {} i{} = (rest % {}){};\n", in, it, v, n, scale);
@@ -307,16 +308,19 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
     o += fmt::format("{}{} best = 0;\n", in, it);
     std::string ind = in;
     for (int r = 0; r < nred; ++r) {
-      o += fmt::format("{}for ({} r{} = 0; r{} < {}; ++r{}) {{\n", ind, it, r, r, k.reduce_extents[static_cast<size_t>(r)], r);
+      const int64_t e = k.reduce_extents[static_cast<size_t>(r)];
+      o += fmt::format("{}for ({} r{} = 0; r{} < {}; ++r{}) {{\n", ind, it, r, r, e, r);
       ind += "  ";
     }
     o += fmt::format("{}const {} v = {};\n", ind, d.type(vt), pr.p(k.body));
     std::string lin = "r0";
-    for (int r = 1; r < nred; ++r) lin = fmt::format("({} * {} + r{})", lin, k.reduce_extents[static_cast<size_t>(r)], r);
+    for (int r = 1; r < nred; ++r)
+      lin = fmt::format("({} * {} + r{})", lin, k.reduce_extents[static_cast<size_t>(r)], r);
     const char* cmp = k.reduce == ReduceOp::ArgMax ? ">" : "<";
     // The first extreme wins; a NaN is the extreme (torch's rule), the first NaN kept.
     if (fl)
-      o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
+      o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind, cmp,
+                       lin, lin);
     else
       o += fmt::format("{}if (v {} acc || {} == 0) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
     for (int r = nred; r-- > 0;) {
@@ -330,12 +334,13 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
   // the block variable at +b and the lane variable at +l.
   const int B = k.block_var >= 0 ? k.block : 1, L = k.lane_var >= 0 ? k.lanes : 1;
   for (int b = 0; b < B; ++b)
-    for (int l = 0; l < L; ++l) o += fmt::format("{}{} acc{}_{} = {};\n", in, d.type(at), b, l, init_of(k.reduce, at, d));
+    for (int l = 0; l < L; ++l)
+      o += fmt::format("{}{} acc{}_{} = {};\n", in, d.type(at), b, l, init_of(k.reduce, at, d));
   std::string ind = in;
   for (int r = 0; r < nred; ++r) {
     const bool lane_here = k.lane_var == rank + r;
-    o += fmt::format("{}for ({} r{} = 0; r{} < {}; r{} += {}) {{\n", ind, it, r, r, k.reduce_extents[static_cast<size_t>(r)], r,
-                     lane_here ? L : 1);
+    const int64_t e = k.reduce_extents[static_cast<size_t>(r)];
+    o += fmt::format("{}for ({} r{} = 0; r{} < {}; r{} += {}) {{\n", ind, it, r, r, e, r, lane_here ? L : 1);
     ind += "  ";
   }
   for (int b = 0; b < B; ++b)
@@ -356,7 +361,8 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
   for (int b = 0; b < B; ++b) {
     if (out_lanes || L == 1) {
       for (int l = 0; l < L; ++l)
-        o += fmt::format("{}{}[{}] = ({})acc{}_{};\n", in, buf, linear(t, k.lane_var, out_lanes ? l : 0, k.block_var, b), st, b, l);
+        o += fmt::format("{}{}[{}] = ({})acc{}_{};\n", in, buf, linear(t, k.lane_var, out_lanes ? l : 0, k.block_var, b),
+                         st, b, l);
       continue;
     }
     // Partial accumulators of the reduction lanes combined pairwise.

@@ -128,13 +128,14 @@ std::optional<int64_t> load_offset(const Program& p, const E& ld, const std::vec
 
 // Per load, how far it moves when variable v steps by one (at the middle of every extent);
 // empty where that is not a fixed number.
-std::vector<std::optional<int64_t>> strides_of(const Program& p, const std::vector<E>& loads, const std::vector<int64_t>& ext,
-                                               int v) {
+std::vector<std::optional<int64_t>> strides_of(const Program& p, const std::vector<E>& loads,
+                                               const std::vector<int64_t>& ext, int v) {
   std::vector<int64_t> at(ext.size());
   for (size_t k = 0; k < ext.size(); ++k) at[k] = ext[k] / 2;
   std::vector<int64_t> at1 = at;
-  if (at1[static_cast<size_t>(v)] + 1 >= ext[static_cast<size_t>(v)] && at1[static_cast<size_t>(v)] > 0) --at[static_cast<size_t>(v)];
-  else ++at1[static_cast<size_t>(v)];
+  const auto sv = static_cast<size_t>(v);
+  if (at1[sv] + 1 >= ext[sv] && at1[sv] > 0) --at[sv];  // the last index: step from the one before
+  else ++at1[sv];
   std::vector<std::optional<int64_t>> out;
   for (const auto& ld : loads) {
     const auto a = load_offset(p, ld, at), b = load_offset(p, ld, at1);
@@ -223,7 +224,8 @@ void split(const Program& p, Kernel& k) {
   const bool reduce_lanes = k.lane_var >= rank;
   if (k.lane_var >= 0 && !reduce_lanes) k.items /= k.lanes;
   if (k.block_var >= 0) k.items /= k.block;
-  if (k.reduce == ReduceOp::Sum && vt == DType::F32 && terms / (reduce_lanes ? k.lanes : 1) > kFloatSumTerms) k.acc = DType::F64;
+  if (k.reduce == ReduceOp::Sum && vt == DType::F32 && terms / (reduce_lanes ? k.lanes : 1) > kFloatSumTerms)
+    k.acc = DType::F64;
 }
 
 // A reduction with few outputs and many terms per output leaves most of the device idle: its

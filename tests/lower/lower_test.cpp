@@ -301,7 +301,8 @@ TEST(Lower, ContractionsAreTiledPerWorkItem) {
   g["nodes"] = args(ph("a", "in0", {8, 12}), ph("b", "in1", {12, 16}), ph("w", "in2", {16, 12}),
                     call("mm1", "aten.mm.default", args(nref("a"), nref("b")), {8, 16}),
                     call("t", "aten.permute.default", args(nref("w"), args(1, 0)), {12, 16}),
-                    call("mm2", "aten.mm.default", args(nref("a"), nref("t")), {8, 16}), output(args(nref("mm1"), nref("mm2"))));
+                    call("mm2", "aten.mm.default", args(nref("a"), nref("t")), {8, 16}),
+                    output(args(nref("mm1"), nref("mm2"))));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 2u);
   EXPECT_EQ(s.kernels[0].lane_var, 1);  // the output's columns
@@ -334,7 +335,8 @@ TEST(Lower, RowMaxInPartialLanesKeepsNaN) {
   p.inputs = {spec("in0", {3, 16})};
   p.outputs = {spec("out", {3})};
   json g = json::object();
-  g["nodes"] = args(ph("x", "in0", {3, 16}), call("m", "aten.amax.default", args(nref("x"), args(1)), {3}), output(nref("m")));
+  g["nodes"] = args(ph("x", "in0", {3, 16}), call("m", "aten.amax.default", args(nref("x"), args(1)), {3}),
+                    output(nref("m")));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_GT(s.kernels[0].lanes, 1);
@@ -358,7 +360,8 @@ TEST(Lower, FewLongReductionsAreSplitIntoPartials) {
   p.inputs = {spec("in0", {2, 16384})};
   p.outputs = {spec("out", {2})};
   json g = json::object();
-  g["nodes"] = args(ph("x", "in0", {2, 16384}), call("s", "aten.sum.dim_IntList", args(nref("x"), args(1)), {2}), output(nref("s")));
+  g["nodes"] = args(ph("x", "in0", {2, 16384}), call("s", "aten.sum.dim_IntList", args(nref("x"), args(1)), {2}),
+                    output(nref("s")));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 2u);
   ASSERT_EQ(s.temps.size(), 1u);
@@ -409,7 +412,8 @@ TEST(Lower, ScansWalkEachLineOnce) {
   g["nodes"] = args(ph("x", "in0", {4, 6}), call("cs", "aten.cumsum.default", args(nref("x"), 1), {4, 6}),
                     call("f", "aten.flip.default", args(nref("x"), args(0)), {4, 6}),
                     call("cp", "aten.cumprod.default", args(nref("f"), 0), {4, 6}),
-                    call("g", "aten.flip.default", args(nref("cp"), args(0)), {4, 6}), output(args(nref("cs"), nref("g"))));
+                    call("g", "aten.flip.default", args(nref("cp"), args(0)), {4, 6}),
+                    output(args(nref("cs"), nref("g"))));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 3u);  // two scans, the flip of the second into its output
   EXPECT_EQ(s.kernels[0].scan_dim, 1);

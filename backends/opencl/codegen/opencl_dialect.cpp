@@ -1,6 +1,6 @@
 // The lowering pipeline's OpenCL dialect: OpenCL C kernels (a work-item per work item of the
-// schedule: an element, a line of a scan, a tile of a reduction) in a source string, and the host code that builds the program in mblast_prepare, allocates
-// the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
+// schedule: an element, a line of a scan, a tile of a reduction) in a source string, and the
+// host code that builds the program in mblast_prepare, allocates the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
