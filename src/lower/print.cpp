@@ -358,6 +358,12 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
     ind.resize(ind.size() - 2);
     o += ind + "}\n";
   }
+  if (B == 1 && L == 1) {
+    // One output per work item: its linear index is the work item's (a store the compiler sees
+    // as consecutive across work items).
+    o += fmt::format("{}{}[{}] = ({})acc0_0;\n", in, buf, gid, st);
+    return o;
+  }
   for (int b = 0; b < B; ++b) {
     if (out_lanes || L == 1) {
       for (int l = 0; l < L; ++l)
