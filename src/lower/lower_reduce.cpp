@@ -1,6 +1,6 @@
 // Reductions over any dims (sum, mean, prod, amax / amin, max / min with indices, argmax /
 // argmin, var / std, logsumexp, any / all, vector norms), the softmax family and scans
-// (cumsum, cumprod: a reduction over the prefix, a predicate on the reduced index), and the
+// (cumsum, cumprod: a scan along one dim), and the
 // NLL loss (a gather of the target's class).
 #include <cmath>
 #include <limits>
@@ -196,19 +196,18 @@ Val any_all(Ctx& c, bool any) {
                                  [&](const std::vector<E>& i) { return cast(load(x, i, s.dtype), DType::Bool); }));
 }
 
+// A scan is its own kernel kind (Tensor::scan_dim): each line is walked once, in order, rather
+// than every element reducing its whole prefix (quadratic in the line's length).
 Val scan(Ctx& c, bool prod) {
   const int x = c.tensor_arg(0);
   const auto& s = c.T(x);
   const int r = static_cast<int>(s.shape.size());
-  const int dim = norm_dim(c.int_arg(1, "dim", 0), r);
   const DType t = c.dtype();
-  auto idx = out_vars(s.shape.size());
-  const E j = var(r);
-  auto src = idx;
-  src[static_cast<size_t>(dim)] = j;
-  E v = cast(load(x, src, s.dtype), t);
-  E body = select(binary("le", j, idx[static_cast<size_t>(dim)], DType::Bool), v, fconst(prod ? 1 : 0, t));
-  return Val::tensor(c.compute(s.shape, t, body, prod ? ReduceOp::Prod : ReduceOp::Sum, {s.shape[static_cast<size_t>(dim)]}));
+  const auto idx = out_vars(s.shape.size());
+  const int id = c.compute(s.shape, t, cast(load(x, idx, s.dtype), t), prod ? ReduceOp::Prod : ReduceOp::Sum, {});
+  if (r > 0) c.p.tensors[static_cast<size_t>(id)].scan_dim = norm_dim(c.int_arg(1, "dim", 0), r);
+  else c.p.tensors[static_cast<size_t>(id)].reduce = ReduceOp::None;  // a 0-dim scan is the value itself
+  return Val::tensor(id);
 }
 
 Val vector_norm(Ctx& c) {

@@ -194,84 +194,191 @@ std::string print_expr(const E& e, const Schedule& s, const Dialect& d, const st
   return Printer{s, d, var_name}.p(e);
 }
 
+namespace {
+
+std::string init_of(ReduceOp r, DType at, const Dialect& d) {
+  switch (r) {
+    case ReduceOp::Sum: return is_float(at) ? float_literal(0, at) : "0";
+    case ReduceOp::Prod: return is_float(at) ? float_literal(1, at) : "1";
+    case ReduceOp::Max:
+    case ReduceOp::ArgMax:
+      if (is_float(at)) return float_literal(-HUGE_VAL, at);
+      if (at == DType::Bool) return "0";
+      if (r == ReduceOp::ArgMax && d.name == "opencl") return "LONG_MIN";
+      return "(" + d.type(at) + ")(-9223372036854775807LL - 1)";
+    case ReduceOp::Min:
+    case ReduceOp::ArgMin:
+      if (is_float(at)) return float_literal(HUGE_VAL, at);
+      if (at == DType::Bool) return "1";
+      if (r == ReduceOp::ArgMin && d.name == "opencl") return "LONG_MAX";
+      return "(" + d.type(at) + ")9223372036854775807LL";
+    default: return "0";
+  }
+}
+
+// `acc` updated with the value `v` (an expression or a name).
+std::string update(ReduceOp r, const std::string& acc, const std::string& v, bool fl) {
+  switch (r) {
+    case ReduceOp::Sum: return fmt::format("{} += {};", acc, v);
+    case ReduceOp::Prod: return fmt::format("{} *= {};", acc, v);
+    // NaN wins and stays (torch's max / min propagate it).
+    case ReduceOp::Max: return fmt::format("if ({1} > {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
+    case ReduceOp::Min: return fmt::format("if ({1} < {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
+    default: return "";
+  }
+}
+
+// Declarations of the output index variables i0.. from the work item's number `gid`, last dim
+// fastest; dim `skip` is left out (a scan's), dim v steps by step[v] (a tile's base).
+std::string decompose(const Tensor& t, const std::string& it, const std::string& gid, const std::string& in, int skip,
+                      const std::vector<int>& step) {
+  const int rank = static_cast<int>(t.shape.size());
+  std::vector<int> dims;
+  for (int v = 0; v < rank; ++v)
+    if (v != skip) dims.push_back(v);
+  if (dims.empty()) return "";
+  std::string o = fmt::format("{}{} rest = {};\n", in, it, gid);
+  for (size_t q = dims.size(); q-- > 0;) {
+    const int v = dims[q];
+    const int64_t n = t.shape[static_cast<size_t>(v)] / step[static_cast<size_t>(v)];
+    const int sv = step[static_cast<size_t>(v)];
+    const std::string scale = sv > 1 ? fmt::format(" * {}", sv) : "";
+    if (q == 0) o += fmt::format("{}const {} i{} = rest{};\n", in, it, v, scale);
+    else {
+      o += fmt::format("{}const {} i{} = (rest % {}){};\n", in, it, v, n, scale);
+      o += fmt::format("{}rest /= {};\n", in, n);
+    }
+  }
+  return o;
+}
+
+// The linear element index of the output at i0.. with dim `a` offset by `da`, dim `b` by `db`.
+std::string linear(const Tensor& t, int a, int da, int b, int db) {
+  std::string o;
+  int64_t stride = 1;
+  for (int v = static_cast<int>(t.shape.size()); v-- > 0;) {
+    std::string term = "i" + std::to_string(v);
+    const int off = (v == a ? da : 0) + (v == b ? db : 0);
+    if (off) term = fmt::format("({} + {})", term, off);
+    if (stride != 1) term = fmt::format("{} * {}", term, stride);
+    o = o.empty() ? term : term + " + " + o;
+    stride *= t.shape[static_cast<size_t>(v)];
+  }
+  return o.empty() ? "0" : o;
+}
+
+}  // namespace
+
 std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, const std::string& gid, const std::string& in) {
   const auto& t = s.program.tensors[static_cast<size_t>(k.tensor)];
   const int rank = static_cast<int>(t.shape.size());
   const std::string it = d.type(DType::I64);
   auto name = [rank](int v) { return v < rank ? "i" + std::to_string(v) : "r" + std::to_string(v - rank); };
   const Printer pr{s, d, name};
-  std::string o;
-  // The output index from the linear one, last dim fastest.
-  if (rank > 0) {
-    o += fmt::format("{}{} rest = {};\n", in, it, gid);
-    for (int v = rank - 1; v >= 0; --v) {
-      const int64_t n = t.shape[static_cast<size_t>(v)];
-      if (v == 0) o += fmt::format("{}const {} i0 = rest;\n", in, it);
-      else {
-        o += fmt::format("{}const {} i{} = rest % {};\n", in, it, v, n);
-        o += fmt::format("{}rest /= {};\n", in, n);
-      }
-    }
-  }
-  const std::string store = fmt::format("{}[{}]", s.buffer[static_cast<size_t>(k.tensor)], gid);
+  const std::string buf = s.buffer[static_cast<size_t>(k.tensor)];
   const std::string st = d.storage(t.dtype);
-  if (k.reduce == ReduceOp::None) {
-    o += fmt::format("{}{} = ({})({});\n", in, store, st, pr.p(k.body));
+  const DType vt = k.body->dtype;
+  const bool fl = is_float(vt);
+  std::string o;
+  if (k.scan_dim >= 0) {
+    // One line per work item, walked in order; each element stores the running value.
+    const int sd = k.scan_dim;
+    o += decompose(t, it, gid, in, sd, std::vector<int>(static_cast<size_t>(rank), 1));
+    o += fmt::format("{}{} acc = {};\n", in, d.type(k.acc), init_of(k.reduce, k.acc, d));
+    o += fmt::format("{}for ({} i{} = 0; i{} < {}; ++i{}) {{\n", in, it, sd, sd, t.shape[static_cast<size_t>(sd)], sd);
+    o += fmt::format("{}  {}\n", in, update(k.reduce, "acc", fmt::format("({})({})", d.type(k.acc), pr.p(k.body)), fl));
+    o += fmt::format("{}  {}[{}] = ({})acc;\n", in, buf, linear(t, -1, 0, -1, 0), st);
+    o += in + "}\n";
     return o;
   }
-  const DType vt = k.body->dtype;
-  // Float sums and products accumulate in double: the result then stays within the
-  // reference's own rounding whatever the reduction's length (a schedule choice to revisit
-  // with tiled, pairwise reductions).
-  const bool arg = k.reduce == ReduceOp::ArgMax || k.reduce == ReduceOp::ArgMin;
-  DType at = vt;
-  if ((k.reduce == ReduceOp::Sum || k.reduce == ReduceOp::Prod) && vt == DType::F32) at = DType::F64;
-  if ((k.reduce == ReduceOp::Sum || k.reduce == ReduceOp::Prod) && !is_float(vt)) at = DType::I64;
-  std::string init;
-  switch (k.reduce) {
-    case ReduceOp::Sum: init = is_float(at) ? float_literal(0, at) : "0"; break;
-    case ReduceOp::Prod: init = is_float(at) ? float_literal(1, at) : "1"; break;
-    case ReduceOp::Max:
-    case ReduceOp::ArgMax: init = is_float(at) ? float_literal(-HUGE_VAL, at) : (at == DType::Bool ? "0" : "(" + d.type(at) + ")(-9223372036854775807LL - 1)"); break;
-    case ReduceOp::Min:
-    case ReduceOp::ArgMin: init = is_float(at) ? float_literal(HUGE_VAL, at) : (at == DType::Bool ? "1" : "(" + d.type(at) + ")9223372036854775807LL"); break;
-    default: break;
+  std::vector<int> step(static_cast<size_t>(rank), 1);
+  const bool out_lanes = k.lane_var >= 0 && k.lane_var < rank;
+  if (out_lanes) step[static_cast<size_t>(k.lane_var)] = k.lanes;
+  if (k.block_var >= 0) step[static_cast<size_t>(k.block_var)] = k.block;
+  o += decompose(t, it, gid, in, -1, step);
+  if (k.reduce == ReduceOp::None) {
+    o += fmt::format("{}{}[{}] = ({})({});\n", in, buf, gid, st, pr.p(k.body));
+    return o;
   }
-  if (arg && !is_float(at) && d.name == "opencl") init = k.reduce == ReduceOp::ArgMax ? "LONG_MIN" : "LONG_MAX";
-  o += fmt::format("{}{} acc = {};\n", in, d.type(at), init);
-  if (arg) o += fmt::format("{}{} best = 0;\n", in, it);
-  std::string ind = in;
+  const bool arg = k.reduce == ReduceOp::ArgMax || k.reduce == ReduceOp::ArgMin;
+  const DType at = arg ? vt : k.acc;
   const int nred = static_cast<int>(k.reduce_extents.size());
+  if (arg) {
+    o += fmt::format("{}{} acc = {};\n", in, d.type(at), init_of(k.reduce, at, d));
+    o += fmt::format("{}{} best = 0;\n", in, it);
+    std::string ind = in;
+    for (int r = 0; r < nred; ++r) {
+      const int64_t e = k.reduce_extents[static_cast<size_t>(r)];
+      o += fmt::format("{}for ({} r{} = 0; r{} < {}; ++r{}) {{\n", ind, it, r, r, e, r);
+      ind += "  ";
+    }
+    o += fmt::format("{}const {} v = {};\n", ind, d.type(vt), pr.p(k.body));
+    std::string lin = "r0";
+    for (int r = 1; r < nred; ++r)
+      lin = fmt::format("({} * {} + r{})", lin, k.reduce_extents[static_cast<size_t>(r)], r);
+    const char* cmp = k.reduce == ReduceOp::ArgMax ? ">" : "<";
+    // The first extreme wins; a NaN is the extreme (torch's rule), the first NaN kept.
+    if (fl)
+      o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind, cmp,
+                       lin, lin);
+    else
+      o += fmt::format("{}if (v {} acc || {} == 0) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
+    for (int r = nred; r-- > 0;) {
+      ind.resize(ind.size() - 2);
+      o += ind + "}\n";
+    }
+    o += fmt::format("{}{}[{}] = ({})best;\n", in, buf, gid, st);
+    return o;
+  }
+  // A tile of block x lanes independent accumulators acc<b>_<l>; each copy of the body reads
+  // the block variable at +b and the lane variable at +l.
+  const int B = k.block_var >= 0 ? k.block : 1, L = k.lane_var >= 0 ? k.lanes : 1;
+  for (int b = 0; b < B; ++b)
+    for (int l = 0; l < L; ++l)
+      o += fmt::format("{}{} acc{}_{} = {};\n", in, d.type(at), b, l, init_of(k.reduce, at, d));
+  std::string ind = in;
   for (int r = 0; r < nred; ++r) {
-    o += fmt::format("{}for ({} r{} = 0; r{} < {}; ++r{}) {{\n", ind, it, r, r, k.reduce_extents[static_cast<size_t>(r)], r);
+    const bool lane_here = k.lane_var == rank + r;
+    const int64_t e = k.reduce_extents[static_cast<size_t>(r)];
+    o += fmt::format("{}for ({} r{} = 0; r{} < {}; r{} += {}) {{\n", ind, it, r, r, e, r, lane_here ? L : 1);
     ind += "  ";
   }
-  o += fmt::format("{}const {} v = {};\n", ind, d.type(vt), pr.p(k.body));
-  const bool fl = is_float(vt);
-  switch (k.reduce) {
-    case ReduceOp::Sum: o += fmt::format("{}acc += v;\n", ind); break;
-    case ReduceOp::Prod: o += fmt::format("{}acc *= v;\n", ind); break;
-    case ReduceOp::Max: o += fmt::format("{}if (v > acc{}) acc = v;\n", ind, fl ? " || isnan(v)" : ""); break;
-    case ReduceOp::Min: o += fmt::format("{}if (v < acc{}) acc = v;\n", ind, fl ? " || isnan(v)" : ""); break;
-    case ReduceOp::ArgMax:
-    case ReduceOp::ArgMin: {
-      std::string lin = "r0";
-      for (int r = 1; r < nred; ++r) lin = fmt::format("({} * {} + r{})", lin, k.reduce_extents[static_cast<size_t>(r)], r);
-      const char* cmp = k.reduce == ReduceOp::ArgMax ? ">" : "<";
-      // The first extreme wins; a NaN is the extreme (torch's rule), the first NaN kept.
-      if (fl)
-        o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
-      else
-        o += fmt::format("{}if (v {} acc || {} == 0) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
-      break;
+  for (int b = 0; b < B; ++b)
+    for (int l = 0; l < L; ++l) {
+      auto copy_name = [&](int v) {
+        std::string n = name(v);
+        const int off = (v == k.lane_var ? l : 0) + (v == k.block_var ? b : 0);
+        return off ? fmt::format("({} + {})", n, off) : n;
+      };
+      const Printer pc{s, d, copy_name};
+      o += fmt::format("{}{{ const {} v = ({})({}); {} }}\n", ind, d.type(at), d.type(at), pc.p(k.body),
+                       update(k.reduce, fmt::format("acc{}_{}", b, l), "v", fl));
     }
-    default: break;
-  }
   for (int r = nred; r-- > 0;) {
     ind.resize(ind.size() - 2);
     o += ind + "}\n";
   }
-  o += fmt::format("{}{} = ({})({});\n", in, store, st, arg ? "best" : "acc");
+  if (B == 1 && L == 1) {
+    // One output per work item: its linear index is the work item's (a store the compiler sees
+    // as consecutive across work items).
+    o += fmt::format("{}{}[{}] = ({})acc0_0;\n", in, buf, gid, st);
+    return o;
+  }
+  for (int b = 0; b < B; ++b) {
+    if (out_lanes || L == 1) {
+      for (int l = 0; l < L; ++l)
+        o += fmt::format("{}{}[{}] = ({})acc{}_{};\n", in, buf, linear(t, k.lane_var, out_lanes ? l : 0, k.block_var, b),
+                         st, b, l);
+      continue;
+    }
+    // Partial accumulators of the reduction lanes combined pairwise.
+    for (int w = 1; w < L; w *= 2)
+      for (int l = 0; l + w < L; l += 2 * w) {
+        const std::string a = fmt::format("acc{}_{}", b, l), c = fmt::format("acc{}_{}", b, l + w);
+        o += fmt::format("{}{}\n", in, update(k.reduce, a, c, fl));
+      }
+    o += fmt::format("{}{}[{}] = ({})acc{}_0;\n", in, buf, linear(t, -1, 0, k.block_var, b), st, b);
+  }
   return o;
 }
 

@@ -34,7 +34,8 @@ std::optional<Variant> lowered_variant(const Problem& problem, const Target& tar
     Variant v;
     v.family = "lower.generic";
     v.actions = {target.backend + ".lower-generic"};
-    v.description = fmt::format("the lowering pipeline: {} kernel(s), a thread per output element, reductions as loops", sched.kernels.size());
+    v.description = fmt::format("the lowering pipeline: {} kernel(s), a work item per element, scan line or reduction tile",
+                                sched.kernels.size());
     v.extension = ext;
     v.source = target.backend == "opencl" ? lower::emit_opencl(sched, problem)
                : target.backend == "cuda" ? lower::emit_cuda(sched, problem)

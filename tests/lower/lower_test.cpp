@@ -290,6 +290,156 @@ TEST(Lower, SharedExpensiveProducerIsMaterialisedOnce) {
   }
 }
 
+TEST(Lower, ContractionsAreTiledPerWorkItem) {
+  // mm(a [8, 12], b [12, 16]): b is read along the output's last dim, so a work item holds lanes
+  // of it; linear-style mm(a, w.T) reads both operands along k: partial sums over k instead.
+  Problem p;
+  p.name = "tiles";
+  p.inputs = {spec("in0", {8, 12}), spec("in1", {12, 16}), spec("in2", {16, 12})};
+  p.outputs = {spec("o1", {8, 16}), spec("o2", {8, 16})};
+  json g = json::object();
+  g["nodes"] = args(ph("a", "in0", {8, 12}), ph("b", "in1", {12, 16}), ph("w", "in2", {16, 12}),
+                    call("mm1", "aten.mm.default", args(nref("a"), nref("b")), {8, 16}),
+                    call("t", "aten.permute.default", args(nref("w"), args(1, 0)), {12, 16}),
+                    call("mm2", "aten.mm.default", args(nref("a"), nref("t")), {8, 16}),
+                    output(args(nref("mm1"), nref("mm2"))));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.kernels[0].lane_var, 1);  // the output's columns
+  EXPECT_EQ(s.kernels[0].lanes, 8);
+  EXPECT_EQ(s.kernels[0].block_var, 0);
+  EXPECT_EQ(s.kernels[0].items, 8 * 16 / 8 / 4);
+  EXPECT_EQ(s.kernels[1].lane_var, 2);  // k, as partial sums
+  EXPECT_EQ(s.kernels[1].lanes, 4);
+  EXPECT_EQ(s.kernels[0].acc, DType::F32);
+  Host h(emit_rvv(s, p));
+  const auto a = random(96, 11), b = random(192, 12), w = random(192, 13);
+  std::vector<std::vector<float>> ins = {a, b, w}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double w1 = 0, w2 = 0;
+      for (int k = 0; k < 12; ++k) {
+        w1 += static_cast<double>(a[static_cast<size_t>(i * 12 + k)]) * b[static_cast<size_t>(k * 16 + j)];
+        w2 += static_cast<double>(a[static_cast<size_t>(i * 12 + k)]) * w[static_cast<size_t>(j * 12 + k)];
+      }
+      EXPECT_NEAR(outs[0][static_cast<size_t>(i * 16 + j)], w1, 1e-4) << i << "," << j;
+      EXPECT_NEAR(outs[1][static_cast<size_t>(i * 16 + j)], w2, 1e-4) << i << "," << j;
+    }
+}
+
+TEST(Lower, RowMaxInPartialLanesKeepsNaN) {
+  // amax over a row of 16 split into lanes: a NaN in any lane is the row's maximum.
+  Problem p;
+  p.name = "rowmax";
+  p.inputs = {spec("in0", {3, 16})};
+  p.outputs = {spec("out", {3})};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {3, 16}), call("m", "aten.amax.default", args(nref("x"), args(1)), {3}),
+                    output(nref("m")));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_GT(s.kernels[0].lanes, 1);
+  Host h(emit_rvv(s, p));
+  auto x = random(48, 14);
+  x[16 + 5] = NAN;
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int r = 0; r < 3; ++r) {
+    float want = -INFINITY;
+    for (int j = 0; j < 16; ++j) want = std::max(want, x[static_cast<size_t>(r * 16 + j)]);
+    if (r == 1) EXPECT_TRUE(std::isnan(outs[0][1]));
+    else EXPECT_EQ(outs[0][static_cast<size_t>(r)], want);
+  }
+}
+
+TEST(Lower, FewLongReductionsAreSplitIntoPartials) {
+  // Two row sums of 16384 terms: chunks reduced in parallel into a temporary, then combined.
+  Problem p;
+  p.name = "longsum";
+  p.inputs = {spec("in0", {2, 16384})};
+  p.outputs = {spec("out", {2})};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {2, 16384}), call("s", "aten.sum.dim_IntList", args(nref("x"), args(1)), {2}),
+                    output(nref("s")));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  ASSERT_EQ(s.temps.size(), 1u);
+  EXPECT_EQ(s.program.tensors[static_cast<size_t>(s.kernels[0].tensor)].shape, (std::vector<int64_t>{2, 64}));
+  EXPECT_EQ(s.kernels[1].reduce_extents, (std::vector<int64_t>{64}));
+  Host h(emit_rvv(s, p));
+  const auto x = random(2 * 16384, 16);
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int r = 0; r < 2; ++r) {
+    double want = 0;
+    for (int j = 0; j < 16384; ++j) want += x[static_cast<size_t>(r * 16384 + j)];
+    EXPECT_NEAR(outs[0][static_cast<size_t>(r)], want, 1e-3);
+  }
+}
+
+TEST(Lower, PartialsCutTheFirstReductionVariableThatDivides) {
+  // sum over dims 0 and 2 of [3, 4, 2048]: 3 has no even split, so the chunks cut dim 2.
+  Problem p;
+  p.name = "bnsum";
+  p.inputs = {spec("in0", {3, 4, 2048})};
+  p.outputs = {spec("out", {4})};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {3, 4, 2048}), call("s", "aten.sum.dim_IntList", args(nref("x"), args(0, 2)), {4}),
+                    output(nref("s")));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.kernels[0].reduce_extents, (std::vector<int64_t>{3, 2048 / 64}));
+  Host h(emit_rvv(s, p));
+  const auto x = random(3 * 4 * 2048, 17);
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int c = 0; c < 4; ++c) {
+    double want = 0;
+    for (int n = 0; n < 3; ++n)
+      for (int j = 0; j < 2048; ++j) want += x[static_cast<size_t>((n * 4 + c) * 2048 + j)];
+    EXPECT_NEAR(outs[0][static_cast<size_t>(c)], want, 1e-3);
+  }
+}
+
+TEST(Lower, ScansWalkEachLineOnce) {
+  // cumsum along dim 1, a reversed cumprod along dim 0 (flip, scan, flip): one work item per line.
+  Problem p;
+  p.name = "scans";
+  p.inputs = {spec("in0", {4, 6})};
+  p.outputs = {spec("o1", {4, 6}), spec("o2", {4, 6})};
+  json g = json::object();
+  g["nodes"] = args(ph("x", "in0", {4, 6}), call("cs", "aten.cumsum.default", args(nref("x"), 1), {4, 6}),
+                    call("f", "aten.flip.default", args(nref("x"), args(0)), {4, 6}),
+                    call("cp", "aten.cumprod.default", args(nref("f"), 0), {4, 6}),
+                    call("g", "aten.flip.default", args(nref("cp"), args(0)), {4, 6}),
+                    output(args(nref("cs"), nref("g"))));
+  const auto s = lowered(g, p);
+  ASSERT_EQ(s.kernels.size(), 3u);  // two scans, the flip of the second into its output
+  EXPECT_EQ(s.kernels[0].scan_dim, 1);
+  EXPECT_EQ(s.kernels[0].items, 4);
+  EXPECT_EQ(s.kernels[1].scan_dim, 0);
+  EXPECT_EQ(s.kernels[1].items, 6);
+  Host h(emit_rvv(s, p));
+  const auto x = random(24, 15);
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int r = 0; r < 4; ++r) {
+    double acc = 0;
+    for (int j = 0; j < 6; ++j) {
+      acc += x[static_cast<size_t>(r * 6 + j)];
+      EXPECT_NEAR(outs[0][static_cast<size_t>(r * 6 + j)], acc, 1e-5) << r << "," << j;
+    }
+  }
+  for (int j = 0; j < 6; ++j) {
+    double acc = 1;
+    for (int r = 3; r >= 0; --r) {
+      acc *= x[static_cast<size_t>(r * 6 + j)];
+      EXPECT_NEAR(outs[1][static_cast<size_t>(r * 6 + j)], acc, 1e-5) << r << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mblast::lower
 

@@ -1,5 +1,5 @@
 // The lowering pipeline's CUDA dialect: one __global__ kernel per scheduled kernel (a thread
-// per output element, 256 per block), temporaries allocated in mblast_prepare and freed in
+// per work item of the schedule, 256 per block), temporaries allocated in mblast_prepare and freed in
 // mblast_release, every launch on the runner's stream.
 #include <fmt/format.h>
 
@@ -23,13 +23,12 @@ std::string emit_cuda(const Schedule& s, const Problem& problem) {
   h += error_reporting("std::vsnprintf");
   h += helper_functions(d, "static __device__ inline");
   for (const auto& kr : s.kernels) {
-    const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];
     h += fmt::format("\n__global__ void __launch_bounds__(256) {}({}) {{\n", kr.name,
                      kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
                        return fmt::format("{}{}* __restrict__ {}", w ? "" : "const ", d.storage(dt), b);
                      }));
     h += "  const long long gid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
-    h += fmt::format("  if (gid >= {}LL) return;\n", t.numel());
+    h += fmt::format("  if (gid >= {}LL) return;\n", kr.items);
     h += kernel_body(s, kr, d, "gid", "  ");
     h += "}\n";
   }
@@ -90,7 +89,7 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   };
   for (const auto& kr : s.kernels) {
     const auto args = kernel_args(s, kr);
-    const int64_t n = std::max<int64_t>(s.program.tensors[static_cast<size_t>(kr.tensor)].numel(), 1);
+    const int64_t n = std::max<int64_t>(kr.items, 1);
     std::string a;
     for (size_t i = 0; i < args.size(); ++i) {
       const DType t = i == 0 ? s.program.tensors[static_cast<size_t>(kr.tensor)].dtype : buffer_dtype(s, args[i]);

@@ -1,6 +1,6 @@
-// The lowering pipeline's OpenCL dialect: OpenCL C kernels (one work-item per output element)
-// in a source string, and the host code that builds the program in mblast_prepare, allocates
-// the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
+// The lowering pipeline's OpenCL dialect: OpenCL C kernels (a work-item per work item of the
+// schedule: an element, a line of a scan, a tile of a reduction) in a source string, and the
+// host code that builds the program in mblast_prepare, allocates the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -13,12 +13,11 @@ std::string emit_opencl(const Schedule& s, const Problem& problem) {
   k += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n";
   k += helper_functions(d, "inline");
   for (const auto& kr : s.kernels) {
-    const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];
     k += fmt::format("\n__kernel void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
       return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
     }));
     k += "  const long gid = (long)get_global_id(0);\n";
-    k += fmt::format("  if (gid >= {}L) return;\n", t.numel());
+    k += fmt::format("  if (gid >= {}L) return;\n", kr.items);
     k += kernel_body(s, kr, d, "gid", "  ");
     k += "}\n";
   }
@@ -117,7 +116,7 @@ static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tenso
     for (size_t a = 0; a < args.size(); ++a) h += (a ? ", " : "") + mem(args[a]);
     h += "};\n";
     h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}) != 0) return -1;\n  }}\n", i, kr.name, args.size(),
-                     std::max<int64_t>(s.program.tensors[static_cast<size_t>(kr.tensor)].numel(), 1));
+                     std::max<int64_t>(kr.items, 1));
   }
   h += "  return 0;\n}\n";
   h += R"CXX(

@@ -1,5 +1,5 @@
-// The lowering pipeline's RVV dialect: plain C loops, one per scheduled kernel, over the output
-// elements (reductions as inner loops). The RVV backend builds with clang -O3 for the target's
+// The lowering pipeline's RVV dialect: plain C loops, one per scheduled kernel, over its work
+// items (elements, scan lines, reduction tiles). The RVV backend builds with clang -O3 for the target's
 // -march, so vectorising is clang's: it does so where a loop's body is straight-line and its
 // loads contiguous; index decompositions and data-dependent loads stay scalar. Hand-written
 // intrinsics for the innermost contiguous loop are the next step (ARCHITECTURE: src/lower).
@@ -24,11 +24,10 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
   h += error_reporting("vsnprintf");
   h += helper_functions(d, "static inline");
   for (const auto& kr : s.kernels) {
-    const auto& t = s.program.tensors[static_cast<size_t>(kr.tensor)];
     h += fmt::format("\nstatic void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
       return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
     }));
-    h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", t.numel());
+    h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", kr.items);
     h += kernel_body(s, kr, d, "gid", "    ");
     h += "  }\n}\n";
   }

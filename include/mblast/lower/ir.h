@@ -82,6 +82,9 @@ struct Tensor {
   E body;
   ReduceOp reduce = ReduceOp::None;
   std::vector<int64_t> reduce_extents;
+  // A scan (cumsum, cumprod) along this output dim: element i of a line is `reduce` over the body
+  // at 0..i of that dim (reduce Sum or Prod, no reduce_extents). -1: not a scan.
+  int scan_dim = -1;
   // The strides torch had for it when traced (graph.json "strides"); empty when unknown.
   std::vector<int64_t> traced_strides;
   // Bookkeeping for plan output: the aten op that produced it.

@@ -38,6 +38,17 @@ struct Kernel {
   std::vector<int64_t> reduce_extents;
   int output = -1;  // index into the problem's outputs when the kernel writes one, else -1
   std::string name;  // "k0_sum_1"
+  // How the work is split (decided by schedule(), printed by kernel_body()):
+  int scan_dim = -1;   // a scan: one work item per line along this dim, in order
+  // A work item computes `lanes` neighbours of the lane variable (an output dim, or the innermost
+  // reduction variable as independent partial sums) times `block` neighbours of a second output
+  // dim: independent accumulators that the compiler vectorises, and loads shared between them.
+  int lane_var = -1;   // a body variable (output dims first, then reduction variables); -1: none
+  int lanes = 1;
+  int block_var = -1;  // an output dim, or -1
+  int block = 1;
+  DType acc = DType::F32;  // the accumulator's dtype for reductions
+  int64_t items = 1;       // work items (the global size)
 };
 
 struct Schedule {
