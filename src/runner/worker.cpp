@@ -315,8 +315,9 @@ class Session {
           if (const int sig = signal_with_handler())
             throw CandidateFailure(FailureKind::timing_inconsistent,
                                    "the candidate installed a handler for signal " + std::to_string(sig) + " (" +
-                                       std::string(::strsignal(sig)) + "): under an instruction count it would run uncounted, as "
-                                       "when the checks after the call touch pages the call protected");
+                                       std::string(::strsignal(sig)) +
+                                       "): under an instruction count it would run uncounted, as when the checks "
+                                       "after the call touch pages the call protected");
         const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
         if (!chk.health.empty())
           throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + chk.health);

