@@ -45,7 +45,28 @@ struct CallBuffers {
   double input_bytes = 0, output_bytes = 0;
   int inputs = 0, outputs = 0;
 };
+// The slack of the bound on the work around each call (flush, input mixing, checks): what a
+// quiet machine's wake-ups add to four times the device's measured costs, and what at most a
+// machine whose CPUs others use in full adds to that (in proportion to their share).
+inline constexpr double kQuietCostSlack = 2e-3, kLoadCostSlack = 12e-3;
+// OTHER_LOAD: the share of the machine's CPUs that processes outside the eval used meanwhile
+// (0 to 1, machine_load below): their wake-ups of the worker are honest time in its checks.
 std::string audit_clock(const std::vector<CallRecord>& timed, const nlohmann::json& check_costs,
-                        const CallBuffers& buffers);
+                        const CallBuffers& buffers, double other_load = 0);
+
+// The machine's CPU time so far, split into this process with everything it started (the
+// runner, its workers, whatever they started) and the rest (other sessions, builds). The
+// candidate's processes are always in the first part: they cannot pass their own work off as
+// the machine's load.
+struct CpuTimes {
+  double wall_s = 0;    // steady clock
+  double others_s = 0;  // user processes not ours, reaped ones included, and the CPU time the hypervisor stole
+  double ours_s = 0;    // this process and its descendants, reaped ones included
+  int cpus = 1;
+  bool ok = false;      // /proc was readable
+};
+CpuTimes cpu_times();
+// The share of the machine's CPUs others used between A and B, 0 to 1 (0 when unknown).
+double machine_load(const CpuTimes& a, const CpuTimes& b);
 
 }  // namespace mblast::runner

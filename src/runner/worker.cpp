@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <map>
 #include <memory>
 #include <set>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "mblast/cache_evict.h"
@@ -36,6 +38,22 @@ class CandidateFailure : public Error {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A signal with a handler function, or 0. Under an instruction count (the call's instructions
+// alone) a handler runs uncounted whenever its signal comes: a fault that the worker's checks
+// take on output pages the call left protected, a timer's signal; it could do the call's work
+// there. The worker sets none of its own (the rvv device's probe restores what it changed).
+int signal_with_handler() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction sa {};
+    if (sigaction(sig, nullptr, &sa) != 0) continue;  // a number the system keeps for itself
+    const bool function = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr
+                                                      : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+    if (function) return sig;
+  }
+  return 0;
 }
 
 std::vector<TensorSpec> specs_from(const json& j) {
@@ -293,6 +311,13 @@ class Session {
         call(state, ins[k], par, outs[k]);
         const double sample = dev_.timer_end();
         const double c3 = now_s();
+        if (deterministic())
+          if (const int sig = signal_with_handler())
+            throw CandidateFailure(FailureKind::timing_inconsistent,
+                                   "the candidate installed a handler for signal " + std::to_string(sig) + " (" +
+                                       std::string(::strsignal(sig)) +
+                                       "): under an instruction count it would run uncounted, as when the checks "
+                                       "after the call touch pages the call protected");
         const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
         if (!chk.health.empty())
           throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + chk.health);

@@ -36,6 +36,9 @@ class WorkerRun {
   ~WorkerRun();
 
   const std::filesystem::path& dir() const { return dir_; }
+  // Whether every process the worker starts stays in its PID namespace (and so descends from
+  // the runner): what the timed stage's measure of the machine's other load relies on.
+  bool contained() const { return sandbox_layers_.value("pid_ns", nlohmann::json::object()).value("on", false); }
 
   // Waits for the worker to exit on its own (it does right after its last message); kills it
   // after timeout_s.
