@@ -32,7 +32,7 @@ VARIANTS = [
 
 
 def prompt(ranked="", constraints="(none)\n", memory="(no earlier state is near this one)\n",
-           past="(none yet on this backend)\n", feedback="(none yet)\n", sample=1, state="0.10 of peak bandwidth"):
+           past="(none yet on this backend)\n", feedback="(none yet)\n", sample=1, state="10.0% of peak bandwidth"):
     return f"""[task: propose step 2 sample {sample}]
 
 ## Problem
@@ -99,11 +99,12 @@ class Engineer(unittest.TestCase):
 
     def test_reuses_an_earlier_kernel_of_this_problem_nearer_the_peak(self):
         past = ("### relu (this problem, an earlier run) on pocl-cpu, 2 us (0.70 of peak bandwidth), made by opencl.a\n"
-                "```\nkernel relu best\n```\n")
+                "```\nkernel relu best\n```\n"
+                "### gelu on pocl-cpu, 5 us (0.60 of peak bandwidth), made by opencl.c\n```\nkernel gelu\n```\n")
         action, plan, code = answer(self.e.answer(prompt(RANKED, past=past)))
         self.assertEqual((action, code), ("opencl.a", "kernel relu best"))
         # not when the current candidate is already nearer the peak
-        self.assertEqual(answer(self.e.answer(prompt(RANKED, past=past, state="0.80 of peak bandwidth")))[0],
+        self.assertEqual(answer(self.e.answer(prompt(RANKED, past=past, state="80.0% of peak bandwidth")))[0],
                          "opencl.b")
 
     def test_other_tasks_get_no_knowledge_and_no_code(self):

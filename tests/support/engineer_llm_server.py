@@ -155,7 +155,7 @@ def parse_memory(body):
 def parse_past_kernels(body):
     """[{problem, same_problem, target, fraction, action, source, complete}]."""
     out = []
-    for m in re.finditer(r"^### (.*)\n```\n(.*?)\n```", body, re.S | re.M):
+    for m in re.finditer(r"^### ([^\n]*)\n```\n(.*?)\n```$", body, re.S | re.M):
         head, src = m.group(1), m.group(2)
         fr = [float(x) for x in re.findall(r"([0-9.]+) of peak (?:bandwidth|compute)", head)]
         act = re.search(r", made by (\S+)$", head)
@@ -186,8 +186,8 @@ def similarity(a, b):
 
 
 def current_fraction(state_heading):
-    fr = [float(x) for x in re.findall(r"([0-9.]+) of peak", state_heading)]
-    fr += [float(x) for x in re.findall(r"(?:bandwidth|compute) fraction ([0-9.]+)", state_heading)]
+    """The current candidate's nearest fraction of a peak ("5.2% of peak bandwidth")."""
+    fr = [float(x) / (100 if pct else 1) for x, pct in re.findall(r"([0-9]*\.?[0-9]+)(%?) of peak", state_heading)]
     return max(fr) if fr else None
 
 
