@@ -264,6 +264,13 @@ class Engineer:
                     continue
                 used.add(i)
                 ideas.append((a, v["description"], v["source"]))
+        # Last, what the prompt says nothing about (actions beyond its list), in the generators' order.
+        for i, v in enumerate(variants):
+            if i in used or not v["actions"] or v["actions"][0] in excluded:
+                continue
+            if v["description"] in tried or v["source"].strip() == current.strip():
+                continue
+            ideas.append((v["actions"][0], v["description"], v["source"]))
         return ideas
 
     def propose(self, prompt):
