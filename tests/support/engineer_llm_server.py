@@ -253,8 +253,9 @@ class Engineer:
         used = set()
         for a in order:
             # Within an action, the variant most like the best earlier kernel that action made
-            # (its vector width, tiling, unrolling) first; else the generators' own order.
-            models = [k["source"] for k in past if k["action"] == a]
+            # (its vector width, tiling, unrolling), else like any best earlier kernel, first;
+            # with none shown, the generators' own order.
+            models = [k["source"] for k in past if k["action"] == a] or [k["source"] for k in past]
             ranked_variants = sorted(enumerate(variants), key=lambda iv: -max(
                 [similarity(iv[1]["source"], m) for m in models] or [0.0]))
             for i, v in ranked_variants:
