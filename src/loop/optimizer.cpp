@@ -649,7 +649,8 @@ class Loop {
     kb::Statement problem_of(kb_.db(), "SELECT coalesce(problem_id, '') FROM states WHERE id = ?1");
     kb::Statement best(kb_.db(),
                        "SELECT c.id, c.source, r.bandwidth_fraction, r.compute_fraction, r.median_s, r.target, "
-                       "coalesce(p.name, '') FROM runs r JOIN candidates c ON c.id = r.candidate_id "
+                       "coalesce(p.name, ''), (SELECT e.action_id FROM experiences e WHERE e.candidate_id = c.id "
+                       "ORDER BY e.created_at LIMIT 1) FROM runs r JOIN candidates c ON c.id = r.candidate_id "
                        "JOIN targets t ON t.name = r.target LEFT JOIN problems p ON p.id = r.problem_id "
                        "WHERE r.problem_id = ?1 AND r.correct = 1 AND t.backend = ?2 "
                        "ORDER BY max(coalesce(r.bandwidth_fraction, 0), coalesce(r.compute_fraction, 0)) DESC, "
@@ -673,6 +674,7 @@ class Loop {
       if (!best.is_null(4)) k.cost = format_cost(best.get_double(4) * 1e6, "us");
       k.target = best.get_text(5);
       k.problem = best.get_text(6);
+      if (!best.is_null(7)) k.action = best.get_text(7);
       k.weight = n.weight;
       k.same_problem = pid == problem_id_;
       out.push_back(std::move(k));
