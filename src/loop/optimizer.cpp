@@ -650,11 +650,14 @@ class Loop {
     kb::Statement best(kb_.db(),
                        "SELECT c.id, c.source, r.bandwidth_fraction, r.compute_fraction, r.median_s, r.target, "
                        "coalesce(p.name, ''), (SELECT e.action_id FROM experiences e WHERE e.candidate_id = c.id "
-                       "ORDER BY e.created_at LIMIT 1) FROM runs r JOIN candidates c ON c.id = r.candidate_id "
+                       "ORDER BY e.created_at LIMIT 1), json_extract(r.result, '$.time.cost.insns_median') "
+                       "FROM runs r JOIN candidates c ON c.id = r.candidate_id "
                        "JOIN targets t ON t.name = r.target LEFT JOIN problems p ON p.id = r.problem_id "
                        "WHERE r.problem_id = ?1 AND r.correct = 1 AND t.backend = ?2 "
+                       // Instruction-count targets (rvv-qemu) have no time and no fractions: without
+                       // their count, "best" was any correct kernel, often the start.
                        "ORDER BY max(coalesce(r.bandwidth_fraction, 0), coalesce(r.compute_fraction, 0)) DESC, "
-                       "r.median_s ASC LIMIT 1");
+                       "coalesce(r.median_s, json_extract(r.result, '$.time.cost.insns_median')) ASC LIMIT 4");
     for (const auto& n : nearest) {
       if (out.size() >= 3) break;
       problem_of.reset();
@@ -664,14 +667,20 @@ class Loop {
       if (pid.empty() || !problems.insert(pid).second) continue;
       best.reset();
       best.bind(1, pid).bind(2, in_.target.backend);
-      if (!best.step()) continue;
-      const std::string cid = best.get_text(0);
-      if (std::any_of(beam.begin(), beam.end(), [&](const Known* k) { return k->id == cid; })) continue;
+      // The best one not already in the beam: this problem's best from another target (whose
+      // count is not comparable with this one's) is still worth showing.
+      bool found = false;
+      while (!found && best.step()) {
+        const std::string cid = best.get_text(0);
+        found = std::none_of(beam.begin(), beam.end(), [&](const Known* k) { return k->id == cid; });
+      }
+      if (!found) continue;
       ActorContext::PastKernel k;
       k.source = best.get_text(1);
       if (!best.is_null(2)) k.bandwidth_fraction = best.get_double(2);
       if (!best.is_null(3)) k.compute_fraction = best.get_double(3);
       if (!best.is_null(4)) k.cost = format_cost(best.get_double(4) * 1e6, "us");
+      else if (!best.is_null(8)) k.cost = format_cost(best.get_double(8), "instructions");
       k.target = best.get_text(5);
       k.problem = best.get_text(6);
       if (!best.is_null(7)) k.action = best.get_text(7);
