@@ -650,14 +650,15 @@ class Loop {
     kb::Statement best(kb_.db(),
                        "SELECT c.id, c.source, r.bandwidth_fraction, r.compute_fraction, r.median_s, r.target, "
                        "coalesce(p.name, ''), (SELECT e.action_id FROM experiences e WHERE e.candidate_id = c.id "
-                       "ORDER BY e.created_at LIMIT 1), json_extract(r.result, '$.time.cost.insns_median') "
+                       "ORDER BY e.created_at LIMIT 1), CASE WHEN json_extract(r.result, '$.time.unit') = "
+                       "'instructions' THEN json_extract(r.result, '$.time.median') END AS insns "
                        "FROM runs r JOIN candidates c ON c.id = r.candidate_id "
                        "JOIN targets t ON t.name = r.target LEFT JOIN problems p ON p.id = r.problem_id "
                        "WHERE r.problem_id = ?1 AND r.correct = 1 AND t.backend = ?2 "
                        // Instruction-count targets (rvv-qemu) have no time and no fractions: without
                        // their count, "best" was any correct kernel, often the start.
                        "ORDER BY max(coalesce(r.bandwidth_fraction, 0), coalesce(r.compute_fraction, 0)) DESC, "
-                       "coalesce(r.median_s, json_extract(r.result, '$.time.cost.insns_median')) ASC LIMIT 4");
+                       "coalesce(r.median_s, insns) ASC LIMIT 4");
     for (const auto& n : nearest) {
       if (out.size() >= 3) break;
       problem_of.reset();
