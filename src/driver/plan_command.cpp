@@ -73,7 +73,8 @@ void add_plan(CLI::App& app, PlanArgs& a) {
   c->add_option("--python", a.python, "Python interpreter with torch, for .py files (default: $MBLAST_PYTHON, else mblast's .venv)");
   c->add_option("--timeout", a.timeout_s, "Seconds allowed to trace one .py file")->capture_default_str();
   c->add_option("-t,--target", a.target, "Also count the candidates the generators make for this target");
-  c->add_flag("--json", a.json, "Print a JSON array: per problem its plan (kind, stages, summary) and variant count");
+  c->add_flag("--json", a.json,
+              "Print a JSON array: per problem its plan (kind, stages, summary) and, with --target, its variants");
   c->add_option("--write-variants", a.write_dir,
                 "With --target: write each generated variant's source to DIR/<problem>/<n>_<family><ext>, to read or build by hand");
   c->add_flag("--pipeline", a.pipeline,
@@ -132,13 +133,23 @@ int run_plan(const PlanArgs& a) {
           variants = policy::generate_variants(plan, p, *target);
         }
         e["variants"] = variants.size();
+        // What each variant applies, so that a script can pick one by action (the scripted
+        // engineer of benchmarks/learning.py --llm asks for "the variant of action X").
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& v : variants)
+          list.push_back({{"family", v.family}, {"actions", v.actions}, {"params", v.params},
+                          {"description", v.description}});
         if (!a.write_dir.empty()) {
           const std::filesystem::path d = std::filesystem::path(a.write_dir) / p.name;
           std::filesystem::create_directories(d);
-          for (size_t i = 0; i < variants.size(); ++i)
-            write_file_atomically(d / fmt::format("{}_{}{}", i, variants[i].family, variants[i].extension), variants[i].source);
+          for (size_t i = 0; i < variants.size(); ++i) {
+            const auto file = d / fmt::format("{}_{}{}", i, variants[i].family, variants[i].extension);
+            write_file_atomically(file, variants[i].source);
+            list[i]["file"] = file.string();
+          }
           e["written_to"] = d.string();
         }
+        if (a.json) e["variant_list"] = std::move(list);
       }
     } catch (const UserError& err) {
       e["kind"] = "error";

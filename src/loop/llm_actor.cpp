@@ -187,10 +187,12 @@ std::string past_kernels_text(const ActorContext& ctx) {
     if (k.bandwidth_fraction) fractions += fmt::format("{:.2f} of peak bandwidth", *k.bandwidth_fraction);
     if (k.compute_fraction)
       fractions += fmt::format("{}{:.2f} of peak compute", fractions.empty() ? "" : ", ", *k.compute_fraction);
-    std::string head = fmt::format("### {}{} on {}{}{}\n", k.problem,
+    // The action that made it: what the actor can apply to this problem when the code is another's.
+    std::string head = fmt::format("### {}{} on {}{}{}{}\n", k.problem,
                                    k.same_problem ? " (this problem, an earlier run)" : "", k.target,
                                    k.cost.empty() ? "" : ", " + k.cost,
-                                   fractions.empty() ? "" : " (" + fractions + ")");
+                                   fractions.empty() ? "" : " (" + fractions + ")",
+                                   k.action.empty() ? "" : ", made by " + k.action);
     const size_t head_tokens = estimate_tokens(head) + 4;
     t += head + "```\n" + fit_tokens(k.source, share > head_tokens ? share - head_tokens : 0) + "\n```\n";
   }
@@ -479,9 +481,9 @@ std::optional<Proposal> LlmActor::repair(const ActorContext& ctx, const Proposal
   return fixed;
 }
 
-Critique LlmCritic::critique(const CriticInput& in) {
-  Critique c = rules_.critique(in);
-  auto p = render_prompt("critic", {{"step", std::to_string(++calls_)},
+RenderedPrompt critic_prompt(const CriticInput& in, const Critique& rules, int step) {
+  const Critique& c = rules;
+  return render_prompt("critic", {{"step", std::to_string(step)},
                                     {"problem", problem_text(*in.problem)},
                                     {"before_measured", measured_text(in.parent->measured)},
                                     {"after_measured", measured_text(*in.after)},
@@ -495,6 +497,11 @@ Critique LlmCritic::critique(const CriticInput& in) {
                                     {"action", in.proposal->actions.empty() ? "?" : in.proposal->actions[0]},
                                     {"plan", in.proposal->description},
                                     {"outcome", outcome_text(in.parent->measured, *in.after) + "\nfigures: " + c.text}});
+}
+
+Critique LlmCritic::critique(const CriticInput& in) {
+  Critique c = rules_.critique(in);
+  const RenderedPrompt p = critic_prompt(in, c, ++calls_);
   llm::Request r;
   r.messages = {{"system", p.system}, {"user", p.user}};
   r.max_tokens = 500;

@@ -56,6 +56,15 @@ size_t section_budget_tokens(const std::string& name) {
   return it == budgets.end() ? 200 : it->second;
 }
 
+size_t prompt_budget_tokens(const std::string& name) {
+  // Sized for a 32k-token context with room for the answer (an actor's answer is a whole file).
+  static const std::map<std::string, size_t> budgets = {{"actor", 20000},         {"critic", 6000},
+                                                        {"fix_compile", 9000},    {"state_analysis", 8000},
+                                                        {"knowledge_update", 5000}};
+  auto it = budgets.find(name);
+  return it == budgets.end() ? 4000 : it->second;
+}
+
 std::string fit_tokens(const std::string& text, size_t tokens) {
   const size_t chars = tokens * kCharsPerToken;
   if (text.size() <= chars) return text;

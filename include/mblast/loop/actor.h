@@ -79,6 +79,7 @@ struct ActorContext {
   // backend, heaviest state first.
   struct PastKernel {
     std::string problem, target, source, cost;
+    std::string action;  // the action whose experience made it ("" for a start or an unknown one)
     std::optional<double> bandwidth_fraction, compute_fraction;
     double weight = 0;
     bool same_problem = false;

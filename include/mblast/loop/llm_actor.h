@@ -89,6 +89,8 @@ std::string line_diff(const std::string& before, const std::string& after, int c
 // Every memory section of the actor prompt, by placeholder name.
 std::map<std::string, std::string> memory_sections(const ActorContext& ctx);
 std::string feedback_text(const ActorContext& ctx);
+// The critic prompt for one comparison: `rules` is the rule-based critique of it (its figures).
+RenderedPrompt critic_prompt(const CriticInput& in, const Critique& rules, int step);
 // The actor prompt for one sample, rewriting `parent`.
 RenderedPrompt actor_prompt(const ActorContext& ctx, const Known& parent, int sample, const std::string& analysis,
                             const std::string& feedback, const std::map<std::string, std::string>& memory);

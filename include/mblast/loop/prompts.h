@@ -17,6 +17,10 @@ inline constexpr size_t kCharsPerToken = 4;
 size_t estimate_tokens(std::string_view text);
 // The token budget of a prompt section, by its {{placeholder}} name (200 for one not listed).
 size_t section_budget_tokens(const std::string& name);
+// The token budget of a whole request made from prompts/<name>.md (system and user text): what
+// the model's context may hold of it, with room left for the answer. The sections' budgets of
+// a prompt add up to less; a test over the suite checks real prompts against both.
+size_t prompt_budget_tokens(const std::string& name);
 // text cut to `tokens` (estimated), ending with a marker that says how much was left out.
 std::string fit_tokens(const std::string& text, size_t tokens);
 
