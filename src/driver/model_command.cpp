@@ -304,6 +304,11 @@ std::string fmt_time(double v, const std::string& unit) {
   return unit == "us" ? fmt::format("{:.1f} us", v) : fmt::format("{:.0f} {}", v, unit);
 }
 
+// A number of a result object, NAN when absent or null (value() throws on a stored null).
+double num(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+}
+
 std::string fmt_frac(const json& f) { return f.is_number() ? fmt::format("{:.1f} %", 100 * f.get<double>()) : "-"; }
 
 std::string report_markdown(const json& r) {
@@ -315,10 +320,10 @@ std::string report_markdown(const json& r) {
                     r["model"]["seeds"].get<int>(), r["model"]["inits"].get<int>(),
                     e2e.value("correct", false) ? "" : " (" + e2e.value("reason", std::string()) + ")");
   md += fmt::format("- model time: {} (median, the runner's rules); fraction of peak {}\n",
-                    fmt_time(e2e.value("median", NAN), e2e.value("unit", "us")), fmt_frac(e2e.value("fraction_of_peak", json())));
+                    fmt_time(num(e2e, "median"), e2e.value("unit", "us")), fmt_frac(e2e.value("fraction_of_peak", json())));
   if (e2e.contains("eager_us") && e2e["eager_us"].is_number())
     md += fmt::format("- PyTorch eager: {:.1f} us; speedup over eager **{:.2f}x**\n", e2e["eager_us"].get<double>(),
-                      e2e.value("speedup_vs_eager", 0.0));
+                      num(e2e, "speedup_vs_eager"));
   else
     md += "- PyTorch eager: " + e2e.value("eager_note", std::string("not measured")) + "\n";
   md += fmt::format("- model kernel: `{}` ({})\n\n", e2e.value("candidate", std::string()), e2e.value("origin", std::string()));
@@ -329,8 +334,8 @@ std::string report_markdown(const json& r) {
     std::string ops;
     for (const auto& o : g["ops"]) ops += (ops.empty() ? "" : ", ") + o.get<std::string>();
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g["index"].get<int>(), g["name"].get<std::string>(),
-                      g["kind"].get<std::string>(), ops, fmt_time(g.value("before", NAN), g.value("unit", "us")),
-                      fmt_time(g.value("after", NAN), g.value("unit", "us")),
+                      g["kind"].get<std::string>(), ops, fmt_time(num(g, "before"), g.value("unit", "us")),
+                      fmt_time(num(g, "after"), g.value("unit", "us")),
                       g["share"].is_number() ? fmt::format("{:.1f} %", 100 * g["share"].get<double>()) : "-",
                       fmt_frac(g.value("fraction_of_peak", json())), g.value("outcome", std::string()));
   }
