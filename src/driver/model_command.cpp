@@ -502,7 +502,11 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   double loop_total = 0;
   for (size_t i = 0; i < plan.groups.size(); ++i)
     if (skip_kind[plan.groups[i].kind].empty() && groups[i]["share"].is_number()) loop_total += groups[i]["share"].get<double>();
-  int left = a.evals;
+  // Where a builtin generator recognises the whole model (an MLP chain, say), its kernels replace
+  // every group at once: a quarter of the budget (at least one evaluation) is kept for that loop.
+  const int reserve = a.evals > 0 && builtin_generates(problem, target) ? std::max(1, a.evals / 4) : 0;
+  const int group_evals = a.evals - reserve;
+  int left = group_evals;
   loop::OptimizeOptions lo;
   lo.kb_path = a.kb.empty() ? kb::default_kb_path() : fs::path(a.kb);
   lo.quiet = true;
@@ -517,7 +521,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
       continue;
     }
     const double part = loop_total > 0 ? gj["share"].get<double>() / loop_total : 0;
-    const int give = std::min(left, static_cast<int>(std::lround(a.evals * part)));
+    const int give = std::min(left, static_cast<int>(std::lround(group_evals * part)));
     if (give < 1) {
       if (!gj.contains("outcome")) gj["outcome"] = "generic lowering (below the loop's budget share)";
       gj["after"] = gj["before"];
@@ -556,6 +560,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   std::string origin = "the lowering pipeline (lower.generic)";
   fs::copy_file(model_generic, model_kernel);
   json whole_loop;
+  left += reserve;
   if (left > 0) {
     say(fmt::format("kernel loop on the whole model ({} evaluations) ...\n", left));
     loop::OptimizeOptions o = lo;
