@@ -201,10 +201,10 @@ int kb_query_models(const KbArgs& a) {
   for (const auto& r : rows) {
     std::string speed = r["speedup"].is_number() ? fmt::format(" {:.2f}x", r["speedup"].get<double>()) : "";
     std::string share = r["share"].is_number() ? fmt::format(" share {:.0f}%", 100 * r["share"].get<double>()) : "";
-    std::cout << fmt::format("{} {} on {} ({}): {} {} [{}]{}{}, {} evals: {}\n", r["created_at"].get<std::string>(),
-                             r["model"].get<std::string>(), r["target"].get<std::string>(), r["target_family"].get<std::string>(),
-                             r["decision"].get<std::string>(), r["group"].get<std::string>(), r["op_class"].get<std::string>(),
-                             share, speed, r["evaluations"].get<int64_t>(), r["outcome"].get<std::string>());
+    auto s = [&](const char* k) { return r[k].get<std::string>(); };
+    std::cout << fmt::format("{} {} on {} ({}): {} {} [{}]{}{}, {} evals: {}\n", s("created_at"), s("model"),
+                             s("target"), s("target_family"), s("decision"), s("group"), s("op_class"), share, speed,
+                             r["evaluations"].get<int64_t>(), s("outcome"));
   }
   return 0;
 }
@@ -512,7 +512,8 @@ void add_kb(CLI::App& app, KbArgs& a) {
   query->add_option("--transfer-discount", a.transfer_discount, "Weight of evidence from other targets (0..1)")
       ->capture_default_str();
   query->add_flag("--include-excluded", a.include_excluded, "Also list actions a constraint excludes here");
-  query->add_option("--level", a.level, "kernel (rank actions for a state) or model (optimize-model's decisions and outcomes)")
+  query->add_option("--level", a.level,
+                    "kernel (rank actions for a state) or model (optimize-model's decisions and outcomes)")
       ->capture_default_str()
       ->check(CLI::IsMember({"kernel", "model"}));
 

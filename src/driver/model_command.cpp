@@ -1,20 +1,19 @@
 // `mblast optimize-model` and `mblast run-model` (include/mblast/driver/model_command.h, docs/model.md).
 #include "mblast/driver/model_command.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/import_command.h"
@@ -36,8 +35,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
-  auto* c = app.add_subcommand("optimize-model", "Optimize a whole model: plan fusion groups, time them, optimize the hottest, "
-                                                 "verify and time end to end, write a folder run-model runs");
+  auto* c = app.add_subcommand("optimize-model",
+                               "Optimize a whole model: plan fusion groups, time them, optimize the hottest, "
+                               "verify and time end to end, write a folder run-model runs");
   c->footer(
       "Example:\n"
       "  mblast optimize-model resnet_block.py --target pocl-cpu --max-bytes 4M --out resnet.mblast\n"
@@ -45,15 +45,22 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
       "(with --input-shape). The folder gets plan.json, report.md, kernels/ and the imported problem;\n"
       "`mblast run-model DIR --target T` runs it. docs/model.md describes both.");
   c->add_option("model", a.model, "The model: FILE.py (KernelBench style) or FILE.pt (TorchScript)")->required();
-  c->add_option("-t,--target", a.target, "Target name or family (opencl, cpu, adreno, rvv, cuda)")->capture_default_str();
-  c->add_option("-o,--out", a.out, "The artifact folder (default: <model stem>.mblast beside the current folder); must not exist");
+  c->add_option("-t,--target", a.target, "Target name or family (opencl, cpu, adreno, rvv, cuda)")
+      ->capture_default_str();
+  c->add_option("-o,--out", a.out,
+                "The artifact folder (default: <model stem>.mblast beside the current folder); must not exist");
   c->add_option("--max-bytes", a.max_bytes, "Scale the model's size constants down until its tensors fit (64M, 4M)");
-  c->add_option("--input-shape", a.input_shapes, "A TorchScript model's input: name=1x3x224x224 (float32), once per input");
+  c->add_option("--input-shape", a.input_shapes,
+                "A TorchScript model's input: name=1x3x224x224 (float32), once per input");
   c->add_option("--evals", a.evals, "Kernel-loop evaluations for the whole model, split across groups by their share")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
-  c->add_option("--seeds", a.seeds, "Input seeds the model is verified on")->capture_default_str()->check(CLI::Range(1, 100));
-  c->add_option("--inits", a.inits, "Parameter initialisations it is verified on")->capture_default_str()->check(CLI::Range(1, 100));
+  c->add_option("--seeds", a.seeds, "Input seeds the model is verified on")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  c->add_option("--inits", a.inits, "Parameter initialisations it is verified on")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   c->add_option("--kb", a.kb, "Knowledge base file (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors");
   c->add_flag("--no-baseline", a.no_baseline, "Do not time PyTorch eager");
@@ -61,7 +68,8 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
 }
 
 void add_run_model(CLI::App& app, RunModelArgs& a) {
-  auto* c = app.add_subcommand("run-model", "Run an optimized model folder (from optimize-model) through the runner and write its outputs");
+  auto* c = app.add_subcommand(
+      "run-model", "Run an optimized model folder (from optimize-model) through the runner and write its outputs");
   c->footer(
       "Example:\n"
       "  mblast run-model resnet.mblast --target pocl-cpu --inputs x.safetensors --out y.safetensors\n"
@@ -78,7 +86,9 @@ void add_run_model(CLI::App& app, RunModelArgs& a) {
 
 namespace {
 
-bool cuda_device_here() { return fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0"); }
+bool cuda_device_here() {
+  return fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0");
+}
 
 // Why a target cannot run from here, "" when it can (as far as the driver can tell without a runner).
 std::string unavailable_here(const Target& t) {
@@ -110,7 +120,8 @@ Target resolve_target_family(const std::string& name, std::string* how) {
   std::transform(f.begin(), f.end(), f.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   for (const auto& t : all)
     if (t.name == name) {
-      if (auto why = unavailable_here(t); !why.empty()) throw UserError("target " + name + " cannot run from here: " + why);
+      if (auto why = unavailable_here(t); !why.empty())
+        throw UserError("target " + name + " cannot run from here: " + why);
       if (how) *how = t.name;
       return t;
     }
@@ -135,7 +146,8 @@ Target resolve_target_family(const std::string& name, std::string* how) {
 namespace {
 
 double median_of(const json& eval) {
-  if (!eval.is_object() || !eval.value("correct", false) || !eval.contains("time") || !eval["time"].is_object()) return NAN;
+  if (!eval.is_object() || !eval.value("correct", false) || !eval.contains("time") || !eval["time"].is_object())
+    return NAN;
   return eval["time"].value("median", NAN);
 }
 
@@ -161,7 +173,8 @@ std::string one_line_reason(const json& eval) {
 // inputs of the shapes given, so the importer traces it with make_fx like any other model.
 fs::path torchscript_wrapper(const fs::path& pt, const std::vector<std::string>& shapes, const fs::path& dir) {
   if (shapes.empty())
-    throw UserError(pt.string() + ": a TorchScript model needs its input shapes: --input-shape name=1x3x224x224 (one per input)");
+    throw UserError(pt.string() +
+                    ": a TorchScript model needs its input shapes: --input-shape name=1x3x224x224 (one per input)");
   static const std::regex re(R"(([A-Za-z_][A-Za-z0-9_]*)=([0-9]+(x[0-9]+)*))");
   std::string list;
   for (const auto& s : shapes) {
@@ -173,7 +186,8 @@ fs::path torchscript_wrapper(const fs::path& pt, const std::vector<std::string>&
   }
   fs::create_directories(dir);
   const fs::path py = dir / (pt.stem().string() + ".py");
-  write_file_atomically(py, fmt::format(R"(# A TorchScript model as a KernelBench-style module (written by mblast optimize-model).
+  write_file_atomically(
+      py, fmt::format(R"(# A TorchScript model as a KernelBench-style module (written by mblast optimize-model).
 import torch
 
 _PATH = {}
@@ -197,7 +211,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 )",
-                                        json(fs::absolute(pt).string()).dump(), list));
+                      json(fs::absolute(pt).string()).dump(), list));
   return py;
 }
 
@@ -207,10 +221,12 @@ fs::path model_source(const OptimizeModelArgs& a, const fs::path& work) {
   if (!fs::exists(m)) throw UserError(a.model + ": no such file");
   if (fs::is_directory(m)) throw UserError(a.model + ": is a directory; give one model file");
   std::string ext = m.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (ext == ".onnx")
-    throw UserError(a.model + ": ONNX models are not supported yet (no ONNX importer; export the model to TorchScript "
-                              "or write it as a KernelBench-style .py file)");
+    throw UserError(a.model +
+                    ": ONNX models are not supported yet (no ONNX importer; export the model to TorchScript "
+                    "or write it as a KernelBench-style .py file)");
   if (ext == ".pt2")
     throw UserError(a.model + ": torch.export archives (.pt2) are not supported yet (torch.export needs torch >= 2.1)");
   if (ext == ".pt" || ext == ".pth") {
@@ -221,27 +237,34 @@ fs::path model_source(const OptimizeModelArgs& a, const fs::path& work) {
       throw UserError(a.model + ": not a TorchScript file (torch.jit.save writes a zip archive; this is not one)");
     return torchscript_wrapper(m, a.input_shapes, work / "source");
   }
-  if (ext != ".py") throw UserError(a.model + ": unknown model format '" + ext + "' (expected .py, .pt, .pt2 or .onnx)");
+  if (ext != ".py")
+    throw UserError(a.model + ": unknown model format '" + ext + "' (expected .py, .pt, .pt2 or .onnx)");
   const std::string text = read_file(m);
   if (!std::regex_search(text, std::regex(R"((^|\n)class\s+Model\b)")))
-    throw UserError(a.model + ": no class Model (a KernelBench-style file defines Model, get_inputs and get_init_inputs)");
-  if (text.find("def get_inputs") == std::string::npos) throw UserError(a.model + ": no get_inputs() (KernelBench style needs it)");
+    throw UserError(a.model +
+                    ": no class Model (a KernelBench-style file defines Model, get_inputs and get_init_inputs)");
+  if (text.find("def get_inputs") == std::string::npos)
+    throw UserError(a.model + ": no get_inputs() (KernelBench style needs it)");
   return m;
 }
 
 fs::path import_model(const fs::path& src, const OptimizeModelArgs& a, const fs::path& into) {
   const std::string python = kernelbench_python(a.python);
-  std::vector<std::string> args = {"import",  fs::absolute(src).string(), "--out",   fs::absolute(into).string(),
-                                   "--seeds", std::to_string(a.seeds),     "--inits", std::to_string(a.inits),
+  std::vector<std::string> args = {"import",   fs::absolute(src).string(),
+                                   "--out",    fs::absolute(into).string(),
+                                   "--seeds",  std::to_string(a.seeds),
+                                   "--inits",  std::to_string(a.inits),
                                    "--device", "cpu"};
-  if (!a.max_bytes.empty()) args.insert(args.end(), {"--max-bytes", std::to_string(parse_byte_size(a.max_bytes, "--max-bytes"))});
+  if (!a.max_bytes.empty())
+    args.insert(args.end(), {"--max-bytes", std::to_string(parse_byte_size(a.max_bytes, "--max-bytes"))});
   auto r = run_kernelbench_tool(python, args, 3600);
   if (!r.ok()) {
     // The helper ends with a count ("imported 0, failed 1"); the reason is the line before it.
     std::string why = kernelbench_tool_failure(r);
     std::istringstream lines(r.output);
     for (std::string line; std::getline(lines, line);)
-      if (line.rfind("mblast_kernelbench: ", 0) == 0 && line.find("imported ") == std::string::npos) why = line.substr(20);
+      if (line.rfind("mblast_kernelbench: ", 0) == 0 && line.find("imported ") == std::string::npos)
+        why = line.substr(20);
     throw UserError(why.find(a.model) == std::string::npos ? a.model + ": " + why : why);
   }
   for (const auto& e : fs::directory_iterator(into))
@@ -254,8 +277,8 @@ json eager_baseline(const Problem& p, const Target& t, const std::string& python
   const std::string device = baseline_device(t, &why);
   if (device.empty()) return {{"unavailable", why}};
   const fs::path out = kernelbench_json_path("baseline");
-  std::vector<std::string> args = {"baseline", p.dir.string(), "--device", device, "--warmup", "5", "--repeats", "30",
-                                   "--min-seconds", "0.3", "--json-out", out.string()};
+  std::vector<std::string> args = {"baseline",  p.dir.string(), "--device",      device, "--warmup",   "5",
+                                   "--repeats", "30",           "--min-seconds", "0.3",  "--json-out", out.string()};
   for (auto& x : baseline_cache_args(t)) args.push_back(std::move(x));
   auto r = run_kernelbench_tool(kernelbench_python(python_arg), args, 1800);
   std::error_code ec;
@@ -286,8 +309,12 @@ json kb_knowledge(kb::KnowledgeBase& kb, const Target& t, const std::string& op_
       continue;
     }
     if (top.size() < 3)
-      top.push_back({{"action", r.id}, {"title", r.title}, {"tries", r.tries}, {"wins", r.wins},
-                     {"mean_log_speedup", r.mean_log_speedup}, {"provenance", r.provenance}});
+      top.push_back({{"action", r.id},
+                     {"title", r.title},
+                     {"tries", r.tries},
+                     {"wins", r.wins},
+                     {"mean_log_speedup", r.mean_log_speedup},
+                     {"provenance", r.provenance}});
   }
   return {{"family", sig.target_family()}, {"op_class", op_class}, {"top", top}, {"forbidden", forbidden}};
 }
@@ -317,44 +344,55 @@ double num(const json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
 }
 
-std::string fmt_frac(const json& f) { return f.is_number() ? fmt::format("{:.1f} %", 100 * f.get<double>()) : "-"; }
+std::string fmt_frac(const json& f) {
+  return f.is_number() ? fmt::format("{:.1f} %", 100 * f.get<double>()) : "-";
+}
 
 std::string report_markdown(const json& r) {
-  std::string md = fmt::format("# {} on {}\n\n", r["model"]["name"].get<std::string>(), r["target"]["name"].get<std::string>());
-  md += fmt::format("Model file: `{}`. Target: {}.\n\n", r["model"]["source"].get<std::string>(), r["target"]["resolved"].get<std::string>());
+  std::string md =
+      fmt::format("# {} on {}\n\n", r["model"]["name"].get<std::string>(), r["target"]["name"].get<std::string>());
+  md += fmt::format("Model file: `{}`. Target: {}.\n\n", r["model"]["source"].get<std::string>(),
+                    r["target"]["resolved"].get<std::string>());
   const auto& e2e = r["end_to_end"];
   md += "## End to end\n\n";
-  md += fmt::format("- verified against PyTorch: **{}** on {} seed(s) x {} init(s){}\n", e2e.value("correct", false) ? "yes" : "NO",
-                    r["model"]["seeds"].get<int>(), r["model"]["inits"].get<int>(),
+  md += fmt::format("- verified against PyTorch: **{}** on {} seed(s) x {} init(s){}\n",
+                    e2e.value("correct", false) ? "yes" : "NO", r["model"]["seeds"].get<int>(),
+                    r["model"]["inits"].get<int>(),
                     e2e.value("correct", false) ? "" : " (" + e2e.value("reason", std::string()) + ")");
   md += fmt::format("- model time: {} (median, the runner's rules); fraction of peak {}\n",
-                    fmt_time(num(e2e, "median"), e2e.value("unit", "us")), fmt_frac(e2e.value("fraction_of_peak", json())));
+                    fmt_time(num(e2e, "median"), e2e.value("unit", "us")),
+                    fmt_frac(e2e.value("fraction_of_peak", json())));
   if (e2e.contains("eager_us") && e2e["eager_us"].is_number())
     md += fmt::format("- PyTorch eager: {:.1f} us; speedup over eager **{:.2f}x**\n", e2e["eager_us"].get<double>(),
                       num(e2e, "speedup_vs_eager"));
   else
     md += "- PyTorch eager: " + e2e.value("eager_note", std::string("not measured")) + "\n";
-  md += fmt::format("- model kernel: `{}` ({})\n\n", e2e.value("candidate", std::string()), e2e.value("origin", std::string()));
+  md += fmt::format("- model kernel: `{}` ({})\n\n", e2e.value("candidate", std::string()),
+                    e2e.value("origin", std::string()));
   md += "## Fusion groups\n\n";
   md += "| # | group | kind | ATen ops | time before | after | share | fraction of peak | outcome |\n";
   md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& g : r["groups"]) {
     std::string ops;
     for (const auto& o : g["ops"]) ops += (ops.empty() ? "" : ", ") + o.get<std::string>();
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g["index"].get<int>(), g["name"].get<std::string>(),
-                      g["kind"].get<std::string>(), ops, fmt_time(num(g, "before"), g.value("unit", "us")),
-                      fmt_time(num(g, "after"), g.value("unit", "us")),
-                      g["share"].is_number() ? fmt::format("{:.1f} %", 100 * g["share"].get<double>()) : "-",
-                      fmt_frac(g.value("fraction_of_peak", json())), g.value("outcome", std::string()));
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g["index"].get<int>(),
+                    g["name"].get<std::string>(), g["kind"].get<std::string>(), ops,
+                    fmt_time(num(g, "before"), g.value("unit", "us")), fmt_time(num(g, "after"), g.value("unit", "us")),
+                    g["share"].is_number() ? fmt::format("{:.1f} %", 100 * g["share"].get<double>()) : "-",
+                    fmt_frac(g.value("fraction_of_peak", json())), g.value("outcome", std::string()));
   }
   if (!r["unknown_ops"].empty()) {
     md += "\nOps the planner has no op class for (they run through the generic lowering):";
     for (const auto& o : r["unknown_ops"]) md += " `" + o.get<std::string>() + "`";
     md += "\n";
   }
-  md += "\nGroup times are each group's kernel timed alone, as a problem of its own (its inputs from the generic lowering's\n"
-        "buffers); their sum need not equal the model's time (launches, caches). A group's loop result is kept beside the\n"
-        "model (kernels/groups/); the model's kernel runs every group as the lowering pipeline generated it.\n";
+  md +=
+      "\nGroup times are each group's kernel timed alone, as a problem of its own (its inputs from the generic "
+      "lowering's\n"
+      "buffers); their sum need not equal the model's time (launches, caches). A group's loop result is kept beside "
+      "the\n"
+      "model (kernels/groups/); the model's kernel runs every group as the lowering pipeline generated it.\n";
   return md;
 }
 
@@ -366,8 +404,10 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   std::string how;
   const Target target = resolve_target_family(a.target, &how);
   const std::string ext = model::dialect_extension(target.backend);
-  const fs::path out = fs::absolute(a.out.empty() ? fs::path(fs::path(a.model).stem().string() + ".mblast") : fs::path(a.out));
-  if (fs::exists(out) && !fs::is_empty(out)) throw UserError(out.string() + " exists and is not empty; give another --out");
+  const fs::path out =
+      fs::absolute(a.out.empty() ? fs::path(fs::path(a.model).stem().string() + ".mblast") : fs::path(a.out));
+  if (fs::exists(out) && !fs::is_empty(out))
+    throw UserError(out.string() + " exists and is not empty; give another --out");
   auto say = [&](const std::string& s) {
     if (!a.json) std::cout << s << std::flush;
   };
@@ -394,8 +434,10 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   } catch (const UserError& e) {
     const std::string what = e.what();
     if (src != fs::path(a.model) && what.find("get_attr") != std::string::npos)
-      throw UserError(a.model + ": make_fx traces this TorchScript module with its weights as constants inside the graph "
-                                "(get_attr), which the lowering does not take yet; give the model as a KernelBench-style .py file");
+      throw UserError(
+          a.model +
+          ": make_fx traces this TorchScript module with its weights as constants inside the graph "
+          "(get_attr), which the lowering does not take yet; give the model as a KernelBench-style .py file");
     throw UserError(a.model + ": " + what);
   }
   kb::KnowledgeBase kb(a.kb.empty() ? kb::default_kb_path() : fs::path(a.kb));
@@ -411,10 +453,11 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   for (const auto& g : plan.groups) {
     std::string reads;
     for (const auto& b : g.reads) reads += (reads.empty() ? "" : ",") + b;
-    say(fmt::format("  {:>3} {:<28} {:<13} {:<34} {} -> {}   KB: {}\n", g.index, g.name, g.kind, fmt::format("{}", fmt::join(g.ops, ",")),
-                    reads, g.writes, knowledge_line(knowledge[g.kind])));
+    say(fmt::format("  {:>3} {:<28} {:<13} {:<34} {} -> {}   KB: {}\n", g.index, g.name, g.kind,
+                    fmt::format("{}", fmt::join(g.ops, ",")), reads, g.writes, knowledge_line(knowledge[g.kind])));
   }
-  if (!plan.unknown_ops.empty()) say(fmt::format("  ops without an op class (generic lowering): {}\n", fmt::join(plan.unknown_ops, ", ")));
+  if (!plan.unknown_ops.empty())
+    say(fmt::format("  ops without an op class (generic lowering): {}\n", fmt::join(plan.unknown_ops, ", ")));
   fs::create_directories(work_root / "kernels" / "groups");
   const fs::path model_generic = work_root / "kernels" / ("model_generic" + ext);
   write_file_atomically(model_generic, model::emit_for(target.backend, plan.schedule, problem));
@@ -444,7 +487,8 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   json pr = capture_outputs(probe.problem, target, probe.candidate, po, captured);
   // Without every buffer's values no group can be timed alone: the groups keep their generic
   // kernels, unmeasured, and the report says why; the model is still verified and timed whole.
-  const std::string probe_failure = pr.value("correct", false) ? "" : "the probe of the model's buffers failed: " + one_line_reason(pr);
+  const std::string probe_failure =
+      pr.value("correct", false) ? "" : "the probe of the model's buffers failed: " + one_line_reason(pr);
   EvalOptions go = eo;
   go.min_seconds = 0.05;
   go.min_repeats = 5;
@@ -469,17 +513,20 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     groups[i]["before"] = std::isfinite(t) ? json(t) : json(nullptr);
     groups[i]["unit"] = unit_of(ge);
     groups[i]["fraction_of_peak"] = fraction_of_peak(ge);
-    if (!ge.value("correct", false)) groups[i]["outcome"] = "its generic kernel did not verify alone: " + one_line_reason(ge);
+    if (!ge.value("correct", false))
+      groups[i]["outcome"] = "its generic kernel did not verify alone: " + one_line_reason(ge);
     if (std::isfinite(t)) total += t;
     fs::copy_file(gcand.back(), work_root / "kernels" / "groups" / (g.name + ext));
   }
-  for (auto& g : groups) g["share"] = g["before"].is_number() && total > 0 ? json(g["before"].get<double>() / total) : json(nullptr);
+  for (auto& g : groups)
+    g["share"] = g["before"].is_number() && total > 0 ? json(g["before"].get<double>() / total) : json(nullptr);
 
   // ---- the hottest groups through the kernel loop, the budget split by share
   std::vector<size_t> order(plan.groups.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return groups[x]["share"].is_number() && (!groups[y]["share"].is_number() || groups[x]["share"].get<double>() > groups[y]["share"].get<double>());
+    return groups[x]["share"].is_number() &&
+           (!groups[y]["share"].is_number() || groups[x]["share"].get<double>() > groups[y]["share"].get<double>());
   });
   // What earlier models taught (model-level experiences on this family): an op class whose groups
   // went through the loop at least twice without a gain is not given evaluations again; its share
@@ -497,13 +544,15 @@ int run_optimize_model(const OptimizeModelArgs& a) {
       ++tries;
       if (e["speedup"].is_number() && e["speedup"].get<double>() > 1.05) ++gains;
     }
-    skip_kind[g.kind] = tries >= 2 && gains == 0
-                            ? fmt::format("the KB: {} earlier {} group(s) on {} got no gain from the loop", tries, g.kind, family)
-                            : "";
+    skip_kind[g.kind] =
+        tries >= 2 && gains == 0
+            ? fmt::format("the KB: {} earlier {} group(s) on {} got no gain from the loop", tries, g.kind, family)
+            : "";
   }
   double loop_total = 0;
   for (size_t i = 0; i < plan.groups.size(); ++i)
-    if (skip_kind[plan.groups[i].kind].empty() && groups[i]["share"].is_number()) loop_total += groups[i]["share"].get<double>();
+    if (skip_kind[plan.groups[i].kind].empty() && groups[i]["share"].is_number())
+      loop_total += groups[i]["share"].get<double>();
   // Where a builtin generator recognises the whole model (an MLP chain, say), its kernels replace
   // every group at once: a quarter of the budget (at least one evaluation) is kept for that loop.
   const int reserve = a.evals > 0 && builtin_generates(problem, target) ? std::max(1, a.evals / 4) : 0;
@@ -530,21 +579,25 @@ int run_optimize_model(const OptimizeModelArgs& a) {
       continue;
     }
     left -= give;
-    say(fmt::format("kernel loop on {} ({} evaluations, {:.0f} % of the model's group time) ...\n", plan.groups[i].name, give,
-                    100 * gj["share"].get<double>()));
+    say(fmt::format("kernel loop on {} ({} evaluations, {:.0f} % of the model's group time) ...\n", plan.groups[i].name,
+                    give, 100 * gj["share"].get<double>()));
     loop::OptimizeOptions o = lo;
     o.budget.max_evals = give;
     o.out_dir = work_root / "work" / "groups" / plan.groups[i].name / "loop";
     json lr;
     try {
       lr = optimize_with_builtin(gprob[i], target, gcand[i], o);
-    } catch (const std::exception& e) {  // a loop that fails (a re-timing refused on a busy machine) leaves the group generic
+    } catch (const std::exception&
+                 e) {  // a loop that fails (a re-timing refused on a busy machine) leaves the group generic
       gj["outcome"] = std::string("generic lowering kept: the loop failed: ") + e.what();
       gj["after"] = gj["before"];
       continue;
     }
-    gj["loop"] = {{"evaluations", lr.value("evaluations", 0)}, {"run", lr.value("run", "")}, {"improved", lr.value("improved", false)},
-                  {"speedup", lr.value("speedup", 1.0)}, {"stop_reason", lr.value("stop_reason", "")}};
+    gj["loop"] = {{"evaluations", lr.value("evaluations", 0)},
+                  {"run", lr.value("run", "")},
+                  {"improved", lr.value("improved", false)},
+                  {"speedup", lr.value("speedup", 1.0)},
+                  {"stop_reason", lr.value("stop_reason", "")}};
     if (lr.value("improved", false) && lr.value("correct", false)) {
       const fs::path best = work_root / "kernels" / "groups" / (plan.groups[i].name + ".best" + ext);
       fs::copy_file(lr["candidate"].get<std::string>(), best);
@@ -570,8 +623,10 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     o.out_dir = work_root / "work" / "model-loop";
     try {
       json lr = optimize_with_builtin(problem, target, model_generic, o);
-      whole_loop = {{"evaluations", lr.value("evaluations", 0)}, {"improved", lr.value("improved", false)},
-                    {"speedup", lr.value("speedup", 1.0)}, {"stop_reason", lr.value("stop_reason", "")}};
+      whole_loop = {{"evaluations", lr.value("evaluations", 0)},
+                    {"improved", lr.value("improved", false)},
+                    {"speedup", lr.value("speedup", 1.0)},
+                    {"stop_reason", lr.value("stop_reason", "")}};
       if (lr.value("improved", false) && lr.value("correct", false)) {
         fs::copy_file(lr["candidate"].get<std::string>(), model_kernel, fs::copy_options::overwrite_existing);
         origin = "the kernel loop on the whole model (" + lr.value("best_family", std::string("?")) + ")";
@@ -584,8 +639,12 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   json final_eval = evaluate(problem, target, model_kernel, eo, &client);
   if (!final_eval.value("correct", false) && final_eval.value("failure_kind", json("")) == "timing_inconsistent")
     final_eval = evaluate(problem, target, model_kernel, eo, &client);
-  json e2e = {{"correct", final_eval.value("correct", false)}, {"median", median_of(final_eval)}, {"unit", unit_of(final_eval)},
-              {"fraction_of_peak", fraction_of_peak(final_eval)}, {"candidate", "kernels/model" + ext}, {"origin", origin},
+  json e2e = {{"correct", final_eval.value("correct", false)},
+              {"median", median_of(final_eval)},
+              {"unit", unit_of(final_eval)},
+              {"fraction_of_peak", fraction_of_peak(final_eval)},
+              {"candidate", "kernels/model" + ext},
+              {"origin", origin},
               {"generic_median", median_of(before)}};
   if (!e2e["correct"].get<bool>()) e2e["reason"] = one_line_reason(final_eval);
   if (!whole_loop.is_null()) e2e["loop"] = whole_loop;
@@ -593,7 +652,8 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     say("timing PyTorch eager ...\n");
     json b = eager_baseline(problem, target, a.python);
     const json eager = b.value("eager", json::object());
-    if (eager.is_object() && eager.contains("median_us") && std::isfinite(median_of(final_eval)) && unit_of(final_eval) == "us") {
+    if (eager.is_object() && eager.contains("median_us") && std::isfinite(median_of(final_eval)) &&
+        unit_of(final_eval) == "us") {
       e2e["eager_us"] = eager["median_us"];
       e2e["speedup_vs_eager"] = eager["median_us"].get<double>() / median_of(final_eval);
     } else {
@@ -605,11 +665,19 @@ int run_optimize_model(const OptimizeModelArgs& a) {
 
   // ---- the artifact
   json result = {{"format", 1},
-                 {"model", {{"name", problem.name}, {"source", fs::absolute(a.model).string()}, {"problem", "problem/" + pdir.filename().string()},
-                            {"seeds", static_cast<int>(problem.seeds.size())}, {"inits", static_cast<int>(problem.inits.size())},
-                            {"max_bytes", a.max_bytes}}},
-                 {"target", {{"name", target.name}, {"backend", target.backend}, {"family", family}, {"requested", a.target},
-                             {"resolved", how}}},
+                 {"model",
+                  {{"name", problem.name},
+                   {"source", fs::absolute(a.model).string()},
+                   {"problem", "problem/" + pdir.filename().string()},
+                   {"seeds", static_cast<int>(problem.seeds.size())},
+                   {"inits", static_cast<int>(problem.inits.size())},
+                   {"max_bytes", a.max_bytes}}},
+                 {"target",
+                  {{"name", target.name},
+                   {"backend", target.backend},
+                   {"family", family},
+                   {"requested", a.target},
+                   {"resolved", how}}},
                  {"groups", groups},
                  {"unknown_ops", plan.unknown_ops},
                  {"evals", a.evals},
@@ -632,9 +700,11 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     result["dir"] = out.string();
     std::cout << result.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("end to end: {} on {} seed(s); {}{}\n", e2e["correct"].get<bool>() ? "verified" : "NOT verified",
-                             problem.seeds.size(), fmt_time(e2e["median"].is_number() ? e2e["median"].get<double>() : NAN, unit),
-                             e2e.contains("speedup_vs_eager") ? fmt::format(", {:.2f}x PyTorch eager", e2e["speedup_vs_eager"].get<double>()) : "");
+    std::cout << fmt::format(
+        "end to end: {} on {} seed(s); {}{}\n", e2e["correct"].get<bool>() ? "verified" : "NOT verified",
+        problem.seeds.size(), fmt_time(e2e["median"].is_number() ? e2e["median"].get<double>() : NAN, unit),
+        e2e.contains("speedup_vs_eager") ? fmt::format(", {:.2f}x PyTorch eager", e2e["speedup_vs_eager"].get<double>())
+                                         : "");
     std::cout << fmt::format("wrote {} (plan.json, report.md, kernels/)\n", out.string());
   }
   return e2e["correct"].get<bool>() ? 0 : 1;
@@ -650,10 +720,11 @@ int run_run_model(const RunModelArgs& a) {
   if (plan.is_discarded() || !plan.contains("model") || !plan.contains("target") || !plan.contains("end_to_end"))
     throw UserError(planf.string() + ": not a model plan (corrupt or from another tool)");
   std::string how;
-  const Target target = resolve_target_family(a.target.empty() ? plan["target"]["name"].get<std::string>() : a.target, &how);
+  const Target target =
+      resolve_target_family(a.target.empty() ? plan["target"]["name"].get<std::string>() : a.target, &how);
   if (target.backend != plan["target"]["backend"].get<std::string>())
-    throw UserError(fmt::format("{} was optimized for backend {}; target {} is {}", a.dir, plan["target"]["backend"].get<std::string>(),
-                                target.name, target.backend));
+    throw UserError(fmt::format("{} was optimized for backend {}; target {} is {}", a.dir,
+                                plan["target"]["backend"].get<std::string>(), target.name, target.backend));
   const Problem model = load_problem(dir / plan["model"]["problem"].get<std::string>());
   const fs::path cand = dir / plan["end_to_end"]["candidate"].get<std::string>();
   if (!fs::exists(cand)) throw UserError(cand.string() + ": missing (the folder is incomplete)");
@@ -684,7 +755,8 @@ int run_run_model(const RunModelArgs& a) {
   EvalOptions eo;
   eo.quiet = true;
   json r = capture_outputs(p, target, cand, eo, outputs);
-  if (!r.value("correct", false)) throw Error(fmt::format("the model failed on {}: {}", target.name, one_line_reason(r)));
+  if (!r.value("correct", false))
+    throw Error(fmt::format("the model failed on {}: {}", target.name, one_line_reason(r)));
   const fs::path outf = a.out.empty() ? dir / "outputs.safetensors" : fs::absolute(a.out);
   save_safetensors(outf, outputs.begin()->second);
   if (a.json) {

@@ -1,10 +1,10 @@
 // The model level's plan and its per-group problems (include/mblast/driver/model_plan.h).
 #include "mblast/driver/model_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "mblast/error.h"
 #include "mblast/files.h"
@@ -13,9 +13,9 @@
 namespace mblast::model {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using lower::E;
 using lower::Node;
+using nlohmann::json;
 
 namespace {
 
@@ -28,13 +28,20 @@ std::string aten_key(const std::string& target) {
 
 mblast::DType to_problem_dtype(lower::DType t) {
   switch (t) {
-    case lower::DType::F32: return mblast::DType::f32;
-    case lower::DType::F64: return mblast::DType::f64;
-    case lower::DType::I64: return mblast::DType::i64;
-    case lower::DType::I32: return mblast::DType::i32;
-    case lower::DType::I8: return mblast::DType::i8;
-    case lower::DType::U8: return mblast::DType::u8;
-    case lower::DType::Bool: return mblast::DType::boolean;
+    case lower::DType::F32:
+      return mblast::DType::f32;
+    case lower::DType::F64:
+      return mblast::DType::f64;
+    case lower::DType::I64:
+      return mblast::DType::i64;
+    case lower::DType::I32:
+      return mblast::DType::i32;
+    case lower::DType::I8:
+      return mblast::DType::i8;
+    case lower::DType::U8:
+      return mblast::DType::u8;
+    case lower::DType::Bool:
+      return mblast::DType::boolean;
   }
   return mblast::DType::f32;
 }
@@ -71,7 +78,9 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-size_t lower_dtype_size(lower::DType t) { return dtype_size(to_problem_dtype(t)); }
+size_t lower_dtype_size(lower::DType t) {
+  return dtype_size(to_problem_dtype(t));
+}
 
 json problem_json(const Problem& p) {
   json tol = json::object();
@@ -120,30 +129,162 @@ std::string op_class_of(const std::string& op) {
     };
     put("conv", {"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "convolution_backward"});
     put("matmul", {"mm", "bmm", "addmm", "baddbmm", "matmul", "dot", "linear", "addmv", "mv"});
-    put("pooling", {"max_pool2d_with_indices", "max_pool3d_with_indices", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-                    "avg_pool3d", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d"});
-    put("norm", {"native_batch_norm", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "native_layer_norm",
-                 "native_group_norm", "batch_norm", "layer_norm", "group_norm", "instance_norm"});
+    put("pooling",
+        {"max_pool2d_with_indices", "max_pool3d_with_indices", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+         "avg_pool3d", "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d"});
+    put("norm", {"native_batch_norm", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit",
+                 "native_layer_norm", "native_group_norm", "batch_norm", "layer_norm", "group_norm", "instance_norm"});
     put("softmax", {"_softmax", "_log_softmax", "softmax", "log_softmax"});
-    put("reduction", {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax", "argmin", "logsumexp",
-                      "cumsum", "cumprod", "norm", "linalg_vector_norm", "any", "all"});
-    put("elementwise", {"add", "sub", "rsub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "expm1", "log", "log1p", "log2", "sqrt",
-                        "rsqrt", "pow", "neg", "abs", "clamp", "clamp_min", "clamp_max", "where", "gelu", "hardtanh", "maximum",
-                        "minimum", "erf", "sin", "cos", "reciprocal", "threshold", "leaky_relu", "elu", "silu", "hardswish",
-                        "hardsigmoid", "mish", "softplus", "_to_copy", "to", "copy", "copy_", "ge", "gt", "lt", "le", "eq", "ne",
-                        "logical_and", "logical_or", "logical_not", "sign", "floor", "ceil", "round", "trunc", "fill", "full",
-                        "full_like", "zeros", "zeros_like", "ones", "ones_like", "scalar_tensor", "lift_fresh_copy",
-                        "masked_fill", "remainder", "fmod", "lerp", "addcmul", "addcdiv", "square", "frac", "relu6", "selu",
-                        "celu", "glu", "softsign", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh",
-                        "exp2", "isnan", "isinf", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "hardshrink",
-                        "softshrink", "tanhshrink", "log_sigmoid_forward", "native_dropout", "dropout", "clone", "arange",
-                        "iota", "empty", "empty_like", "new_zeros", "new_ones", "new_full", "new_empty", "bernoulli"});
-    put("data_movement", {"cat", "stack", "constant_pad_nd", "pad", "index", "index_select", "gather", "flip", "roll", "repeat",
-                          "embedding", "upsample_nearest2d", "upsample_bilinear2d", "scatter", "index_put", "tril", "triu",
-                          "pixel_shuffle", "col2im", "im2col", "reflection_pad2d", "replication_pad2d", "_unsafe_index"});
-    put("", {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "slice", "select",
-             "alias", "as_strided", "narrow", "getitem", "detach", "contiguous", "flatten", "unfold", "diagonal", "split",
-             "split_with_sizes", "unbind", "output", "view_as", "expand_as", "movedim", "chunk", "_reshape_alias"});
+    put("reduction", {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax", "argmin",
+                      "logsumexp", "cumsum", "cumprod", "norm", "linalg_vector_norm", "any", "all"});
+    put("elementwise", {"add",
+                        "sub",
+                        "rsub",
+                        "mul",
+                        "div",
+                        "relu",
+                        "sigmoid",
+                        "tanh",
+                        "exp",
+                        "expm1",
+                        "log",
+                        "log1p",
+                        "log2",
+                        "sqrt",
+                        "rsqrt",
+                        "pow",
+                        "neg",
+                        "abs",
+                        "clamp",
+                        "clamp_min",
+                        "clamp_max",
+                        "where",
+                        "gelu",
+                        "hardtanh",
+                        "maximum",
+                        "minimum",
+                        "erf",
+                        "sin",
+                        "cos",
+                        "reciprocal",
+                        "threshold",
+                        "leaky_relu",
+                        "elu",
+                        "silu",
+                        "hardswish",
+                        "hardsigmoid",
+                        "mish",
+                        "softplus",
+                        "_to_copy",
+                        "to",
+                        "copy",
+                        "copy_",
+                        "ge",
+                        "gt",
+                        "lt",
+                        "le",
+                        "eq",
+                        "ne",
+                        "logical_and",
+                        "logical_or",
+                        "logical_not",
+                        "sign",
+                        "floor",
+                        "ceil",
+                        "round",
+                        "trunc",
+                        "fill",
+                        "full",
+                        "full_like",
+                        "zeros",
+                        "zeros_like",
+                        "ones",
+                        "ones_like",
+                        "scalar_tensor",
+                        "lift_fresh_copy",
+                        "masked_fill",
+                        "remainder",
+                        "fmod",
+                        "lerp",
+                        "addcmul",
+                        "addcdiv",
+                        "square",
+                        "frac",
+                        "relu6",
+                        "selu",
+                        "celu",
+                        "glu",
+                        "softsign",
+                        "tan",
+                        "atan",
+                        "asin",
+                        "acos",
+                        "sinh",
+                        "cosh",
+                        "asinh",
+                        "acosh",
+                        "atanh",
+                        "exp2",
+                        "isnan",
+                        "isinf",
+                        "bitwise_and",
+                        "bitwise_or",
+                        "bitwise_not",
+                        "bitwise_xor",
+                        "hardshrink",
+                        "softshrink",
+                        "tanhshrink",
+                        "log_sigmoid_forward",
+                        "native_dropout",
+                        "dropout",
+                        "clone",
+                        "arange",
+                        "iota",
+                        "empty",
+                        "empty_like",
+                        "new_zeros",
+                        "new_ones",
+                        "new_full",
+                        "new_empty",
+                        "bernoulli"});
+    put("data_movement", {"cat",
+                          "stack",
+                          "constant_pad_nd",
+                          "pad",
+                          "index",
+                          "index_select",
+                          "gather",
+                          "flip",
+                          "roll",
+                          "repeat",
+                          "embedding",
+                          "upsample_nearest2d",
+                          "upsample_bilinear2d",
+                          "scatter",
+                          "index_put",
+                          "tril",
+                          "triu",
+                          "pixel_shuffle",
+                          "col2im",
+                          "im2col",
+                          "reflection_pad2d",
+                          "replication_pad2d",
+                          "_unsafe_index"});
+    put("", {"view",          "_unsafe_view",
+             "reshape",       "permute",
+             "transpose",     "t",
+             "expand",        "squeeze",
+             "unsqueeze",     "slice",
+             "select",        "alias",
+             "as_strided",    "narrow",
+             "getitem",       "detach",
+             "contiguous",    "flatten",
+             "unfold",        "diagonal",
+             "split",         "split_with_sizes",
+             "unbind",        "output",
+             "view_as",       "expand_as",
+             "movedim",       "chunk",
+             "_reshape_alias"});
     return m;
   }();
   auto it = table.find(op);
@@ -151,8 +292,9 @@ std::string op_class_of(const std::string& op) {
 }
 
 json Group::to_json() const {
-  return {{"index", index}, {"name", name},   {"kind", kind},   {"ops", ops},     {"reads", reads},
-          {"writes", writes}, {"shape", shape}, {"dtype", lower::dtype_name(dtype)}, {"flops", flops}, {"bytes", bytes}};
+  return {{"index", index}, {"name", name},     {"kind", kind},   {"ops", ops},
+          {"reads", reads}, {"writes", writes}, {"shape", shape}, {"dtype", lower::dtype_name(dtype)},
+          {"flops", flops}, {"bytes", bytes}};
 }
 
 std::string dialect_extension(const std::string& backend) {
@@ -182,8 +324,8 @@ ModelPlan plan_model(const Problem& problem) {
   const auto& P = s.program;
   std::set<std::string> unknown;
   // Op classes in the order a group is named by: the heaviest kind of work it holds.
-  static const std::vector<std::string> rank = {"conv", "matmul", "pooling", "norm", "softmax", "reduction", "elementwise",
-                                                "data_movement"};
+  static const std::vector<std::string> rank = {"conv",    "matmul",    "pooling",     "norm",
+                                                "softmax", "reduction", "elementwise", "data_movement"};
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const auto& k = s.kernels[i];
     Group g;
@@ -205,7 +347,8 @@ ModelPlan plan_model(const Problem& problem) {
       std::set<int> loads;
       collect_loads(x.body, loads);
       for (int u : loads)
-        if (P.tensors[static_cast<size_t>(u)].role == lower::Tensor::Role::Computed && s.buffer[static_cast<size_t>(u)].empty())
+        if (P.tensors[static_cast<size_t>(u)].role == lower::Tensor::Role::Computed &&
+            s.buffer[static_cast<size_t>(u)].empty())
           stack.push_back(u);
     }
     std::set<std::string> ops;
@@ -216,8 +359,10 @@ ModelPlan plan_model(const Problem& problem) {
       const auto key = aten_key(origin);
       ops.insert(key);
       const auto cls = op_class_of(key);
-      if (cls == "?") unknown.insert(key);
-      else if (!cls.empty()) classes.insert(cls);
+      if (cls == "?")
+        unknown.insert(key);
+      else if (!cls.empty())
+        classes.insert(cls);
     }
     g.ops.assign(ops.begin(), ops.end());
     // The kind is the work of the kernel's own tensor: only pointwise producers are inlined, so a
@@ -332,14 +477,16 @@ fs::path write_group_problem(const Problem& model, const ModelPlan& plan, const 
   p.provenance = {{"kind", "model-group"},
                   {"model", model.name},
                   {"group", g.name},
-                  {"reference", "inputs: the model's inputs and parameters and the generic lowering's buffers (verified "
-                                "against PyTorch as a whole); expected: PyTorch's output for a model output, else the "
-                                "generic lowering's buffer"}};
+                  {"reference",
+                   "inputs: the model's inputs and parameters and the generic lowering's buffers (verified "
+                   "against PyTorch as a whole); expected: PyTorch's output for a model output, else the "
+                   "generic lowering's buffer"}};
   lower::Program q;
   std::map<int, int> ids;
   std::vector<std::pair<std::string, int>> inputs, params;
   for (const auto& [b, u] : read_tensors(s, k)) (b.rfind("par", 0) == 0 ? params : inputs).emplace_back(b, u);
-  auto add = [&](const std::vector<std::pair<std::string, int>>& list, lower::Tensor::Role role, std::vector<TensorSpec>& specs) {
+  auto add = [&](const std::vector<std::pair<std::string, int>>& list, lower::Tensor::Role role,
+                 std::vector<TensorSpec>& specs) {
     for (size_t i = 0; i < list.size(); ++i) {
       const auto& x = s.program.tensors[static_cast<size_t>(list[i].second)];
       lower::Tensor t;

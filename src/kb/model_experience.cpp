@@ -30,12 +30,14 @@ int record_model_experience(KnowledgeBase& kb, const json& r) {
   const std::string family = text(r["target"], "family");
   const std::string now = utc_now_iso();
   Transaction tx(kb.db());
-  Statement st(kb.db(),
-               "INSERT INTO model_experiences (id, model, target, target_family, decision, group_name, op_class, ops, share, "
-               "evaluations, correct, speedup, outcome, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  Statement st(
+      kb.db(),
+      "INSERT INTO model_experiences (id, model, target, target_family, decision, group_name, op_class, ops, share, "
+      "evaluations, correct, speedup, outcome, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   int n = 0;
-  auto put = [&](const std::string& decision, const std::string& group, const std::string& op_class, const std::string& ops,
-                 std::optional<double> share, int evals, bool correct, std::optional<double> speedup, const std::string& outcome) {
+  auto put = [&](const std::string& decision, const std::string& group, const std::string& op_class,
+                 const std::string& ops, std::optional<double> share, int evals, bool correct,
+                 std::optional<double> speedup, const std::string& outcome) {
     st.reset();
     st.bind_all(random_id(), model, target, family, decision, group, op_class, ops);
     st.bind(9, share);
@@ -54,8 +56,8 @@ int record_model_experience(KnowledgeBase& kb, const json& r) {
     const json loop = g.value("loop", json::object());
     std::optional<double> speedup;
     if (auto b = positive(g, "before"), a = positive(g, "after"); b && a) speedup = *b / *a;
-    put(looped ? "group-loop" : "keep-generic", text(g, "name"), text(g, "kind"), ops, g.contains("share") && g["share"].is_number()
-            ? std::optional<double>(g["share"].get<double>()) : std::nullopt,
+    put(looped ? "group-loop" : "keep-generic", text(g, "name"), text(g, "kind"), ops,
+        g.contains("share") && g["share"].is_number() ? std::optional<double>(g["share"].get<double>()) : std::nullopt,
         loop.value("evaluations", 0), g.contains("before") && g["before"].is_number(), speedup, text(g, "outcome"));
   }
   const json e = r.value("end_to_end", json::object());
@@ -68,11 +70,13 @@ int record_model_experience(KnowledgeBase& kb, const json& r) {
   return n;
 }
 
-std::vector<json> model_experiences(KnowledgeBase& kb, const std::string& where, const std::string& op_class, int limit) {
-  Statement st(kb.db(),
-               "SELECT model, target, target_family, decision, group_name, op_class, ops, share, evaluations, correct, speedup, "
-               "outcome, created_at FROM model_experiences WHERE (? = '' OR target = ? OR target_family = ?) AND "
-               "(? = '' OR op_class = ?) ORDER BY created_at DESC, id");
+std::vector<json> model_experiences(KnowledgeBase& kb, const std::string& where, const std::string& op_class,
+                                    int limit) {
+  Statement st(
+      kb.db(),
+      "SELECT model, target, target_family, decision, group_name, op_class, ops, share, evaluations, correct, speedup, "
+      "outcome, created_at FROM model_experiences WHERE (? = '' OR target = ? OR target_family = ?) AND "
+      "(? = '' OR op_class = ?) ORDER BY created_at DESC, id");
   st.bind_all(where, where, where, op_class, op_class);
   std::vector<json> out;
   while (st.step()) {

@@ -8,7 +8,9 @@
 
 #include "mblast/target.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

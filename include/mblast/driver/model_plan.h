@@ -6,11 +6,10 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mblast/lower/lower.h"
 #include "mblast/problem.h"
@@ -21,24 +20,26 @@ namespace mblast::model {
 
 struct Group {
   int index = 0;
-  std::string name;                 // the kernel's name ("k3_sum_7")
-  std::string kind;                 // op class, in the KB's words: conv, matmul, pooling, norm, softmax, reduction, elementwise
-  std::vector<std::string> ops;     // the ATen ops fused into it ("convolution", "relu"), sorted
-  std::vector<std::string> reads;   // buffers read: "in<i>", "par<i>", "tmp<j>", "out<k>"
-  std::string writes;               // the buffer it writes
-  std::vector<int64_t> shape;       // of what it writes
+  std::string name;  // the kernel's name ("k3_sum_7")
+  std::string kind;  // op class, in the KB's words: conv, matmul, pooling, norm, softmax, reduction, elementwise
+  std::vector<std::string> ops;    // the ATen ops fused into it ("convolution", "relu"), sorted
+  std::vector<std::string> reads;  // buffers read: "in<i>", "par<i>", "tmp<j>", "out<k>"
+  std::string writes;              // the buffer it writes
+  std::vector<int64_t> shape;      // of what it writes
   lower::DType dtype = lower::DType::F32;
-  double flops = 0, bytes = 0;      // counted lower bounds (model_plan.cpp says how): the runner refuses times below them
+  double flops = 0, bytes = 0;  // counted lower bounds (model_plan.cpp says how): the runner refuses times below them
   nlohmann::json to_json() const;
 };
 
 struct ModelPlan {
   lower::Schedule schedule;
-  std::vector<Group> groups;            // in execution order
-  std::vector<std::string> unknown_ops; // ATen ops the planner has no op class for (they run through the generic lowering)
+  std::vector<Group> groups;  // in execution order
+  std::vector<std::string>
+      unknown_ops;  // ATen ops the planner has no op class for (they run through the generic lowering)
 };
 
-// The plan of an imported model problem. Throws UserError naming the op (with its node) when the lowering pipeline cannot lower the graph.
+// The plan of an imported model problem. Throws UserError naming the op (with its node) when the lowering pipeline
+// cannot lower the graph.
 ModelPlan plan_model(const Problem& problem);
 
 // The op class the planner gives an ATen op ("convolution" -> "conv"), "" for a view or shape op
@@ -59,7 +60,8 @@ Probe write_probe(const Problem& model, const ModelPlan& plan, const Target& tar
 // writes as the output, reference data from the probe's captured values on every seed (init 0);
 // and its generic candidate (the same kernel the whole model's candidate runs). Returns the
 // candidate's path.
-std::filesystem::path write_group_problem(const Problem& model, const ModelPlan& plan, const Group& g, const Target& target,
+std::filesystem::path write_group_problem(const Problem& model, const ModelPlan& plan, const Group& g,
+                                          const Target& target,
                                           const std::map<std::pair<int, int>, TensorSet>& captured,
                                           const std::filesystem::path& dir);
 

@@ -2,10 +2,9 @@
 // fusion groups, and how each decision came out (kb_schema/migrations/0003_model_experiences.sql).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mblast/kb/knowledge_base.h"
 
