@@ -17,6 +17,7 @@
 #include "mblast/driver/optimize_command.h"
 #include "mblast/driver/export_command.h"
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/model_command.h"
 #include "mblast/driver/plan_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
@@ -101,6 +102,10 @@ int cli_main(int argc, char** argv) {
   add_runs(app, runs_args);
   BenchArgs bench_args;
   add_bench(app, bench_args);
+  OptimizeModelArgs optimize_model_args;
+  add_optimize_model(app, optimize_model_args);
+  RunModelArgs run_model_args;
+  add_run_model(app, run_model_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -118,6 +123,8 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("optimize")) return run_optimize(optimize_args);
     if (app.got_subcommand("runs")) return run_runs(app, runs_args);
     if (app.got_subcommand("bench")) return run_bench(bench_args);
+    if (app.got_subcommand("optimize-model")) return run_optimize_model(optimize_model_args);
+    if (app.got_subcommand("run-model")) return run_run_model(run_model_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;

@@ -12,6 +12,7 @@
 #include "mblast/error.h"
 #include "mblast/kb/exchange.h"
 #include "mblast/kb/knowledge_base.h"
+#include "mblast/kb/model_experience.h"
 #include "mblast/kb/seed.h"
 #include "mblast/kb/summary.h"
 #include "mblast/target.h"
@@ -188,7 +189,28 @@ json ranked_json(const kb::RankedAction& r) {
                              {"best_speedup", c.best_speedup ? json(*c.best_speedup) : json(nullptr)}}}};
 }
 
+// `kb query --level model`: optimize-model's decisions and outcomes, newest first.
+int kb_query_models(const KbArgs& a) {
+  kb::KnowledgeBase base(kb_path(a));
+  const auto rows = kb::model_experiences(base, a.target, a.op_class, a.limit);
+  if (a.json) {
+    std::cout << json{{"kb", base.file().string()}, {"level", "model"}, {"experiences", rows}}.dump(2) << "\n";
+    return 0;
+  }
+  if (rows.empty()) std::cout << "no model-level experiences" << (a.target.empty() ? "" : " for " + a.target) << "\n";
+  for (const auto& r : rows) {
+    std::string speed = r["speedup"].is_number() ? fmt::format(" {:.2f}x", r["speedup"].get<double>()) : "";
+    std::string share = r["share"].is_number() ? fmt::format(" share {:.0f}%", 100 * r["share"].get<double>()) : "";
+    auto s = [&](const char* k) { return r[k].get<std::string>(); };
+    std::cout << fmt::format("{} {} on {} ({}): {} {} [{}]{}{}, {} evals: {}\n", s("created_at"), s("model"),
+                             s("target"), s("target_family"), s("decision"), s("group"), s("op_class"), share, speed,
+                             r["evaluations"].get<int64_t>(), s("outcome"));
+  }
+  return 0;
+}
+
 int kb_query(const KbArgs& a) {
+  if (a.level == "model") return kb_query_models(a);
   kb::KnowledgeBase base(kb_path(a));
   const kb::StateSignature q = query_signature(base, a);
   kb::RetrievalOptions o;
@@ -490,6 +512,10 @@ void add_kb(CLI::App& app, KbArgs& a) {
   query->add_option("--transfer-discount", a.transfer_discount, "Weight of evidence from other targets (0..1)")
       ->capture_default_str();
   query->add_flag("--include-excluded", a.include_excluded, "Also list actions a constraint excludes here");
+  query->add_option("--level", a.level,
+                    "kernel (rank actions for a state) or model (optimize-model's decisions and outcomes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"kernel", "model"}));
 
   auto* show = sub(*kb, a, "show", "Show one row (action, state, experience, candidate, constraint, ...) by id or prefix",
                    "mblast kb show cuda.wgmma-async-mma");

@@ -24,6 +24,7 @@ struct KbArgs {
   int k = 32;
   double transfer_discount = 0.5;
   bool include_excluded = false;
+  std::string level = "kernel";  // kernel | model (optimize-model's decisions)
   // show
   std::string id;
   // export
