@@ -45,6 +45,7 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
       "(with --input-shape). The folder gets plan.json, report.md, kernels/ and the imported problem;\n"
       "`mblast run-model DIR --target T` runs it. docs/model.md describes both.");
   c->add_option("model", a.model, "The model: FILE.py (KernelBench style) or FILE.pt (TorchScript)")->required();
+  c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_option("-t,--target", a.target, "Target name or family (opencl, cpu, adreno, rvv, cuda)")
       ->capture_default_str();
   c->add_option("-o,--out", a.out,
@@ -77,6 +78,7 @@ void add_run_model(CLI::App& app, RunModelArgs& a) {
       "safetensors under the model's output names (default: DIR/outputs.safetensors).");
   c->add_option("dir", a.dir, "The folder optimize-model wrote")->required();
   c->add_option("-t,--target", a.target, "Target name or family (default: the one the folder was made for)");
+  c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_option("--inputs", a.inputs, "A safetensors file with the model's inputs, under their names");
   c->add_option("-o,--out", a.out, "Where to write the outputs (safetensors)");
   c->add_flag("--json", a.json, "Print a JSON summary");
@@ -114,10 +116,22 @@ bool in_family(const Target& t, const std::string& f) {
 
 }  // namespace
 
-Target resolve_target_family(const std::string& name, std::string* how) {
+Target resolve_target_family(const std::string& name, std::string* how, const std::string& runner_url) {
   const auto all = load_targets();
   std::string f = name;
   std::transform(f.begin(), f.end(), f.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (!runner_url.empty()) {
+    // Whether the device is there is the runner's to say, at the first evaluation.
+    for (const auto& t : all)
+      if (t.name == name || in_family(t, f)) {
+        Target r = t;
+        r.runner = parse_runner_url(runner_url);
+        if (how) *how = fmt::format("{}{} through the runner {}", t.name, t.name == name ? "" : " (family '" + name + "')",
+                                    runner_url);
+        return r;
+      }
+    throw UserError("no target or target family named '" + name + "' (see `mblast targets`)");
+  }
   for (const auto& t : all)
     if (t.name == name) {
       if (auto why = unavailable_here(t); !why.empty())
@@ -402,7 +416,7 @@ std::string report_markdown(const json& r) {
 
 int run_optimize_model(const OptimizeModelArgs& a) {
   std::string how;
-  const Target target = resolve_target_family(a.target, &how);
+  const Target target = resolve_target_family(a.target, &how, a.runner);
   const std::string ext = model::dialect_extension(target.backend);
   const fs::path out =
       fs::absolute(a.out.empty() ? fs::path(fs::path(a.model).stem().string() + ".mblast") : fs::path(a.out));
@@ -721,7 +735,7 @@ int run_run_model(const RunModelArgs& a) {
     throw UserError(planf.string() + ": not a model plan (corrupt or from another tool)");
   std::string how;
   const Target target =
-      resolve_target_family(a.target.empty() ? plan["target"]["name"].get<std::string>() : a.target, &how);
+      resolve_target_family(a.target.empty() ? plan["target"]["name"].get<std::string>() : a.target, &how, a.runner);
   if (target.backend != plan["target"]["backend"].get<std::string>())
     throw UserError(fmt::format("{} was optimized for backend {}; target {} is {}", a.dir,
                                 plan["target"]["backend"].get<std::string>(), target.name, target.backend));

@@ -15,7 +15,7 @@ class App;
 namespace mblast {
 
 struct OptimizeModelArgs {
-  std::string model, target = "pocl-cpu", out, max_bytes, kb, python;
+  std::string model, target = "pocl-cpu", out, max_bytes, kb, python, runner;
   std::vector<std::string> input_shapes;  // name=1x3x224x224 (TorchScript input)
   int evals = 8;
   int seeds = 3, inits = 2;
@@ -23,7 +23,7 @@ struct OptimizeModelArgs {
 };
 
 struct RunModelArgs {
-  std::string dir, target, inputs, out;
+  std::string dir, target, inputs, out, runner;
   bool json = false;
 };
 
@@ -34,7 +34,8 @@ int run_run_model(const RunModelArgs& a);
 
 // A target name, or a family name ("opencl", "adreno", "cpu", "rvv", "cuda"), resolved to a
 // target this machine can reach; `how` says which and why. Throws UserError (one line) when no
-// target of the family can be reached here.
-Target resolve_target_family(const std::string& name, std::string* how);
+// target of the family can be reached here. With RUNNER_URL (--runner) the target is measured
+// there: a name is taken as it is, a family by its first target, without asking this machine.
+Target resolve_target_family(const std::string& name, std::string* how, const std::string& runner_url = "");
 
 }  // namespace mblast
