@@ -41,8 +41,7 @@ Backend* find_backend(std::string_view name) {
 }
 
 std::vector<std::string> Backend::worker_command(const std::filesystem::path& self,
-                                                 const std::filesystem::path& artifact,
-                                                 const nlohmann::json& target) {
+                                                 const std::filesystem::path& artifact, const nlohmann::json& target) {
   return {self.string(), "--worker", "--backend", std::string(name())};
 }
 

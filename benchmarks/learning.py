@@ -48,9 +48,28 @@ ROOT = os.path.dirname(HERE)
 
 def optimize(mblast, problem, target, kb, runs, args):
     policy = ["--policy", "llm", "--llm", args.llm_spec, "--no-cache"] if args.llm else ["--policy", "builtin"]
-    cmd = [mblast, "optimize", os.path.join(ROOT, "problems", problem), "--target", target, *policy,
-           "--kb", kb, "--max-evals", str(args.max_evals), "--samples", str(args.samples), "--patience", "99",
-           "--max-steps", "99", "--seed", str(args.seed), "--json", "--no-confirm"]
+    cmd = [
+        mblast,
+        "optimize",
+        os.path.join(ROOT, "problems", problem),
+        "--target",
+        target,
+        *policy,
+        "--kb",
+        kb,
+        "--max-evals",
+        str(args.max_evals),
+        "--samples",
+        str(args.samples),
+        "--patience",
+        "99",
+        "--max-steps",
+        "99",
+        "--seed",
+        str(args.seed),
+        "--json",
+        "--no-confirm",
+    ]
     ext = {"rvv": ".rvv.c", "cuda": ".cuda.cu"}.get(target.split("-")[0], ".opencl.cpp")
     if target.startswith("rvv") or target in ("spacemit-k1", "sifive-x280"):
         ext = ".rvv.c"
@@ -78,12 +97,20 @@ def optimize(mblast, problem, target, kb, runs, args):
             trajectory.append(best)
             # proposals the builtin policy made in place of an LLM that only repeated itself
             fallback += e.get("description", "").startswith("the LLM repeated itself")
-    out = {"speedup": result["speedup"], "improved": result["improved"], "trajectory": trajectory,
-           "evaluations": result["evaluations"], "best": result.get("best_description", ""),
-           "wall_s": round(time.time() - t0, 1)}
+    out = {
+        "speedup": result["speedup"],
+        "improved": result["improved"],
+        "trajectory": trajectory,
+        "evaluations": result["evaluations"],
+        "best": result.get("best_description", ""),
+        "wall_s": round(time.time() - t0, 1),
+    }
     if args.llm:
-        out.update(builtin_fallback_proposals=fallback, stop_reason=result.get("stop_reason", ""),
-                   llm_calls=result.get("spend", {}).get("calls"))
+        out.update(
+            builtin_fallback_proposals=fallback,
+            stop_reason=result.get("stop_reason", ""),
+            llm_calls=result.get("spend", {}).get("calls"),
+        )
     return out
 
 
@@ -102,23 +129,44 @@ def main():
     ap.add_argument("--max-evals", type=int, default=8)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--start", default="autovec",
-                    help="the starting candidate in each problem's candidates/: autovec (clang -O3, rvv) or naive")
-    ap.add_argument("--transfer-from", default="",
-                    help="another target: also start each problem from a KB filled by the whole sequence on it")
-    ap.add_argument("--llm", action="store_true",
-                    help="the actor is tests/support/engineer_llm_server.py, a scripted engineer that knows only "
-                         "what each prompt shows: the KB reaches it through the prompt alone")
+    ap.add_argument(
+        "--start",
+        default="autovec",
+        help="the starting candidate in each problem's candidates/: autovec (clang -O3, rvv) or naive",
+    )
+    ap.add_argument(
+        "--transfer-from",
+        default="",
+        help="another target: also start each problem from a KB filled by the whole sequence on it",
+    )
+    ap.add_argument(
+        "--llm",
+        action="store_true",
+        help="the actor is tests/support/engineer_llm_server.py, a scripted engineer that knows only "
+        "what each prompt shows: the KB reaches it through the prompt alone",
+    )
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="mblast-learning-")
     server = None
     if args.llm:
-        server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "support", "engineer_llm_server.py"),
-                                   "--mblast", args.mblast, "--problems", os.path.join(ROOT, "problems"),
-                                   "--log", os.path.join(work, "requests.jsonl"), "--watch-stdin"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(ROOT, "tests", "support", "engineer_llm_server.py"),
+                "--mblast",
+                args.mblast,
+                "--problems",
+                os.path.join(ROOT, "problems"),
+                "--log",
+                os.path.join(work, "requests.jsonl"),
+                "--watch-stdin",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         line = server.stdout.readline()
         if not line.startswith("PORT "):
             raise SystemExit("learning: the scripted engineer did not start")
@@ -159,12 +207,16 @@ def run_all(args, work):
             row[name] = m
             row[f"{name}_evals_to_95pct"] = evals_to_reach(m["trajectory"], goal)
         rows.append(row)
-        line = (f"{prob:<10} cold {cold['speedup']:.2f}x in {row['cold_evals_to_95pct']} evals to 95% | "
-                f"warm {warm['speedup']:.2f}x in {row['warm_evals_to_95pct']} evals to 95% "
-                f"(warmed on {len(args.problems[:i])} other problems)")
+        line = (
+            f"{prob:<10} cold {cold['speedup']:.2f}x in {row['cold_evals_to_95pct']} evals to 95% | "
+            f"warm {warm['speedup']:.2f}x in {row['warm_evals_to_95pct']} evals to 95% "
+            f"(warmed on {len(args.problems[:i])} other problems)"
+        )
         if args.transfer_from:
-            line += (f" | from {args.transfer_from} {modes['transfer']['speedup']:.2f}x in "
-                     f"{row['transfer_evals_to_95pct']} evals to 95%")
+            line += (
+                f" | from {args.transfer_from} {modes['transfer']['speedup']:.2f}x in "
+                f"{row['transfer_evals_to_95pct']} evals to 95%"
+            )
         print(line, flush=True)
 
     def geo(xs):
@@ -174,7 +226,9 @@ def run_all(args, work):
     later = rows[1:]  # the first problem is cold in both modes
     budget = args.max_evals + 1  # "not reached within the budget" counts as budget + 1
     summary = {
-        "target": args.target, "max_evals": args.max_evals, "samples": args.samples,
+        "target": args.target,
+        "max_evals": args.max_evals,
+        "samples": args.samples,
         "actor": "scripted engineer through --llm (tests/support/engineer_llm_server.py)" if args.llm else "builtin",
         "geomean_speedup_cold": geo([r["cold"]["speedup"] for r in later]),
         "geomean_speedup_warm": geo([r["warm"]["speedup"] for r in later]),
@@ -185,20 +239,28 @@ def run_all(args, work):
         summary["transfer_from"] = args.transfer_from
         summary["geomean_speedup_transfer_all"] = geo([r["transfer"]["speedup"] for r in rows])
         summary["geomean_speedup_cold_all"] = geo([r["cold"]["speedup"] for r in rows])
-        summary["mean_evals_to_95pct_transfer_all"] = sum(r["transfer_evals_to_95pct"] or budget for r in rows) / len(rows)
+        summary["mean_evals_to_95pct_transfer_all"] = sum(r["transfer_evals_to_95pct"] or budget for r in rows) / len(
+            rows
+        )
         summary["mean_evals_to_95pct_cold_all"] = sum(r["cold_evals_to_95pct"] or budget for r in rows) / len(rows)
-    summary["aim_warm_at_most_half_of_cold"] = (summary["mean_evals_to_95pct_warm"]
-                                                <= 0.5 * summary["mean_evals_to_95pct_cold"])
+    summary["aim_warm_at_most_half_of_cold"] = (
+        summary["mean_evals_to_95pct_warm"] <= 0.5 * summary["mean_evals_to_95pct_cold"]
+    )
     if args.transfer_from:
-        summary["aim_transfer_at_most_half_of_cold"] = (summary["mean_evals_to_95pct_transfer_all"]
-                                                        <= 0.5 * summary["mean_evals_to_95pct_cold_all"])
+        summary["aim_transfer_at_most_half_of_cold"] = (
+            summary["mean_evals_to_95pct_transfer_all"] <= 0.5 * summary["mean_evals_to_95pct_cold_all"]
+        )
     print(json.dumps(summary, indent=1))
     if args.out:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-        meta = {"machine": f"{platform.platform()}, {os.cpu_count()} CPUs", "commit": commit,
-                "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        commit = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        meta = {
+            "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
+            "commit": commit,
+            "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
         with open(args.out, "w") as f:
             json.dump({**meta, "summary": summary, "problems": rows}, f, indent=1)
 

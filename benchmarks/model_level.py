@@ -51,33 +51,80 @@ def main() -> int:
         out = os.path.join(a.work, stem + ".mblast")
         shutil.rmtree(out, ignore_errors=True)
         kb = a.kb or os.path.join(a.work, stem + ".kb.sqlite")
-        cmd = [a.mblast, "optimize-model", f, "--target", a.target, "--max-bytes", a.max_bytes, "--evals", a.evals,
-               "--out", out, "--kb", kb, "--json"]
+        cmd = [
+            a.mblast,
+            "optimize-model",
+            f,
+            "--target",
+            a.target,
+            "--max-bytes",
+            a.max_bytes,
+            "--evals",
+            a.evals,
+            "--out",
+            out,
+            "--kb",
+            kb,
+            "--json",
+        ]
         t0 = time.time()
         r = subprocess.run(cmd, capture_output=True, text=True)
         row = {"file": f, "model": stem, "exit": r.returncode, "wall_s": round(time.time() - t0, 1)}
         if r.returncode in (0, 1) and r.stdout.strip().startswith("{"):
             j = json.loads(r.stdout)
             e = j["end_to_end"]
-            row.update({"correct": e.get("correct"), "model_us": e.get("median"), "eager_us": e.get("eager_us"),
-                        "speedup_vs_eager": e.get("speedup_vs_eager"), "generic_us": e.get("generic_median"),
-                        "groups": len(j["groups"]), "unknown_ops": j["unknown_ops"],
-                        "hottest": sorted(({"group": g["name"], "kind": g["kind"], "share": g.get("share"),
-                                            "outcome": g.get("outcome", "")} for g in j["groups"]),
-                                          key=lambda g: -(g["share"] or 0))[:3]})
+            row.update(
+                {
+                    "correct": e.get("correct"),
+                    "model_us": e.get("median"),
+                    "eager_us": e.get("eager_us"),
+                    "speedup_vs_eager": e.get("speedup_vs_eager"),
+                    "generic_us": e.get("generic_median"),
+                    "groups": len(j["groups"]),
+                    "unknown_ops": j["unknown_ops"],
+                    "hottest": sorted(
+                        (
+                            {
+                                "group": g["name"],
+                                "kind": g["kind"],
+                                "share": g.get("share"),
+                                "outcome": g.get("outcome", ""),
+                            }
+                            for g in j["groups"]
+                        ),
+                        key=lambda g: -(g["share"] or 0),
+                    )[:3],
+                }
+            )
         else:
             row["error"] = (r.stderr.strip().splitlines() or ["?"])[-1]
         rows.append(row)
-        print(json.dumps({k: row.get(k) for k in ("model", "exit", "correct", "speedup_vs_eager", "groups", "wall_s", "error")}),
-              flush=True)
+        print(
+            json.dumps(
+                {k: row.get(k) for k in ("model", "exit", "correct", "speedup_vs_eager", "groups", "wall_s", "error")}
+            ),
+            flush=True,
+        )
     ok = [r["speedup_vs_eager"] for r in rows if r.get("correct") and r.get("speedup_vs_eager")]
     geo = math.exp(sum(math.log(x) for x in ok) / len(ok)) if ok else None
-    doc = {"format": 1, "what": "mblast optimize-model per model: verified end to end, speedup over PyTorch eager",
-           "command": " ".join(sys.argv), "machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
-           "target": a.target, "max_bytes": a.max_bytes, "evals": a.evals, "models": rows,
-           "summary": {"models": len(rows), "verified": sum(1 for r in rows if r.get("correct")),
-                       "geomean_speedup_vs_eager": geo}}
+    doc = {
+        "format": 1,
+        "what": "mblast optimize-model per model: verified end to end, speedup over PyTorch eager",
+        "command": " ".join(sys.argv),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+        "target": a.target,
+        "max_bytes": a.max_bytes,
+        "evals": a.evals,
+        "models": rows,
+        "summary": {
+            "models": len(rows),
+            "verified": sum(1 for r in rows if r.get("correct")),
+            "geomean_speedup_vs_eager": geo,
+        },
+    }
     print(json.dumps(doc["summary"]))
     if a.out:
         with open(a.out + ".tmp", "w") as fh:

@@ -50,8 +50,9 @@ try:
     import numpy as np  # noqa: E402
 except ImportError:  # pragma: no cover - depends on the machine
     if __name__ == "__main__":
-        sys.stderr.write(f"mblast_data: numpy is missing for {sys.executable} "
-                         "(install python3-numpy, or use a venv with numpy)\n")
+        sys.stderr.write(
+            f"mblast_data: numpy is missing for {sys.executable} " "(install python3-numpy, or use a venv with numpy)\n"
+        )
         sys.exit(2)
     raise
 
@@ -82,6 +83,7 @@ class ProblemError(Exception):
 # Sampling helper used by reference.py files
 # --------------------------------------------------------------------------------------
 
+
 def _numpy_dtype(dtype) -> np.dtype:
     if isinstance(dtype, str):
         if dtype == "bf16":
@@ -95,8 +97,7 @@ def _numpy_dtype(dtype) -> np.dtype:
     return dt
 
 
-def sample(rng: np.random.Generator, shape, distribution: str, dtype="f32",
-           scale: float = 1.0) -> np.ndarray:
+def sample(rng: np.random.Generator, shape, distribution: str, dtype="f32", scale: float = 1.0) -> np.ndarray:
     """Draw a C-contiguous array of `shape` and `dtype` from `distribution`.
 
     Float dtypes (values are drawn in float64, multiplied by `scale`, then cast once):
@@ -112,8 +113,7 @@ def sample(rng: np.random.Generator, shape, distribution: str, dtype="f32",
         shape = (int(shape),)
     shape = tuple(int(d) for d in shape)
     if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"unknown distribution {distribution!r} "
-                         f"(known: {', '.join(DISTRIBUTIONS)})")
+        raise ValueError(f"unknown distribution {distribution!r} " f"(known: {', '.join(DISTRIBUTIONS)})")
     if dt.kind == "f":
         if distribution == "uniform01":
             v = rng.random(shape)
@@ -142,6 +142,7 @@ def sample(rng: np.random.Generator, shape, distribution: str, dtype="f32",
 # problem.json
 # --------------------------------------------------------------------------------------
 
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -163,16 +164,12 @@ def _check_tensor_list(spec: dict, key: str) -> list:
         names.add(name)
         dt = t.get("dtype")
         if dt == "bf16":
-            raise ProblemError(f"{where} ('{name}'): dtype bf16 is not supported by the "
-                               "numpy generator")
+            raise ProblemError(f"{where} ('{name}'): dtype bf16 is not supported by the " "numpy generator")
         if dt not in DTYPES:
-            raise ProblemError(f"{where} ('{name}'): unknown dtype {dt!r} "
-                               f"(known: {', '.join(DTYPES)})")
+            raise ProblemError(f"{where} ('{name}'): unknown dtype {dt!r} " f"(known: {', '.join(DTYPES)})")
         shape = t.get("shape")
-        if (not isinstance(shape, list) or len(shape) > 8
-                or not all(_is_int(d) and d >= 1 for d in shape)):
-            raise ProblemError(f"{where} ('{name}'): 'shape' must be a list of at most 8 "
-                               "positive integers")
+        if not isinstance(shape, list) or len(shape) > 8 or not all(_is_int(d) and d >= 1 for d in shape):
+            raise ProblemError(f"{where} ('{name}'): 'shape' must be a list of at most 8 " "positive integers")
     return lst
 
 
@@ -198,8 +195,7 @@ def load_problem(pdir: str) -> tuple[dict, bytes, bytes]:
     if not isinstance(spec, dict):
         raise ProblemError("problem.json must hold an object")
     if spec.get("format") != FORMAT:
-        raise ProblemError(f"problem.json: 'format' must be {FORMAT}, "
-                           f"got {spec.get('format')!r}")
+        raise ProblemError(f"problem.json: 'format' must be {FORMAT}, " f"got {spec.get('format')!r}")
     if not isinstance(spec.get("name"), str) or not spec["name"]:
         raise ProblemError("problem.json: 'name' must be a non-empty string")
     ins = _check_tensor_list(spec, "inputs")
@@ -230,8 +226,9 @@ def load_problem(pdir: str) -> tuple[dict, bytes, bytes]:
             raise ProblemError(f"problem.json: tolerance.{dt}.min_match must be in (0, 1]")
     for o in outs:
         if o["dtype"] in FLOAT_DTYPES and o["dtype"] not in tol:
-            raise ProblemError(f"problem.json: output '{o['name']}' is {o['dtype']} but "
-                               f"'tolerance' has no entry for {o['dtype']}")
+            raise ProblemError(
+                f"problem.json: output '{o['name']}' is {o['dtype']} but " f"'tolerance' has no entry for {o['dtype']}"
+            )
 
     for k in ("flops", "bytes"):
         v = spec.get(k)
@@ -243,16 +240,18 @@ def load_problem(pdir: str) -> tuple[dict, bytes, bytes]:
         raise ProblemError("problem.json: 'seeds' must be a non-empty list")
     seen = set()
     for i, s in enumerate(seeds):
-        if (not isinstance(s, dict) or not _is_int(s.get("seed")) or s["seed"] < 0
-                or not isinstance(s.get("distribution"), str)):
-            raise ProblemError(f"problem.json: seeds[{i}] must be "
-                               '{"seed": <int >= 0>, "distribution": <string>}')
+        if (
+            not isinstance(s, dict)
+            or not _is_int(s.get("seed"))
+            or s["seed"] < 0
+            or not isinstance(s.get("distribution"), str)
+        ):
+            raise ProblemError(f"problem.json: seeds[{i}] must be " '{"seed": <int >= 0>, "distribution": <string>}')
         if s["seed"] in seen:
             raise ProblemError(f"problem.json: seed {s['seed']} listed twice")
         seen.add(s["seed"])
     inits = spec.get("inits")
-    if (not isinstance(inits, list) or not inits
-            or not all(_is_int(i) and i >= 0 for i in inits)):
+    if not isinstance(inits, list) or not inits or not all(_is_int(i) and i >= 0 for i in inits):
         raise ProblemError("problem.json: 'inits' must be a non-empty list of integers >= 0")
     if len(set(inits)) != len(inits):
         raise ProblemError("problem.json: 'inits' lists an init twice")
@@ -269,13 +268,13 @@ def file_plan(spec: dict) -> list[str]:
 
 
 # Files this generator owns inside data/ (stale ones are removed on regeneration).
-_OWNED = re.compile(r"(inputs\.seed\d+|params\.init\d+|expected\.seed\d+\.init\d+)"
-                    r"\.safetensors")
+_OWNED = re.compile(r"(inputs\.seed\d+|params\.init\d+|expected\.seed\d+\.init\d+)" r"\.safetensors")
 
 
 # --------------------------------------------------------------------------------------
 # Manifest
 # --------------------------------------------------------------------------------------
+
 
 def _sha256_file(path: str) -> str:
     h = hashlib.sha256()
@@ -299,8 +298,7 @@ def manifest_status(data_dir: str, spec: dict, phash: str) -> str | None:
         return "no data/MANIFEST.json"
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return "data/MANIFEST.json is unreadable"
-    if not isinstance(man, dict) or man.get("version") != VERSION \
-            or man.get("generator") != GENERATOR:
+    if not isinstance(man, dict) or man.get("version") != VERSION or man.get("generator") != GENERATOR:
         return "data/MANIFEST.json was written by another generator version"
     if man.get("problem_sha256") != phash:
         return "problem.json or reference.py changed since the data was generated"
@@ -320,6 +318,7 @@ def manifest_status(data_dir: str, spec: dict, phash: str) -> str | None:
 # --------------------------------------------------------------------------------------
 # Generation
 # --------------------------------------------------------------------------------------
+
 
 def import_reference(pdir: str, phash: str):
     path = os.path.join(pdir, "reference.py")
@@ -374,15 +373,16 @@ def _validate(arrays: dict, decl: list, what: str) -> dict:
     for t in decl:
         a = arrays[t["name"]]
         if not isinstance(a, np.ndarray):
-            raise ProblemError(f"{what}: '{t['name']}' is a {type(a).__name__}, "
-                               "not a numpy array")
+            raise ProblemError(f"{what}: '{t['name']}' is a {type(a).__name__}, " "not a numpy array")
         dt = DTYPES[t["dtype"]][0]
         if a.dtype != dt:
-            raise ProblemError(f"{what}: '{t['name']}' has dtype {a.dtype}, problem.json "
-                               f"declares {t['dtype']} ({dt})")
+            raise ProblemError(
+                f"{what}: '{t['name']}' has dtype {a.dtype}, problem.json " f"declares {t['dtype']} ({dt})"
+            )
         if list(a.shape) != t["shape"]:
-            raise ProblemError(f"{what}: '{t['name']}' has shape {list(a.shape)}, "
-                               f"problem.json declares {t['shape']}")
+            raise ProblemError(
+                f"{what}: '{t['name']}' has shape {list(a.shape)}, " f"problem.json declares {t['shape']}"
+            )
         a = np.ascontiguousarray(a).copy()
         a.setflags(write=False)
         out[t["name"]] = a
@@ -405,8 +405,9 @@ def _expected(raw: dict, decl: list, what: str) -> dict:
         except Exception as e:
             raise ProblemError(f"{what}: output '{name}' is not an array ({_one_line(e)})")
         if list(a.shape) != t["shape"]:
-            raise ProblemError(f"{what}: output '{name}' has shape {list(a.shape)}, "
-                               f"problem.json declares {t['shape']}")
+            raise ProblemError(
+                f"{what}: output '{name}' has shape {list(a.shape)}, " f"problem.json declares {t['shape']}"
+            )
         if a.dtype.kind not in "fiub":
             raise ProblemError(f"{what}: output '{name}' has non-numeric dtype {a.dtype}")
         dt = DTYPES[t["dtype"]][0]
@@ -447,6 +448,7 @@ class _Writer:
 
     def safetensors(self, name: str, arrays: dict) -> None:
         from safetensors.numpy import save_file
+
         tmp = self._tmp(name)
         self.pending.append((tmp, os.path.join(self.data_dir, name)))
         try:
@@ -483,8 +485,7 @@ def _fsync_path(path: str) -> None:
 
 
 def _write_json_atomic(path: str, obj) -> None:
-    tmp = f"{os.path.join(os.path.dirname(path), '.' + os.path.basename(path))}" \
-          f".tmp{os.getpid()}"
+    tmp = f"{os.path.join(os.path.dirname(path), '.' + os.path.basename(path))}" f".tmp{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2, sort_keys=True)
@@ -534,8 +535,9 @@ def generate(pdir: str, spec: dict, phash: str) -> int:
                 w.safetensors(f"expected.seed{seed}.init{i}.safetensors", exp)
             del inputs
         if has_float_input and not signed:
-            raise ProblemError("no seed produces a negative value in any float input "
-                               "(add a seed with a signed distribution)")
+            raise ProblemError(
+                "no seed produces a negative value in any float input " "(add a seed with a signed distribution)"
+            )
 
         files = w.hashes()
         man_path = os.path.join(data_dir, "MANIFEST.json")
@@ -548,12 +550,15 @@ def generate(pdir: str, spec: dict, phash: str) -> int:
         for name in os.listdir(data_dir):
             if _OWNED.fullmatch(name) and name not in keep:
                 os.unlink(os.path.join(data_dir, name))
-        _write_json_atomic(man_path, {
-            "generator": GENERATOR,
-            "version": VERSION,
-            "problem_sha256": phash,
-            "files": files,
-        })
+        _write_json_atomic(
+            man_path,
+            {
+                "generator": GENERATOR,
+                "version": VERSION,
+                "problem_sha256": phash,
+                "files": files,
+            },
+        )
         done = True
         return len(files)
     except OSError as e:
@@ -592,21 +597,22 @@ def process(pdir: str, label: str, force: bool, check: bool, quiet_fresh: bool) 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="mblast_data.py",
-        description="Generate deterministic reference data (safetensors) for mblast "
-                    "problem directories.")
+        description="Generate deterministic reference data (safetensors) for mblast " "problem directories.",
+    )
     ap.add_argument("dirs", nargs="+", metavar="PROBLEM_DIR")
     ap.add_argument("--force", action="store_true", help="regenerate even when current")
-    ap.add_argument("--check", action="store_true",
-                    help="only verify existing data; exit 1 when stale or missing")
-    ap.add_argument("--quiet-if-fresh", action="store_true",
-                    help="print nothing for a problem whose data is up to date")
+    ap.add_argument("--check", action="store_true", help="only verify existing data; exit 1 when stale or missing")
+    ap.add_argument(
+        "--quiet-if-fresh", action="store_true", help="print nothing for a problem whose data is up to date"
+    )
     args = ap.parse_args(argv)
     if not args.check:
         try:
             import safetensors.numpy  # noqa: F401
         except ImportError:
-            print("mblast_data: the 'safetensors' Python package is missing "
-                  "(pip install safetensors)", file=sys.stderr)
+            print(
+                "mblast_data: the 'safetensors' Python package is missing " "(pip install safetensors)", file=sys.stderr
+            )
             return 2
     rc = 0
     for d in args.dirs:

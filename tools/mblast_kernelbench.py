@@ -51,20 +51,26 @@ def _need_torch() -> None:
     """torch and safetensors for import and baseline, or one line saying what is missing."""
     import time
     from kernelbench import common
+
     t0 = time.perf_counter()
     try:
         import torch  # noqa: F401
+
         if common.TORCH_IMPORT_SECONDS is None:  # the first import in this process (serve: once)
             common.TORCH_IMPORT_SECONDS = time.perf_counter() - t0
     except Exception as e:  # ImportError, or a broken install
-        die(f"torch is not importable for {sys.executable} ({one_line(e)}); install "
+        die(
+            f"torch is not importable for {sys.executable} ({one_line(e)}); install "
             "python3-torch (Debian) or pip install torch, or point --python / MBLAST_PYTHON "
-            "at an interpreter that has it")
+            "at an interpreter that has it"
+        )
     try:
         import safetensors.torch  # noqa: F401
     except Exception as e:
-        die(f"the 'safetensors' package is not importable for {sys.executable} "
-            f"({one_line(e)}); pip install safetensors")
+        die(
+            f"the 'safetensors' package is not importable for {sys.executable} "
+            f"({one_line(e)}); pip install safetensors"
+        )
     warnings.filterwarnings("ignore")  # model files and old torch versions are chatty
 
 
@@ -87,9 +93,10 @@ def openmp_blas_env(environ, multiarch: str, exists=os.path.exists, realpath=os.
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="mblast_kernelbench.py",
-                                 description="KernelBench-format files as mblast problems, "
-                                             "PyTorch baselines, KernelBench export.")
+    ap = argparse.ArgumentParser(
+        prog="mblast_kernelbench.py",
+        description="KernelBench-format files as mblast problems, " "PyTorch baselines, KernelBench export.",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("import", help="import a KernelBench file or a directory of them")
     p.add_argument("src", metavar="SRC")
@@ -97,8 +104,12 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--inits", type=int, default=2)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--max-bytes", metavar="N", help="scale the file's size constants down until one "
-                   "seed's inputs, parameters and outputs fit in N bytes (64M, 1G)")
+    p.add_argument(
+        "--max-bytes",
+        metavar="N",
+        help="scale the file's size constants down until one "
+        "seed's inputs, parameters and outputs fit in N bytes (64M, 1G)",
+    )
     p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
     p = sub.add_parser("baseline", help="time PyTorch eager and torch.compile on a problem")
     p.add_argument("problem", metavar="PROBLEM_DIR")
@@ -107,27 +118,37 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--min-seconds", type=float, default=0.5)
-    p.add_argument("--cache-flush", choices=("auto", "evict", "sweep"), default="auto",
-                   help="how a CPU's caches are made cold before each timed call (the target's "
-                   "device.cache_flush)")
-    p.add_argument("--evict-library", metavar="PATH", help="mblast's libmblast_evict.so (without "
-                   "it, caches are swept)")
+    p.add_argument(
+        "--cache-flush",
+        choices=("auto", "evict", "sweep"),
+        default="auto",
+        help="how a CPU's caches are made cold before each timed call (the target's " "device.cache_flush)",
+    )
+    p.add_argument(
+        "--evict-library", metavar="PATH", help="mblast's libmblast_evict.so (without " "it, caches are swept)"
+    )
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON here (atomically)")
-    sub.add_parser("serve", help="answer import and baseline requests, one JSON line each on fd 3, until it "
-                   "closes (one process, torch imported once, for a whole `mblast bench`)")
+    sub.add_parser(
+        "serve",
+        help="answer import and baseline requests, one JSON line each on fd 3, until it "
+        "closes (one process, torch imported once, for a whole `mblast bench`)",
+    )
     p = sub.add_parser("export", help="write a KernelBench ModelNew file for a candidate")
     p.add_argument("--problem", required=True, metavar="PROBLEM_DIR")
     p.add_argument("--candidate", required=True, metavar="FILE")
     p.add_argument("--backend", choices=("cuda", "opencl"), required=True)
     p.add_argument("--out", required=True, metavar="FILE.py")
-    p.add_argument("--abi-header", metavar="PATH", help="include/mblast/abi.h (default: next "
-                                                       "to this script's ../include)")
+    p.add_argument(
+        "--abi-header", metavar="PATH", help="include/mblast/abi.h (default: next " "to this script's ../include)"
+    )
     a = ap.parse_args(argv)
     if a.cmd == "export":  # needs no torch
         from kernelbench.export import cmd_export
+
         return cmd_export(a)
     if argv is None:  # the loader reads LD_LIBRARY_PATH at start: choose the BLAS, then run again
         import sysconfig
+
         env = openmp_blas_env(os.environ, sysconfig.get_config_var("MULTIARCH") or "")
         if env is not None:
             sys.stdout.flush()
@@ -137,8 +158,10 @@ def main(argv=None) -> int:
         return serve(main)
     if a.cmd == "import":
         from kernelbench.importer import cmd_import
+
         return cmd_import(a)
     from kernelbench.baseline import cmd_baseline
+
     return cmd_baseline(a)
 
 

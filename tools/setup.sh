@@ -17,6 +17,8 @@ PACKAGES=(
   libsqlite3-dev libpq-dev postgresql
   # the LLM client
   libcurl4-openssl-dev
+  # the formatters tools/check_format.sh applies (ctest `format`): clang-format 14 and black
+  clang-format black
   # OpenCL: ICD loader, headers, PoCL's CPU device
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   # CLBlast: the vendor GEMM the builtin policy lowers OpenCL matmuls to where it wins

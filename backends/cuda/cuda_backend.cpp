@@ -76,7 +76,8 @@ std::string nvcc_version(const std::string& nvcc) {
   }
 }
 
-const char* kNoNvcc = "nvcc not found (set \"build\": {\"nvcc\": ...} in the target, or MBLAST_NVCC, or CUDA_HOME, or put nvcc on PATH)";
+const char* kNoNvcc =
+    "nvcc not found (set \"build\": {\"nvcc\": ...} in the target, or MBLAST_NVCC, or CUDA_HOME, or put nvcc on PATH)";
 
 bool includes_header(const std::string& source, const char* pattern) {
   return std::regex_search(source, std::regex(std::string(R"(#\s*include\s*[<"])") + pattern + R"(\.h[>"])"));
@@ -164,8 +165,9 @@ BuildOutcome CudaBackend::build(const BuildRequest& req) {
     if (std::fclose(f) != 0 || !ok) throw Error("cannot write " + src.string());
   }
   out.artifact = req.out_dir / "candidate.so";
-  std::vector<std::string> argv = {nvcc, "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-                                   "-lineinfo", "-gencode", gencode_flag(gencode), "-I" + req.include_dir.string()};
+  std::vector<std::string> argv = {
+      nvcc,      "-std=c++17", "-O3",       "-shared",  "-Xcompiler",          "-fPIC",
+      "-cudart", "shared",     "-lineinfo", "-gencode", gencode_flag(gencode), "-I" + req.include_dir.string()};
   const json build = req.target.value("build", json::object());
   if (build.contains("nvcc_flags"))
     for (const auto& f : build["nvcc_flags"]) argv.push_back(f.get<std::string>());

@@ -188,8 +188,8 @@ std::string program_log(const Nvrtc& n, nvrtc_program prog) {
   return log;
 }
 
-// Compiles `source` (kPeakSource, kDigestSource): a cubin for sm_XY, or PTX for compute_XY (JIT by the driver) when this
-// NVRTC does not know the device's architecture. Returns the image for cuModuleLoadData.
+// Compiles `source` (kPeakSource, kDigestSource): a cubin for sm_XY, or PTX for compute_XY (JIT by the driver) when
+// this NVRTC does not know the device's architecture. Returns the image for cuModuleLoadData.
 std::vector<char> compile_kernels(const Nvrtc& n, const char* source, const char* name, int major, int minor,
                                   std::string* how) {
   const std::string arch = std::to_string(major * 10 + minor);
@@ -207,8 +207,8 @@ std::vector<char> compile_kernels(const Nvrtc& n, const char* source, const char
         first_log = opt + ": " + log;
         continue;
       }
-      throw BackendError("NVRTC (" + n.library + ") could not compile " + name + "; " + first_log + "; " + opt +
-                         ": " + log);
+      throw BackendError("NVRTC (" + n.library + ") could not compile " + name + "; " + first_log + "; " + opt + ": " +
+                         log);
     }
     size_t size = 0;
     std::vector<char> image;
@@ -248,8 +248,9 @@ bool gencode_runs_on(const std::string& gencode, int major, int minor, std::stri
   }
   // Plain (and family-specific "f") machine code runs on the same major version, same or later minor.
   if (major == want_major && minor >= want_minor) return true;
-  if (why) *why = gencode + " machine code runs on compute capability " + std::to_string(want_major) + ".x (x >= " +
-                  std::to_string(want_minor) + ") only, the device has " + have;
+  if (why)
+    *why = gencode + " machine code runs on compute capability " + std::to_string(want_major) +
+           ".x (x >= " + std::to_string(want_minor) + ") only, the device has " + have;
   return false;
 }
 
@@ -295,7 +296,8 @@ CudaDevice::CudaDevice(const json& target) : d_(driver()) {
     const std::string want_name = want.value("name_contains", std::string());
     const std::string want_cc = want.value("compute_capability", std::string());
     if ((!want_name.empty() && !contains_ci(name_, want_name)) || (!want_cc.empty() && want_cc != cc)) {
-      warning_ = "target " + tname + " describes " + (want_name.empty() ? std::string("a device") : with_article(want_name)) +
+      warning_ = "target " + tname + " describes " +
+                 (want_name.empty() ? std::string("a device") : with_article(want_name)) +
                  (want_cc.empty() ? "" : " (cc " + want_cc + ")") + " but the device is " + name_ + " (cc " + cc + ")";
     }
 
@@ -363,14 +365,15 @@ mblast_context CudaDevice::context() {
 }
 
 json CudaDevice::describe() {
-  json j = {{"name", name_},
-            {"vendor", "NVIDIA"},
-            {"compute_capability", std::to_string(cc_major_) + "." + std::to_string(cc_minor_)},
-            {"sm_count", sm_count_},
-            {"l2_bytes", l2_bytes_},
-            {"memory_bytes", memory_bytes_},
-            {"driver_version", std::to_string(driver_version_ / 1000) + "." + std::to_string((driver_version_ % 1000) / 10)},
-            {"ordinal", ordinal_}};
+  json j = {
+      {"name", name_},
+      {"vendor", "NVIDIA"},
+      {"compute_capability", std::to_string(cc_major_) + "." + std::to_string(cc_minor_)},
+      {"sm_count", sm_count_},
+      {"l2_bytes", l2_bytes_},
+      {"memory_bytes", memory_bytes_},
+      {"driver_version", std::to_string(driver_version_ / 1000) + "." + std::to_string((driver_version_ % 1000) / 10)},
+      {"ordinal", ordinal_}};
   if (const int v = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE); v > 0) j["sm_clock_khz"] = v;
   if (const int v = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE); v > 0) j["memory_clock_khz"] = v;
   if (const int v = attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH); v > 0) j["memory_bus_bits"] = v;
@@ -411,7 +414,8 @@ void CudaDevice::release(Buffer& b) {
 
 void CudaDevice::upload(Buffer& b, std::span<const std::byte> host) {
   if (host.empty()) return;
-  if (host.size() > b.nbytes) throw Error("cuda upload: " + std::to_string(host.size()) + " bytes into a buffer of " + std::to_string(b.nbytes));
+  if (host.size() > b.nbytes)
+    throw Error("cuda upload: " + std::to_string(host.size()) + " bytes into a buffer of " + std::to_string(b.nbytes));
   make_current();
   const auto dst = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
   MBLAST_CU_CHECK(d_, d_.MemcpyHtoDAsync(dst, host.data(), host.size(), stream_));
@@ -420,7 +424,9 @@ void CudaDevice::upload(Buffer& b, std::span<const std::byte> host) {
 
 void CudaDevice::download(const Buffer& b, std::span<std::byte> host) {
   if (host.empty()) return;
-  if (host.size() > b.nbytes) throw Error("cuda download: " + std::to_string(host.size()) + " bytes from a buffer of " + std::to_string(b.nbytes));
+  if (host.size() > b.nbytes)
+    throw Error("cuda download: " + std::to_string(host.size()) + " bytes from a buffer of " +
+                std::to_string(b.nbytes));
   make_current();
   const auto src = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
   MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(host.data(), src, host.size(), stream_));
@@ -528,7 +534,8 @@ double CudaDevice::timer_end() {
 std::string CudaDevice::timing_method() {
   return "cuda events on the runner's stream: start event before the call; after it cuCtxSynchronize "
          "(device-wide, so work on any stream counts), then the end event and cuEventSynchronize; "
-         "L2 flushed before each timed call by a memset of " + std::to_string(std::max<size_t>(2 * l2_bytes_, size_t{16} << 20) >> 20) +
+         "L2 flushed before each timed call by a memset of " +
+         std::to_string(std::max<size_t>(2 * l2_bytes_, size_t{16} << 20) >> 20) +
          " MiB (2x L2) after cuCtxResetPersistingL2Cache; persisting-L2 limit 0, and a call that changes it, "
          "leaves another context current or resets the context is refused";
 }
@@ -583,7 +590,8 @@ Peaks CudaDevice::measure_peaks() {
   MBLAST_CU_CHECK(d_, d_.MemGetInfo(&free_b, &total_b));
   size_t bytes = std::min<size_t>(size_t{1} << 30, free_b / 4);
   bytes -= bytes % (16 * 256);
-  if (bytes < (size_t{16} << 20)) throw BackendError("too little free device memory to measure peaks (" + std::to_string(free_b >> 20) + " MiB)");
+  if (bytes < (size_t{16} << 20))
+    throw BackendError("too little free device memory to measure peaks (" + std::to_string(free_b >> 20) + " MiB)");
   CUdeviceptr src = alloc(bytes), dst = alloc(bytes);
   fill_random(fill_f32, src, bytes / 4, 1u);
   unsigned long long n4 = bytes / 16;
@@ -608,23 +616,24 @@ Peaks CudaDevice::measure_peaks() {
   std::string gemm_note;
   measure_gemm_peaks(p, gemm_note, fill_f32, fill_bf16);
   p.method = "cuda (" + how + ", cuda events): bandwidth = float4 copy of " + std::to_string(bytes >> 20) +
-             " MiB, bytes read + written, best of 10; fp32 = " + std::to_string(kFmaChains) + " independent fmaf chains x " +
-             std::to_string(kFmaIters) + " per thread, " + std::to_string(fma_grid) + " blocks x " +
-             std::to_string(fma_block) + ", best of 5; " + gemm_note;
+             " MiB, bytes read + written, best of 10; fp32 = " + std::to_string(kFmaChains) +
+             " independent fmaf chains x " + std::to_string(kFmaIters) + " per thread, " + std::to_string(fma_grid) +
+             " blocks x " + std::to_string(fma_block) + ", best of 5; " + gemm_note;
   return p;
 }
 
 void CudaDevice::load_digest_kernels() {
   if (digest_mod_) return;
   std::string how;
-  const std::vector<char> image = compile_kernels(nvrtc(), kDigestSource, "mblast_digest.cu", cc_major_, cc_minor_, &how);
+  const std::vector<char> image =
+      compile_kernels(nvrtc(), kDigestSource, "mblast_digest.cu", cc_major_, cc_minor_, &how);
   MBLAST_CU_CHECK(d_, d_.ModuleLoadData(&digest_mod_, image.data()));
   MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&mix_fn_, digest_mod_, "mblast_mix"));
   MBLAST_CU_CHECK(d_, d_.ModuleGetFunction(&digest_fn_, digest_mod_, "mblast_digest"));
 }
 
-void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte>, std::span<const std::byte>,
-                     size_t elem_bytes, uint64_t key) {
+void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte>,
+                     std::span<const std::byte>, size_t elem_bytes, uint64_t key) {
   if (elem_bytes == 0 || dst.nbytes < elem_bytes) return;
   make_current();
   load_digest_kernels();
@@ -633,7 +642,8 @@ void CudaDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<co
   CUdeviceptr pb = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle));
   unsigned long long n = dst.nbytes / elem_bytes, eb = elem_bytes, k = key;
   void* args[] = {&d, &pa, &pb, &n, &eb, &k};
-  const unsigned grid = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, std::max(sm_count_, 1) * 32ull));
+  const unsigned grid =
+      static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, std::max(sm_count_, 1) * 32ull));
   // Only enqueued: the worker synchronises once after every input is mixed and every output
   // poisoned (a synchronisation per buffer was most of a small kernel's per-call cost).
   MBLAST_CU_CHECK(d_, d_.LaunchKernel(mix_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
@@ -649,8 +659,8 @@ void CudaDevice::poison(Buffer& b, std::byte value) {
 // Enqueues one digest per buffer (with its guards when CHECK_GUARDS) into three 64-bit sums
 // each, then copies them all back in one round trip.
 std::vector<std::array<unsigned long long, 3>> CudaDevice::run_digests(std::span<const Buffer> bufs,
-                                                                      std::span<const size_t> elem_bytes,
-                                                                      std::byte poison, bool check_guards) {
+                                                                       std::span<const size_t> elem_bytes,
+                                                                       std::byte poison, bool check_guards) {
   make_current();
   load_digest_kernels();
   const size_t bytes = 3 * sizeof(unsigned long long) * bufs.size();
@@ -673,7 +683,8 @@ std::vector<std::array<unsigned long long, 3>> CudaDevice::run_digests(std::span
     unsigned pz = static_cast<unsigned>(poison), canary = kCanary;
     void* args[] = {&p, &nbytes, &eb, &pz, &out, &front, &back, &guard, &canary};
     const unsigned long long words = std::max<unsigned long long>((nbytes + 3) / 4, guard);
-    const unsigned grid = static_cast<unsigned>(std::clamp<unsigned long long>((words + 255) / 256, 1, std::max(sm_count_, 1) * 32ull));
+    const unsigned grid =
+        static_cast<unsigned>(std::clamp<unsigned long long>((words + 255) / 256, 1, std::max(sm_count_, 1) * 32ull));
     if (nbytes > 0 || guard > 0)
       MBLAST_CU_CHECK(d_, d_.LaunchKernel(digest_fn_, grid, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
   }
@@ -688,7 +699,7 @@ OutputDigest CudaDevice::digest(const Buffer& b, size_t elem_bytes, std::byte po
 }
 
 Device::OutputsCheck CudaDevice::check_outputs(std::span<Buffer> outs, std::span<const size_t> elem_bytes,
-                                                std::byte poison) {
+                                               std::byte poison) {
   OutputsCheck c;
   c.health = health();  // synchronises the device: a sticky error of the call lands here
   if (!c.health.empty()) return c;
@@ -773,9 +784,10 @@ void CudaDevice::measure_gemm_peaks(Peaks& p, std::string& note, CUfunction fill
   fill(fill_bf16, A, 13u);
   fill(fill_bf16, B, 14u);
   p.bf16_flops_per_s = best_gemm(kCudaR16BF, kCublasCompute32F, "bf16");
-  note += "tf32 = cublasGemmEx 8192^3, fp32 data with CUBLAS_COMPUTE_32F_FAST_TF32; bf16 = cublasGemmEx 8192^3, bf16 "
-          "data with CUBLAS_COMPUTE_32F; random operands in [-1, 1), best of 5 after 2 warm-ups, 2*M*N*K / t (" +
-          cb->library + ")";
+  note +=
+      "tf32 = cublasGemmEx 8192^3, fp32 data with CUBLAS_COMPUTE_32F_FAST_TF32; bf16 = cublasGemmEx 8192^3, bf16 "
+      "data with CUBLAS_COMPUTE_32F; random operands in [-1, 1), best of 5 after 2 warm-ups, 2*M*N*K / t (" +
+      cb->library + ")";
 }
 
 }  // namespace mblast::runner::cuda

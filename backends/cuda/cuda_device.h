@@ -69,7 +69,7 @@ class CudaDevice final : public Device {
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, end_ = nullptr;
   CUdeviceptr flush_buf_ = 0;
-  CUdeviceptr sentinel_ = 0;  // allocated at open: gone after a reset of the context
+  CUdeviceptr sentinel_ = 0;    // allocated at open: gone after a reset of the context
   bool persisting_l2_ = false;  // the device has a persisting-L2 set-aside
   CUmodule digest_mod_ = nullptr;
   CUfunction mix_fn_ = nullptr, digest_fn_ = nullptr;

@@ -112,7 +112,9 @@ TEST(CudaDevice, CheckOutputsDigestsAndGuards) {
 
   auto memset8 = cu<decltype(&::cuMemsetD8_v2)>("cuMemsetD8_v2");
   ASSERT_NE(memset8, nullptr);
-  auto at = [](const Buffer& b, long off) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle) + off); };
+  auto at = [](const Buffer& b, long off) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle) + off);
+  };
   memset8(at(outs[1], static_cast<long>(sizes[1]) + 100), 0x00, 1);  // past the end of output 1
   c = dev->check_outputs(outs, elems, poison);
   EXPECT_EQ(c.broken_guard, 1);
@@ -140,10 +142,12 @@ TEST(CudaDevice, RefusesAPersistingL2Limit) {
   auto dev = open_cuda(&why);
   if (!dev) GTEST_SKIP() << "no CUDA device: " << why;
   int max_persist = 0;
-  cu<decltype(&::cuDeviceGetAttribute)>("cuDeviceGetAttribute")(&max_persist, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 0);
+  cu<decltype(&::cuDeviceGetAttribute)>("cuDeviceGetAttribute")(&max_persist,
+                                                                CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 0);
   if (max_persist <= 0) GTEST_SKIP() << "this GPU has no persisting L2";
   const std::string r = refusal_after(*dev, [&] {
-    cu<decltype(&::cuCtxSetLimit)>("cuCtxSetLimit")(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, static_cast<size_t>(max_persist));
+    cu<decltype(&::cuCtxSetLimit)>("cuCtxSetLimit")(CU_LIMIT_PERSISTING_L2_CACHE_SIZE,
+                                                    static_cast<size_t>(max_persist));
   });
   EXPECT_NE(r.find("persisting-L2 limit"), std::string::npos) << r;
 }

@@ -125,7 +125,8 @@ DriverHolder load_driver() {
   MBLAST_CU_BIND(LaunchKernel, cuLaunchKernel);
 #undef MBLAST_CU_BIND
   Dl_info info{};
-  d.library = (d.Init && ::dladdr(reinterpret_cast<void*>(d.Init), &info) && info.dli_fname) ? info.dli_fname : "libcuda.so.1";
+  d.library =
+      (d.Init && ::dladdr(reinterpret_cast<void*>(d.Init), &info) && info.dli_fname) ? info.dli_fname : "libcuda.so.1";
   if (!missing.empty()) {
     h.error = "the NVIDIA driver is too old for mblast: libcuda.so.1 lacks " + missing;
     // The handle stays open: nothing else may use a half-bound table, and closing a driver

@@ -70,12 +70,12 @@ struct Driver {
 const Driver& driver();
 
 // Checks a CUresult-returning call at the call site; throws BackendError naming the expression.
-#define MBLAST_CU_CHECK(drv, expr)                                                                \
-  do {                                                                                            \
-    const CUresult mblast_cu_err_ = (expr);                                                       \
-    if (mblast_cu_err_ != CUDA_SUCCESS)                                                           \
-      throw ::mblast::runner::BackendError(                                                       \
-          ::mblast::describe_call((drv).error_text(mblast_cu_err_), #expr, __FILE__, __LINE__));  \
+#define MBLAST_CU_CHECK(drv, expr)                                                               \
+  do {                                                                                           \
+    const CUresult mblast_cu_err_ = (expr);                                                      \
+    if (mblast_cu_err_ != CUDA_SUCCESS)                                                          \
+      throw ::mblast::runner::BackendError(                                                      \
+          ::mblast::describe_call((drv).error_text(mblast_cu_err_), #expr, __FILE__, __LINE__)); \
   } while (0)
 
 // ---- NVRTC ------------------------------------------------------------------------------------
@@ -106,11 +106,11 @@ struct Nvrtc {
 // BackendError saying why when it cannot be loaded.
 const Nvrtc& nvrtc();
 
-#define MBLAST_NVRTC_CHECK(lib, expr)                                                             \
-  do {                                                                                            \
-    const ::mblast::runner::cuda::nvrtc_result mblast_nvrtc_err_ = (expr);                        \
-    if (mblast_nvrtc_err_ != 0)                                                                   \
-      throw ::mblast::runner::BackendError(                                                       \
+#define MBLAST_NVRTC_CHECK(lib, expr)                                                               \
+  do {                                                                                              \
+    const ::mblast::runner::cuda::nvrtc_result mblast_nvrtc_err_ = (expr);                          \
+    if (mblast_nvrtc_err_ != 0)                                                                     \
+      throw ::mblast::runner::BackendError(                                                         \
           ::mblast::describe_call((lib).error_text(mblast_nvrtc_err_), #expr, __FILE__, __LINE__)); \
   } while (0)
 
@@ -145,11 +145,11 @@ struct Cublas {
 // loaded: the GEMM peaks are optional.
 const Cublas* cublas(std::string* why);
 
-#define MBLAST_CUBLAS_CHECK(lib, expr)                                                            \
-  do {                                                                                            \
-    const ::mblast::runner::cuda::cublas_status mblast_cublas_err_ = (expr);                      \
-    if (mblast_cublas_err_ != 0)                                                                  \
-      throw ::mblast::runner::BackendError(                                                       \
+#define MBLAST_CUBLAS_CHECK(lib, expr)                                                               \
+  do {                                                                                               \
+    const ::mblast::runner::cuda::cublas_status mblast_cublas_err_ = (expr);                         \
+    if (mblast_cublas_err_ != 0)                                                                     \
+      throw ::mblast::runner::BackendError(                                                          \
           ::mblast::describe_call((lib).error_text(mblast_cublas_err_), #expr, __FILE__, __LINE__)); \
   } while (0)
 

@@ -46,9 +46,17 @@ BuildOutcome OpenclBackend::build(const BuildRequest& req) {
     std::fclose(f);
   }
   out.artifact = req.out_dir / "candidate.so";
-  std::vector<std::string> argv = {compiler_for(req.target), "-std=c++17", "-O2", "-fPIC", "-shared",
-                                   "-Wl,--no-undefined", "-DCL_TARGET_OPENCL_VERSION=120",
-                                   "-I" + req.include_dir.string(), src.string(), "-o", out.artifact.string(),
+  std::vector<std::string> argv = {compiler_for(req.target),
+                                   "-std=c++17",
+                                   "-O2",
+                                   "-fPIC",
+                                   "-shared",
+                                   "-Wl,--no-undefined",
+                                   "-DCL_TARGET_OPENCL_VERSION=120",
+                                   "-I" + req.include_dir.string(),
+                                   src.string(),
+                                   "-o",
+                                   out.artifact.string(),
                                    "-lOpenCL"};
   if (req.target.contains("build") && req.target["build"].contains("cxxflags"))
     for (const auto& f : req.target["build"]["cxxflags"]) argv.insert(argv.end() - 4, f.get<std::string>());
@@ -82,11 +90,14 @@ nlohmann::json OpenclBackend::environment() {
         while (!v.empty() && v.back() == '\0') v.pop_back();
         return v;
       };
-      plats.push_back({{"name", str(CL_PLATFORM_NAME)}, {"version", str(CL_PLATFORM_VERSION)}, {"vendor", str(CL_PLATFORM_VENDOR)}});
+      plats.push_back({{"name", str(CL_PLATFORM_NAME)},
+                       {"version", str(CL_PLATFORM_VERSION)},
+                       {"vendor", str(CL_PLATFORM_VENDOR)}});
     }
   }
   env["platforms"] = plats;
-  if (plats.empty()) env["missing"] = "no OpenCL platform: install an ICD (pocl-opencl-icd, or the GPU vendor's driver)";
+  if (plats.empty())
+    env["missing"] = "no OpenCL platform: install an ICD (pocl-opencl-icd, or the GPU vendor's driver)";
   return env;
 }
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <utility>
-#include <cstring>
 #include <vector>
 
 #include "mblast/cache_evict.h"
@@ -146,11 +146,13 @@ __kernel void mblast_digest(__global const uchar* p, ulong nbytes, ulong eb, uin
   }
 }
 )CLC";
-constexpr size_t kDigestLocal = 64;   // work-items per group (a power of two: the tree reduction)
+constexpr size_t kDigestLocal = 64;    // work-items per group (a power of two: the tree reduction)
 constexpr size_t kDigestGroups = 256;  // at most; their partial sums are added on the host
 
 }  // namespace
 
+// One case per error name, many to a line.
+// clang-format off
 std::string cl_error_name(cl_int e) {
   switch (e) {
 #define C(x) case x: return #x;
@@ -167,6 +169,7 @@ std::string cl_error_name(cl_int e) {
     default: return "cl_int " + std::to_string(e);
   }
 }
+// clang-format on
 
 OpenclDevice::OpenclDevice(const nlohmann::json& target) {
   const auto& sel = target.value("device", nlohmann::json::object());
@@ -178,7 +181,8 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
   cl_int e = clGetPlatformIDs(0, nullptr, &np);
   if (e != CL_SUCCESS || np == 0)
     throw BackendError("no OpenCL platform found (the ICD loader lists none" +
-                       std::string(e == CL_SUCCESS ? "" : ": " + cl_error_name(e)) + "; check /etc/OpenCL/vendors or OCL_ICD_VENDORS)");
+                       std::string(e == CL_SUCCESS ? "" : ": " + cl_error_name(e)) +
+                       "; check /etc/OpenCL/vendors or OCL_ICD_VENDORS)");
   std::vector<cl_platform_id> plats(np);
   MBLAST_CL_CHECK(clGetPlatformIDs(np, plats.data(), nullptr));
   std::string seen;
@@ -187,8 +191,10 @@ OpenclDevice::OpenclDevice(const nlohmann::json& target) {
     seen += (seen.empty() ? "" : ", ") + pname;
     if (!want_platform.empty() && !contains_ci(pname, want_platform)) continue;
     cl_device_type type = CL_DEVICE_TYPE_ALL;
-    if (want_type == "cpu") type = CL_DEVICE_TYPE_CPU;
-    else if (want_type == "gpu") type = CL_DEVICE_TYPE_GPU;
+    if (want_type == "cpu")
+      type = CL_DEVICE_TYPE_CPU;
+    else if (want_type == "gpu")
+      type = CL_DEVICE_TYPE_GPU;
     cl_uint nd = 0;
     if (clGetDeviceIDs(p, type, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
     std::vector<cl_device_id> devs(nd);
@@ -317,12 +323,14 @@ void OpenclDevice::release(Buffer& b) {
 
 void OpenclDevice::upload(Buffer& b, std::span<const std::byte> host) {
   if (host.empty()) return;
-  MBLAST_CL_CHECK(clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0,
+                                       nullptr, nullptr));
 }
 
 void OpenclDevice::download(const Buffer& b, std::span<std::byte> host) {
   if (host.empty()) return;
-  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, 0, host.size(), host.data(), 0,
+                                      nullptr, nullptr));
 }
 
 void OpenclDevice::fill(Buffer& b, std::byte value) {
@@ -336,7 +344,8 @@ bool OpenclDevice::guards_intact(const Buffer& b) {
   const size_t n = std::max<size_t>(b.nbytes, 1);
   std::vector<std::byte> front(g->guard), back(g->guard);
   MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, g->parent, CL_TRUE, 0, g->guard, front.data(), 0, nullptr, nullptr));
-  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, g->parent, CL_TRUE, g->guard + n, g->guard, back.data(), 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(
+      clEnqueueReadBuffer(queue_, g->parent, CL_TRUE, g->guard + n, g->guard, back.data(), 0, nullptr, nullptr));
   auto ok = [](const std::vector<std::byte>& v) {
     return std::all_of(v.begin(), v.end(), [](std::byte x) { return x == kCanary; });
   };
@@ -371,7 +380,8 @@ void OpenclDevice::flush_caches() {
     const cl_uchar zero = 0;
     MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, flush_buf_, &zero, 1, 0, bytes, 0, nullptr, nullptr));
     static const char* kFlush =
-        "__kernel void mblast_flush(__global uint16* p, uint v) { size_t i = get_global_id(0); p[i] = p[i] * v + 1u; }\n";
+        "__kernel void mblast_flush(__global uint16* p, uint v) { size_t i = get_global_id(0); p[i] = p[i] * v + 1u; "
+        "}\n";
     flush_kernel_ = own_kernel(kFlush, "mblast_flush", flush_prog_);
     MBLAST_CL_CHECK(clSetKernelArg(flush_kernel_, 0, sizeof(cl_mem), &flush_buf_));
   }
@@ -414,7 +424,8 @@ void OpenclDevice::keep_busy() {
   auto run = [&](cl_uint n) {
     MBLAST_CL_CHECK(clSetKernelArg(busy_kernel_, 1, sizeof n, &n));
     const auto t0 = std::chrono::steady_clock::now();
-    MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, busy_kernel_, 1, nullptr, &busy_global_, &local, 0, nullptr, nullptr));
+    MBLAST_CL_CHECK(
+        clEnqueueNDRangeKernel(queue_, busy_kernel_, 1, nullptr, &busy_global_, &local, 0, nullptr, nullptr));
     MBLAST_CL_CHECK(clFinish(queue_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
@@ -457,13 +468,19 @@ double OpenclDevice::timer_end() {
 }
 
 std::string OpenclDevice::timing_method() {
-  const std::string clock = events_ok_ ? "opencl marker-event profiling (start marker end -> end marker end, after clFinish)"
-                                       : "host wall clock around the call and clFinish (marker profiling unavailable)";
-  const std::string cold = evict_ ? "every cache line of the process's resident data memory flushed (CLFLUSHOPT), "
-                                    "then " + std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic on every compute unit"
-                                  : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
-  return clock + "; every command queue created in the worker finished before the clock stops; caches cold before each timed call: " + cold +
-         (pocl_pinned_ ? "; PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)" : "");
+  const std::string clock = events_ok_
+                                ? "opencl marker-event profiling (start marker end -> end marker end, after clFinish)"
+                                : "host wall clock around the call and clFinish (marker profiling unavailable)";
+  const std::string cold =
+      evict_
+          ? "every cache line of the process's resident data memory flushed (CLFLUSHOPT), "
+            "then " +
+                std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic on every compute unit"
+          : "a kernel reading and writing " + std::to_string(flush_bytes() >> 20) + " MiB (2x the device's cache)";
+  return clock +
+         "; every command queue created in the worker finished before the clock stops; caches cold before each timed "
+         "call: " +
+         cold + (pocl_pinned_ ? "; PoCL's threads pinned one to a CPU (POCL_AFFINITY=1)" : "");
 }
 
 void OpenclDevice::mix(Buffer& dst, const Buffer& a, const Buffer& b, std::span<const std::byte> host_a,
@@ -512,7 +529,8 @@ OutputDigest OpenclDevice::digest(const Buffer& b, size_t elem_bytes, std::byte 
   MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 3, sizeof pz, &pz));
   MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 4, sizeof digest_partial_, &digest_partial_));
   MBLAST_CL_CHECK(clSetKernelArg(digest_kernel_, 5, 2 * kDigestLocal * sizeof(cl_ulong), nullptr));
-  MBLAST_CL_CHECK(clEnqueueNDRangeKernel(queue_, digest_kernel_, 1, nullptr, &global, &kDigestLocal, 0, nullptr, nullptr));
+  MBLAST_CL_CHECK(
+      clEnqueueNDRangeKernel(queue_, digest_kernel_, 1, nullptr, &global, &kDigestLocal, 0, nullptr, nullptr));
   std::vector<cl_ulong> partial(2 * groups);
   MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, digest_partial_, CL_TRUE, 0, partial.size() * sizeof(cl_ulong),
                                       partial.data(), 0, nullptr, nullptr));
@@ -545,7 +563,8 @@ Peaks OpenclDevice::measure_peaks() {
   MBLAST_CL_CHECK(err);
   MBLAST_CL_CHECK(clBuildProgram(prog, 1, &device_, "", nullptr, nullptr));
   // The best of `reps` runs of kernel `name` over `global` work-items with these arguments.
-  auto best_of = [&](const char* name, std::initializer_list<std::pair<size_t, const void*>> args, size_t global, int reps) {
+  auto best_of = [&](const char* name, std::initializer_list<std::pair<size_t, const void*>> args, size_t global,
+                     int reps) {
     cl_kernel k = clCreateKernel(prog, name, &err);
     MBLAST_CL_CHECK(err);
     cl_uint i = 0;
@@ -556,7 +575,9 @@ Peaks OpenclDevice::measure_peaks() {
   };
 
   const cl_ulong max_alloc = info_value<cl_ulong>(device_, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
-  const size_t bytes = static_cast<size_t>(std::min<cl_ulong>(max_alloc / 2, std::max<cl_ulong>(8 * cache_bytes_, 256u << 20))) & ~size_t{63};
+  const size_t bytes =
+      static_cast<size_t>(std::min<cl_ulong>(max_alloc / 2, std::max<cl_ulong>(8 * cache_bytes_, 256u << 20))) &
+      ~size_t{63};
   cl_mem a = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
   MBLAST_CL_CHECK(err);
   cl_mem b = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
@@ -580,13 +601,16 @@ Peaks OpenclDevice::measure_peaks() {
   const double vector = 2.0 * 128 * 1024 * static_cast<double>(items) /
                         best_of("mblast_fma16", {{sizeof out, &out}, {sizeof fa, &fa}, {sizeof fb, &fb}}, items, 12);
 
-  clReleaseMemObject(a); clReleaseMemObject(b); clReleaseMemObject(out);
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  clReleaseMemObject(out);
   clReleaseProgram(prog);
   Peaks p;
   p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / t_copy;
   p.fp32_flops_per_s = std::max(scalar, vector);
   p.method = "opencl: float4 or float16 copy of " + std::to_string(bytes >> 20) +
-             " MiB (read+write bytes), the faster; fma x 1024 as 8 scalar or 8 float16 independent chains, the faster; best of several";
+             " MiB (read+write bytes), the faster; fma x 1024 as 8 scalar or 8 float16 independent chains, the faster; "
+             "best of several";
   return p;
 }
 

@@ -14,12 +14,12 @@ namespace mblast::runner::opencl {
 std::string cl_error_name(cl_int e);
 
 // Checks a cl_int-returning call at the call site; throws BackendError naming the expression.
-#define MBLAST_CL_CHECK(expr)                                                                      \
-  do {                                                                                             \
-    cl_int mblast_cl_err_ = (expr);                                                                \
-    if (mblast_cl_err_ != CL_SUCCESS)                                                              \
-      throw ::mblast::runner::BackendError(::mblast::describe_call(                                \
-          ::mblast::runner::opencl::cl_error_name(mblast_cl_err_), #expr, __FILE__, __LINE__));   \
+#define MBLAST_CL_CHECK(expr)                                                                   \
+  do {                                                                                          \
+    cl_int mblast_cl_err_ = (expr);                                                             \
+    if (mblast_cl_err_ != CL_SUCCESS)                                                           \
+      throw ::mblast::runner::BackendError(::mblast::describe_call(                             \
+          ::mblast::runner::opencl::cl_error_name(mblast_cl_err_), #expr, __FILE__, __LINE__)); \
   } while (0)
 
 class OpenclDevice final : public Device {
@@ -71,7 +71,7 @@ class OpenclDevice final : public Device {
   cl_program flush_prog_ = nullptr;
   cl_kernel flush_kernel_ = nullptr;
   unsigned flush_count_ = 0;
-  bool evict_ = false;  // flush_caches() evicts this process's memory instead of sweeping
+  bool evict_ = false;        // flush_caches() evicts this process's memory instead of sweeping
   bool pocl_pinned_ = false;  // PoCL's CPU threads run one to a CPU (OpenclBackend::worker_environment)
   cl_program busy_prog_ = nullptr;
   cl_kernel busy_kernel_ = nullptr;

@@ -3,7 +3,6 @@
 //     for bit, for every element size and for sizes that end in a partial word;
 #include <gtest/gtest.h>
 
-
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -90,9 +89,15 @@ TEST(OpenclDevice, DISABLED_CostAgainstTheHostDefaults) {
   };
   std::vector<std::byte> scratch(n);
   const double dev_mix = seconds([&] { dev->mix(d, a, b, ha, hb, 4, 7); });
-  const double host_mix = seconds([&] { mix_host(scratch, ha, hb, 4, 7); dev->upload(d, scratch); });
+  const double host_mix = seconds([&] {
+    mix_host(scratch, ha, hb, 4, 7);
+    dev->upload(d, scratch);
+  });
   const double dev_digest = seconds([&] { dev->digest(d, 4, std::byte{0xFF}); });
-  const double host_digest = seconds([&] { dev->download(d, scratch); output_digest(scratch, 4, std::byte{0xFF}); });
+  const double host_digest = seconds([&] {
+    dev->download(d, scratch);
+    output_digest(scratch, 4, std::byte{0xFF});
+  });
   std::printf("4 MiB: mix device %.3f ms, host %.3f ms; digest device %.3f ms, host %.3f ms\n", dev_mix * 1e3,
               host_mix * 1e3, dev_digest * 1e3, host_digest * 1e3);
   for (Buffer* x : {&a, &b, &d}) dev->release(*x);
@@ -100,4 +105,3 @@ TEST(OpenclDevice, DISABLED_CostAgainstTheHostDefaults) {
 
 }  // namespace
 }  // namespace mblast::runner
-

@@ -75,9 +75,8 @@ cl_command_queue CL_API_CALL recording_create_queue_with_properties(cl_context c
 
 bool intact(const PatchedTable& p) {
   return p.table->clCreateCommandQueue == &recording_create_queue &&
-         (!p.create_queue_with_properties ||
-          reinterpret_cast<void*>(p.table->clCreateCommandQueueWithProperties) ==
-              reinterpret_cast<void*>(&recording_create_queue_with_properties));
+         (!p.create_queue_with_properties || reinterpret_cast<void*>(p.table->clCreateCommandQueueWithProperties) ==
+                                                 reinterpret_cast<void*>(&recording_create_queue_with_properties));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The rvv backend, runner side (see rvv_backend.h and README.md).
 #include "rvv_backend.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -8,7 +9,6 @@
 #include <iomanip>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include "mblast/paths.h"
 #include "mblast/process.h"
@@ -70,8 +70,10 @@ std::string compiler(const json& target) {
 std::vector<std::string> link_driver(const std::string& cc) {
   if (fs::path(cc).filename().string().find("clang") != std::string::npos) return {cc, "--driver-mode=g++"};
   std::string cxx = cc;
-  if (auto p = cxx.rfind("gcc"); p != std::string::npos) cxx.replace(p, 3, "g++");
-  else if (cxx == "cc") cxx = "c++";
+  if (auto p = cxx.rfind("gcc"); p != std::string::npos)
+    cxx.replace(p, 3, "g++");
+  else if (cxx == "cc")
+    cxx = "c++";
   return {cxx};
 }
 
@@ -143,8 +145,10 @@ std::string RvvBackend::unavailable_reason(const json& target) {
            (why.empty() ? std::string(" (build the mblast_rvv_worker target)") : ": " + why);
   }
   if (kind == "qemu") {
-    if (!qemu_program(target)) return "qemu-riscv64 not found (install qemu-user; qemu-user-static cannot load plugins)";
-    if (!fs::exists(plugin_path())) return "the QEMU plugin " + plugin_path().string() + " is missing (build mblast_insn_count)";
+    if (!qemu_program(target))
+      return "qemu-riscv64 not found (install qemu-user; qemu-user-static cannot load plugins)";
+    if (!fs::exists(plugin_path()))
+      return "the QEMU plugin " + plugin_path().string() + " is missing (build mblast_insn_count)";
   }
   return "";
 }
@@ -325,9 +329,11 @@ void RvvBackend::finish_timing(json& msg, const fs::path& worker_dir, const json
                        : threads > 0 ? "created a thread (clone with CLONE_THREAD, or clone3)"
                                      : "replaced its program (execve)";
     fail_timing(msg, protocol::FailureKind::launch_failed,
-                "the candidate " + what + ": under QEMU only the worker's own thread is counted, so its work would "
-                "escape the count; rvv candidates must compute on the calling thread (" + std::to_string(processes) + " processes, " +
-                    std::to_string(threads) + " threads, " + std::to_string(execs) + " execs)");
+                "the candidate " + what +
+                    ": under QEMU only the worker's own thread is counted, so its work would "
+                    "escape the count; rvv candidates must compute on the calling thread (" +
+                    std::to_string(processes) + " processes, " + std::to_string(threads) + " threads, " +
+                    std::to_string(execs) + " execs)");
     return;
   }
   const json& regions = counts["regions"];
@@ -336,7 +342,8 @@ void RvvBackend::finish_timing(json& msg, const fs::path& worker_dir, const json
     fail_timing(msg, protocol::FailureKind::launch_failed,
                 "the candidate executed mblast's region-marker instructions (" + std::to_string(foreign) +
                     " foreign, " + std::to_string(unmatched) + " out of order, " + std::to_string(regions.size()) +
-                    " regions for " + std::to_string(placeholders.size()) + " calls): its instruction count cannot be trusted");
+                    " regions for " + std::to_string(placeholders.size()) +
+                    " calls): its instruction count cannot be trusted");
     return;
   }
   if (regions.size() != placeholders.size() || counts.value("regions_dropped", 0ull) > 0 || placeholders.empty()) {

@@ -46,7 +46,7 @@ class RvvBackend final : public Backend {
   bool redeem_count_key(const std::string& key);
 
   std::mutex mu_;
-  std::map<std::string, std::string> version_of_;  // compiler -> first line of --version
+  std::map<std::string, std::string> version_of_;    // compiler -> first line of --version
   std::map<std::string, std::string> archive_hash_;  // "path|mtime|size" -> content hash
   std::set<std::string> count_keys_;                 // issued, not yet redeemed
   std::deque<std::string> count_key_order_;          // oldest first, to bound count_keys_

@@ -34,7 +34,8 @@ std::map<std::string, uint64_t> elf_symbol_values(const std::filesystem::path& f
   for (unsigned i = 0; i < eh.e_shnum; ++i) {
     const auto sh = read_at<Elf64_Shdr>(img, eh.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), "section header");
     if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
-    const auto strtab = read_at<Elf64_Shdr>(img, eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), "string table");
+    const auto strtab =
+        read_at<Elf64_Shdr>(img, eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), "string table");
     if (strtab.sh_offset > img.size() || img.size() - strtab.sh_offset < strtab.sh_size)
       throw Error("ELF: truncated string table");
     for (uint64_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym); ++k) {

@@ -73,8 +73,8 @@ typedef struct mblast_tensor {
 
 /* The backend context. Only the members of the running backend are set; the rest are NULL. */
 typedef struct mblast_context {
-  int32_t abi_version;  /* MBLAST_ABI_VERSION of the runner */
-  int32_t backend;      /* mblast_backend_kind */
+  int32_t abi_version; /* MBLAST_ABI_VERSION of the runner */
+  int32_t backend;     /* mblast_backend_kind */
   /* opencl: cl_context, cl_device_id, cl_command_queue (in-order, profiling enabled) */
   void* cl_context;
   void* cl_device;
@@ -88,14 +88,11 @@ typedef struct mblast_context {
 
 /* Required. Compute outputs from inputs and parameters. `state` is what mblast_prepare set
  * (NULL when the candidate has no mblast_prepare). */
-int mblast_run(const mblast_context* ctx, void* state,
-               const mblast_tensor* inputs, int32_t n_inputs,
-               const mblast_tensor* params, int32_t n_params,
-               mblast_tensor* outputs, int32_t n_outputs);
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inputs, int32_t n_inputs,
+               const mblast_tensor* params, int32_t n_params, mblast_tensor* outputs, int32_t n_outputs);
 
 /* Optional. One-time preparation that may read parameters only. Untimed, reported apart. */
-int mblast_prepare(const mblast_context* ctx, const mblast_tensor* params, int32_t n_params,
-                   void** state);
+int mblast_prepare(const mblast_context* ctx, const mblast_tensor* params, int32_t n_params, void** state);
 
 /* Optional. Frees the state made by mblast_prepare. */
 void mblast_release(const mblast_context* ctx, void* state);

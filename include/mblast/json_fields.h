@@ -45,7 +45,8 @@ void check_field_types(const nlohmann::json& j, std::initializer_list<FieldRule>
 // j[key] as a string/integer/number/bool, or `fallback` when absent; throws UserError
 // "PATH: expected ..." when present with another type. `parent` is the object's own path ("" at
 // the top level). Integers must fit the range asked for.
-std::string string_field(const nlohmann::json& j, std::string_view key, std::string_view fallback, std::string_view parent = "");
+std::string string_field(const nlohmann::json& j, std::string_view key, std::string_view fallback,
+                         std::string_view parent = "");
 int64_t integer_field(const nlohmann::json& j, std::string_view key, int64_t fallback, std::string_view parent = "",
                       int64_t min = INT32_MIN, int64_t max = INT32_MAX);
 // The same check for a value already in hand (an array's element), `path` being its path.

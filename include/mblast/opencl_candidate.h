@@ -47,9 +47,11 @@ inline int fail(const char* fmt, ...) {
   return -1;
 }
 
-inline bool expect_counts(int32_t n_in, int32_t want_in, int32_t n_par, int32_t want_par, int32_t n_out, int32_t want_out) {
+inline bool expect_counts(int32_t n_in, int32_t want_in, int32_t n_par, int32_t want_par, int32_t n_out,
+                          int32_t want_out) {
   if (n_in == want_in && n_par == want_par && n_out == want_out) return true;
-  fail("expected %d inputs, %d parameters, %d outputs; got %d, %d, %d", want_in, want_par, want_out, n_in, n_par, n_out);
+  fail("expected %d inputs, %d parameters, %d outputs; got %d, %d, %d", want_in, want_par, want_out, n_in, n_par,
+       n_out);
   return false;
 }
 
@@ -121,26 +123,26 @@ int launch(const mblast_context* ctx, cl_kernel k, cl_uint dims, const size_t* g
 // Defines the four ABI entry points around a kernel source, its name and an enqueue function
 // int ENQUEUE(const mblast_context*, cl_kernel, const mblast_tensor*, int32_t,
 //             const mblast_tensor*, int32_t, mblast_tensor*, int32_t).
-#define MBLAST_OPENCL_CANDIDATE(SOURCE, NAME, ENQUEUE)                                                          \
-  extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {      \
-    mblast_cl::Program* p = nullptr;                                                                           \
-    const int rc = mblast_cl::build(ctx, SOURCE, NAME, &p);                                                    \
-    *state = p;                                                                                                \
-    return rc;                                                                                                 \
-  }                                                                                                            \
-  extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in,     \
-                            const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {      \
-    mblast_cl::Program* p = static_cast<mblast_cl::Program*>(state);                                           \
-    if (p) return ENQUEUE(ctx, p->kernel, in, n_in, par, n_par, out, n_out);                                   \
-    /* Called without mblast_prepare: a transient program (OpenCL keeps what the queue needs). */              \
-    if (mblast_cl::build(ctx, SOURCE, NAME, &p) != 0) return -1;                                               \
-    const int rc = ENQUEUE(ctx, p->kernel, in, n_in, par, n_par, out, n_out);                                  \
-    mblast_cl::release(p);                                                                                     \
-    return rc;                                                                                                 \
-  }                                                                                                            \
-  extern "C" void mblast_release(const mblast_context*, void* state) {                                         \
-    mblast_cl::release(static_cast<mblast_cl::Program*>(state));                                               \
-  }                                                                                                            \
+#define MBLAST_OPENCL_CANDIDATE(SOURCE, NAME, ENQUEUE)                                                     \
+  extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {  \
+    mblast_cl::Program* p = nullptr;                                                                       \
+    const int rc = mblast_cl::build(ctx, SOURCE, NAME, &p);                                                \
+    *state = p;                                                                                            \
+    return rc;                                                                                             \
+  }                                                                                                        \
+  extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in, \
+                            const mblast_tensor* par, int32_t n_par, mblast_tensor* out, int32_t n_out) {  \
+    mblast_cl::Program* p = static_cast<mblast_cl::Program*>(state);                                       \
+    if (p) return ENQUEUE(ctx, p->kernel, in, n_in, par, n_par, out, n_out);                               \
+    /* Called without mblast_prepare: a transient program (OpenCL keeps what the queue needs). */          \
+    if (mblast_cl::build(ctx, SOURCE, NAME, &p) != 0) return -1;                                           \
+    const int rc = ENQUEUE(ctx, p->kernel, in, n_in, par, n_par, out, n_out);                              \
+    mblast_cl::release(p);                                                                                 \
+    return rc;                                                                                             \
+  }                                                                                                        \
+  extern "C" void mblast_release(const mblast_context*, void* state) {                                     \
+    mblast_cl::release(static_cast<mblast_cl::Program*>(state));                                           \
+  }                                                                                                        \
   extern "C" const char* mblast_last_error(void) { return mblast_cl::error_text(); }
 
 #endif /* MBLAST_OPENCL_CANDIDATE_H */

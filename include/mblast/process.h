@@ -89,9 +89,9 @@ class Child {
   // The process running the command, as this process sees it (with Isolation::pid_ns, what this
   // object waits for is a small keeper outside the namespace, which ends as the command did).
   pid_t pid() const { return pid_; }
-  int stdin_fd() const { return in_fd_; }      // -1 when not piped
-  int stdout_fd() const { return out_fd_; }    // -1 when not piped
-  int to_child_fd() const { return to_fd_; }   // protocol_pipes only
+  int stdin_fd() const { return in_fd_; }     // -1 when not piped
+  int stdout_fd() const { return out_fd_; }   // -1 when not piped
+  int to_child_fd() const { return to_fd_; }  // protocol_pipes only
   int from_child_fd() const { return from_fd_; }
   void close_stdin();
 

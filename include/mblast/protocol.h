@@ -73,18 +73,18 @@ class MessageReader {
   size_t relay_left() const { return relay_left_; }
 
  private:
-  bool wait_readable(Deadline deadline);  // throws Timeout
-  void take_pending_header();             // read_header()'s header -> pending_, for read()
+  bool wait_readable(Deadline deadline);                     // throws Timeout
+  void take_pending_header();                                // read_header()'s header -> pending_, for read()
   size_t read_some(void* dst, size_t n, Deadline deadline);  // 0 on EOF
   int fd_;
   std::vector<char> buf_;  // header bytes read ahead
   size_t pos_ = 0;
-  std::optional<Message> pending_;  // header parsed, payload still arriving
-  size_t have_ = 0;                 // payload bytes of pending_ received so far
-  std::vector<std::vector<std::byte>> spares_;  // recycled payload buffers, at most two
+  std::optional<Message> pending_;                // header parsed, payload still arriving
+  size_t have_ = 0;                               // payload bytes of pending_ received so far
+  std::vector<std::vector<std::byte>> spares_;    // recycled payload buffers, at most two
   std::optional<nlohmann::json> header_pending_;  // read_header() parsed it; its payload is next
-  size_t relay_left_ = 0;                          // payload bytes relay_payload() has still to pass on
-  std::vector<char> relay_buf_;                    // relay_payload()'s chunk buffer
+  size_t relay_left_ = 0;                         // payload bytes relay_payload() has still to pass on
+  std::vector<char> relay_buf_;                   // relay_payload()'s chunk buffer
 };
 
 // Why a candidate was not accepted. Candidate failures are results, never exceptions.
@@ -104,7 +104,8 @@ enum class FailureKind {
   nondeterministic,     // two runs on the same inputs disagree
   unavailable,          // the target cannot be reached or has no device here
   runner_error,         // the measurement infrastructure itself failed
-  timing_inconsistent,  // the cost did not come from the runner's own measurement: figures at odds with its clock, messages out of order, forged counts
+  timing_inconsistent,  // the cost did not come from the runner's own measurement: figures at odds with its clock,
+                        // messages out of order, forged counts
   implausible_speed,    // faster than the problem's speed-of-light time on the target allows
 };
 

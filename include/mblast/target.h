@@ -12,9 +12,9 @@
 namespace mblast {
 
 struct RunnerAddress {
-  std::string transport = "local";  // local | ssh | adb
-  std::string host;                 // ssh: [user@]host
-  int port = 0;                     // ssh port (0: default)
+  std::string transport = "local";            // local | ssh | adb
+  std::string host;                           // ssh: [user@]host
+  int port = 0;                               // ssh port (0: default)
   std::string runner_path = "mblast-runner";  // the runner on the remote side
   std::vector<std::string> ssh_options;       // extra ssh arguments (-i key, -o ...)
 };

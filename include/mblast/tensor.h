@@ -15,14 +15,22 @@
 
 namespace mblast {
 
-enum class DType : int { f32 = MBLAST_F32, f16 = MBLAST_F16, bf16 = MBLAST_BF16, f64 = MBLAST_F64,
-                         i32 = MBLAST_I32, i64 = MBLAST_I64, i8 = MBLAST_I8, u8 = MBLAST_U8,
-                         boolean = MBLAST_BOOL };  // "bool": one byte, 0 or 1
+enum class DType : int {
+  f32 = MBLAST_F32,
+  f16 = MBLAST_F16,
+  bf16 = MBLAST_BF16,
+  f64 = MBLAST_F64,
+  i32 = MBLAST_I32,
+  i64 = MBLAST_I64,
+  i8 = MBLAST_I8,
+  u8 = MBLAST_U8,
+  boolean = MBLAST_BOOL
+};  // "bool": one byte, 0 or 1
 
 size_t dtype_size(DType t);
 bool dtype_is_float(DType t);
-std::string_view dtype_name(DType t);              // "f32", as in problem.json
-std::string_view dtype_safetensors_name(DType t);  // "F32", as in safetensors headers
+std::string_view dtype_name(DType t);                                 // "f32", as in problem.json
+std::string_view dtype_safetensors_name(DType t);                     // "F32", as in safetensors headers
 std::optional<DType> parse_dtype(std::string_view name);              // "f32"
 std::optional<DType> parse_safetensors_dtype(std::string_view name);  // "F32"
 

@@ -13,12 +13,12 @@ namespace mblast {
 
 struct OutputCheck {
   protocol::FailureKind kind = protocol::FailureKind::none;
-  std::string reason;          // empty when ok
+  std::string reason;  // empty when ok
   size_t total = 0;
-  size_t matched = 0;          // within atol + rtol*|expected|
-  size_t unwritten = 0;        // still holding the poison pattern
-  size_t non_finite = 0;       // NaN/Inf where the reference is finite
-  double max_abs_err = 0;      // over written, finite elements
+  size_t matched = 0;      // within atol + rtol*|expected|
+  size_t unwritten = 0;    // still holding the poison pattern
+  size_t non_finite = 0;   // NaN/Inf where the reference is finite
+  double max_abs_err = 0;  // over written, finite elements
   double max_rel_err = 0;
   size_t worst_index = 0;
   bool ok() const { return kind == protocol::FailureKind::none; }

@@ -61,7 +61,8 @@ std::vector<Range> data_mappings() {
     const char* path = path_at > 0 ? line + path_at : "";
     const bool anonymous = path[0] == '\0' || path[0] == '\n' || (path[0] == '[' && std::strncmp(path, "[v", 2) != 0);
     if (perms[0] != 'r' || (perms[1] != 'w' && !anonymous)) continue;
-    if (std::strncmp(path, "/dev/", 5) == 0 || std::strncmp(path, "[v", 2) == 0) continue;  // device memory, kernel pages
+    if (std::strncmp(path, "/dev/", 5) == 0 || std::strncmp(path, "[v", 2) == 0)
+      continue;  // device memory, kernel pages
     out.push_back({b, e});
   }
   std::fclose(f);

@@ -26,7 +26,10 @@ struct Magic {
 // File formats a candidate path may point at by mistake (a built binary, an image, an archive).
 // Each magic number is at least 3 bytes or binary, so no C/C++ source starts with one.
 constexpr Magic kMagics[] = {
-    {std::string_view("\x7f" "ELF", 4), "an ELF binary (an executable, library or object file)"},
+    {std::string_view("\x7f"
+                      "ELF",
+                      4),
+     "an ELF binary (an executable, library or object file)"},
     {std::string_view("\x89PNG\r\n\x1a\n", 8), "a PNG image"},
     {"GIF87a", "a GIF image"},
     {"GIF89a", "a GIF image"},
@@ -34,7 +37,10 @@ constexpr Magic kMagics[] = {
     {std::string_view("PK\x03\x04", 4), "a ZIP archive"},
     {std::string_view("PK\x05\x06", 4), "a ZIP archive"},
     {std::string_view("\x1f\x8b", 2), "gzip-compressed data"},
-    {std::string_view("\xfd" "7zXZ\0", 6), "xz-compressed data"},
+    {std::string_view("\xfd"
+                      "7zXZ\0",
+                      6),
+     "xz-compressed data"},
     {std::string_view("\x28\xb5\x2f\xfd", 4), "zstd-compressed data"},
     {"%PDF-", "a PDF document"},
     {"!<arch>\n", "an ar archive (a static library)"},
@@ -54,14 +60,22 @@ size_t utf8_sequence(std::string_view s, size_t i) {
   if (c < 0x80) return 1;
   size_t n;
   unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c == 0xE0) n = 3, lo = 0xA0;
-  else if (c == 0xED) n = 3, hi = 0x9F;
-  else if (c >= 0xE1 && c <= 0xEF) n = 3;
-  else if (c == 0xF0) n = 4, lo = 0x90;
-  else if (c == 0xF4) n = 4, hi = 0x8F;
-  else if (c >= 0xF1 && c <= 0xF3) n = 4;
-  else return 0;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2;
+  else if (c == 0xE0)
+    n = 3, lo = 0xA0;
+  else if (c == 0xED)
+    n = 3, hi = 0x9F;
+  else if (c >= 0xE1 && c <= 0xEF)
+    n = 3;
+  else if (c == 0xF0)
+    n = 4, lo = 0x90;
+  else if (c == 0xF4)
+    n = 4, hi = 0x8F;
+  else if (c >= 0xF1 && c <= 0xF3)
+    n = 4;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   if (b(i + 1) < lo || b(i + 1) > hi) return 0;
   for (size_t k = 2; k < n; ++k)
@@ -72,8 +86,10 @@ size_t utf8_sequence(std::string_view s, size_t i) {
 std::string where(std::string_view s, size_t at) {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < at; ++i) {
-    if (s[i] == '\n') ++line, col = 1;
-    else ++col;
+    if (s[i] == '\n')
+      ++line, col = 1;
+    else
+      ++col;
   }
   return "offset " + std::to_string(at) + ", line " + std::to_string(line) + ", column " + std::to_string(col);
 }
@@ -114,11 +130,13 @@ std::string read_candidate_source(const fs::path& file) {
   if (!fs::is_regular_file(st)) throw UserError(file.string() + ": not a regular file (a device, pipe or socket)");
   const uintmax_t size = fs::file_size(file, ec);
   if (!ec && size > kMaxSourceBytes)
-    throw NotSourceError(file.string() + ": " + std::to_string(size >> 20) + " MiB, too large for a kernel source (at most " +
-                    std::to_string(kMaxSourceBytes >> 20) + " MiB)");
+    throw NotSourceError(file.string() + ": " + std::to_string(size >> 20) +
+                         " MiB, too large for a kernel source (at most " + std::to_string(kMaxSourceBytes >> 20) +
+                         " MiB)");
   const std::optional<std::string> s = try_read_file(file);
   if (!s) throw UserError(file.string() + ": cannot read the candidate");
-  if (s->find_first_not_of(" \t\r\n") == std::string::npos) throw NotSourceError(file.string() + ": the candidate is empty");
+  if (s->find_first_not_of(" \t\r\n") == std::string::npos)
+    throw NotSourceError(file.string() + ": the candidate is empty");
   if (std::string why = not_source_reason(*s); !why.empty()) throw NotSourceError(file.string() + ": " + why);
   return *s;
 }

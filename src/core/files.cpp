@@ -37,8 +37,10 @@ void write_file_atomically(const fs::path& file, const std::string& text) {
   while (!err && done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) err = n < 0 ? errno : EIO;
-    else done += static_cast<size_t>(n);
+    if (n <= 0)
+      err = n < 0 ? errno : EIO;
+    else
+      done += static_cast<size_t>(n);
   }
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;

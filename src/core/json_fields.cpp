@@ -57,7 +57,8 @@ void check_rule(const json& node, const std::vector<std::string>& parts, size_t 
   const std::string& p = parts[i];
   if (p == "[]") {
     if (!node.is_array()) return;
-    for (size_t k = 0; k < node.size(); ++k) check_rule(node[k], parts, i + 1, json_path(where, k), rule, null_is_absent);
+    for (size_t k = 0; k < node.size(); ++k)
+      check_rule(node[k], parts, i + 1, json_path(where, k), rule, null_is_absent);
   } else if (p == "*") {
     if (!node.is_object()) return;
     for (auto it = node.begin(); it != node.end(); ++it)
@@ -79,8 +80,8 @@ const json* present(const json& j, std::string_view key) {
 }  // namespace
 
 std::string expected_types(unsigned types) {
-  static const std::pair<unsigned, const char*> names[] = {{kString, "a string"},   {kInteger, "an integer"},
-                                                           {kNumber, "a number"},   {kBoolean, "true or false"},
+  static const std::pair<unsigned, const char*> names[] = {{kString, "a string"},  {kInteger, "an integer"},
+                                                           {kNumber, "a number"},  {kBoolean, "true or false"},
                                                            {kObject, "an object"}, {kArray, "an array"}};
   std::string out;
   for (const auto& [bit, name] : names)
@@ -95,13 +96,20 @@ std::string describe_json_value(const json& v) {
     return s.size() > 48 ? s.substr(0, 45) + "..." : s;
   };
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case json::value_t::string: return "the string " + shown();
-    case json::value_t::object: return v.empty() ? "an empty object" : "an object";
-    case json::value_t::array: return v.empty() ? "an empty array" : "an array";
-    case json::value_t::discarded: return "nothing";
-    default: return "the number " + shown();
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return v.get<bool>() ? "true" : "false";
+    case json::value_t::string:
+      return "the string " + shown();
+    case json::value_t::object:
+      return v.empty() ? "an empty object" : "an object";
+    case json::value_t::array:
+      return v.empty() ? "an empty array" : "an array";
+    case json::value_t::discarded:
+      return "nothing";
+    default:
+      return "the number " + shown();
   }
 }
 
@@ -116,7 +124,8 @@ std::string string_field(const json& j, std::string_view key, std::string_view f
   return v->get<std::string>();
 }
 
-int64_t integer_field(const json& j, std::string_view key, int64_t fallback, std::string_view parent, int64_t min, int64_t max) {
+int64_t integer_field(const json& j, std::string_view key, int64_t fallback, std::string_view parent, int64_t min,
+                      int64_t max) {
   const json* v = present(j, key);
   return v ? integer_value(*v, json_path(parent, key), min, max) : fallback;
 }
@@ -127,8 +136,8 @@ int64_t integer_value(const json& v, std::string_view path, int64_t min, int64_t
   const bool huge = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
   const int64_t x = huge ? INT64_MAX : v.get<int64_t>();
   if (huge || x < min || x > max)
-    throw UserError(std::string(path) + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                    ", got " + describe_json_value(v));
+    throw UserError(std::string(path) + ": expected an integer from " + std::to_string(min) + " to " +
+                    std::to_string(max) + ", got " + describe_json_value(v));
   return x;
 }
 

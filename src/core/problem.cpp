@@ -18,11 +18,16 @@ using nlohmann::json;
 
 Tolerance default_tolerance(DType t) {
   switch (t) {
-    case DType::f64: return {1e-9, 1e-9, 1.0};
-    case DType::f32: return {1e-5, 1e-5, 1.0};
-    case DType::f16: return {1e-2, 1e-2, 0.999};
-    case DType::bf16: return {2e-2, 2e-2, 0.999};
-    default: return {0, 0, 1.0};  // integers: exact
+    case DType::f64:
+      return {1e-9, 1e-9, 1.0};
+    case DType::f32:
+      return {1e-5, 1e-5, 1.0};
+    case DType::f16:
+      return {1e-2, 1e-2, 0.999};
+    case DType::bf16:
+      return {2e-2, 2e-2, 0.999};
+    default:
+      return {0, 0, 1.0};  // integers: exact
   }
 }
 
@@ -31,8 +36,12 @@ Tolerance Problem::tolerance_for(DType t) const {
   return it != tolerance.end() ? it->second : default_tolerance(t);
 }
 
-fs::path Problem::inputs_file(int seed) const { return data_dir() / ("inputs.seed" + std::to_string(seed) + ".safetensors"); }
-fs::path Problem::params_file(int init) const { return data_dir() / ("params.init" + std::to_string(init) + ".safetensors"); }
+fs::path Problem::inputs_file(int seed) const {
+  return data_dir() / ("inputs.seed" + std::to_string(seed) + ".safetensors");
+}
+fs::path Problem::params_file(int init) const {
+  return data_dir() / ("params.init" + std::to_string(init) + ".safetensors");
+}
 fs::path Problem::expected_file(int seed, int init) const {
   return data_dir() / ("expected.seed" + std::to_string(seed) + ".init" + std::to_string(init) + ".safetensors");
 }
@@ -76,44 +85,44 @@ namespace {
 // "inputs" that is not an array is reported as such, not through its elements.
 void check_problem_types(const json& j) {
   check_field_types(j, {
-      {"format", kInteger},
-      {"name", kString},
-      {"description", kString},
-      {"op_class", kString},
-      {"counting", kString},
-      {"inputs", kArray, "a list of {name, dtype, shape}"},
-      {"parameters", kArray, "a list of {name, dtype, shape}"},
-      {"outputs", kArray, "a list of {name, dtype, shape}"},
-      {"inputs[]", kObject, "{name, dtype, shape}"},
-      {"parameters[]", kObject, "{name, dtype, shape}"},
-      {"outputs[]", kObject, "{name, dtype, shape}"},
-      {"inputs[].name", kString},
-      {"parameters[].name", kString},
-      {"outputs[].name", kString},
-      {"inputs[].dtype", kString, "a dtype name such as f32"},
-      {"parameters[].dtype", kString, "a dtype name such as f32"},
-      {"outputs[].dtype", kString, "a dtype name such as f32"},
-      {"inputs[].shape", kArray, "of integers, such as [512, 1024]"},
-      {"parameters[].shape", kArray, "of integers, such as [512, 1024]"},
-      {"outputs[].shape", kArray, "of integers, such as [512, 1024]"},
-      {"inputs[].shape[]", kInteger},
-      {"parameters[].shape[]", kInteger},
-      {"outputs[].shape[]", kInteger},
-      {"tolerance", kObject, "mapping dtype names to {atol, rtol, min_match}"},
-      {"tolerance.*", kObject, "{atol, rtol, min_match}"},
-      {"tolerance.*.atol", kNumber},
-      {"tolerance.*.rtol", kNumber},
-      {"tolerance.*.min_match", kNumber},
-      {"flops", kNumber},
-      {"bytes", kNumber},
-      {"seeds", kArray, "a list of {seed, distribution}"},
-      {"seeds[]", kObject, "{seed, distribution}"},
-      {"seeds[].seed", kInteger},
-      {"seeds[].distribution", kString},
-      {"inits", kArray, "a list of integers"},
-      {"inits[]", kInteger},
-      {"provenance", kObject},
-  });
+                           {"format", kInteger},
+                           {"name", kString},
+                           {"description", kString},
+                           {"op_class", kString},
+                           {"counting", kString},
+                           {"inputs", kArray, "a list of {name, dtype, shape}"},
+                           {"parameters", kArray, "a list of {name, dtype, shape}"},
+                           {"outputs", kArray, "a list of {name, dtype, shape}"},
+                           {"inputs[]", kObject, "{name, dtype, shape}"},
+                           {"parameters[]", kObject, "{name, dtype, shape}"},
+                           {"outputs[]", kObject, "{name, dtype, shape}"},
+                           {"inputs[].name", kString},
+                           {"parameters[].name", kString},
+                           {"outputs[].name", kString},
+                           {"inputs[].dtype", kString, "a dtype name such as f32"},
+                           {"parameters[].dtype", kString, "a dtype name such as f32"},
+                           {"outputs[].dtype", kString, "a dtype name such as f32"},
+                           {"inputs[].shape", kArray, "of integers, such as [512, 1024]"},
+                           {"parameters[].shape", kArray, "of integers, such as [512, 1024]"},
+                           {"outputs[].shape", kArray, "of integers, such as [512, 1024]"},
+                           {"inputs[].shape[]", kInteger},
+                           {"parameters[].shape[]", kInteger},
+                           {"outputs[].shape[]", kInteger},
+                           {"tolerance", kObject, "mapping dtype names to {atol, rtol, min_match}"},
+                           {"tolerance.*", kObject, "{atol, rtol, min_match}"},
+                           {"tolerance.*.atol", kNumber},
+                           {"tolerance.*.rtol", kNumber},
+                           {"tolerance.*.min_match", kNumber},
+                           {"flops", kNumber},
+                           {"bytes", kNumber},
+                           {"seeds", kArray, "a list of {seed, distribution}"},
+                           {"seeds[]", kObject, "{seed, distribution}"},
+                           {"seeds[].seed", kInteger},
+                           {"seeds[].distribution", kString},
+                           {"inits", kArray, "a list of integers"},
+                           {"inits[]", kInteger},
+                           {"provenance", kObject},
+                       });
 }
 
 std::vector<TensorSpec> tensor_list(const json& j, const char* key, bool required) {
@@ -147,7 +156,8 @@ Problem load_problem(const fs::path& dir_in) {
     if (!j.is_object()) throw UserError("expected an object at the top level, got " + describe_json_value(j));
     check_problem_types(j);
     if (integer_field(j, "format", 0) != 1)
-      throw UserError("unsupported format " + j.value("format", json(nullptr)).dump() + " (this mblast reads format 1)");
+      throw UserError("unsupported format " + j.value("format", json(nullptr)).dump() +
+                      " (this mblast reads format 1)");
     Problem p;
     p.dir = dir;
     if (!j.contains("name")) throw UserError("name: missing (expected a string)");
@@ -179,7 +189,8 @@ Problem load_problem(const fs::path& dir_in) {
     p.flops = number_field(j, "flops", 0.0);
     p.bytes = number_field(j, "bytes", 0.0);
     if (p.flops < 0 || p.bytes < 0) throw UserError("'flops' and 'bytes' must be non-negative");
-    if (!j.contains("seeds") || j["seeds"].empty()) throw UserError("seeds: missing (expected a list of {seed, distribution})");
+    if (!j.contains("seeds") || j["seeds"].empty())
+      throw UserError("seeds: missing (expected a list of {seed, distribution})");
     for (size_t i = 0; i < j["seeds"].size(); ++i) {
       const json& s = j["seeds"][i];
       const std::string at = json_path("seeds", i);
@@ -215,13 +226,15 @@ void ensure_problem_data(const Problem& p, bool quiet) {
     const fs::path manifest = p.data_dir() / "MANIFEST.json";
     std::error_code ec;
     const auto made = fs::last_write_time(manifest, ec);
-    if (!ec && made >= fs::last_write_time(p.dir / "problem.json") && made >= fs::last_write_time(p.dir / "reference.py"))
+    if (!ec && made >= fs::last_write_time(p.dir / "problem.json") &&
+        made >= fs::last_write_time(p.dir / "reference.py"))
       return;
   }
   if (!has_reference)
     throw UserError(p.dir.string() + ": reference data is missing (no data/ and no reference.py to make it)");
   const fs::path tool = data_dir() / "tools" / "mblast_data.py";
-  if (!fs::exists(tool)) throw UserError("cannot make reference data: " + tool.string() + " not found (set MBLAST_HOME)");
+  if (!fs::exists(tool))
+    throw UserError("cannot make reference data: " + tool.string() + " not found (set MBLAST_HOME)");
   std::vector<std::string> argv = {python_for_tools(), tool.string(), p.dir.string()};
   if (p.data_present()) argv.push_back("--quiet-if-fresh");
   auto r = run_command(argv, 600);
@@ -229,7 +242,8 @@ void ensure_problem_data(const Problem& p, bool quiet) {
     std::string out = r.output;
     while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
     auto nl = out.rfind('\n');
-    throw UserError("cannot make reference data for " + p.name + ": " + (out.empty() ? "generator failed" : out.substr(nl == std::string::npos ? 0 : nl + 1)));
+    throw UserError("cannot make reference data for " + p.name + ": " +
+                    (out.empty() ? "generator failed" : out.substr(nl == std::string::npos ? 0 : nl + 1)));
   }
   if (!quiet && !r.output.empty() && r.output.find("up to date") == std::string::npos)
     std::fprintf(stderr, "%s", r.output.c_str());
@@ -244,7 +258,8 @@ void check_specs(const fs::path& file, const Set& set, const std::vector<TensorS
     if (!t) throw UserError(file.string() + ": lacks tensor '" + s.name + "'");
     if (t->spec.dtype != s.dtype || t->spec.shape != s.shape)
       throw UserError(file.string() + ": tensor '" + s.name + "' is " + std::string(dtype_name(t->spec.dtype)) +
-                      t->spec.shape_string() + " but problem.json says " + std::string(dtype_name(s.dtype)) + s.shape_string());
+                      t->spec.shape_string() + " but problem.json says " + std::string(dtype_name(s.dtype)) +
+                      s.shape_string());
   }
 }
 }  // namespace

@@ -1,25 +1,25 @@
 #include "mblast/process.h"
 
-#include <cerrno>
-#include <filesystem>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
-#include <mutex>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "mblast/error.h"
 
@@ -99,8 +99,8 @@ std::string enter_namespaces(const Isolation& iso, uid_t uid, gid_t gid) {
       }
       const std::string from = "/proc/self/fd/" + std::to_string(fd);
       if (::mount(from.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-          (!writable &&
-           ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0))
+          (!writable && ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                                nullptr) != 0))
         return errno_text(("bind " + path + " into the private tmpfs").c_str());
       ::close(fd);
     }
@@ -110,8 +110,10 @@ std::string enter_namespaces(const Isolation& iso, uid_t uid, gid_t gid) {
 
 std::string drop_capabilities() {
   // No capabilities come back at exec (uid 0 included), and none can be regained.
-  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED, 0, 0, 0) != 0)
+  if (::prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                  SECBIT_KEEP_CAPS_LOCKED,
+              0, 0, 0) != 0)
     return errno_text("prctl(PR_SET_SECUREBITS)");
   for (int c = 0; c < 64; ++c)
     if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno == EINVAL) break;
@@ -127,7 +129,8 @@ std::string drop_capabilities() {
 std::string settle_in_namespace(const Isolation& iso) {
   if (iso.own_proc && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return errno_text("mount proc on /proc");
-  if (iso.max_tasks > 0 && !write_text("/proc/sys/kernel/pid_max", std::to_string(kReservedPids + iso.max_tasks).c_str()))
+  if (iso.max_tasks > 0 &&
+      !write_text("/proc/sys/kernel/pid_max", std::to_string(kReservedPids + iso.max_tasks).c_str()))
     return errno_text("write the PID namespace's /proc/sys/kernel/pid_max");
   return "";
 }
@@ -183,7 +186,8 @@ pid_t receive_pid(int sock) {
   m.msg_control = ctl;
   m.msg_controllen = sizeof ctl;
   ssize_t n;
-  while ((n = ::recvmsg(sock, &m, 0)) < 0 && errno == EINTR) {}
+  while ((n = ::recvmsg(sock, &m, 0)) < 0 && errno == EINTR) {
+  }
   if (n <= 0) return -1;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
@@ -200,7 +204,8 @@ pid_t receive_pid(int sock) {
 [[noreturn]] void keep(pid_t init, int status_fd) {
   close_all_but(status_fd);
   int status = 0;
-  while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {}
+  while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  }
   int command_status = 0;
   if (::read(status_fd, &command_status, sizeof command_status) == static_cast<ssize_t>(sizeof command_status))
     status = command_status;
@@ -230,8 +235,14 @@ Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
     if (pid_ > 0) kill();
     close_fds();
-    pid_ = o.pid_; reap_ = o.reap_; in_fd_ = o.in_fd_; out_fd_ = o.out_fd_; to_fd_ = o.to_fd_; from_fd_ = o.from_fd_;
-    o.pid_ = o.reap_ = -1; o.in_fd_ = o.out_fd_ = o.to_fd_ = o.from_fd_ = -1;
+    pid_ = o.pid_;
+    reap_ = o.reap_;
+    in_fd_ = o.in_fd_;
+    out_fd_ = o.out_fd_;
+    to_fd_ = o.to_fd_;
+    from_fd_ = o.from_fd_;
+    o.pid_ = o.reap_ = -1;
+    o.in_fd_ = o.out_fd_ = o.to_fd_ = o.from_fd_ = -1;
   }
   return *this;
 }
@@ -240,7 +251,10 @@ Child::~Child() {
   close_fds();
 }
 void Child::close_fds() {
-  close_if(in_fd_); close_if(out_fd_); close_if(to_fd_); close_if(from_fd_);
+  close_if(in_fd_);
+  close_if(out_fd_);
+  close_if(to_fd_);
+  close_if(from_fd_);
 }
 void Child::close_stdin() { close_if(in_fd_); }
 
@@ -252,11 +266,18 @@ std::optional<Child::Exit> Child::wait(std::optional<std::chrono::steady_clock::
     if (r == reap_) {
       pid_ = reap_ = -1;
       Exit e;
-      if (WIFEXITED(status)) { e.exited = true; e.code = WEXITSTATUS(status); }
-      else if (WIFSIGNALED(status)) { e.signal = WTERMSIG(status); }
+      if (WIFEXITED(status)) {
+        e.exited = true;
+        e.code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        e.signal = WTERMSIG(status);
+      }
       return e;
     }
-    if (r < 0 && errno != EINTR) { pid_ = reap_ = -1; return Exit{true, 0, 0}; }
+    if (r < 0 && errno != EINTR) {
+      pid_ = reap_ = -1;
+      return Exit{true, 0, 0};
+    }
     if (deadline && std::chrono::steady_clock::now() >= *deadline) return std::nullopt;
     if (deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -287,7 +308,10 @@ Child spawn(const SpawnOptions& opts) {
   };
   if (opts.pipe_stdin) mk(in_p);
   if (opts.pipe_stdout) mk(out_p);
-  if (opts.protocol_pipes) { mk(to_p); mk(from_p); }
+  if (opts.protocol_pipes) {
+    mk(to_p);
+    mk(from_p);
+  }
   mk(err_p);
   const Isolation& iso = opts.isolation;
   if (iso.pid_ns) mk(pid_p);
@@ -337,7 +361,8 @@ Child spawn(const SpawnOptions& opts) {
     const size_t inherit = std::min<size_t>(opts.inherit_fds.size(), 8);
     for (size_t i = 0; i < inherit; ++i) moved[i] = away(opts.inherit_fds[i].first);
     if (opts.protocol_pipes && (::dup2(to_r, 3) < 0 || ::dup2(from_w, 4) < 0)) child_fail(ef, "spawn: dup2 failed");
-    if (opts.pipe_stdin) ::dup2(in_r, 0);
+    if (opts.pipe_stdin)
+      ::dup2(in_r, 0);
     else if (opts.protocol_pipes || !out_path.empty()) {
       int dn = ::open("/dev/null", O_RDONLY);
       if (dn >= 0) ::dup2(dn, 0);
@@ -401,15 +426,24 @@ Child spawn(const SpawnOptions& opts) {
     ::close(pid_p[1]);
     pid_t init = -1;
     ssize_t got;
-    while ((got = ::read(pid_p[0], &init, sizeof init)) < 0 && errno == EINTR) {}
+    while ((got = ::read(pid_p[0], &init, sizeof init)) < 0 && errno == EINTR) {
+    }
     if (got == static_cast<ssize_t>(sizeof init) && init > 0) c.pid_ = init;
     ::close(pid_p[0]);
   }
-  if (opts.pipe_stdin) { ::close(in_p[0]); c.in_fd_ = in_p[1]; }
-  if (opts.pipe_stdout) { ::close(out_p[1]); c.out_fd_ = out_p[0]; }
+  if (opts.pipe_stdin) {
+    ::close(in_p[0]);
+    c.in_fd_ = in_p[1];
+  }
+  if (opts.pipe_stdout) {
+    ::close(out_p[1]);
+    c.out_fd_ = out_p[0];
+  }
   if (opts.protocol_pipes) {
-    ::close(to_p[0]); ::close(from_p[1]);
-    c.to_fd_ = to_p[1]; c.from_fd_ = from_p[0];
+    ::close(to_p[0]);
+    ::close(from_p[1]);
+    c.to_fd_ = to_p[1];
+    c.from_fd_ = from_p[0];
   }
   // The error pipe is close-on-exec: EOF with no bytes means exec succeeded.
   std::string err;
@@ -452,7 +486,9 @@ namespace {
     // enter_namespaces with mount_ns already did the private propagation; a tmpfs on /tmp here
     // is seen by nobody else.
     const std::string opts = "size=1048576,mode=1777";
-    report("private_dirs", ::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0 ? "" : errno_text("mount tmpfs on /tmp"));
+    report("private_dirs", ::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0
+                               ? ""
+                               : errno_text("mount tmpfs on /tmp"));
   } else {
     report("private_dirs", "needs a mount namespace");
   }
@@ -460,23 +496,31 @@ namespace {
   const pid_t c = pid ? ::fork() : -1;
   if (c == 0) {
     std::string proc = !mnt ? "needs a mount namespace"
-                            : ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? ""
-                                                                                                             : errno_text("mount proc on /proc");
+                       : ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0
+                           ? ""
+                           : errno_text("mount proc on /proc");
     report("own_proc", proc);
-    if (!proc.empty()) report("max_tasks", "needs the PID namespace's own /proc");
-    else report("max_tasks", write_text("/proc/sys/kernel/pid_max", std::to_string(kReservedPids + 64).c_str()) ? ""
-                             : errno_text("write pid_max in a PID namespace (per-namespace pid_max came with Linux 6.14)"));
-    report("drop_capabilities", in_user_ns || root ? drop_capabilities() : "no capabilities held (not root, no user namespace)");
+    if (!proc.empty())
+      report("max_tasks", "needs the PID namespace's own /proc");
+    else
+      report("max_tasks",
+             write_text("/proc/sys/kernel/pid_max", std::to_string(kReservedPids + 64).c_str())
+                 ? ""
+                 : errno_text("write pid_max in a PID namespace (per-namespace pid_max came with Linux 6.14)"));
+    report("drop_capabilities",
+           in_user_ns || root ? drop_capabilities() : "no capabilities held (not root, no user namespace)");
     ::_exit(0);
   }
   if (c > 0) {
     int st = 0;
-    while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {}
+    while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
+    }
   } else {
     const char* w = pid ? "fork failed" : "needs a PID namespace";
     report("own_proc", w);
     report("max_tasks", w);
-    report("drop_capabilities", in_user_ns || root ? drop_capabilities() : "no capabilities held (not root, no user namespace)");
+    report("drop_capabilities",
+           in_user_ns || root ? drop_capabilities() : "no capabilities held (not root, no user namespace)");
   }
   ::_exit(0);
 }
@@ -505,12 +549,18 @@ const IsolationSupport& probe_isolation() {
     ::close(p[0]);
     if (c > 0) {
       int st = 0;
-      while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {}
+      while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
+      }
     }
-    const std::map<std::string, bool*> parts = {{"user_ns", &s.user_ns}, {"pid_ns", &s.pid_ns}, {"mount_ns", &s.mount_ns},
-                                               {"net_ns", &s.net_ns}, {"ipc_ns", &s.ipc_ns}, {"own_proc", &s.own_proc},
-                                               {"private_dirs", &s.private_dirs}, {"max_tasks", &s.max_tasks},
-                                               {"drop_capabilities", &s.drop_capabilities}};
+    const std::map<std::string, bool*> parts = {{"user_ns", &s.user_ns},
+                                                {"pid_ns", &s.pid_ns},
+                                                {"mount_ns", &s.mount_ns},
+                                                {"net_ns", &s.net_ns},
+                                                {"ipc_ns", &s.ipc_ns},
+                                                {"own_proc", &s.own_proc},
+                                                {"private_dirs", &s.private_dirs},
+                                                {"max_tasks", &s.max_tasks},
+                                                {"drop_capabilities", &s.drop_capabilities}};
     for (const auto& [name, flag] : parts) s.why_not[name] = c < 0 ? errno_text("fork") : "the probe did not report it";
     size_t start = 0;
     while (start < text.size()) {
@@ -524,8 +574,10 @@ const IsolationSupport& probe_isolation() {
       if (it == parts.end()) continue;
       const std::string why = line.substr(tab + 1);
       *it->second = why.empty();
-      if (why.empty()) s.why_not.erase(it->first);
-      else s.why_not[it->first] = why;
+      if (why.empty())
+        s.why_not.erase(it->first);
+      else
+        s.why_not[it->first] = why;
     }
   });
   return s;
@@ -538,24 +590,34 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   o.argv = argv;
   o.cwd = cwd;
   o.pipe_stdout = true;
-  o.before_exec = [] { ::dup2(1, 2); return std::string(); };
+  o.before_exec = [] {
+    ::dup2(1, 2);
+    return std::string();
+  };
   Child c = spawn(o);
   auto deadline = t0 + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   CommandResult r;
   char buf[8192];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) { r.timed_out = true; break; }
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      r.timed_out = true;
+      break;
+    }
     pollfd p{c.stdout_fd(), POLLIN, 0};
     int pr = ::poll(&p, 1, static_cast<int>(left));
     if (pr < 0 && errno == EINTR) continue;
     if (pr <= 0) continue;
     ssize_t n = ::read(c.stdout_fd(), buf, sizeof buf);
     if (n <= 0) break;
-    if (r.output.size() < max_output) r.output.append(buf, std::min<size_t>(static_cast<size_t>(n), max_output - r.output.size()));
+    if (r.output.size() < max_output)
+      r.output.append(buf, std::min<size_t>(static_cast<size_t>(n), max_output - r.output.size()));
   }
-  if (r.timed_out) r.exit = c.kill();
-  else r.exit = c.wait().value_or(Child::Exit{});
+  if (r.timed_out)
+    r.exit = c.kill();
+  else
+    r.exit = c.wait().value_or(Child::Exit{});
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -564,8 +626,13 @@ std::string shell_quote(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
     if (!out.empty()) out += ' ';
-    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == std::string::npos;
-    if (plain) { out += a; continue; }
+    bool plain =
+        !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
+                          std::string::npos;
+    if (plain) {
+      out += a;
+      continue;
+    }
     out += '\'';
     for (char ch : a) out += (ch == '\'') ? std::string("'\\''") : std::string(1, ch);
     out += '\'';

@@ -1,10 +1,10 @@
 #include "mblast/protocol.h"
 
+#include <poll.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <poll.h>
-#include <unistd.h>
 
 namespace mblast::protocol {
 
@@ -24,11 +24,23 @@ void write_all(int fd, const void* data, size_t n) {
   }
 }
 
-constexpr const char* kKindNames[] = {
-    "none",         "build_failed",   "abi_error",       "launch_failed",   "crashed",
-    "timeout",      "out_of_memory",  "out_of_bounds_write", "unwritten_output", "wrong_output",
-    "nan_or_inf",   "input_modified", "nondeterministic", "unavailable",     "runner_error",
-    "timing_inconsistent", "implausible_speed"};
+constexpr const char* kKindNames[] = {"none",
+                                      "build_failed",
+                                      "abi_error",
+                                      "launch_failed",
+                                      "crashed",
+                                      "timeout",
+                                      "out_of_memory",
+                                      "out_of_bounds_write",
+                                      "unwritten_output",
+                                      "wrong_output",
+                                      "nan_or_inf",
+                                      "input_modified",
+                                      "nondeterministic",
+                                      "unavailable",
+                                      "runner_error",
+                                      "timing_inconsistent",
+                                      "implausible_speed"};
 }  // namespace
 
 std::string_view failure_kind_name(FailureKind k) { return kKindNames[static_cast<int>(k)]; }

@@ -1,12 +1,12 @@
 #include "mblast/safetensors.h"
 
-#include <algorithm>
-#include <cstring>
-#include <fstream>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cstring>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +44,8 @@ uint64_t header_length(const std::byte* p) {
 }
 
 // The entries of a header whose body has `body_size` bytes, checked against it.
-std::vector<Entry> parse_header(std::string_view text, uint64_t body_size, std::map<std::string, std::string>& metadata) {
+std::vector<Entry> parse_header(std::string_view text, uint64_t body_size,
+                                std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (header.is_discarded() || !header.is_object()) throw UserError("safetensors: header is not a JSON object");
   std::vector<Entry> entries;
@@ -66,10 +67,12 @@ std::vector<Entry> parse_header(std::string_view text, uint64_t body_size, std::
     t.spec.dtype = *dt;
     for (const auto& d : e["shape"]) t.spec.shape.push_back(d.get<int64_t>());
     const auto& off = e["data_offsets"];
-    if (!off.is_array() || off.size() != 2) throw UserError("safetensors: entry '" + it.key() + "' has bad data_offsets");
+    if (!off.is_array() || off.size() != 2)
+      throw UserError("safetensors: entry '" + it.key() + "' has bad data_offsets");
     t.begin = off[0].get<uint64_t>();
     t.end = off[1].get<uint64_t>();
-    if (t.begin > t.end || t.end > body_size) throw UserError("safetensors: entry '" + it.key() + "' points outside the data");
+    if (t.begin > t.end || t.end > body_size)
+      throw UserError("safetensors: entry '" + it.key() + "' points outside the data");
     if (t.end - t.begin != t.spec.nbytes())
       throw UserError("safetensors: entry '" + it.key() + "' has " + std::to_string(t.end - t.begin) +
                       " bytes but its shape needs " + std::to_string(t.spec.nbytes()));
@@ -116,11 +119,13 @@ TensorSet load_safetensors(const std::filesystem::path& path) {
   in.seekg(0);
   try {
     std::byte len[8];
-    if (size < 8 || !in.read(reinterpret_cast<char*>(len), 8)) throw UserError("safetensors: truncated (no header length)");
+    if (size < 8 || !in.read(reinterpret_cast<char*>(len), 8))
+      throw UserError("safetensors: truncated (no header length)");
     const uint64_t header_len = header_length(len);
     if (header_len > size - 8) throw UserError("safetensors: header length runs past the end of the data");
     std::string text(header_len, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(header_len))) throw UserError("cannot read " + path.string());
+    if (!in.read(text.data(), static_cast<std::streamsize>(header_len)))
+      throw UserError("cannot read " + path.string());
     TensorSet set;
     for (auto& e : parse_header(text, size - 8 - header_len, set.metadata)) {
       HostTensor t;
@@ -151,7 +156,9 @@ MappedSafetensors::MappedSafetensors(const std::filesystem::path& path) {
     if (addr_ == MAP_FAILED) addr_ = nullptr;
   }
   ::close(fd);
-  if (!addr_) throw UserError(path.string() + ": " + (size_ == 0 ? "safetensors: truncated (no header length)" : "cannot map the file"));
+  if (!addr_)
+    throw UserError(path.string() + ": " +
+                    (size_ == 0 ? "safetensors: truncated (no header length)" : "cannot map the file"));
   try {
     views_ = view_safetensors(std::span(static_cast<const std::byte*>(addr_), size_));
   } catch (const UserError& e) {
@@ -171,7 +178,8 @@ std::string header_for(const std::vector<const TensorSpec*>& specs, const std::m
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const TensorSpec* s : specs) {
-    header[s->name] = {{"dtype", dtype_safetensors_name(s->dtype)}, {"shape", s->shape},
+    header[s->name] = {{"dtype", dtype_safetensors_name(s->dtype)},
+                       {"shape", s->shape},
                        {"data_offsets", {offset, offset + s->nbytes()}}};
     offsets->push_back(offset);
     offset += s->nbytes();
@@ -182,7 +190,8 @@ std::string header_for(const std::vector<const TensorSpec*>& specs, const std::m
   return h;
 }
 
-SafetensorsLayout layout_for(const std::vector<const TensorSpec*>& specs, const std::map<std::string, std::string>& metadata) {
+SafetensorsLayout layout_for(const std::vector<const TensorSpec*>& specs,
+                             const std::map<std::string, std::string>& metadata) {
   SafetensorsLayout l;
   const std::string h = header_for(specs, metadata, &l.offsets);
   size_t body = 0;
@@ -206,8 +215,8 @@ std::vector<std::byte> serialize_safetensors(const TensorSet& set) {
   std::vector<const TensorSpec*> ptrs;
   for (const auto& t : set.tensors) {
     if (t.data.size() != t.spec.nbytes())
-      throw Error("safetensors: tensor '" + t.spec.name + "' holds " + std::to_string(t.data.size()) + " bytes, its shape needs " +
-                  std::to_string(t.spec.nbytes()));
+      throw Error("safetensors: tensor '" + t.spec.name + "' holds " + std::to_string(t.data.size()) +
+                  " bytes, its shape needs " + std::to_string(t.spec.nbytes()));
     ptrs.push_back(&t.spec);
   }
   SafetensorsLayout l = layout_for(ptrs, set.metadata);

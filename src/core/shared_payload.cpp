@@ -50,9 +50,7 @@ SharedPayload::~SharedPayload() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string SharedPayload::path() const {
-  return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd_);
-}
+std::string SharedPayload::path() const { return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd_); }
 
 int open_shared_payload(const std::string& path, size_t bytes, std::string* why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -19,54 +19,56 @@ namespace {
 // the backends' READMEs). Null passes: in a user's file it deletes the built-in field (JSON
 // merge patch). Fields not named here are passed to the runner unchecked.
 void check_target_types(const json& j) {
-  check_field_types(j, {
-      {"name", kString},
-      {"backend", kString, "opencl, cuda or rvv"},
-      {"description", kString},
-      {"arch", kObject},
-      {"arch.vlen", kInteger},
-      {"arch.march", kString},
-      {"arch.zvfh", kBoolean},
-      {"arch.sm", kString | kInteger},
-      {"arch.gencode", kString},
-      {"arch.family", kString},
-      {"arch.generation", kString},
-      {"arch.subgroup_size", kInteger},
-      {"device", kObject},
-      {"device.platform_contains", kString},
-      {"device.device_contains", kString},
-      {"device.type", kString},
-      {"device.name_contains", kString},
-      {"device.compute_capability", kString},
-      {"device.cache_flush", kString},
-      {"build", kObject},
-      {"build.cxx", kString},
-      {"build.cc", kString},
-      {"build.nvcc", kString},
-      {"build.cxxflags", kArray, "of strings"},
-      {"build.cflags", kArray, "of strings"},
-      {"build.nvcc_flags", kArray, "of strings"},
-      {"build.cxxflags[]", kString},
-      {"build.cflags[]", kString},
-      {"build.nvcc_flags[]", kString},
-      {"execution", kObject},
-      {"execution.kind", kString, "qemu or native"},
-      {"execution.qemu", kString},
-      {"runner", kObject},
-      {"runner.transport", kString, "local, ssh or adb"},
-      {"runner.host", kString},
-      {"runner.port", kInteger},
-      {"runner.runner_path", kString},
-      {"runner.ssh_options", kArray, "of strings"},
-      {"runner.ssh_options[]", kString},
-      {"vendor_peaks", kObject},
-      {"vendor_peaks.bandwidth_bytes_per_s", kNumber},
-      {"vendor_peaks.fp32_flops_per_s", kNumber},
-      {"vendor_peaks.tf32_flops_per_s", kNumber},
-      {"vendor_peaks.bf16_flops_per_s", kNumber},
-      {"vendor_peaks.fp16_flops_per_s", kNumber},
-      {"vendor_peaks.source", kString},
-  }, /*null_is_absent=*/true);
+  check_field_types(j,
+                    {
+                        {"name", kString},
+                        {"backend", kString, "opencl, cuda or rvv"},
+                        {"description", kString},
+                        {"arch", kObject},
+                        {"arch.vlen", kInteger},
+                        {"arch.march", kString},
+                        {"arch.zvfh", kBoolean},
+                        {"arch.sm", kString | kInteger},
+                        {"arch.gencode", kString},
+                        {"arch.family", kString},
+                        {"arch.generation", kString},
+                        {"arch.subgroup_size", kInteger},
+                        {"device", kObject},
+                        {"device.platform_contains", kString},
+                        {"device.device_contains", kString},
+                        {"device.type", kString},
+                        {"device.name_contains", kString},
+                        {"device.compute_capability", kString},
+                        {"device.cache_flush", kString},
+                        {"build", kObject},
+                        {"build.cxx", kString},
+                        {"build.cc", kString},
+                        {"build.nvcc", kString},
+                        {"build.cxxflags", kArray, "of strings"},
+                        {"build.cflags", kArray, "of strings"},
+                        {"build.nvcc_flags", kArray, "of strings"},
+                        {"build.cxxflags[]", kString},
+                        {"build.cflags[]", kString},
+                        {"build.nvcc_flags[]", kString},
+                        {"execution", kObject},
+                        {"execution.kind", kString, "qemu or native"},
+                        {"execution.qemu", kString},
+                        {"runner", kObject},
+                        {"runner.transport", kString, "local, ssh or adb"},
+                        {"runner.host", kString},
+                        {"runner.port", kInteger},
+                        {"runner.runner_path", kString},
+                        {"runner.ssh_options", kArray, "of strings"},
+                        {"runner.ssh_options[]", kString},
+                        {"vendor_peaks", kObject},
+                        {"vendor_peaks.bandwidth_bytes_per_s", kNumber},
+                        {"vendor_peaks.fp32_flops_per_s", kNumber},
+                        {"vendor_peaks.tf32_flops_per_s", kNumber},
+                        {"vendor_peaks.bf16_flops_per_s", kNumber},
+                        {"vendor_peaks.fp16_flops_per_s", kNumber},
+                        {"vendor_peaks.source", kString},
+                    },
+                    /*null_is_absent=*/true);
 }
 
 // The types are checked already (check_target_types); what is left are the values.
@@ -106,7 +108,8 @@ void load_file(const fs::path& f, std::map<std::string, Target>& out, std::strin
   t.runner = address_from(j.value("runner", json::object()));
   if (j.contains("execution") && j["execution"].contains("kind")) {
     const std::string kind = j["execution"]["kind"].get<std::string>();
-    if (kind != "qemu" && kind != "native") throw UserError("execution.kind: '" + kind + "' is not one of qemu, native");
+    if (kind != "qemu" && kind != "native")
+      throw UserError("execution.kind: '" + kind + "' is not one of qemu, native");
   }
   j["name"] = name;
   t.spec = std::move(j);
@@ -189,7 +192,8 @@ RunnerAddress parse_runner_url(const std::string& url) {
   RunnerAddress a;
   if (url.empty() || url == "local") return a;
   const std::string prefix = "ssh://";
-  if (url.rfind(prefix, 0) != 0) throw UserError("runner '" + url + "': expected local or ssh://[user@]host[:port]/path");
+  if (url.rfind(prefix, 0) != 0)
+    throw UserError("runner '" + url + "': expected local or ssh://[user@]host[:port]/path");
   std::string rest = url.substr(prefix.size());
   auto slash = rest.find('/');
   std::string hostport = rest.substr(0, slash);

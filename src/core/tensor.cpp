@@ -23,10 +23,10 @@ struct DTypeInfo {
   bool is_float;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::f32, 4, "f32", "F32", true},  {DType::f16, 2, "f16", "F16", true},
-    {DType::bf16, 2, "bf16", "BF16", true}, {DType::f64, 8, "f64", "F64", true},
-    {DType::i32, 4, "i32", "I32", false}, {DType::i64, 8, "i64", "I64", false},
-    {DType::i8, 1, "i8", "I8", false},    {DType::u8, 1, "u8", "U8", false},
+    {DType::f32, 4, "f32", "F32", true},        {DType::f16, 2, "f16", "F16", true},
+    {DType::bf16, 2, "bf16", "BF16", true},     {DType::f64, 8, "f64", "F64", true},
+    {DType::i32, 4, "i32", "I32", false},       {DType::i64, 8, "i64", "I64", false},
+    {DType::i8, 1, "i8", "I8", false},          {DType::u8, 1, "u8", "U8", false},
     {DType::boolean, 1, "bool", "BOOL", false},
 };
 const DTypeInfo& info(DType t) {
@@ -66,17 +66,44 @@ std::optional<DType> parse_safetensors_dtype(std::string_view name) {
 
 double element_as_double(DType t, const std::byte* data, size_t i) {
   switch (t) {
-    case DType::f32: { float v; std::memcpy(&v, data + 4 * i, 4); return v; }
-    case DType::f64: { double v; std::memcpy(&v, data + 8 * i, 8); return v; }
-    case DType::f16: { uint16_t v; std::memcpy(&v, data + 2 * i, 2); return half_to_double(v); }
-    case DType::bf16: {
-      uint16_t v; std::memcpy(&v, data + 2 * i, 2);
-      uint32_t bits = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, data + 4 * i, 4);
+      return v;
     }
-    case DType::i32: { int32_t v; std::memcpy(&v, data + 4 * i, 4); return v; }
-    case DType::i64: { int64_t v; std::memcpy(&v, data + 8 * i, 8); return static_cast<double>(v); }
-    case DType::i8: return static_cast<double>(static_cast<int8_t>(data[i]));
-    case DType::u8: case DType::boolean: return static_cast<double>(static_cast<uint8_t>(data[i]));
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, data + 8 * i, 8);
+      return v;
+    }
+    case DType::f16: {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      return half_to_double(v);
+    }
+    case DType::bf16: {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      uint32_t bits = static_cast<uint32_t>(v) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, data + 4 * i, 4);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, data + 8 * i, 8);
+      return static_cast<double>(v);
+    }
+    case DType::i8:
+      return static_cast<double>(static_cast<int8_t>(data[i]));
+    case DType::u8:
+    case DType::boolean:
+      return static_cast<double>(static_cast<uint8_t>(data[i]));
   }
   return 0.0;
 }
@@ -102,13 +129,11 @@ void from_json(const nlohmann::json& j, TensorSpec& s) {
   if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
     throw UserError("a tensor entry has no name");
   s.name = j["name"].get<std::string>();
-  if (!j.contains("dtype") || !j["dtype"].is_string())
-    throw UserError("tensor '" + s.name + "' has no dtype");
+  if (!j.contains("dtype") || !j["dtype"].is_string()) throw UserError("tensor '" + s.name + "' has no dtype");
   auto dt = parse_dtype(j["dtype"].get<std::string>());
   if (!dt) throw UserError("tensor '" + s.name + "' has unknown dtype '" + j["dtype"].get<std::string>() + "'");
   s.dtype = *dt;
-  if (!j.contains("shape") || !j["shape"].is_array())
-    throw UserError("tensor '" + s.name + "' has no shape array");
+  if (!j.contains("shape") || !j["shape"].is_array()) throw UserError("tensor '" + s.name + "' has no shape array");
   s.shape.clear();
   for (const auto& d : j["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)

@@ -1,12 +1,12 @@
 #include "mblast/verify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <thread>
 #include <vector>
-#include <algorithm>
 
 namespace mblast {
 
@@ -55,11 +55,24 @@ struct Partial {
   }
 };
 
-template <size_t ES> struct WordOf;
-template <> struct WordOf<1> { using type = uint8_t; };
-template <> struct WordOf<2> { using type = uint16_t; };
-template <> struct WordOf<4> { using type = uint32_t; };
-template <> struct WordOf<8> { using type = uint64_t; };
+template <size_t ES>
+struct WordOf;
+template <>
+struct WordOf<1> {
+  using type = uint8_t;
+};
+template <>
+struct WordOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct WordOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct WordOf<8> {
+  using type = uint64_t;
+};
 
 // The common case of a block of elements, with no branch and no per-element bookkeeping:
 // every element within its bound, none holding the poison. Adds the block's
@@ -116,8 +129,10 @@ void compare_elements(const Tolerance& tol, bool is_float, const std::byte* got,
     }
     if (is_float && !std::isfinite(e)) {  // the reference itself is NaN/Inf: must match in kind
       const bool same = (std::isnan(e) && std::isnan(v)) || (std::isinf(e) && v == e);
-      if (same) ++c.matched;
-      else if (c.first_bad == n) c.first_bad = i;
+      if (same)
+        ++c.matched;
+      else if (c.first_bad == n)
+        c.first_bad = i;
       continue;
     }
     const double err = std::fabs(v - e), mag = std::fabs(e);
@@ -161,12 +176,14 @@ OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<c
   c.total = n;
   if (got.size() != spec.nbytes() || ref.size() != spec.nbytes()) {
     c.kind = FailureKind::runner_error;
-    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " + std::to_string(spec.nbytes());
+    c.reason = "output '" + spec.name + "' has " + std::to_string(got.size()) + " bytes, expected " +
+               std::to_string(spec.nbytes());
     return c;
   }
   const bool is_float = dtype_is_float(spec.dtype);
   constexpr size_t kStretch = size_t{1} << 22;
-  const size_t threads = std::min<size_t>({(n + kStretch - 1) / kStretch, std::max(1u, std::thread::hardware_concurrency()), 16});
+  const size_t threads =
+      std::min<size_t>({(n + kStretch - 1) / kStretch, std::max(1u, std::thread::hardware_concurrency()), 16});
   Partial all(n);
   if (threads <= 1) {
     all = compare_range<ES>(tol, is_float, got.data(), ref.data(), poison, n, 0, n, load);
@@ -175,7 +192,8 @@ OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<c
     std::vector<std::thread> pool;
     for (size_t t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
-        parts[t] = compare_range<ES>(tol, is_float, got.data(), ref.data(), poison, n, n * t / threads, n * (t + 1) / threads, load);
+        parts[t] = compare_range<ES>(tol, is_float, got.data(), ref.data(), poison, n, n * t / threads,
+                                     n * (t + 1) / threads, load);
       });
     for (auto& th : pool) th.join();
     for (const auto& p : parts) all.merge(p);
@@ -194,15 +212,16 @@ OutputCheck compare_as(const TensorSpec& spec, const Tolerance& tol, std::span<c
     c.worst_index = all.first_unwritten;
   } else if (c.non_finite > 0) {
     c.kind = FailureKind::nan_or_inf;
-    c.reason = std::to_string(c.non_finite) + " elements are NaN or Inf where the reference is finite, first at " + at(all.first_nonfinite);
+    c.reason = std::to_string(c.non_finite) + " elements are NaN or Inf where the reference is finite, first at " +
+               at(all.first_nonfinite);
     c.worst_index = all.first_nonfinite;
   } else if (static_cast<double>(c.matched) < tol.min_match * static_cast<double>(n)) {
     c.kind = FailureKind::wrong_output;
     const size_t w = c.worst_index;
-    c.reason = std::to_string(n - c.matched) + " of " + std::to_string(n) + " elements " + what + "; worst at " + at(w) +
-               ": got " + num(element_as_double(spec.dtype, got.data(), w)) + ", expected " +
-               num(element_as_double(spec.dtype, ref.data(), w)) + " (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) +
-               ", need " + num(tol.min_match * 100) + "% within)";
+    c.reason = std::to_string(n - c.matched) + " of " + std::to_string(n) + " elements " + what + "; worst at " +
+               at(w) + ": got " + num(element_as_double(spec.dtype, got.data(), w)) + ", expected " +
+               num(element_as_double(spec.dtype, ref.data(), w)) + " (atol " + num(tol.atol) + ", rtol " +
+               num(tol.rtol) + ", need " + num(tol.min_match * 100) + "% within)";
   }
   return c;
 }
@@ -278,19 +297,33 @@ OutputCheck compare(const TensorSpec& spec, const Tolerance& tol, std::span<cons
   };
   if (!dtype_is_float(spec.dtype)) {  // exact, whatever tolerance problem.json gives
     switch (dtype_size(spec.dtype)) {
-      case 8: return compare_exact<8>(spec, got, ref, poison, what);
-      case 4: return compare_exact<4>(spec, got, ref, poison, what);
-      case 2: return compare_exact<2>(spec, got, ref, poison, what);
-      default: return compare_exact<1>(spec, got, ref, poison, what);
+      case 8:
+        return compare_exact<8>(spec, got, ref, poison, what);
+      case 4:
+        return compare_exact<4>(spec, got, ref, poison, what);
+      case 2:
+        return compare_exact<2>(spec, got, ref, poison, what);
+      default:
+        return compare_exact<1>(spec, got, ref, poison, what);
     }
   }
   switch (spec.dtype) {
-    case DType::f32: return compare_as<4>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<float>(p, i); });
-    case DType::f64: return compare_as<8>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<double>(p, i); });
-    case DType::i32: return compare_as<4>(spec, tol, got, ref, poison, what, [](const std::byte* p, size_t i) { return load_plain<int32_t>(p, i); });
-    case DType::f16: case DType::bf16: return any(std::integral_constant<size_t, 2>{});
-    case DType::i64: return any(std::integral_constant<size_t, 8>{});
-    default: return any(std::integral_constant<size_t, 1>{});
+    case DType::f32:
+      return compare_as<4>(spec, tol, got, ref, poison, what,
+                           [](const std::byte* p, size_t i) { return load_plain<float>(p, i); });
+    case DType::f64:
+      return compare_as<8>(spec, tol, got, ref, poison, what,
+                           [](const std::byte* p, size_t i) { return load_plain<double>(p, i); });
+    case DType::i32:
+      return compare_as<4>(spec, tol, got, ref, poison, what,
+                           [](const std::byte* p, size_t i) { return load_plain<int32_t>(p, i); });
+    case DType::f16:
+    case DType::bf16:
+      return any(std::integral_constant<size_t, 2>{});
+    case DType::i64:
+      return any(std::integral_constant<size_t, 8>{});
+    default:
+      return any(std::integral_constant<size_t, 1>{});
   }
 }
 }  // namespace

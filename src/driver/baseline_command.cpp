@@ -11,8 +11,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/error.h"
@@ -40,10 +40,16 @@ void add_baseline(CLI::App& app, BaselineArgs& a) {
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
   c->add_flag("--json", a.json, "Print the stored entry as JSON");
   c->add_flag("--no-compile", a.no_compile, "Do not time torch.compile");
-  c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
+  c->add_option(
+      "--python", a.python,
+      "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
   c->add_option("--warmup", a.warmup, "Untimed calls first")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--repeats", a.repeats, "Minimum timed calls")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--min-time", a.min_seconds, "Keep timing until the timing loop (timed calls and the cache flushes between them) has run this many seconds")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option(
+       "--min-time", a.min_seconds,
+       "Keep timing until the timing loop (timed calls and the cache flushes between them) has run this many seconds")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--timeout", a.timeout_s, "Seconds allowed for the whole measurement")->capture_default_str();
 }
 
@@ -57,7 +63,8 @@ std::string baseline_device(const Target& t, std::string* why) {
               " runner, but PyTorch baselines run on this machine: run `mblast baseline` on the target's host");
   if (t.backend == "cuda") return "cuda";
   if (t.backend == "rvv")
-    return no("target " + t.name + " is a RISC-V vector target: PyTorch has no RVV device; its baseline is "
+    return no("target " + t.name +
+              " is a RISC-V vector target: PyTorch has no RVV device; its baseline is "
               "clang -O3 auto-vectorised C (an autovec.rvv.c candidate timed with `mblast eval`)");
   if (t.backend == "opencl") {
     const json dev = t.spec.value("device", json::object());
@@ -98,10 +105,11 @@ class FileLock {
 
 std::string stat_line(const json& s) {
   if (s.contains("unavailable")) return "unavailable: " + s["unavailable"].get<std::string>();
-  std::string line = fmt::format("{:.3f} us  (p25 {:.3f}, p75 {:.3f}, spread {:.1f}%, {} samples)", s.value("median_us", 0.0),
-                                 s.value("p25_us", 0.0), s.value("p75_us", 0.0), s.value("spread_pct", 0.0),
-                                 s.value("samples", 0));
-  if (s.contains("check") && !s["check"].value("within_tolerance", true)) line += "  [output outside the problem's tolerance]";
+  std::string line =
+      fmt::format("{:.3f} us  (p25 {:.3f}, p75 {:.3f}, spread {:.1f}%, {} samples)", s.value("median_us", 0.0),
+                  s.value("p25_us", 0.0), s.value("p75_us", 0.0), s.value("spread_pct", 0.0), s.value("samples", 0));
+  if (s.contains("check") && !s["check"].value("within_tolerance", true))
+    line += "  [output outside the problem's tolerance]";
   if (s.contains("tf32")) line += "  [TF32 off: the default is outside the problem's tolerance]";
   return line;
 }
@@ -124,16 +132,21 @@ void store_baseline(const std::string& problem_dir, const std::string& target, c
 int run_baseline(const BaselineArgs& a) {
   Problem p = load_problem(a.problem);
   if (!fs::exists(p.dir / "model.py"))
-    throw UserError(p.dir.string() + " has no model.py: only problems made by `mblast import kernelbench` carry a PyTorch module to time");
+    throw UserError(
+        p.dir.string() +
+        " has no model.py: only problems made by `mblast import kernelbench` carry a PyTorch module to time");
   Target t = find_target(a.target);
   std::string why;
   const std::string device = baseline_device(t, &why);
   if (device.empty()) throw UserError("no PyTorch baseline on " + t.name + ": " + why);
 
   const fs::path out = kernelbench_json_path("baseline");
-  std::vector<std::string> args = {"baseline",    p.dir.string(),          "--device",      device,
-                                   "--warmup",    std::to_string(a.warmup), "--repeats",     std::to_string(a.repeats),
-                                   "--min-seconds", fmt::format("{}", a.min_seconds), "--json-out", out.string()};
+  std::vector<std::string> args = {"baseline",      p.dir.string(),
+                                   "--device",      device,
+                                   "--warmup",      std::to_string(a.warmup),
+                                   "--repeats",     std::to_string(a.repeats),
+                                   "--min-seconds", fmt::format("{}", a.min_seconds),
+                                   "--json-out",    out.string()};
   if (!a.no_compile) args.push_back("--compile");
   for (auto& x : baseline_cache_args(t)) args.push_back(std::move(x));
   const std::string python = kernelbench_python(a.python);

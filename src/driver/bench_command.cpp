@@ -9,8 +9,8 @@
 #include <fstream>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/import_command.h"
@@ -40,7 +40,8 @@ std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handl
 }  // namespace
 
 void add_bench(CLI::App& app, BenchArgs& a) {
-  auto* c = app.add_subcommand("bench", "Benchmark a suite of KernelBench problems on a target: correctness, speedups, fast_p");
+  auto* c = app.add_subcommand("bench",
+                               "Benchmark a suite of KernelBench problems on a target: correctness, speedups, fast_p");
   c->footer(
       "Examples:\n"
       "  mblast bench benchmarks/suite --target pocl-cpu --size small --out results.json\n"
@@ -57,22 +58,28 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("suite", a.suites, "Folders of KernelBench .py files, or single files")->required();
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->required();
   c->add_option("--runner", a.runner, kRunnerOptionHelp);
-  c->add_option("--size", a.size, "MBLAST_BENCH_SIZE for the suite files: small or full (default: $MBLAST_BENCH_SIZE, else small)")
+  c->add_option("--size", a.size,
+                "MBLAST_BENCH_SIZE for the suite files: small or full (default: $MBLAST_BENCH_SIZE, else small)")
       ->check(CLI::IsMember({"small", "full"}));
   c->add_option("--max-bytes", a.max_bytes,
                 "Import each file with its size constants scaled down until one seed's inputs, parameters and "
                 "outputs fit in N bytes (64M, 1G; as `mblast import kernelbench --max-bytes`)");
-  c->add_option("--candidates", a.candidates, "Folder of candidates: <level>/<stem><ext> or <stem><ext>, ext .cuda.cu | .opencl.cpp | .rvv.c");
-  c->add_option("--work", a.work, "Work folder holding the import cache (default: <cache>/bench, e.g. ~/.cache/mblast/bench)");
+  c->add_option("--candidates", a.candidates,
+                "Folder of candidates: <level>/<stem><ext> or <stem><ext>, ext .cuda.cu | .opencl.cpp | .rvv.c");
+  c->add_option("--work", a.work,
+                "Work folder holding the import cache (default: <cache>/bench, e.g. ~/.cache/mblast/bench)");
   c->add_option("--keep-free", a.keep_free_gib,
-                 "GiB to keep free on the work folder's disk before each import: cached imports no run is using are "
-                 "removed, least recently used first (default: twice the largest cached import, at least 1 GiB and 5 % of the disk)")
+                "GiB to keep free on the work folder's disk before each import: cached imports no run is using are "
+                "removed, least recently used first (default: twice the largest cached import, at least 1 GiB and 5 % "
+                "of the disk)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("-o,--out", a.out, "Results JSON (default: <work>/results.json); written atomically");
   c->add_flag("--table", a.table, "Print the table (the default; with --json it goes to stderr)");
   c->add_flag("--json", a.json, "Print the results JSON on stdout instead of the table");
-  c->add_option("--compare", a.compare, "Previous results JSON: flag problems that became incorrect or slower; exit 1 if any");
-  c->add_option("--threshold", a.threshold_pct, "With --compare: a slowdown of at most this many percent is never a regression")
+  c->add_option("--compare", a.compare,
+                "Previous results JSON: flag problems that became incorrect or slower; exit 1 if any");
+  c->add_option("--threshold", a.threshold_pct,
+                "With --compare: a slowdown of at most this many percent is never a regression")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c->add_option("--noise-k", a.noise_k, "With --compare: nor one within K x the combined spread of the two medians")
@@ -84,24 +91,32 @@ void add_bench(CLI::App& app, BenchArgs& a) {
               "change that slows every kernel alike is then not seen");
   c->add_option("--junit", a.junit, "Also write JUnit XML here (one testsuite per level, one testcase per problem)");
   c->add_option("--filter", a.filter, "Only problems whose <level>/<stem> contains this text");
-  c->add_flag("--no-baseline", a.no_baseline, "Reuse the PyTorch timings stored by an earlier run instead of measuring");
+  c->add_flag("--no-baseline", a.no_baseline,
+              "Reuse the PyTorch timings stored by an earlier run instead of measuring");
   c->add_flag("--no-compile", a.no_compile, "Do not time torch.compile");
-  c->add_option("--min-time", a.min_seconds, "Seconds of timing loop per measurement, cache flushes included (candidate and PyTorch alike)")
+  c->add_option("--min-time", a.min_seconds,
+                "Seconds of timing loop per measurement, cache flushes included (candidate and PyTorch alike)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c->add_flag("--optimize", a.optimize, "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and bench the result");
+  c->add_flag("--optimize", a.optimize,
+              "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and "
+              "bench the result");
   c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c->add_option("--optimize-from", a.optimize_from,
-                "With --optimize: start from the suite's candidate (default), or from the policy's first generated kernel "
-                "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")
+  c->add_option(
+       "--optimize-from", a.optimize_from,
+       "With --optimize: start from the suite's candidate (default), or from the policy's first generated kernel "
+       "when it has one (skips evaluating a slow naive kernel; the row's speedup_vs_start is then over that kernel)")
       ->check(CLI::IsMember({"candidate", "generated"}))
       ->capture_default_str();
   c->add_option("--llm", a.llm,
-                 "With --optimize: an LLM proposes (openai:MODEL, anthropic:MODEL, URL:MODEL; docs/llm.md)");
-  c->add_option("--kb", a.kb, "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
-  c->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
+                "With --optimize: an LLM proposes (openai:MODEL, anthropic:MODEL, URL:MODEL; docs/llm.md)");
+  c->add_option("--kb", a.kb,
+                "With --optimize: the knowledge base (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
+  c->add_option(
+      "--python", a.python,
+      "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
 }
 
 int run_bench(const BenchArgs& a) {
@@ -130,8 +145,8 @@ int run_bench(const BenchArgs& a) {
   o.keep_free_gib = a.keep_free_gib;
   o.eval.min_seconds = a.min_seconds;
   o.eval.quiet = true;
-  o.candidates_note = a.candidates.empty() ? "the suite's candidates/ folders"
-                                           : "--candidates " + fs::absolute(a.candidates).string();
+  o.candidates_note =
+      a.candidates.empty() ? "the suite's candidates/ folders" : "--candidates " + fs::absolute(a.candidates).string();
 
   // Read the previous results first: a bad file should not cost a whole suite run.
   json previous;
@@ -143,7 +158,9 @@ int run_bench(const BenchArgs& a) {
     if (ps != o.size) throw UserError(a.compare + " is of size " + ps + ", this run of size " + o.size);
     const json pm = previous.value("meta", json::object()).value("max_bytes", json());
     const uint64_t prev_max = pm.is_number_integer() && pm.get<int64_t>() > 0 ? pm.get<uint64_t>() : 0;
-    auto at = [](uint64_t n) { return n ? "at --max-bytes " + format_byte_size(n) : std::string("at the files' own sizes"); };
+    auto at = [](uint64_t n) {
+      return n ? "at --max-bytes " + format_byte_size(n) : std::string("at the files' own sizes");
+    };
     if (prev_max != o.max_bytes)
       throw UserError(a.compare + " was imported " + at(prev_max) + ", this run " + at(o.max_bytes));
   }
@@ -172,13 +189,20 @@ int run_bench(const BenchArgs& a) {
       c.origin = fmt::format("mblast optimize ({}, {} evaluations, run {}) from {}",
                              r.value("policy", std::string("builtin")), r["evaluations"].get<int>(),
                              r["run"].get<std::string>(), start ? start->origin : std::string("a generated kernel"));
-      c.details = {{"optimize_run", r["run"]}, {"report", r["report"]["json"]},
-                   {"speedup_vs_start", r["speedup"]}, {"improved", r["improved"]},
-                   {"stop_reason", r["stop_reason"]}, {"spend", r.value("spend", json::object())},
-                   {"seconds", {{"optimize", r.value("elapsed_s", 0.0)}, {"evaluate", r.value("evaluate_s", 0.0)},
-                                {"evaluate_split", r.value("evaluate_split", json::object())}}},
-                   {"design", {{"family", r.value("best_family", "")}, {"params", r.value("best_params", json::object())},
-                               {"description", r.value("best_description", "")}}}};
+      c.details = {{"optimize_run", r["run"]},
+                   {"report", r["report"]["json"]},
+                   {"speedup_vs_start", r["speedup"]},
+                   {"improved", r["improved"]},
+                   {"stop_reason", r["stop_reason"]},
+                   {"spend", r.value("spend", json::object())},
+                   {"seconds",
+                    {{"optimize", r.value("elapsed_s", 0.0)},
+                     {"evaluate", r.value("evaluate_s", 0.0)},
+                     {"evaluate_split", r.value("evaluate_split", json::object())}}},
+                   {"design",
+                    {{"family", r.value("best_family", "")},
+                     {"params", r.value("best_params", json::object())},
+                     {"description", r.value("best_description", "")}}}};
       // The optimize run verified and timed this file last with these options: the row takes
       // that evaluation (its third of the file when the result was confirmed) instead of a fourth.
       if (r.contains("result_eval")) {
@@ -191,12 +215,14 @@ int run_bench(const BenchArgs& a) {
   json results = bench(o, provider);
   json comparison;
   if (!a.compare.empty()) {
-    comparison = compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k, a.compare_relative}, a.filter);
+    comparison =
+        compare_bench(results, previous, CompareRule{a.threshold_pct, a.noise_k, a.compare_relative}, a.filter);
     comparison["previous"]["file"] = fs::absolute(a.compare).string();
     results["comparison"] = comparison;
   }
   write_file_atomically(out, dump(results));
-  if (!a.junit.empty()) write_file_atomically(a.junit, bench_junit_xml(results, comparison.is_null() ? nullptr : &comparison));
+  if (!a.junit.empty())
+    write_file_atomically(a.junit, bench_junit_xml(results, comparison.is_null() ? nullptr : &comparison));
 
   std::string report = format_bench_table(results);
   if (!comparison.is_null()) report += format_bench_comparison(comparison);

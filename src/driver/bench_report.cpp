@@ -111,7 +111,8 @@ json summarize_group(const std::vector<const json*>& rows) {
   g["counts"] = counts;
   g["correct"] = correct;
   g["correct_fraction"] = rows.empty() ? 0.0 : static_cast<double>(correct) / static_cast<double>(rows.size());
-  g["vs_eager"] = against(vs_eager, rows.size(), correct, with_eager, eager_why.empty() ? "no eager baseline" : eager_why);
+  g["vs_eager"] =
+      against(vs_eager, rows.size(), correct, with_eager, eager_why.empty() ? "no eager baseline" : eager_why);
   g["vs_compile"] = against(vs_compile, rows.size(), correct, with_compile,
                             compile_why.empty() ? "no torch.compile baseline" : compile_why);
   g["compile_speedup_vs_eager"] = {{"geomean", geomean(compile_vs_eager)}, {"n", compile_vs_eager.size()}};
@@ -147,8 +148,8 @@ void summary_line(std::ostringstream& o, const std::string& name, const json& g,
                : std::string("-");
   };
   auto block = [&](const json& against) {
-    return fmt::format("  {:>13} {:>6} {:>6} {:>8}", with_n(against), fraction(against["fast_0"]), fraction(against["fast_1"]),
-                       fraction(against["fast_1.5"]));
+    return fmt::format("  {:>13} {:>6} {:>6} {:>8}", with_n(against), fraction(against["fast_0"]),
+                       fraction(against["fast_1"]), fraction(against["fast_1.5"]));
   };
   o << fmt::format("{:<{}} {:>8} {:>7}", name, width, g["problems"].get<size_t>(), g["correct"].get<size_t>())
     << block(g["vs_eager"]);
@@ -181,7 +182,9 @@ bool xml_char_allowed(uint32_t cp) {
          (cp >= 0x10000 && cp <= 0x10FFFF);
 }
 
-std::string attr(const std::string& name, const std::string& value) { return " " + name + "=\"" + xml_escape(value) + "\""; }
+std::string attr(const std::string& name, const std::string& value) {
+  return " " + name + "=\"" + xml_escape(value) + "\"";
+}
 
 struct Case {
   std::string name, classname, outcome, kind, message, detail;  // outcome: pass | failure | skipped
@@ -194,7 +197,8 @@ std::string row_summary(const json& r) {
     s += fmt::format(", median {:.4g} {} (spread {:.1f}%)", r["time"].value("median", 0.0), r["time"].value("unit", ""),
                      r["time"].value("spread_pct", 0.0));
   if (r.value("speedup_vs_eager", json()).is_number()) s += ", " + times(r["speedup_vs_eager"]) + " vs eager";
-  if (r.value("speedup_vs_compile", json()).is_number()) s += ", " + times(r["speedup_vs_compile"]) + " vs torch.compile";
+  if (r.value("speedup_vs_compile", json()).is_number())
+    s += ", " + times(r["speedup_vs_compile"]) + " vs torch.compile";
   if (r.value("reason", json()).is_string()) s += "\nreason: " + r["reason"].get<std::string>();
   return s;
 }
@@ -218,8 +222,8 @@ std::string format_bench_table(const json& results) {
   const json& meta = results.value("meta", json::object());
   const json& rows = results.value("problems", json::array());
   o << fmt::format("mblast bench: {} problem{} on {} ({}), size {}, torch {}, baselines {}\n", rows.size(),
-                   rows.size() == 1 ? "" : "s", str(meta, "target", "?"),
-                   str(meta, "backend", "?"), str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
+                   rows.size() == 1 ? "" : "s", str(meta, "target", "?"), str(meta, "backend", "?"),
+                   str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
   if (const json& mb = meta.value("max_bytes", json()); mb.is_number_integer() && mb.get<int64_t>() > 0) {
     size_t scaled = 0;
     for (const json& r : rows) scaled += r.contains("scale") && !r["scale"].value("constants", json::object()).empty();
@@ -232,11 +236,13 @@ std::string format_bench_table(const json& results) {
                    "STATUS", "TIME us", "±%", "EAGER us", "±%", "COMPILE us", "±%", "vs EAGER", "vs COMPILE", "PEAK");
   for (const json& r : rows) {
     const json& t = r.value("time", json());
-    const std::string time = t.is_object() ? fmt::format("{:.2f}{}", t.value("median", 0.0), t.value("unit", "") == "us" ? "" : " " + str(t, "unit"))
+    const std::string time = t.is_object() ? fmt::format("{:.2f}{}", t.value("median", 0.0),
+                                                         t.value("unit", "") == "us" ? "" : " " + str(t, "unit"))
                                            : "-";
-    o << fmt::format("{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", str(r, "key"), width,
-                     str(r, "status"), time, fixed(t, "spread_pct", 1), fixed(r.value("eager", json()), "median_us", 2),
-                     fixed(r.value("eager", json()), "spread_pct", 1), fixed(r.value("compile", json()), "median_us", 2),
+    o << fmt::format("{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", str(r, "key"),
+                     width, str(r, "status"), time, fixed(t, "spread_pct", 1),
+                     fixed(r.value("eager", json()), "median_us", 2), fixed(r.value("eager", json()), "spread_pct", 1),
+                     fixed(r.value("compile", json()), "median_us", 2),
                      fixed(r.value("compile", json()), "spread_pct", 1), times(r.value("speedup_vs_eager", json())),
                      times(r.value("speedup_vs_compile", json())), percent(r.value("fraction_of_peak", json())));
     if (str(r, "status") != "correct" && r.value("reason", json()).is_string() && str(r, "reason") != "no candidate")
@@ -249,7 +255,8 @@ std::string format_bench_table(const json& results) {
       o << "    scaled: " << one_line(what, 140) << "\n";
     }
     if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
-      o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the problem's counted FLOPs\n"
+      o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the "
+           "problem's counted FLOPs\n"
            "    (FFT and Winograd convolutions) or runs it on tensor cores (3xTF32 products)\n";
     if (const json* d = design_of(r); d && !str(*d, "family").empty())
       o << fmt::format("    design: {} {}\n", str(*d, "family"), d->value("params", json::object()).dump());
@@ -260,13 +267,16 @@ std::string format_bench_table(const json& results) {
       if (b.is_object() && !b.value("within_tolerance", true))
         o << fmt::format("    {} output is outside the problem's tolerance (its time is still shown)\n", which);
       if (b.is_object() && b.contains("tf32_off"))
-        o << fmt::format("    {} timed with TF32 off: PyTorch's default (TF32 convolutions) is outside the tolerance\n", which);
+        o << fmt::format("    {} timed with TF32 off: PyTorch's default (TF32 convolutions) is outside the tolerance\n",
+                         which);
     }
   }
   const json& sum = results.value("summary", json::object());
   const json overall = sum.value("overall", json::object());
   const bool compile = overall.contains("vs_compile") && !overall["vs_compile"].contains("unavailable");
-  auto heads = [](const char* vs) { return fmt::format("  {:>13} {:>6} {:>6} {:>8}", vs, "fast_0", "fast_1", "fast_1.5"); };
+  auto heads = [](const char* vs) {
+    return fmt::format("  {:>13} {:>6} {:>6} {:>8}", vs, "fast_0", "fast_1", "fast_1.5");
+  };
   o << fmt::format("\n{:<{}} {:>8} {:>7}", "SUMMARY", width, "PROBLEMS", "CORRECT") << heads("GEOMEAN/EAGER");
   if (compile) o << heads("GEOMEAN/COMPILE") << fmt::format("  {:>13}", "COMPILE/EAGER");
   o << fmt::format("  {:>11}\n", "MEDIAN PEAK");
@@ -313,7 +323,8 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
     throw UserError("the previous results were measured on target " + str(pm, "target", "?") + ", this run on " +
                     str(cm, "target", "?") + ": compare runs on one target");
   if (str(pm, "size") != str(cm, "size"))
-    throw UserError("the previous results are of size " + str(pm, "size", "?") + ", this run of size " + str(cm, "size", "?"));
+    throw UserError("the previous results are of size " + str(pm, "size", "?") + ", this run of size " +
+                    str(cm, "size", "?"));
 
   std::map<std::string, const json*> prev;
   for (const json& r : previous["problems"])
@@ -340,15 +351,16 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
     const size_t n = ratios.size();
     const bool applied = n >= static_cast<size_t>(kMinProblemsForRelative);
     if (applied) factor = n % 2 ? ratios[n / 2] : std::sqrt(ratios[n / 2 - 1] * ratios[n / 2]);
-    speed_factor = {{"value", factor},
-                    {"problems", n},
-                    {"applied", applied},
-                    {"text", applied ? fmt::format("times compared relative to the run: each now/before ratio divided by "
-                                                   "the median ratio {:.3g} over {} problems correct in both",
-                                                   factor, n)
-                                     : fmt::format("times compared as measured: {} problems correct in both, fewer than "
-                                                   "the {} needed to estimate the run's speed",
-                                                   n, kMinProblemsForRelative)}};
+    speed_factor = {
+        {"value", factor},
+        {"problems", n},
+        {"applied", applied},
+        {"text", applied ? fmt::format("times compared relative to the run: each now/before ratio divided by "
+                                       "the median ratio {:.3g} over {} problems correct in both",
+                                       factor, n)
+                         : fmt::format("times compared as measured: {} problems correct in both, fewer than "
+                                       "the {} needed to estimate the run's speed",
+                                       n, kMinProblemsForRelative)}};
   }
 
   json problems = json::array(), fresh = json::array(), missing = json::array();
@@ -368,7 +380,8 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
       const json& p = *it->second;
       const bool was_ok = p.value("correct", false);
       c["previous_status"] = str(p, "status");
-      if (p.contains("candidate") && r.contains("candidate") && p["candidate"].is_object() && r["candidate"].is_object())
+      if (p.contains("candidate") && r.contains("candidate") && p["candidate"].is_object() &&
+          r["candidate"].is_object())
         c["candidate_changed"] = str(p["candidate"], "hash") != str(r["candidate"], "hash");
       if (was_ok && !now_ok) {
         c["verdict"] = "became_incorrect";
@@ -403,8 +416,9 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
           c["allowed_pct"] = allowed;
           std::string change = fmt::format("{:.4g} -> {:.4g} {}", pmed, nmed, str(nt, "unit"));
           if (factor != 1) change += fmt::format(", relative to the run's factor {:.3g}", factor);
-          const std::string limit = fmt::format("allowed {:.1f}% = max(threshold {:.1f}%, {:g} x combined spread {:.1f}%)",
-                                                allowed, rule.threshold_pct, rule.noise_k, combined);
+          const std::string limit =
+              fmt::format("allowed {:.1f}% = max(threshold {:.1f}%, {:g} x combined spread {:.1f}%)", allowed,
+                          rule.threshold_pct, rule.noise_k, combined);
           if (slower > allowed) {
             c["verdict"] = "slower";
             c["message"] = fmt::format("slower by {:.1f}% ({}); {}", slower, change, limit);
@@ -429,19 +443,24 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
   int regressions = 0;
   for (const char* v : {"became_incorrect", "slower"})
     if (auto it = counts.find(v); it != counts.end()) regressions += it->second;
-  json out = {{"rule",
-           {{"threshold_pct", rule.threshold_pct},
-            {"noise_k", rule.noise_k},
-            {"relative", rule.relative},
-            {"text", "regressed: correct before and not now, or both correct and the candidate's median slower by more than "
-                     "max(threshold_pct, noise_k * sqrt(spread_prev^2 + spread_now^2)) percent"}}},
-          {"previous", {{"date", str(pm, "date")}, {"target", str(pm, "target")}, {"size", str(pm, "size")},
-                        {"mblast_version", str(pm, "mblast_version")}}},
-          {"problems", problems},
-          {"new", fresh},
-          {"missing", missing},
-          {"counts", counts},
-          {"regressions", regressions}};
+  json out = {
+      {"rule",
+       {{"threshold_pct", rule.threshold_pct},
+        {"noise_k", rule.noise_k},
+        {"relative", rule.relative},
+        {"text",
+         "regressed: correct before and not now, or both correct and the candidate's median slower by more than "
+         "max(threshold_pct, noise_k * sqrt(spread_prev^2 + spread_now^2)) percent"}}},
+      {"previous",
+       {{"date", str(pm, "date")},
+        {"target", str(pm, "target")},
+        {"size", str(pm, "size")},
+        {"mblast_version", str(pm, "mblast_version")}}},
+      {"problems", problems},
+      {"new", fresh},
+      {"missing", missing},
+      {"counts", counts},
+      {"regressions", regressions}};
   if (rule.relative) out["speed_factor"] = speed_factor;
   return out;
 }
@@ -450,19 +469,24 @@ std::string format_bench_comparison(const json& cmp) {
   std::ostringstream o;
   const json& rule = cmp["rule"];
   o << fmt::format("\ncompared with the run of {} ({}, size {}): threshold {:g}%, noise k {:g}\n",
-                   str(cmp["previous"], "date", "?"), str(cmp["previous"], "target", "?"), str(cmp["previous"], "size", "?"),
-                   rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
+                   str(cmp["previous"], "date", "?"), str(cmp["previous"], "target", "?"),
+                   str(cmp["previous"], "size", "?"), rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
   if (cmp.contains("speed_factor")) o << str(cmp["speed_factor"], "text") << "\n";
-  static const std::map<std::string, std::string> label = {
-      {"became_incorrect", "REGRESSED"}, {"slower", "REGRESSED"}, {"became_correct", "improved"},
-      {"faster", "improved"},            {"new", "new"},          {"not_comparable", "not comparable"}};
+  static const std::map<std::string, std::string> label = {{"became_incorrect", "REGRESSED"},
+                                                           {"slower", "REGRESSED"},
+                                                           {"became_correct", "improved"},
+                                                           {"faster", "improved"},
+                                                           {"new", "new"},
+                                                           {"not_comparable", "not comparable"}};
   for (const json& c : cmp["problems"]) {
     auto it = label.find(str(c, "verdict"));
     if (it != label.end()) o << fmt::format("  {:<10} {}: {}\n", it->second, str(c, "key"), str(c, "message"));
   }
-  for (const json& m : cmp["missing"]) o << fmt::format("  {:<10} {}: in the previous results, not in this run\n", "missing", str(m, "key"));
+  for (const json& m : cmp["missing"])
+    o << fmt::format("  {:<10} {}: in the previous results, not in this run\n", "missing", str(m, "key"));
   std::string line;
-  for (const auto& [k, v] : cmp["counts"].items()) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
+  for (const auto& [k, v] : cmp["counts"].items())
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
   o << fmt::format("{} regression(s); {}{}\n", cmp.value("regressions", 0), line,
                    cmp["missing"].empty() ? "" : fmt::format(", {} missing", cmp["missing"].size()));
   return o.str();
@@ -485,7 +509,8 @@ std::string xml_escape(std::string_view s) {
         if ((b[i + k] & 0xC0) != 0x80) ok = false;
         v = (v << 6) | (b[i + k] & 0x3F);
       }
-      if (ok && ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF)))
+      if (ok &&
+          ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF)))
         ok = false;
       if (!ok) {
         out += "\xEF\xBF\xBD";
@@ -496,15 +521,28 @@ std::string xml_escape(std::string_view s) {
     }
     i += len;
     switch (cp) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
-        if (!xml_char_allowed(cp)) out += "\xEF\xBF\xBD";
-        else if (cp == '\r' || cp == '\n' || cp == '\t') out += fmt::format("&#{};", cp);  // kept in attributes too
-        else append_utf8(out, cp);
+        if (!xml_char_allowed(cp))
+          out += "\xEF\xBF\xBD";
+        else if (cp == '\r' || cp == '\n' || cp == '\t')
+          out += fmt::format("&#{};", cp);  // kept in attributes too
+        else
+          append_utf8(out, cp);
     }
   }
   return out;
@@ -586,18 +624,20 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   o << "<testsuites" << attr("name", "mblast bench " + str(meta, "target") + " " + str(meta, "size"))
-    << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n", tests, failures, skipped, seconds);
+    << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n", tests, failures,
+                   skipped, seconds);
   for (const std::string& level : level_order) {
     const auto& v = cases[level];
     double t = 0;
     for (const Case& k : v) t += k.seconds;
     o << "  <testsuite" << attr("name", level)
-      << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"", v.size(), count(v, "failure"),
-                     count(v, "skipped"), t)
+      << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"", v.size(),
+                     count(v, "failure"), count(v, "skipped"), t)
       << attr("timestamp", timestamp) << attr("hostname", str(meta.value("machine", json::object()), "hostname"))
       << ">\n";
     for (const Case& k : v) {
-      o << "    <testcase" << attr("classname", k.classname) << attr("name", k.name) << fmt::format(" time=\"{:.3f}\"", k.seconds);
+      o << "    <testcase" << attr("classname", k.classname) << attr("name", k.name)
+        << fmt::format(" time=\"{:.3f}\"", k.seconds);
       if (k.outcome == "pass" && k.detail.empty()) {
         o << "/>\n";
         continue;
@@ -608,7 +648,8 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
           << "</failure>\n";
       else if (k.outcome == "skipped")
         o << "      <skipped" << attr("message", k.message) << "/>\n";
-      if (k.outcome != "failure" && !k.detail.empty()) o << "      <system-out>" << xml_escape(k.detail) << "</system-out>\n";
+      if (k.outcome != "failure" && !k.detail.empty())
+        o << "      <system-out>" << xml_escape(k.detail) << "</system-out>\n";
       o << "    </testcase>\n";
     }
     o << "  </testsuite>\n";

@@ -25,10 +25,10 @@
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/import_cache.h"
 #include "mblast/driver/kernelbench_tool.h"
-#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
-#include "mblast/kb/records.h"
 #include "mblast/files.h"
+#include "mblast/kb/records.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
 
@@ -42,7 +42,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -69,8 +68,10 @@ class ScopedEnv {
     ::setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -144,10 +145,10 @@ struct Run {
   std::string no_torch_why;   // why not, then
   std::string import_device;  // where the reference data is computed
   std::unique_ptr<RunnerClient> client;
-  json runner_device;         // what the runner reported, from the first evaluation
+  json runner_device;                         // what the runner reported, from the first evaluation
   std::unique_ptr<KernelbenchServer> helper;  // the imports' and baselines' Python process (started on first use)
-  std::vector<fs::path> slots;  // every problem's import slot, in the run's order (empty: unreadable)
-  size_t row = 0;               // the problem being measured
+  std::vector<fs::path> slots;                // every problem's import slot, in the run's order (empty: unreadable)
+  size_t row = 0;                             // the problem being measured
 
   RunnerClient* runner() {
     if (!client) client = std::make_unique<RunnerClient>(target.runner);
@@ -159,7 +160,8 @@ struct Run {
 std::string probe_torch(const std::string& python) {
   CommandResult r;
   try {
-    r = run_command({python, "-c", "import sys, torch, safetensors; sys.stdout.write('torch=' + torch.__version__)"}, 300);
+    r = run_command({python, "-c", "import sys, torch, safetensors; sys.stdout.write('torch=' + torch.__version__)"},
+                    300);
   } catch (const Error& e) {
     throw UserError("cannot run " + python + ": " + e.what() + " (use --python or MBLAST_PYTHON)");
   }
@@ -177,7 +179,8 @@ std::string importer_digest() {
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(tool.parent_path() / "kernelbench", ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file() && it->path().string().find("__pycache__") == std::string::npos) files.push_back(it->path());
+    if (it->is_regular_file() && it->path().string().find("__pycache__") == std::string::npos)
+      files.push_back(it->path());
   std::sort(files.begin() + 1, files.end());
   std::string all;
   for (const auto& f : files) all += f.filename().string() + "=" + content_hash_hex(read_file(f)) + "\n";
@@ -218,9 +221,12 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
   const fs::path out = kernelbench_json_path("bench-import");
   std::error_code ec;
   fs::remove_all(dir, ec);  // an interrupted or failed import: start again
-  const std::vector<std::string> args = {"import",   s.file.string(),          "--out",   slot.string(),
-                                         "--seeds",  std::to_string(run.o.seeds), "--inits", std::to_string(run.o.inits),
-                                         "--device", run.import_device,            "--json-out", out.string()};
+  const std::vector<std::string> args = {"import",     s.file.string(),
+                                         "--out",      slot.string(),
+                                         "--seeds",    std::to_string(run.o.seeds),
+                                         "--inits",    std::to_string(run.o.inits),
+                                         "--device",   run.import_device,
+                                         "--json-out", out.string()};
   std::vector<std::string> argv = args;
   if (run.o.max_bytes > 0) argv.insert(argv.end(), {"--max-bytes", std::to_string(run.o.max_bytes)});
   std::string failure;
@@ -231,7 +237,8 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
     json file;  // the summary's entry for this file
     try {
       const json summary = read_json(out);
-      if (summary.contains("files") && summary["files"].is_array() && summary["files"].size() == 1) file = summary["files"][0];
+      if (summary.contains("files") && summary["files"].is_array() && summary["files"].size() == 1)
+        file = summary["files"][0];
     } catch (const Error&) {  // none: the helper failed before writing it; its output says why
     }
     if (file.is_object()) *entry = file;
@@ -258,12 +265,11 @@ std::string run_import(Run& run, const SuiteFile& s, const fs::path& slot, bool*
 // WORK/imports/<level>/<stem>.<key>/ for a file with this text: key digests everything the
 // imported problem depends on.
 fs::path import_slot(const Run& run, const SuiteFile& s, const std::string& text) {
-  const std::string key =
-      content_hash_hex(fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\n"
-                                   "importer={}\n{}",
-                                   content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits,
-                                   run.torch_version, run.importer_hash,
-                                   run.o.max_bytes ? fmt::format("max_bytes={}\n", run.o.max_bytes) : ""));
+  const std::string key = content_hash_hex(
+      fmt::format("mblast bench import 1\n{}\nsize={}\ndevice={}\nseeds={}\ninits={}\ntorch={}\n"
+                  "importer={}\n{}",
+                  content_hash_hex(text), run.o.size, run.import_device, run.o.seeds, run.o.inits, run.torch_version,
+                  run.importer_hash, run.o.max_bytes ? fmt::format("max_bytes={}\n", run.o.max_bytes) : ""));
   return run.work / "imports" / s.level / (s.stem + "." + key.substr(0, 16));
 }
 
@@ -306,8 +312,9 @@ Imported import_file(Run& run, const SuiteFile& s) {
   };
   const double gib = 1073741824.0;
   const std::uintmax_t keep = run.o.keep_free_gib < 0 ? import_reserve(root)
-                              : run.o.keep_free_gib * gib >= 1.8e19 ? std::numeric_limits<std::uintmax_t>::max()
-                                                                     : static_cast<std::uintmax_t>(run.o.keep_free_gib * gib);
+                              : run.o.keep_free_gib * gib >= 1.8e19
+                                  ? std::numeric_limits<std::uintmax_t>::max()
+                                  : static_cast<std::uintmax_t>(run.o.keep_free_gib * gib);
   const NextUse soon = [&run](const fs::path& d) { return next_use(run, d); };
   add(make_room(root, slot, keep, {}, soon));
   bool disk_full = false;
@@ -319,9 +326,10 @@ Imported import_file(Run& run, const SuiteFile& s) {
     if (!im.failure.empty() && disk_full) {
       std::error_code ec;
       const auto sp = fs::space(root, ec);
-      im.failure = fmt::format("no space left on the disk of {} for this import ({:.1f} GiB free after removing {} cached "
-                               "imports that no run was using); use --work on a larger disk",
-                               root.string(), ec ? 0.0 : sp.available / gib, im.evicted.removed);
+      im.failure = fmt::format(
+          "no space left on the disk of {} for this import ({:.1f} GiB free after removing {} cached "
+          "imports that no run was using); use --work on a larger disk",
+          root.string(), ec ? 0.0 : sp.available / gib, im.evicted.removed);
     }
   }
   im.lock.share();
@@ -334,8 +342,10 @@ json timing_entry(const json& s) {
   if (!s.is_object()) return {{"unavailable", "not measured"}};
   if (s.contains("unavailable")) return {{"unavailable", s["unavailable"]}};
   if (s.contains("failed")) return {{"failed", s["failed"]}};
-  json t = {{"median_us", s.value("median_us", 0.0)}, {"spread_pct", s.value("spread_pct", 0.0)},
-            {"p25_us", s.value("p25_us", 0.0)},      {"p75_us", s.value("p75_us", 0.0)},
+  json t = {{"median_us", s.value("median_us", 0.0)},
+            {"spread_pct", s.value("spread_pct", 0.0)},
+            {"p25_us", s.value("p25_us", 0.0)},
+            {"p75_us", s.value("p75_us", 0.0)},
             {"samples", s.value("samples", 0)}};
   if (s.contains("check")) t["within_tolerance"] = s["check"].value("within_tolerance", true);
   if (s.contains("tf32")) t["tf32_off"] = s["tf32"];  // PyTorch's default was outside the tolerance
@@ -357,7 +367,8 @@ json measure_baseline(Run& run, const Problem& p) {
   for (auto& x : baseline_cache_args(run.target)) args.push_back(std::move(x));
   std::error_code ec;
   // Where the served try fails, the command alone says why.
-  const std::optional<CommandResult> alone = run_helper(run, args, run.o.baseline_timeout_s, out, [](int c) { return c == 0; });
+  const std::optional<CommandResult> alone =
+      run_helper(run, args, run.o.baseline_timeout_s, out, [](int c) { return c == 0; });
   if (alone && (!alone->ok() || !fs::exists(out))) {
     fs::remove(out, ec);
     std::string why = kernelbench_tool_failure(*alone);
@@ -417,7 +428,8 @@ void add_baselines(Run& run, const Problem& p, json& row) {
   row["baseline"]["device"] = entry.value("device", json::object()).value("name", "");
   // Why eager may be weak here (the reference BLAS, or a BLAS whose threads fight PyTorch's):
   // said with the figures, not only in a log.
-  if (entry.value("device", json::object()).contains("blas_note")) row["baseline"]["note"] = entry["device"]["blas_note"];
+  if (entry.value("device", json::object()).contains("blas_note"))
+    row["baseline"]["note"] = entry["device"]["blas_note"];
   row["eager"] = timing_entry(entry.value("eager", json()));
   row["compile"] = timing_entry(entry.value("compile", json()));
 }
@@ -458,7 +470,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   json r;
   try {
     row["candidate"]["hash"] = content_hash_hex(read_file(choice->source));
-    r = choice->measured.is_object() ? choice->measured : evaluate(p, run.target, choice->source, run.o.eval, run.runner());
+    r = choice->measured.is_object() ? choice->measured
+                                     : evaluate(p, run.target, choice->source, run.o.eval, run.runner());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());
   }
@@ -470,7 +483,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   if (r.contains("phases") && r["phases"].is_object()) row["eval_phases"] = r["phases"];
   if (r.contains("payload")) row["eval_phases"]["payload"] = r["payload"];  // shared memory or the messages
   if (!r.value("correct", false)) {
-    const std::string kind = r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";
+    const std::string kind =
+        r.value("failure_kind", json("unknown")).is_string() ? r["failure_kind"].get<std::string>() : "unknown";
     std::string reason = r.value("reason", json("")).is_string() ? r["reason"].get<std::string>() : "";
     if (kind == "build_failed") {
       const std::string log = r.value("build", json::object()).value("log", "");
@@ -484,10 +498,10 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
   }
   set_status(row, "correct", nullptr, "");
   const json& t = r["time"];
-  row["time"] = {{"median", t.value("median", 0.0)}, {"unit", t.value("unit", "us")},
-                 {"spread_pct", t.value("spread_pct", 0.0)}, {"p25", t.value("p25", 0.0)},
-                 {"p75", t.value("p75", 0.0)}, {"samples", t.value("samples", 0)},
-                 {"method", t.value("method", "")}};
+  row["time"] = {
+      {"median", t.value("median", 0.0)}, {"unit", t.value("unit", "us")}, {"spread_pct", t.value("spread_pct", 0.0)},
+      {"p25", t.value("p25", 0.0)},       {"p75", t.value("p75", 0.0)},    {"samples", t.value("samples", 0)},
+      {"method", t.value("method", "")}};
   const json& pk = r.value("peak", json::object());
   for (const char* k : {"bandwidth_fraction", "compute_fraction", "fraction_of_peak", "bound", "note"})
     if (pk.contains(k)) row[k] = pk[k];
@@ -514,7 +528,8 @@ std::string short_result(const json& row) {
     return status + (reason.empty() || status == "no_candidate" ? "" : ": " + reason);
   }
   std::string s = fmt::format("correct, {:.3g} {}", row["time"].value("median", 0.0), row["time"].value("unit", ""));
-  if (row["speedup_vs_eager"].is_number()) s += fmt::format(", {:.2f}x vs eager", row["speedup_vs_eager"].get<double>());
+  if (row["speedup_vs_eager"].is_number())
+    s += fmt::format(", {:.2f}x vs eager", row["speedup_vs_eager"].get<double>());
   if (row["speedup_vs_compile"].is_number())
     s += fmt::format(", {:.2f}x vs torch.compile", row["speedup_vs_compile"].get<double>());
   return s;
@@ -522,15 +537,15 @@ std::string short_result(const json& row) {
 
 // One problem's row: import, baselines, candidate. Its failures are in the row.
 json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& provider) {
-  json row = {{"level", s.level}, {"name", s.stem}, {"key", s.key}, {"file", s.file.string()},
-              {"candidate", nullptr}, {"time", nullptr}, {"fraction_of_peak", nullptr}};
+  json row = {{"level", s.level},           {"name", s.stem},       {"key", s.key},
+              {"file", s.file.string()},    {"candidate", nullptr}, {"time", nullptr},
+              {"fraction_of_peak", nullptr}};
   const Imported im = import_file(run, s);
   row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
   // where the import went, and the process-wide PyTorch settings its model file changed
   for (const char* k : {"phases", "settings_set_back"})
     if (im.helper.contains(k)) row["import"][k] = im.helper[k];
-  if (im.evicted.removed > 0)
-    row["import"]["evicted"] = {{"imports", im.evicted.removed}, {"bytes", im.evicted.bytes}};
+  if (im.evicted.removed > 0) row["import"]["evicted"] = {{"imports", im.evicted.removed}, {"bytes", im.evicted.bytes}};
   auto import_failed = [&](const std::string& why) {
     row["import"]["failed"] = why;
     set_status(row, "import_failed", "import_failed", why);
@@ -571,7 +586,7 @@ json machine_facts() {
   json m;
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) m["hostname"] = host;
-  struct utsname u{};
+  struct utsname u {};
   if (::uname(&u) == 0) {
     m["os"] = std::string(u.sysname) + " " + u.release;
     m["arch"] = u.machine;
@@ -608,7 +623,8 @@ CandidateProvider file_candidate_provider(const fs::path& dir) {
       root = fs::path(source).parent_path().parent_path() / "candidates";
     }
     for (const fs::path& f : {root / level / (stem + ext), root / (stem + ext)})
-      if (fs::is_regular_file(f)) return CandidateChoice{f, dir.empty() ? "suite candidates" : "--candidates " + dir.string(), nullptr, nullptr};
+      if (fs::is_regular_file(f))
+        return CandidateChoice{f, dir.empty() ? "suite candidates" : "--candidates " + dir.string(), nullptr, nullptr};
     return std::nullopt;
   };
 }
@@ -619,7 +635,9 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
   if (o.work.empty()) throw UserError("no work folder given");
   const std::vector<SuiteFile> files = discover(o.suites, o.filter);
 
-  Run run{o, fs::absolute(o.work), find_target(o.target, o.runner), "", "", "", "", "", "", nullptr, nullptr, nullptr, {}, 0};
+  Run run{
+      o, fs::absolute(o.work), find_target(o.target, o.runner), "", "", "", "", "", "", nullptr, nullptr, nullptr, {},
+      0};
   if (const std::string why = run.target.unreachable_reason(); !why.empty())
     throw UserError("target " + run.target.name + " is unavailable: " + why);
   run.torch_device = baseline_device(run.target, &run.no_torch_why);
@@ -649,11 +667,17 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
       std::fprintf(stderr, "[%zu/%zu] %s: %s\n", i + 1, files.size(), files[i].key.c_str(), short_result(row).c_str());
     rows.push_back(std::move(row));
     if (!o.partial_out.empty()) {
-      json partial = {{"format", 1}, {"kind", "mblast-bench"}, {"complete", false},
-                      {"meta", {{"target", run.target.name}, {"size", o.size},
-                                {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()}, {"torch", run.torch_version},
-                                {"problems_done", rows.size()}, {"problems_total", files.size()},
-                                {"seconds", since(t_start)}}},
+      json partial = {{"format", 1},
+                      {"kind", "mblast-bench"},
+                      {"complete", false},
+                      {"meta",
+                       {{"target", run.target.name},
+                        {"size", o.size},
+                        {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()},
+                        {"torch", run.torch_version},
+                        {"problems_done", rows.size()},
+                        {"problems_total", files.size()},
+                        {"seconds", since(t_start)}}},
                       {"problems", rows}};
       partial["summary"] = summarize_bench(rows);
       write_file_atomically(o.partial_out, partial.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
@@ -662,29 +686,31 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
 
   std::vector<std::string> suites;
   for (const auto& s : o.suites) suites.push_back(fs::absolute(s).string());
-  json meta = {{"mblast_version", kMblastVersion},
-               {"target", run.target.name},
-               {"backend", run.target.backend},
-               {"target_description", run.target.description},
-               {"size", o.size},
-               {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()},
-               {"torch", run.torch_version},
-               {"python", run.python},
-               {"torch_device", run.torch_device.empty() ? json() : json(run.torch_device)},
-               {"runner_device", run.runner_device},
-               {"date", kb::utc_now_iso()},
-               {"machine", machine_facts()},
-               {"suites", suites},
-               {"filter", o.filter},
-               {"candidates", o.candidates_note},
-               {"work", run.work.string()},
-               {"baselines", o.measure_baselines ? "measured in this run" : "reused from an earlier run (--no-baseline)"},
-               {"compile_requested", o.compile},
-               {"timing", {{"candidate_min_seconds", o.eval.min_seconds},
-                           {"candidate_min_repeats", o.eval.min_repeats},
-                           {"baseline_min_seconds", o.baseline_min_seconds},
-                           {"baseline_min_repeats", o.baseline_repeats}}},
-               {"seconds", since(t_start)}};
+  json meta = {
+      {"mblast_version", kMblastVersion},
+      {"target", run.target.name},
+      {"backend", run.target.backend},
+      {"target_description", run.target.description},
+      {"size", o.size},
+      {"max_bytes", o.max_bytes ? json(o.max_bytes) : json()},
+      {"torch", run.torch_version},
+      {"python", run.python},
+      {"torch_device", run.torch_device.empty() ? json() : json(run.torch_device)},
+      {"runner_device", run.runner_device},
+      {"date", kb::utc_now_iso()},
+      {"machine", machine_facts()},
+      {"suites", suites},
+      {"filter", o.filter},
+      {"candidates", o.candidates_note},
+      {"work", run.work.string()},
+      {"baselines", o.measure_baselines ? "measured in this run" : "reused from an earlier run (--no-baseline)"},
+      {"compile_requested", o.compile},
+      {"timing",
+       {{"candidate_min_seconds", o.eval.min_seconds},
+        {"candidate_min_repeats", o.eval.min_repeats},
+        {"baseline_min_seconds", o.baseline_min_seconds},
+        {"baseline_min_repeats", o.baseline_repeats}}},
+      {"seconds", since(t_start)}};
   if (run.torch_device.empty()) meta["no_pytorch_baseline"] = run.no_torch_why;
   json results = {{"format", 1}, {"kind", "mblast-bench"}, {"meta", meta}, {"problems", rows}};
   results["summary"] = summarize_bench(rows);

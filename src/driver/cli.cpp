@@ -4,23 +4,23 @@
 #include <cstdio>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "mblast/driver/baseline_command.h"
 #include "mblast/driver/bench_command.h"
 #include "mblast/driver/doctor_command.h"
-#include "mblast/measure/evaluate.h"
-#include "mblast/driver/kb_command.h"
-#include "mblast/driver/optimize_command.h"
 #include "mblast/driver/export_command.h"
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/kb_command.h"
 #include "mblast/driver/model_command.h"
+#include "mblast/driver/optimize_command.h"
 #include "mblast/driver/plan_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/paths.h"
 #include "mblast/target.h"
 #include "mblast/version.h"
@@ -51,11 +51,21 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   c->add_flag("--no-timing", a.no_timing, "Verify only");
   c->add_option("--repeats", a.opt.min_repeats, "Minimum timed runs")->capture_default_str();
   c->add_option("--warmup", a.opt.warmup, "Warm-up runs")->capture_default_str();
-  c->add_option("--min-time", a.opt.min_seconds, "Keep timing until the timing loop (timed runs and the cache flushes between them) has run this many seconds")->capture_default_str();
-  c->add_option("--rotate", a.opt.rotate, "Rotating input/output buffer sets (default: as the PyTorch baselines, one per seed and up to 4 within 4 GiB of inputs on CUDA, 1 GiB elsewhere)")->check(CLI::NonNegativeNumber);
-  c->add_option("--run-timeout", a.opt.run_s, "Seconds allowed for each verification run (plus a second per 64 MiB the run moves)")->capture_default_str();
+  c->add_option(
+       "--min-time", a.opt.min_seconds,
+       "Keep timing until the timing loop (timed runs and the cache flushes between them) has run this many seconds")
+      ->capture_default_str();
+  c->add_option("--rotate", a.opt.rotate,
+                "Rotating input/output buffer sets (default: as the PyTorch baselines, one per seed and up to 4 within "
+                "4 GiB of inputs on CUDA, 1 GiB elsewhere)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--run-timeout", a.opt.run_s,
+                "Seconds allowed for each verification run (plus a second per 64 MiB the run moves)")
+      ->capture_default_str();
   c->add_option("--build-timeout", a.opt.build_s, "Seconds allowed for building the candidate")->capture_default_str();
-  c->add_option("--memory-mb", a.opt.memory_mb, "Memory limit of the process running the candidate (default: 4096 MiB plus four times the problem's data)");
+  c->add_option(
+      "--memory-mb", a.opt.memory_mb,
+      "Memory limit of the process running the candidate (default: 4096 MiB plus four times the problem's data)");
 }
 
 int run_eval(const EvalArgs& a) {
@@ -65,8 +75,10 @@ int run_eval(const EvalArgs& a) {
   Problem p = load_problem(a.problem);
   Target t = find_target(a.target, a.runner);
   nlohmann::json r = evaluate(p, t, a.candidate, o);
-  if (a.json) std::cout << r.dump(2) << "\n";
-  else std::cout << format_eval_result(r);
+  if (a.json)
+    std::cout << r.dump(2) << "\n";
+  else
+    std::cout << format_eval_result(r);
   return r.value("correct", false) ? 0 : 1;
 }
 

@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "mblast/measure/runner_client.h"
 #include "mblast/paths.h"
@@ -28,7 +28,9 @@ void print_value(const std::string& indent, const std::string& key, const json& 
     for (auto it = v.begin(); it != v.end(); ++it) print_value(indent + "  ", it.key(), *it);
   } else if (v.is_array()) {
     std::cout << indent << key << ":" << (v.empty() ? " (none)" : "") << "\n";
-    for (const auto& e : v) std::cout << indent << "  - " << (e.is_object() ? e.value("name", e.dump()) + "  " + e.value("version", "") : e.dump()) << "\n";
+    for (const auto& e : v)
+      std::cout << indent << "  - "
+                << (e.is_object() ? e.value("name", e.dump()) + "  " + e.value("version", "") : e.dump()) << "\n";
   } else {
     std::cout << indent << key << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
   }
@@ -36,7 +38,9 @@ void print_value(const std::string& indent, const std::string& key, const json& 
 }  // namespace
 
 int run_doctor(const DoctorArgs& a) {
-  json out = {{"mblast", kMblastVersion}, {"data_dir", data_dir().string()}, {"config_dir", config_dir().string()},
+  json out = {{"mblast", kMblastVersion},
+              {"data_dir", data_dir().string()},
+              {"config_dir", config_dir().string()},
               {"python_for_tools", python_for_tools()}};
   RunnerAddress addr = a.runner.empty() ? RunnerAddress{} : parse_runner_url(a.runner);
   try {

@@ -31,7 +31,8 @@ void add_export(CLI::App& app, ExportArgs& a) {
   c->add_option("-o,--out", a.out, "File to write (default: <problem>_<label>_<backend>_kernelbench.py here)");
   c->add_option("--backend", a.backend, "cuda or opencl (default: from the candidate's file name)")
       ->check(CLI::IsMember({"cuda", "opencl", "rvv"}));
-  c->add_option("--python", a.python, "Python interpreter (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
+  c->add_option("--python", a.python,
+                "Python interpreter (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
   c->add_flag("--json", a.json, "Print {out, problem, candidate, backend, format} as JSON");
 }
 
@@ -48,10 +49,14 @@ int run_export(const ExportArgs& a) {
   if (!fs::is_regular_file(a.candidate)) throw UserError(a.candidate + ": no such candidate file");
   Problem p = load_problem(a.problem);
   if (!fs::exists(p.dir / "model.py"))
-    throw UserError(p.dir.string() + " has no model.py: only problems made by `mblast import kernelbench` can be exported to KernelBench");
+    throw UserError(
+        p.dir.string() +
+        " has no model.py: only problems made by `mblast import kernelbench` can be exported to KernelBench");
   std::string backend = a.backend.empty() ? candidate_backend(a.candidate) : a.backend;
   if (backend == "rvv")
-    throw UserError("an rvv candidate cannot be exported to KernelBench: PyTorch cannot call a RISC-V program (cuda and opencl can be)");
+    throw UserError(
+        "an rvv candidate cannot be exported to KernelBench: PyTorch cannot call a RISC-V program (cuda and opencl can "
+        "be)");
   if (backend != "cuda" && backend != "opencl")
     throw UserError("cannot tell the candidate's backend from '" + fs::path(a.candidate).filename().string() +
                     "' (name it <label>.cuda.cu or <label>.opencl.cpp, or pass --backend)");
@@ -62,19 +67,22 @@ int run_export(const ExportArgs& a) {
     out = p.name + "_" + label + "_" + backend + "_kernelbench.py";
   }
   const fs::path abi = data_dir() / "include" / "mblast" / "abi.h";
-  auto r = run_kernelbench_tool(kernelbench_python(a.python),
-                                  {"export", "--problem", p.dir.string(), "--candidate", fs::absolute(a.candidate).string(),
-                                   "--backend", backend, "--out", fs::absolute(out).string(), "--abi-header", abi.string()},
-                                  120);
+  auto r =
+      run_kernelbench_tool(kernelbench_python(a.python),
+                           {"export", "--problem", p.dir.string(), "--candidate", fs::absolute(a.candidate).string(),
+                            "--backend", backend, "--out", fs::absolute(out).string(), "--abi-header", abi.string()},
+                           120);
   if (!r.ok()) throw UserError("export of " + a.candidate + ": " + kernelbench_tool_failure(r));
   if (a.json) {
-    const nlohmann::json j = {{"out", fs::absolute(out).string()}, {"problem", p.dir.string()},
-                              {"candidate", fs::absolute(a.candidate).string()}, {"backend", backend},
+    const nlohmann::json j = {{"out", fs::absolute(out).string()},
+                              {"problem", p.dir.string()},
+                              {"candidate", fs::absolute(a.candidate).string()},
+                              {"backend", backend},
                               {"format", a.format}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "wrote " << out << " (KernelBench ModelNew calling " << fs::path(a.candidate).filename().string() << ", "
-              << backend << ")\n";
+    std::cout << "wrote " << out << " (KernelBench ModelNew calling " << fs::path(a.candidate).filename().string()
+              << ", " << backend << ")\n";
   }
   return 0;
 }

@@ -29,7 +29,8 @@ SlotLock SlotLock::exclusive(const fs::path& slot) {
       if (errno == ENOENT && attempt < 100) continue;  // removed between the two steps
       throw Error("cannot lock " + p.string() + ": " + std::strerror(errno));
     }
-    struct stat held {}, now {};
+    struct stat held {
+    }, now{};
     if (::fstat(fd, &held) == 0 && ::stat(p.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
         held.st_dev == now.st_dev) {
       SlotLock l;
@@ -105,9 +106,7 @@ std::vector<Slot> list_slots(const fs::path& root) {
   return v;
 }
 
-bool same_path(const fs::path& a, const fs::path& b) {
-  return fs::weakly_canonical(a) == fs::weakly_canonical(b);
-}
+bool same_path(const fs::path& a, const fs::path& b) { return fs::weakly_canonical(a) == fs::weakly_canonical(b); }
 
 }  // namespace
 

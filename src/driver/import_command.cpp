@@ -1,10 +1,10 @@
 #include "mblast/driver/import_command.h"
 
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cctype>
-#include <cmath>
 #include <iostream>
 #include <regex>
 
@@ -24,7 +24,8 @@ uint64_t parse_byte_size(const std::string& text, const std::string& option) {
   if (!std::regex_match(text, m, re))
     throw UserError(option + ": '" + text + "' is not a size (a number of bytes, or with K, M, G, T: 64M, 1G)");
   const std::string unit = m[2].str();
-  const auto power = unit.empty() ? std::string::npos : std::string("kmgt").find(static_cast<char>(std::tolower(unit[0])));
+  const auto power =
+      unit.empty() ? std::string::npos : std::string("kmgt").find(static_cast<char>(std::tolower(unit[0])));
   const int shift = power == std::string::npos ? 0 : 10 * static_cast<int>(power + 1);
   const double v = std::stod(m[1].str()) * std::ldexp(1.0, shift);
   if (v < 1 || v > 9.0e18) throw UserError(option + ": '" + text + "' is not a positive size");
@@ -54,10 +55,16 @@ void add_import(CLI::App& app, ImportArgs& a) {
       "Exit status: 0 all imported, 1 some file failed, 2 bad input or no usable torch.");
   kb->add_option("source", a.source, "A KernelBench-format .py file or a directory of them")->required();
   kb->add_option("-o,--out", a.out, "Folder that receives one problem directory per file")->required();
-  kb->add_option("--python", a.python, "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
-  kb->add_option("--seeds", a.seeds, "Input seeds (the last one is the signed variant)")->capture_default_str()->check(CLI::Range(1, 100));
+  kb->add_option(
+      "--python", a.python,
+      "Python interpreter with torch and safetensors (default: $MBLAST_PYTHON, else mblast's .venv, else python3)");
+  kb->add_option("--seeds", a.seeds, "Input seeds (the last one is the signed variant)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   kb->add_option("--inits", a.inits, "Parameter initialisations")->capture_default_str()->check(CLI::Range(1, 100));
-  kb->add_option("--device", a.device, "Where the reference runs: cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  kb->add_option("--device", a.device, "Where the reference runs: cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   kb->add_option("--max-bytes", a.max_bytes,
                  "Scale the file's size constants down until one seed's inputs, parameters and outputs fit in N bytes "
                  "(64M, 1G; docs/kernelbench.md \"Sizes that fit the target\")");
@@ -69,8 +76,10 @@ int run_import(const ImportArgs& a) {
   if (!fs::exists(a.source)) throw UserError(a.source + ": no such file or directory");
   const std::string python = kernelbench_python(a.python);
   const fs::path summary = kernelbench_json_path("import");
-  std::vector<std::string> args = {"import",  fs::absolute(a.source).string(), "--out",    fs::absolute(a.out).string(),
-                                   "--seeds", std::to_string(a.seeds),         "--inits",  std::to_string(a.inits),
+  std::vector<std::string> args = {"import",   fs::absolute(a.source).string(),
+                                   "--out",    fs::absolute(a.out).string(),
+                                   "--seeds",  std::to_string(a.seeds),
+                                   "--inits",  std::to_string(a.inits),
                                    "--device", a.device};
   if (!a.max_bytes.empty())
     args.insert(args.end(), {"--max-bytes", std::to_string(parse_byte_size(a.max_bytes, "--max-bytes"))});

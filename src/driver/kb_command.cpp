@@ -5,8 +5,8 @@
 #include <iostream>
 #include <system_error>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "mblast/error.h"
@@ -31,7 +31,8 @@ fs::path kb_path(const KbArgs& a) { return a.kb.empty() ? kb::default_kb_path() 
 CLI::App* sub(CLI::App& kb, KbArgs& a, const std::string& name, const std::string& help, const std::string& example) {
   auto* c = kb.add_subcommand(name, help);
   c->footer("Example:\n  " + example);
-  c->add_option("--kb", a.kb, "Knowledge base file or postgresql://USER@HOST[:PORT]/DB (default: $MBLAST_KB, else "
+  c->add_option("--kb", a.kb,
+                "Knowledge base file or postgresql://USER@HOST[:PORT]/DB (default: $MBLAST_KB, else "
                 "~/.local/share/mblast/kb.sqlite; created on first use)");
   c->add_flag("--json", a.json, "Print JSON for scripts");
   c->callback([&a, name] { a.command = name; });
@@ -47,8 +48,11 @@ std::string report_line(const kb::ImportReport& r) {
 }
 
 json report_json(const kb::ImportReport& r) {
-  return {{"added", r.added}, {"present", r.present}, {"conflicts", r.conflicts},
-          {"texts_kept_as_versions", r.texts_kept_as_versions}, {"total_added", r.total_added()}};
+  return {{"added", r.added},
+          {"present", r.present},
+          {"conflicts", r.conflicts},
+          {"texts_kept_as_versions", r.texts_kept_as_versions},
+          {"total_added", r.total_added()}};
 }
 
 void print_report(const kb::ImportReport& r, const std::string& what, const KbArgs& a) {
@@ -60,7 +64,8 @@ void print_report(const kb::ImportReport& r, const std::string& what, const KbAr
     return;
   }
   std::cout << fmt::format("{} -> {}\n", what, kb::redact_kb_location(kb_path(a).string())) << report_line(r);
-  if (r.texts_kept_as_versions) std::cout << fmt::format("differing action texts kept as text versions: {}\n", r.texts_kept_as_versions);
+  if (r.texts_kept_as_versions)
+    std::cout << fmt::format("differing action texts kept as text versions: {}\n", r.texts_kept_as_versions);
   for (const auto& c : r.conflicts) std::cout << "conflict: " << c << "\n";
 }
 
@@ -70,14 +75,18 @@ int kb_init(const KbArgs& a) {
   kb::OpenOptions no_auto_seed;
   no_auto_seed.seed = false;  // loaded below, as asked (--no-seed, --seed-dir), and reported
   kb::KnowledgeBase base(kb_path(a), no_auto_seed);
-  json out = {{"kb", base.file().string()}, {"schema_version", base.schema_version()}, {"created", base.created()},
+  json out = {{"kb", base.file().string()},
+              {"schema_version", base.schema_version()},
+              {"created", base.created()},
               {"migrated_from", base.migrated_from()}};
   if (!a.no_seed) {
     const auto entries = a.seed_dir.empty() ? kb::embedded_seed() : kb::seed_from_dir(a.seed_dir);
     const kb::SeedReport r = kb::load_seed(base, entries);
-    out["seed"] = {{"actions_added", r.actions_added}, {"actions_known", r.actions_known},
+    out["seed"] = {{"actions_added", r.actions_added},
+                   {"actions_known", r.actions_known},
                    {"actions_repaired", r.actions_repaired},
-                   {"constraints_added", r.constraints_added}, {"text_versions_added", r.text_versions_added},
+                   {"constraints_added", r.constraints_added},
+                   {"text_versions_added", r.text_versions_added},
                    {"actions_per_backend", r.actions_per_backend}};
   }
   const std::string integrity = base.integrity_check();
@@ -93,11 +102,12 @@ int kb_init(const KbArgs& a) {
     if (out.contains("seed")) {
       const json& s = out["seed"];
       std::string per;
-      for (const auto& [b, n] : s["actions_per_backend"].items()) per += fmt::format("{}{} {}", per.empty() ? "" : ", ", n.get<int>(), b);
-      std::cout << fmt::format("seed: {} actions ({}); {} new, {} already known; {} new constraints; {} text versions\n",
-                               s["actions_added"].get<int>() + s["actions_known"].get<int>(), per,
-                               s["actions_added"].get<int>(), s["actions_known"].get<int>(),
-                               s["constraints_added"].get<int>(), s["text_versions_added"].get<int>());
+      for (const auto& [b, n] : s["actions_per_backend"].items())
+        per += fmt::format("{}{} {}", per.empty() ? "" : ", ", n.get<int>(), b);
+      std::cout << fmt::format(
+          "seed: {} actions ({}); {} new, {} already known; {} new constraints; {} text versions\n",
+          s["actions_added"].get<int>() + s["actions_known"].get<int>(), per, s["actions_added"].get<int>(),
+          s["actions_known"].get<int>(), s["constraints_added"].get<int>(), s["text_versions_added"].get<int>());
       if (s["actions_repaired"].get<int>() > 0)
         std::cout << fmt::format("seed: {} actions a run had created without the seed's priors now have them\n",
                                  s["actions_repaired"].get<int>());
@@ -140,16 +150,23 @@ kb::StateSignature query_signature(kb::KnowledgeBase& base, const KbArgs& a) {
     }
   }
   if (target.empty()) {
-    kb::Statement st(base.db(), "SELECT backend FROM targets WHERE arch = ? UNION SELECT backend FROM states WHERE arch = ? LIMIT 1");
+    kb::Statement st(
+        base.db(),
+        "SELECT backend FROM targets WHERE arch = ? UNION SELECT backend FROM states WHERE arch = ? LIMIT 1");
     st.bind_all(a.target, a.target);
-    if (st.step()) backend = st.get_text(0);
-    else if (a.target.rfind("sm_", 0) == 0) backend = "cuda";
-    else if (a.target.rfind("rv", 0) == 0) backend = "rvv";
-    else if (a.target.rfind("adreno", 0) == 0) backend = "opencl";
+    if (st.step())
+      backend = st.get_text(0);
+    else if (a.target.rfind("sm_", 0) == 0)
+      backend = "cuda";
+    else if (a.target.rfind("rv", 0) == 0)
+      backend = "rvv";
+    else if (a.target.rfind("adreno", 0) == 0)
+      backend = "opencl";
     else
-      throw UserError(fmt::format("'{}' is neither a target (see `mblast targets`) nor an arch such as sm_90, "
-                                  "adreno-a7xx or rv64gcv-vlen256",
-                                  a.target));
+      throw UserError(
+          fmt::format("'{}' is neither a target (see `mblast targets`) nor an arch such as sm_90, "
+                      "adreno-a7xx or rv64gcv-vlen256",
+                      a.target));
     arch = a.target;
   }
   if (!a.backend.empty() && a.backend != backend)
@@ -162,31 +179,59 @@ kb::StateSignature query_signature(kb::KnowledgeBase& base, const KbArgs& a) {
 
 json signature_json(const kb::StateSignature& s) {
   const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  return {{"backend", s.backend}, {"arch", s.arch}, {"target", s.target}, {"op_class", s.op_class},
-          {"arithmetic_intensity", opt(s.arithmetic_intensity)}, {"bandwidth_fraction", opt(s.bandwidth_fraction)},
-          {"compute_fraction", opt(s.compute_fraction)}, {"utilisation", opt(s.utilisation)},
-          {"bottleneck", s.bottleneck}, {"cluster", s.cluster()}};
+  return {{"backend", s.backend},
+          {"arch", s.arch},
+          {"target", s.target},
+          {"op_class", s.op_class},
+          {"arithmetic_intensity", opt(s.arithmetic_intensity)},
+          {"bandwidth_fraction", opt(s.bandwidth_fraction)},
+          {"compute_fraction", opt(s.compute_fraction)},
+          {"utilisation", opt(s.utilisation)},
+          {"bottleneck", s.bottleneck},
+          {"cluster", s.cluster()}};
 }
 
 json ranked_json(const kb::RankedAction& r) {
   json constraints = json::array();
   for (const auto& c : r.constraints)
-    constraints.push_back({{"id", c.id}, {"text", c.text}, {"effect", c.effect}, {"provenance", c.provenance}, {"evidence", c.evidence}});
+    constraints.push_back(
+        {{"id", c.id}, {"text", c.text}, {"effect", c.effect}, {"provenance", c.provenance}, {"evidence", c.evidence}});
   json examples = json::array();
   for (const auto& e : r.examples)
-    examples.push_back({{"experience_id", e.experience_id}, {"candidate_id", e.candidate_id}, {"target", e.target},
-                        {"speedup", e.speedup}, {"same_target", e.same_target}});
+    examples.push_back({{"experience_id", e.experience_id},
+                        {"candidate_id", e.candidate_id},
+                        {"target", e.target},
+                        {"speedup", e.speedup},
+                        {"same_target", e.same_target}});
   const auto& c = r.cluster_stats;
-  return {{"id", r.id}, {"title", r.title}, {"summary", r.summary}, {"when_helps", r.when_helps},
-          {"when_hurts", r.when_hurts}, {"backends", r.backends}, {"source", r.source}, {"provenance", r.provenance},
-          {"score", r.score}, {"prior_log_speedup", r.prior_log_speedup}, {"mean_log_speedup", r.mean_log_speedup},
-          {"expected_speedup", r.expected_speedup()}, {"evidence_weight", r.evidence_weight}, {"tries", r.tries},
-          {"correct", r.correct}, {"wins", r.wins}, {"same_target_tries", r.same_target_tries},
-          {"transferred_tries", r.transferred_tries}, {"constraints", constraints}, {"excluded", r.excluded},
-          {"excluded_reason", r.excluded_reason}, {"examples", examples},
-          {"cluster_stats", {{"tries", c.tries}, {"correct", c.correct}, {"wins", c.wins},
-                             {"mean_log_speedup", c.mean_log_speedup},
-                             {"best_speedup", c.best_speedup ? json(*c.best_speedup) : json(nullptr)}}}};
+  return {{"id", r.id},
+          {"title", r.title},
+          {"summary", r.summary},
+          {"when_helps", r.when_helps},
+          {"when_hurts", r.when_hurts},
+          {"backends", r.backends},
+          {"source", r.source},
+          {"provenance", r.provenance},
+          {"score", r.score},
+          {"prior_log_speedup", r.prior_log_speedup},
+          {"mean_log_speedup", r.mean_log_speedup},
+          {"expected_speedup", r.expected_speedup()},
+          {"evidence_weight", r.evidence_weight},
+          {"tries", r.tries},
+          {"correct", r.correct},
+          {"wins", r.wins},
+          {"same_target_tries", r.same_target_tries},
+          {"transferred_tries", r.transferred_tries},
+          {"constraints", constraints},
+          {"excluded", r.excluded},
+          {"excluded_reason", r.excluded_reason},
+          {"examples", examples},
+          {"cluster_stats",
+           {{"tries", c.tries},
+            {"correct", c.correct},
+            {"wins", c.wins},
+            {"mean_log_speedup", c.mean_log_speedup},
+            {"best_speedup", c.best_speedup ? json(*c.best_speedup) : json(nullptr)}}}};
 }
 
 // `kb query --level model`: optimize-model's decisions and outcomes, newest first.
@@ -224,13 +269,20 @@ int kb_query(const KbArgs& a) {
   if (a.json) {
     json states = json::array();
     for (const auto& n : near)
-      states.push_back({{"id", n.id}, {"signature", signature_json(n.signature)}, {"distance", n.distance},
-                        {"weight", n.weight}, {"same_target", n.same_target}, {"experiences", n.experiences},
+      states.push_back({{"id", n.id},
+                        {"signature", signature_json(n.signature)},
+                        {"distance", n.distance},
+                        {"weight", n.weight},
+                        {"same_target", n.same_target},
+                        {"experiences", n.experiences},
                         {"text", n.text}});
     json actions = json::array();
     for (const auto& r : ranked) actions.push_back(ranked_json(r));
-    std::cout << json{{"kb", base.file().string()}, {"query", signature_json(q)}, {"nearest_states", states},
-                      {"actions", actions}}.dump(2)
+    std::cout << json{{"kb", base.file().string()},
+                      {"query", signature_json(q)},
+                      {"nearest_states", states},
+                      {"actions", actions}}
+                     .dump(2)
               << "\n";
     return 0;
   }
@@ -246,8 +298,8 @@ int kb_query(const KbArgs& a) {
   if (!q.bottleneck.empty()) what += ", " + q.bottleneck + "-bound";
   if (!a.text.empty()) what += ", text \"" + a.text + "\"";
   std::cout << fmt::format("Actions for {}\n", what);
-  std::cout << fmt::format("Evidence: {} nearest states ({} on the same target, {} with experiences){}\n\n", near.size(),
-                           same, with_exp, near.empty() ? "; ranking by seed priors only" : "");
+  std::cout << fmt::format("Evidence: {} nearest states ({} on the same target, {} with experiences){}\n\n",
+                           near.size(), same, with_exp, near.empty() ? "; ranking by seed priors only" : "");
   if (ranked.empty()) {
     std::cout << (base.db().query_int("SELECT count(*) FROM actions") == 0
                       ? "The knowledge base has no actions yet: run `mblast kb init` to load the seed knowledge.\n"
@@ -260,10 +312,14 @@ int kb_query(const KbArgs& a) {
   for (const auto& r : ranked) {
     std::cout << fmt::format("{:>3}  {:<40} {:>+7.3f} {:>6.2f}x {:>5}/{:<5} {:<8} {}\n", ++i, clip(r.id, 40), r.score,
                              r.expected_speedup(), r.wins, r.tries, r.provenance, clip(r.title, 60));
-    if (r.tries) std::cout << fmt::format("       evidence: {} on this target, {} transferred\n", r.same_target_tries, r.transferred_tries);
-    for (const auto& c : r.constraints) std::cout << fmt::format("       {}: {}\n", c.effect == "exclude" ? "EXCLUDED" : "demoted", c.text);
+    if (r.tries)
+      std::cout << fmt::format("       evidence: {} on this target, {} transferred\n", r.same_target_tries,
+                               r.transferred_tries);
+    for (const auto& c : r.constraints)
+      std::cout << fmt::format("       {}: {}\n", c.effect == "exclude" ? "EXCLUDED" : "demoted", c.text);
     for (const auto& e : r.examples)
-      std::cout << fmt::format("       example: candidate {} {:.2f}x on {}\n", e.candidate_id.substr(0, 12), e.speedup, e.target);
+      std::cout << fmt::format("       example: candidate {} {:.2f}x on {}\n", e.candidate_id.substr(0, 12), e.speedup,
+                               e.target);
   }
   return 0;
 }
@@ -273,7 +329,8 @@ int kb_query(const KbArgs& a) {
 int kb_show(const KbArgs& a) {
   kb::KnowledgeBase base(kb_path(a));
   const auto matches = kb::find_records(base, a.id);
-  if (matches.empty()) throw UserError(fmt::format("nothing in {} has the id '{}' (or starts with it)", base.file().string(), a.id));
+  if (matches.empty())
+    throw UserError(fmt::format("nothing in {} has the id '{}' (or starts with it)", base.file().string(), a.id));
   if (matches.size() > 1) {
     std::string list;
     for (const auto& [k, id] : matches) list += fmt::format(" {} {};", k, id);
@@ -285,9 +342,15 @@ int kb_show(const KbArgs& a) {
   if (kind == "action" || kind == "state" || kind == "constraint") {
     json versions = json::array();
     for (const auto& v : base.text_versions(kind, key))
-      versions.push_back({{"id", v.id}, {"field", v.field}, {"version", v.version}, {"parent_id", v.parent_id},
-                          {"body", v.body}, {"author", v.author}, {"provenance", v.provenance.kind},
-                          {"source", v.provenance.source}, {"created_at", v.created_at}});
+      versions.push_back({{"id", v.id},
+                          {"field", v.field},
+                          {"version", v.version},
+                          {"parent_id", v.parent_id},
+                          {"body", v.body},
+                          {"author", v.author},
+                          {"provenance", v.provenance.kind},
+                          {"source", v.provenance.source},
+                          {"created_at", v.created_at}});
     extra["text_versions"] = versions;
     json conflicts = json::object();
     for (const auto& [field, heads] : base.text_conflicts(kind, key))
@@ -296,31 +359,43 @@ int kb_show(const KbArgs& a) {
   }
   if (kind == "action") {
     const auto act = base.action(key);
-    extra["current"] = {{"title", act->title}, {"summary", act->summary}, {"when_helps", act->when_helps},
+    extra["current"] = {{"title", act->title},
+                        {"summary", act->summary},
+                        {"when_helps", act->when_helps},
                         {"when_hurts", act->when_hurts}};
     json cons = json::array();
     for (const auto& c : base.constraints_of(key))
-      cons.push_back({{"id", c.id}, {"text", c.text}, {"predicate", c.predicate}, {"effect", c.effect},
+      cons.push_back({{"id", c.id},
+                      {"text", c.text},
+                      {"predicate", c.predicate},
+                      {"effect", c.effect},
                       {"provenance", c.provenance.kind}});
     extra["constraints"] = cons;
     json stats = json::array();
-    kb::Statement st(base.db(), "SELECT cluster, target_family, tries, correct, wins, sum_log_speedup, best_speedup "
-                                "FROM policy_stats WHERE action_id = ? ORDER BY tries DESC, cluster LIMIT 50");
+    kb::Statement st(base.db(),
+                     "SELECT cluster, target_family, tries, correct, wins, sum_log_speedup, best_speedup "
+                     "FROM policy_stats WHERE action_id = ? ORDER BY tries DESC, cluster LIMIT 50");
     st.bind(1, key);
     while (st.step()) {
       const int64_t correct = st.get_int(3);
-      stats.push_back({{"cluster", st.get_text(0)}, {"target_family", st.get_text(1)}, {"tries", st.get_int(2)},
-                       {"correct", correct}, {"wins", st.get_int(4)},
+      stats.push_back({{"cluster", st.get_text(0)},
+                       {"target_family", st.get_text(1)},
+                       {"tries", st.get_int(2)},
+                       {"correct", correct},
+                       {"wins", st.get_int(4)},
                        {"mean_speedup", correct ? std::exp(st.get_double(5) / static_cast<double>(correct)) : 1.0},
                        {"best_speedup", st.is_null(6) ? json(nullptr) : json(st.get_double(6))}});
     }
     extra["policy_stats"] = stats;
     json best = json::array();
-    kb::Statement bx(base.db(), "SELECT id, candidate_id, target, speedup FROM experiences WHERE action_id = ? AND "
-                                "correct = 1 AND speedup IS NOT NULL AND candidate_id IS NOT NULL ORDER BY speedup DESC LIMIT 5");
+    kb::Statement bx(base.db(),
+                     "SELECT id, candidate_id, target, speedup FROM experiences WHERE action_id = ? AND "
+                     "correct = 1 AND speedup IS NOT NULL AND candidate_id IS NOT NULL ORDER BY speedup DESC LIMIT 5");
     bx.bind(1, key);
     while (bx.step())
-      best.push_back({{"experience_id", bx.get_text(0)}, {"candidate_id", bx.get_text(1)}, {"target", bx.get_text(2)},
+      best.push_back({{"experience_id", bx.get_text(0)},
+                      {"candidate_id", bx.get_text(1)},
+                      {"target", bx.get_text(2)},
                       {"speedup", bx.get_double(3)}});
     extra["best_candidates"] = best;
   }
@@ -339,15 +414,16 @@ int kb_show(const KbArgs& a) {
   if (extra.contains("constraints") && !extra["constraints"].empty()) {
     std::cout << "constraints:\n";
     for (const auto& c : extra["constraints"])
-      std::cout << fmt::format("  [{} {}] {}  when {}\n", c["provenance"].get<std::string>(), c["effect"].get<std::string>(),
-                               c["text"].get<std::string>(), c["predicate"].dump());
+      std::cout << fmt::format("  [{} {}] {}  when {}\n", c["provenance"].get<std::string>(),
+                               c["effect"].get<std::string>(), c["text"].get<std::string>(), c["predicate"].dump());
   }
   if (extra.contains("policy_stats") && !extra["policy_stats"].empty()) {
-    std::cout << fmt::format("policy statistics:\n  {:<40} {:<28} {:>6} {:>6} {:>9}\n", "CLUSTER", "TARGET FAMILY", "TRIES", "WINS", "MEAN x");
+    std::cout << fmt::format("policy statistics:\n  {:<40} {:<28} {:>6} {:>6} {:>9}\n", "CLUSTER", "TARGET FAMILY",
+                             "TRIES", "WINS", "MEAN x");
     for (const auto& s : extra["policy_stats"])
       std::cout << fmt::format("  {:<40} {:<28} {:>6} {:>6} {:>8.2f}x\n", clip(s["cluster"].get<std::string>(), 40),
-                               s["target_family"].get<std::string>(), s["tries"].get<int64_t>(), s["wins"].get<int64_t>(),
-                               s["mean_speedup"].get<double>());
+                               s["target_family"].get<std::string>(), s["tries"].get<int64_t>(),
+                               s["wins"].get<int64_t>(), s["mean_speedup"].get<double>());
   }
   if (extra.contains("best_candidates") && !extra["best_candidates"].empty()) {
     std::cout << "best candidates:\n";
@@ -363,7 +439,8 @@ int kb_show(const KbArgs& a) {
                                v["created_at"].get<std::string>(), clip(v["body"].get<std::string>(), 100));
   }
   for (const auto& [field, bodies] : extra.value("text_conflicts", json::object()).items())
-    std::cout << fmt::format("CONFLICT: {} has {} current versions (kept from a merge); newest shown above\n", field, bodies.size());
+    std::cout << fmt::format("CONFLICT: {} has {} current versions (kept from a merge); newest shown above\n", field,
+                             bodies.size());
   return 0;
 }
 
@@ -377,8 +454,10 @@ int kb_stats(const KbArgs& a) {
     return 0;
   }
   std::cout << fmt::format("knowledge base {} (schema {}, {:.1f} KiB)\n\n", s.path, s.schema_version, s.bytes / 1024.0);
-  std::cout << fmt::format("{:<8} {:>15} {:>15} {:>15} {:>15}\n", "BACKEND", "ACTIONS", "STATES", "EXPERIENCES", "CONSTRAINTS");
-  std::cout << fmt::format("{:<8} {:>15} {:>15} {:>15} {:>15}\n", "", "seed/learned", "seed/learned", "seed/learned", "seed/learned");
+  std::cout << fmt::format("{:<8} {:>15} {:>15} {:>15} {:>15}\n", "BACKEND", "ACTIONS", "STATES", "EXPERIENCES",
+                           "CONSTRAINTS");
+  std::cout << fmt::format("{:<8} {:>15} {:>15} {:>15} {:>15}\n", "", "seed/learned", "seed/learned", "seed/learned",
+                           "seed/learned");
   for (const auto& [b, kinds] : s.per_backend) {
     std::string row = fmt::format("{:<8}", b);
     for (const char* what : {"actions", "states", "experiences", "constraints"}) {
@@ -420,7 +499,12 @@ int kb_export(const KbArgs& a) {
   for (const auto& r : records) per_kind[r.value("kind", "")]++;
   per_kind.erase("header");
   if (a.json) {
-    std::cout << json{{"kb", base.file().string()}, {"out", out.string()}, {"records", records.size() - 1}, {"per_kind", per_kind}}.dump(2) << "\n";
+    std::cout << json{{"kb", base.file().string()},
+                      {"out", out.string()},
+                      {"records", records.size() - 1},
+                      {"per_kind", per_kind}}
+                     .dump(2)
+              << "\n";
   } else {
     std::string per;
     for (const auto& [k, n] : per_kind) per += fmt::format("{}{} {}", per.empty() ? "" : ", ", n, k);
@@ -457,7 +541,9 @@ int kb_diff(const KbArgs& a) {
   const kb::DiffReport d = kb::diff_records(kb::export_records(base), kb::export_records(other));
   if (a.json) {
     std::cout << json{{"here", base.file().string()}, {"there", kb::redact_kb_location(a.file)},
-                      {"identical", d.empty()}, {"only_here", d.only_here}, {"only_there", d.only_there}, {"different", d.different}}.dump(2)
+                      {"identical", d.empty()},       {"only_here", d.only_here},
+                      {"only_there", d.only_there},   {"different", d.different}}
+                     .dump(2)
               << "\n";
     return 0;
   }
@@ -487,8 +573,9 @@ int kb_diff(const KbArgs& a) {
 void add_kb(CLI::App& app, KbArgs& a) {
   auto* kb = app.add_subcommand("kb", "The knowledge base: init, query, show, stats, export, import, merge, diff");
   kb->require_subcommand(1);
-  kb->footer("Example:\n  mblast kb init && mblast kb query --target h100 --op-class softmax --bottleneck memory\n"
-             "See docs/knowledge-base.md for the schema, retrieval and export format.");
+  kb->footer(
+      "Example:\n  mblast kb init && mblast kb query --target h100 --op-class softmax --bottleneck memory\n"
+      "See docs/knowledge-base.md for the schema, retrieval and export format.");
 
   auto* init = sub(*kb, a, "init", "Create or upgrade a KB and load the seed knowledge (idempotent)",
                    "mblast kb init --kb team.sqlite");
@@ -499,7 +586,8 @@ void add_kb(CLI::App& app, KbArgs& a) {
                     "mblast kb query --target sm_90 --op-class softmax --bottleneck memory");
   query->add_option("-t,--target", a.target, "Target name (h100) or arch (sm_90, adreno-a7xx, rv64gcv-vlen256)");
   query->add_option("-b,--backend", a.backend, "cuda, opencl or rvv")->check(CLI::IsMember({"cuda", "opencl", "rvv"}));
-  query->add_option("--op-class", a.op_class, "elementwise, reduction, softmax, norm, scan, matmul, conv, attention, ...");
+  query->add_option("--op-class", a.op_class,
+                    "elementwise, reduction, softmax, norm, scan, matmul, conv, attention, ...");
   query->add_option("--bottleneck", a.bottleneck, "memory, compute, latency or balanced")
       ->check(CLI::IsMember({"memory", "compute", "latency", "balanced"}));
   query->add_option("--text", a.text, "Words that must all appear in the action's text or its evidence");
@@ -512,13 +600,15 @@ void add_kb(CLI::App& app, KbArgs& a) {
   query->add_option("--transfer-discount", a.transfer_discount, "Weight of evidence from other targets (0..1)")
       ->capture_default_str();
   query->add_flag("--include-excluded", a.include_excluded, "Also list actions a constraint excludes here");
-  query->add_option("--level", a.level,
-                    "kernel (rank actions for a state) or model (optimize-model's decisions and outcomes)")
+  query
+      ->add_option("--level", a.level,
+                   "kernel (rank actions for a state) or model (optimize-model's decisions and outcomes)")
       ->capture_default_str()
       ->check(CLI::IsMember({"kernel", "model"}));
 
-  auto* show = sub(*kb, a, "show", "Show one row (action, state, experience, candidate, constraint, ...) by id or prefix",
-                   "mblast kb show cuda.wgmma-async-mma");
+  auto* show =
+      sub(*kb, a, "show", "Show one row (action, state, experience, candidate, constraint, ...) by id or prefix",
+          "mblast kb show cuda.wgmma-async-mma");
   show->add_option("id", a.id, "Id, name, or the first characters (4 or more) of one")->required();
 
   sub(*kb, a, "stats", "Counts per backend of actions, states, experiences, constraints (seed and learned apart)",

@@ -20,7 +20,8 @@ using nlohmann::json;
 
 fs::path kernelbench_tool_path() {
   const fs::path tool = data_dir() / "tools" / "mblast_kernelbench.py";
-  if (!fs::exists(tool)) throw UserError(tool.string() + " not found (set MBLAST_HOME to mblast's source or share folder)");
+  if (!fs::exists(tool))
+    throw UserError(tool.string() + " not found (set MBLAST_HOME to mblast's source or share folder)");
   return tool;
 }
 
@@ -40,7 +41,8 @@ CommandResult run_kernelbench_tool(const std::string& python, const std::vector<
   try {
     r = run_command(argv, timeout_s, std::nullopt, 1 << 20);
   } catch (const Error& e) {
-    throw UserError("cannot run the Python helper with " + python + ": " + e.what() + " (use --python or MBLAST_PYTHON)");
+    throw UserError("cannot run the Python helper with " + python + ": " + e.what() +
+                    " (use --python or MBLAST_PYTHON)");
   }
   if (r.timed_out) throw helper_timed_out(timeout_s, argv);
   if (r.exit.exited && r.exit.code == 127 && r.output.find("mblast_kernelbench") == std::string::npos)
@@ -83,7 +85,8 @@ std::optional<int> KernelbenchServer::run(const std::vector<std::string>& args, 
   ::signal(SIGPIPE, SIG_IGN);  // a server that died is seen as a failed write, not the end of mblast
   try {
     protocol::write_message(child_->to_child_fd(), {{"argv", args}});
-    const auto m = reader_->read(protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000)));
+    const auto m =
+        reader_->read(protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000)));
     if (m && m->header.contains("exit") && m->header["exit"].is_number_integer()) return m->header["exit"].get<int>();
   } catch (const protocol::Timeout&) {
     stop();
@@ -95,7 +98,8 @@ std::optional<int> KernelbenchServer::run(const std::vector<std::string>& args, 
 }
 
 std::vector<std::string> baseline_cache_args(const Target& t) {
-  std::vector<std::string> args = {"--cache-flush", t.spec.value("device", json::object()).value("cache_flush", "auto")};
+  std::vector<std::string> args = {"--cache-flush",
+                                   t.spec.value("device", json::object()).value("cache_flush", "auto")};
   const fs::path lib = self_executable().parent_path().parent_path() / "lib" / "mblast" / "libmblast_evict.so";
   if (fs::exists(lib)) {
     args.push_back("--evict-library");
@@ -106,7 +110,8 @@ std::vector<std::string> baseline_cache_args(const Target& t) {
 
 fs::path kernelbench_json_path(const std::string& what) {
   static std::mt19937_64 rng{std::random_device{}()};
-  return fs::temp_directory_path() / ("mblast-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(rng()) + ".json");
+  return fs::temp_directory_path() /
+         ("mblast-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(rng()) + ".json");
 }
 
 std::string kernelbench_tool_failure(const CommandResult& r) {
@@ -119,8 +124,10 @@ std::string kernelbench_tool_failure(const CommandResult& r) {
     last = line;
     if (line.rfind(prefix, 0) != 0) continue;
     // An import's closing count ("imported 0, failed 1") says less than the file's own line.
-    if (line.rfind(prefix + "imported ", 0) == 0) summary = line.substr(prefix.size());
-    else tagged = line.substr(prefix.size());
+    if (line.rfind(prefix + "imported ", 0) == 0)
+      summary = line.substr(prefix.size());
+    else
+      tagged = line.substr(prefix.size());
   }
   if (!tagged.empty()) return tagged;
   if (!summary.empty()) return summary;

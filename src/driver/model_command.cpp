@@ -88,9 +88,7 @@ void add_run_model(CLI::App& app, RunModelArgs& a) {
 
 namespace {
 
-bool cuda_device_here() {
-  return fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0");
-}
+bool cuda_device_here() { return fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0"); }
 
 // Why a target cannot run from here, "" when it can (as far as the driver can tell without a runner).
 std::string unavailable_here(const Target& t) {
@@ -126,8 +124,9 @@ Target resolve_target_family(const std::string& name, std::string* how, const st
       if (t.name == name || in_family(t, f)) {
         Target r = t;
         r.runner = parse_runner_url(runner_url);
-        if (how) *how = fmt::format("{}{} through the runner {}", t.name, t.name == name ? "" : " (family '" + name + "')",
-                                    runner_url);
+        if (how)
+          *how = fmt::format("{}{} through the runner {}", t.name, t.name == name ? "" : " (family '" + name + "')",
+                             runner_url);
         return r;
       }
     throw UserError("no target or target family named '" + name + "' (see `mblast targets`)");
@@ -358,9 +357,7 @@ double num(const json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
 }
 
-std::string fmt_frac(const json& f) {
-  return f.is_number() ? fmt::format("{:.1f} %", 100 * f.get<double>()) : "-";
-}
+std::string fmt_frac(const json& f) { return f.is_number() ? fmt::format("{:.1f} %", 100 * f.get<double>()) : "-"; }
 
 std::string report_markdown(const json& r) {
   std::string md =

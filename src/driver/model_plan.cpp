@@ -78,9 +78,7 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-size_t lower_dtype_size(lower::DType t) {
-  return dtype_size(to_problem_dtype(t));
-}
+size_t lower_dtype_size(lower::DType t) { return dtype_size(to_problem_dtype(t)); }
 
 json problem_json(const Problem& p) {
   json tol = json::object();

@@ -8,8 +8,8 @@
 #include <span>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "mblast/driver/import_command.h"
 #include "mblast/driver/user_kernel.h"
@@ -53,13 +53,15 @@ fs::path import_on_the_fly(const fs::path& file, bool quiet) {
   a.out = out.string();
   a.json = false;
   if (run_import(a) != 0 || !fs::exists(dir / "problem.json"))
-    throw UserError(fmt::format("{} could not be imported as a KernelBench problem (see the line above)", file.string()));
+    throw UserError(
+        fmt::format("{} could not be imported as a KernelBench problem (see the line above)", file.string()));
   return dir;
 }
 
 // The starting candidate: --start, else the problem's naive candidate, else a suite candidate
 // next to a KernelBench file (benchmarks/suite/candidates/<level>/<stem><ext>).
-std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, const Target& t, const fs::path& kernelbench_file) {
+std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, const Target& t,
+                                   const fs::path& kernelbench_file) {
   if (!a.start.empty()) {
     if (!fs::exists(a.start)) throw UserError("--start: no such file " + a.start);
     return fs::path(a.start);
@@ -78,11 +80,12 @@ std::optional<fs::path> find_start(const OptimizeArgs& a, const Problem& p, cons
 // from it): written under the runs root and taken out of the variants. The next few are written
 // too, as fallback starts should the first not be correct on the target (they stay among the
 // variants: one tried as a start is not proposed again).
-fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext, std::vector<policy::Variant>& variants,
-                                     std::vector<fs::path>* fallbacks) {
+fs::path take_first_variant_as_start(const Problem& problem, const std::string& ext,
+                                     std::vector<policy::Variant>& variants, std::vector<fs::path>* fallbacks) {
   constexpr size_t kFallbacks = 3;
   auto file_of = [&](const policy::Variant& v, size_t i) {
-    fs::path f = loop::runs_root() / "starts" / (problem.name + "." + v.family + (i ? "." + std::to_string(i) : "") + ext);
+    fs::path f =
+        loop::runs_root() / "starts" / (problem.name + "." + v.family + (i ? "." + std::to_string(i) : "") + ext);
     write_file_atomically(f, v.source);
     return f;
   };
@@ -98,8 +101,9 @@ int print_result(const nlohmann::json& r, bool json) {
   } else {
     if (r.value("failed", false)) std::cout << "FAILED: " << r.value("failure", "") << "\n";
     std::cout << fmt::format("{} on {}: {}\n", r.value("problem", ""), r.value("target", ""),
-                             r.value("improved", false) ? fmt::format("{:.2f}x faster than the start", r.value("speedup", 1.0))
-                                                        : r.value("note", std::string("the start is kept")));
+                             r.value("improved", false)
+                                 ? fmt::format("{:.2f}x faster than the start", r.value("speedup", 1.0))
+                                 : r.value("note", std::string("the start is kept")));
     std::cout << "candidate: " << r.value("candidate", "") << "\n";
     std::cout << "report:    " << r["report"].value("markdown", "") << "\n";
     std::cout << "run:       " << r.value("run", "") << " (" << r.value("evaluations", 0) << " evaluations, "
@@ -129,8 +133,10 @@ int runs_cost(const fs::path& root, bool as_json) {
   auto add = [&](json& into, const json& from) {
     if (!into.is_object()) into = json::object();
     for (const char* f : fields) {
-      if (std::string(f) == "usd") into[f] = into.value(f, 0.0) + from.value(f, 0.0);
-      else into[f] = into.value(f, 0LL) + from.value(f, 0LL);
+      if (std::string(f) == "usd")
+        into[f] = into.value(f, 0.0) + from.value(f, 0.0);
+      else
+        into[f] = into.value(f, 0LL) + from.value(f, 0LL);
     }
   };
   json runs = json::array(), by_role = json::object(), by_model = json::object(), total = json::object();
@@ -188,7 +194,8 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
       "With no --llm and no LLM in $MBLAST_LLM or the config file, the builtin policy proposes.\n"
       "Every candidate is verified and timed by the runner; a wrong or slower one is never the\n"
       "result. Knowledge goes to the KB (--kb, else $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite).");
-  c->add_option("input", a.input, "Problem directory, KernelBench .py file, or your own kernel (.cu, .cpp, .c) with a spec");
+  c->add_option("input", a.input,
+                "Problem directory, KernelBench .py file, or your own kernel (.cu, .cpp, .c) with a spec");
   c->add_option("--spec", a.spec, "With your own kernel: its spec (default: <name>.spec.json beside it)");
   c->add_option("-t,--target", a.target, "Target name (see `mblast targets`)")->capture_default_str();
   c->add_option("--runner", a.runner, kRunnerOptionHelp);
@@ -202,11 +209,18 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_option("--max-evals", a.options.budget.max_evals, "Candidate evaluations at most")->capture_default_str();
   c->add_option("--max-steps", a.options.budget.max_steps, "Steps at most")->capture_default_str();
   c->add_option("--max-time", a.options.budget.max_wall_s, "Wall-time budget in seconds")->capture_default_str();
-  c->add_option("--patience", a.options.budget.patience, "Stop after this many steps without a gain")->capture_default_str();
-  c->add_option("--sol", a.options.budget.sol_fraction, "Stop at this fraction of peak (timed targets)")->capture_default_str();
-  c->add_option("-k,--samples", a.options.samples, "Proposals per step")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--beam", a.options.beam, "Best candidates kept to continue from")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--seed", a.options.seed, "Seed of the policy's tie-breaking and the LLM sampling")->capture_default_str();
+  c->add_option("--patience", a.options.budget.patience, "Stop after this many steps without a gain")
+      ->capture_default_str();
+  c->add_option("--sol", a.options.budget.sol_fraction, "Stop at this fraction of peak (timed targets)")
+      ->capture_default_str();
+  c->add_option("-k,--samples", a.options.samples, "Proposals per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--beam", a.options.beam, "Best candidates kept to continue from")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--seed", a.options.seed, "Seed of the policy's tie-breaking and the LLM sampling")
+      ->capture_default_str();
   c->add_option("--max-llm-calls", a.max_llm_calls, "LLM budget: calls (0: no limit)")->capture_default_str();
   c->add_option("--max-tokens", a.max_tokens, "LLM budget: input + output tokens (0: no limit)")->capture_default_str();
   c->add_option("--max-usd", a.max_usd, "LLM budget: US dollars (0: no limit)")->capture_default_str();
@@ -219,7 +233,9 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_option("--resume", a.resume, "Continue the run with this id (see `mblast runs list`)");
   c->add_flag("--json", a.json, "Print the final result as one JSON object");
   c->add_option("--repeats", a.options.eval.min_repeats, "Minimum timed runs per evaluation")->capture_default_str();
-  c->add_option("--min-time", a.options.eval.min_seconds, "Seconds of timing loop per evaluation (timed runs and the cache flushes between them)")->capture_default_str();
+  c->add_option("--min-time", a.options.eval.min_seconds,
+                "Seconds of timing loop per evaluation (timed runs and the cache flushes between them)")
+      ->capture_default_str();
 }
 
 int run_optimize(const OptimizeArgs& args) {
@@ -257,7 +273,8 @@ int run_optimize(const OptimizeArgs& args) {
     in = prepare_user_problem(kernel, spec, t, o.runs_dir.empty() ? loop::runs_root() : o.runs_dir, o.eval);
     if (start.empty()) start = kernel.string();
   } else if (fs::is_regular_file(in)) {
-    throw UserError(input + " is not a problem directory, a KernelBench .py file or a kernel (.cu, .cpp, .c) with a spec");
+    throw UserError(input +
+                    " is not a problem directory, a KernelBench .py file or a kernel (.cu, .cpp, .c) with a spec");
   } else if (!a.spec.empty()) {
     throw UserError("--spec goes with a kernel file, not a problem directory");
   }
@@ -274,7 +291,8 @@ int run_optimize(const OptimizeArgs& args) {
   std::optional<llm::LlmConfig> llm_config;
   if (a.policy != "builtin" && !a.show_prompt) llm_config = llm::resolve_llm_config(a.llm, !a.replay);
   if (a.policy == "llm" && !llm_config)
-    throw UserError("--policy llm: no LLM is configured (give --llm SPEC, set MBLAST_LLM or the config file; docs/llm.md)");
+    throw UserError(
+        "--policy llm: no LLM is configured (give --llm SPEC, set MBLAST_LLM or the config file; docs/llm.md)");
   std::unique_ptr<llm::Client> client;
   std::string note;
   std::vector<policy::Variant> variants;
@@ -286,9 +304,11 @@ int run_optimize(const OptimizeArgs& args) {
     if (a.max_usd > 0) co.budget.max_usd = a.max_usd;
     if (a.llm_timeout > 0) co.timeout_s = a.llm_timeout;
     client = std::make_unique<llm::Client>(*llm_config, co);
-    std::fprintf(stderr, "mblast: actor and critic: %s (from %s)\n", llm_config->spec.c_str(), llm_config->source.c_str());
+    std::fprintf(stderr, "mblast: actor and critic: %s (from %s)\n", llm_config->spec.c_str(),
+                 llm_config->source.c_str());
   } else if (!a.show_prompt) {
-    std::fprintf(stderr, "mblast: no LLM configured (--llm, $MBLAST_LLM or the config file): using the builtin policy\n");
+    std::fprintf(stderr,
+                 "mblast: no LLM configured (--llm, $MBLAST_LLM or the config file): using the builtin policy\n");
   }
   // The builtin policy's variants: the proposals with no LLM, the start when there is none, and
   // an LLM's fallback when it only repeats itself.
@@ -326,7 +346,8 @@ int run_optimize(const OptimizeArgs& args) {
 
 bool builtin_generates(const Problem& problem, const Target& target) {
   std::string note;
-  return !loop::builtin_variants(problem, target, policy::plan_kernel(problem), "", extension_for(target.backend), &note)
+  return !loop::builtin_variants(problem, target, policy::plan_kernel(problem), "", extension_for(target.backend),
+                                 &note)
               .empty();
 }
 
@@ -338,8 +359,8 @@ std::string builtin_plan_note(const Problem& problem, const Target& target) {
   return note.empty() ? "the builtin policy has no kernel for it" : note;
 }
 
-nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target,
-                                     const std::optional<fs::path>& start, const loop::OptimizeOptions& options) {
+nlohmann::json optimize_with_builtin(const Problem& problem, const Target& target, const std::optional<fs::path>& start,
+                                     const loop::OptimizeOptions& options) {
   const std::string ext = extension_for(target.backend);
   policy::KernelPlan plan = policy::plan_kernel(problem);
   std::string note;
@@ -347,7 +368,8 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string(), {}};
   if (!start) {
     if (variants.empty())
-      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
+      throw UserError(
+          fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
     oi.start = take_first_variant_as_start(problem, ext, variants, &oi.fallback_starts);
   }
   loop::BuiltinActor actor(std::move(variants), options.seed);
@@ -355,20 +377,19 @@ nlohmann::json optimize_with_builtin(const Problem& problem, const Target& targe
   return loop::optimize(oi, actor, critic, options);
 }
 
-nlohmann::json optimize_with_llm(const Problem& problem, const Target& target,
-                                 const std::optional<fs::path>& start, const loop::OptimizeOptions& options,
-                                 const std::string& llm_spec) {
+nlohmann::json optimize_with_llm(const Problem& problem, const Target& target, const std::optional<fs::path>& start,
+                                 const loop::OptimizeOptions& options, const std::string& llm_spec) {
   auto config = llm::resolve_llm_config(llm_spec, true);
   if (!config) throw UserError("--llm " + llm_spec + ": no LLM configured (docs/llm.md)");
   const std::string ext = extension_for(target.backend);
   std::string note;
-  auto variants = loop::builtin_variants(problem, target, policy::plan_kernel(problem), start ? read_file(*start) : "",
-                                         ext, &note);
+  auto variants =
+      loop::builtin_variants(problem, target, policy::plan_kernel(problem), start ? read_file(*start) : "", ext, &note);
   loop::OptimizeInput oi{problem, target, start.value_or(fs::path()), problem.dir.string(), {}};
   if (!start) {
     if (variants.empty())
-      throw UserError(fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name,
-                                  target.name, note));
+      throw UserError(
+          fmt::format("no starting candidate and no generator for {} on {} ({})", problem.name, target.name, note));
     oi.start = take_first_variant_as_start(problem, ext, variants, &oi.fallback_starts);
   }
   llm::Client client(*config, llm::ClientOptions{});
@@ -386,8 +407,9 @@ void add_runs(CLI::App& app, RunsArgs& a) {
   auto* show = c->add_subcommand("show", "A run's report (or its progress while it runs)");
   show->add_option("run", a.run, "Run id")->required();
   show->add_flag("--json", a.json, "As JSON (the report's JSON)");
-  auto* cost = c->add_subcommand("cost", "LLM spend summed by run, role (actor, critic, analysis, repair, knowledge "
-                                         "update) and model");
+  auto* cost = c->add_subcommand("cost",
+                                 "LLM spend summed by run, role (actor, critic, analysis, repair, knowledge "
+                                 "update) and model");
   cost->add_flag("--json", a.json, "As JSON");
   c->footer("Runs live in $MBLAST_RUNS_DIR, else $XDG_DATA_HOME/mblast/runs, else ~/.local/share/mblast/runs.");
 }
@@ -404,11 +426,11 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
     if (all.empty()) std::cout << "no runs under " << root.string() << "\n";
     for (const auto& r : all) {
       const auto& res = r.value("result", nlohmann::json::object());
-      std::string outcome = r.value("status", "") == "failed"
-                                ? "FAILED: " + r.value("failure", std::string("?"))
-                            : r.value("status", "") != "finished"
-                                ? r.value("status", "")
-                                : fmt::format("{:.2f}x, {} evals", res.value("speedup", 1.0), res.value("evaluations", 0));
+      std::string outcome =
+          r.value("status", "") == "failed" ? "FAILED: " + r.value("failure", std::string("?"))
+          : r.value("status", "") != "finished"
+              ? r.value("status", "")
+              : fmt::format("{:.2f}x, {} evals", res.value("speedup", 1.0), res.value("evaluations", 0));
       std::cout << fmt::format("{}  {:<24} {:<14} {:<10} {}\n", r.value("id", ""), r.value("problem", ""),
                                r.value("target", ""), r.value("actor", ""), outcome);
     }
@@ -424,13 +446,17 @@ int run_runs(CLI::App& app, const RunsArgs& a) {
     return 0;
   }
   // Not finished (running, or killed): the report so far, from its events.
-  nlohmann::json partial = {{"run", run.id()}, {"problem", run.meta().value("problem", "")},
-                            {"target", run.meta().value("target", "")}, {"policy", run.meta().value("actor", "")},
+  nlohmann::json partial = {{"run", run.id()},
+                            {"problem", run.meta().value("problem", "")},
+                            {"target", run.meta().value("target", "")},
+                            {"policy", run.meta().value("actor", "")},
                             {"stop_reason", "not finished (" + run.meta().value("status", std::string("?")) + ")"}};
   if (run.meta().contains("failure")) partial["failure"] = run.meta()["failure"], partial["failed"] = true;
   auto events = run.events();
-  if (a.json) std::cout << nlohmann::json({{"result", partial}, {"events", events}}).dump(2) << "\n";
-  else std::cout << loop::report_markdown(partial, events);
+  if (a.json)
+    std::cout << nlohmann::json({{"result", partial}, {"events", events}}).dump(2) << "\n";
+  else
+    std::cout << loop::report_markdown(partial, events);
   return 0;
 }
 

@@ -3,12 +3,12 @@
 #include <iostream>
 #include <set>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/target.h"
 
 namespace mblast {
@@ -17,8 +17,9 @@ using nlohmann::json;
 
 void add_targets(CLI::App& app, TargetsArgs& a) {
   auto* c = app.add_subcommand("targets", "List targets and whether each is available here");
-  c->footer("Example:\n  mblast targets --json\nEach local target is probed through the runner (a device is opened); "
-            "a remote one is available when its runner host is configured.");
+  c->footer(
+      "Example:\n  mblast targets --json\nEach local target is probed through the runner (a device is opened); "
+      "a remote one is available when its runner host is configured.");
   c->add_flag("--json", a.json, "Print a JSON array");
   c->add_flag("--no-probe", a.no_probe, "Do not open devices; list descriptions only");
   c->add_option("--measure-peaks", a.measure_peaks,
@@ -33,7 +34,8 @@ json measure_target_peaks(const Target& t) {
   client.send({{"op", "peaks"}, {"target", t.spec}, {"refresh", true}});
   auto m = client.receive(330);
   if (m.header.value("stage", "") != "peaks")
-    throw UserError(fmt::format("{}: peaks not measured: {}", t.name, m.header.value("reason", std::string("the runner said nothing"))));
+    throw UserError(fmt::format("{}: peaks not measured: {}", t.name,
+                                m.header.value("reason", std::string("the runner said nothing"))));
   return m.header;
 }
 
@@ -48,7 +50,8 @@ int print_peaks(const TargetsArgs& a) {
   }
   const double bw = p.value("bandwidth_bytes_per_s", 0.0), fl = p.value("fp32_flops_per_s", 0.0);
   if (bw > 0 || fl > 0)
-    std::cout << fmt::format("{}: {:.1f} GB/s, {:.1f} GFLOP/s fp32, kept for later evaluations\n", t.name, bw * 1e-9, fl * 1e-9);
+    std::cout << fmt::format("{}: {:.1f} GB/s, {:.1f} GFLOP/s fp32, kept for later evaluations\n", t.name, bw * 1e-9,
+                             fl * 1e-9);
   else
     std::cout << fmt::format("{}: no speed-of-light figures\n", t.name);
   std::cout << "method: " << p.value("method", std::string()) << "\n";
@@ -68,8 +71,9 @@ int run_targets(const TargetsArgs& a) {
   std::set<std::string> local_backends;
   json out = json::array();
   for (const auto& t : targets) {
-    json e = {{"name", t.name}, {"backend", t.backend}, {"description", t.description},
-              {"transport", t.runner.transport}, {"available", false}, {"reason", nullptr}};
+    json e = {
+        {"name", t.name},     {"backend", t.backend}, {"description", t.description}, {"transport", t.runner.transport},
+        {"available", false}, {"reason", nullptr}};
     if (t.spec.contains("arch")) e["arch"] = t.spec["arch"];
     std::string why = t.unreachable_reason();
     if (!why.empty()) {
@@ -84,7 +88,8 @@ int run_targets(const TargetsArgs& a) {
       if (!local && local_error.empty()) {
         try {
           local = std::make_unique<RunnerClient>(RunnerAddress{});
-          for (const auto& b : local->hello().value("backends", json::array())) local_backends.insert(b.get<std::string>());
+          for (const auto& b : local->hello().value("backends", json::array()))
+            local_backends.insert(b.get<std::string>());
         } catch (const std::exception& ex) {
           local_error = ex.what();
         }
@@ -108,8 +113,14 @@ int run_targets(const TargetsArgs& a) {
     out.push_back(e);
   }
   for (const auto& s : catalog.skipped)
-    out.push_back({{"name", s.name}, {"backend", nullptr}, {"description", nullptr}, {"transport", nullptr},
-                   {"available", false}, {"reason", s.reason}, {"file", s.file.string()}, {"broken_file", true}});
+    out.push_back({{"name", s.name},
+                   {"backend", nullptr},
+                   {"description", nullptr},
+                   {"transport", nullptr},
+                   {"available", false},
+                   {"reason", s.reason},
+                   {"file", s.file.string()},
+                   {"broken_file", true}});
   if (a.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -117,9 +128,11 @@ int run_targets(const TargetsArgs& a) {
   std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", "TARGET", "BACKEND", "AVAILABLE", "DEVICE / REASON");
   for (const auto& e : out) {
     std::string avail = e["available"].is_null() ? "?" : e["available"].get<bool>() ? "yes" : "no";
-    std::string detail = e["available"].is_boolean() && e["available"].get<bool>()
-                             ? (e.contains("device") ? e["device"].value("name", "") : std::string("remote runner configured"))
-                             : e["reason"].is_string() ? e["reason"].get<std::string>() : "";
+    std::string detail =
+        e["available"].is_boolean() && e["available"].get<bool>()
+            ? (e.contains("device") ? e["device"].value("name", "") : std::string("remote runner configured"))
+        : e["reason"].is_string() ? e["reason"].get<std::string>()
+                                  : "";
     if (e.contains("warning")) detail += "  [warning: " + e["warning"].get<std::string>() + "]";
     std::cout << fmt::format("{:<16} {:<8} {:<10} {}\n", e["name"].get<std::string>(),
                              e["backend"].is_string() ? e["backend"].get<std::string>() : "?", avail, detail);

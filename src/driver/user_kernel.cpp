@@ -22,8 +22,8 @@ namespace {
 
 constexpr int kFormat = 1;  // of the problem directories made here: a change makes new ones
 
-const std::set<std::string> kSpecKeys = {"name", "description", "op_class", "inputs", "parameters", "outputs",
-                                         "tolerance", "flops", "bytes", "seeds", "inits"};
+const std::set<std::string> kSpecKeys = {"name",      "description", "op_class", "inputs", "parameters", "outputs",
+                                         "tolerance", "flops",       "bytes",    "seeds",  "inits"};
 const std::set<std::string> kDistributions = {"uniform01", "signed_uniform", "normal"};
 
 std::string expected_backend(const fs::path& kernel) {
@@ -41,7 +41,7 @@ uint16_t float_to_half(float f) {
   const int exp = static_cast<int>((x >> 23) & 0xFF) - 127 + 15;
   uint32_t mant = x & 0x7FFFFFu;
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00u);  // the sampler never makes these
-  if (exp <= 0) {                                                  // subnormal or zero
+  if (exp <= 0) {                                               // subnormal or zero
     if (exp < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     const uint32_t shift = static_cast<uint32_t>(14 - exp);
@@ -75,22 +75,43 @@ HostTensor sample(const TensorSpec& spec, const std::string& distribution, doubl
   const bool is_float = dtype_is_float(spec.dtype);
   for (size_t i = 0; i < spec.numel(); ++i) {
     double v;
-    if (distribution == "normal") v = is_float ? n01(rng) : std::clamp(std::round(4 * n01(rng)), -16.0, 15.0);
-    else if (distribution == "signed_uniform") v = is_float ? 2 * u01(rng) - 1 : std::floor(32 * u01(rng)) - 16;
-    else v = is_float ? u01(rng) : std::floor(16 * u01(rng));
+    if (distribution == "normal")
+      v = is_float ? n01(rng) : std::clamp(std::round(4 * n01(rng)), -16.0, 15.0);
+    else if (distribution == "signed_uniform")
+      v = is_float ? 2 * u01(rng) - 1 : std::floor(32 * u01(rng)) - 16;
+    else
+      v = is_float ? u01(rng) : std::floor(16 * u01(rng));
     if (is_float) v *= scale;
     std::byte* at = t.data.data() + i * dtype_size(spec.dtype);
     auto put = [&](auto x) { std::memcpy(at, &x, sizeof x); };
     switch (spec.dtype) {
-      case DType::f32: put(static_cast<float>(v)); break;
-      case DType::f64: put(v); break;
-      case DType::f16: put(float_to_half(static_cast<float>(v))); break;
-      case DType::bf16: put(float_to_bf16(static_cast<float>(v))); break;
-      case DType::i32: put(static_cast<int32_t>(v)); break;
-      case DType::i64: put(static_cast<int64_t>(v)); break;
-      case DType::i8: put(static_cast<int8_t>(v)); break;
-      case DType::u8: put(static_cast<uint8_t>(std::abs(v))); break;
-      case DType::boolean: put(static_cast<uint8_t>(static_cast<int64_t>(std::abs(v)) & 1)); break;
+      case DType::f32:
+        put(static_cast<float>(v));
+        break;
+      case DType::f64:
+        put(v);
+        break;
+      case DType::f16:
+        put(float_to_half(static_cast<float>(v)));
+        break;
+      case DType::bf16:
+        put(float_to_bf16(static_cast<float>(v)));
+        break;
+      case DType::i32:
+        put(static_cast<int32_t>(v));
+        break;
+      case DType::i64:
+        put(static_cast<int64_t>(v));
+        break;
+      case DType::i8:
+        put(static_cast<int8_t>(v));
+        break;
+      case DType::u8:
+        put(static_cast<uint8_t>(std::abs(v)));
+        break;
+      case DType::boolean:
+        put(static_cast<uint8_t>(static_cast<int64_t>(std::abs(v)) & 1));
+        break;
     }
   }
   return t;
@@ -131,8 +152,10 @@ json problem_json(const json& spec, const fs::path& kernel, const Target& target
   if (!spec.is_object()) throw UserError("the spec must be a JSON object");
   for (auto it = spec.begin(); it != spec.end(); ++it)
     if (!kSpecKeys.count(it.key()))
-      throw UserError(fmt::format("unknown key '{}' (known: name, description, op_class, inputs, parameters, outputs, "
-                                  "tolerance, flops, bytes, seeds, inits)", it.key()));
+      throw UserError(
+          fmt::format("unknown key '{}' (known: name, description, op_class, inputs, parameters, outputs, "
+                      "tolerance, flops, bytes, seeds, inits)",
+                      it.key()));
   for (const char* key : {"inputs", "outputs"})
     if (!spec.contains(key)) throw UserError(fmt::format("missing '{}' (a list of {{name, dtype, shape}})", key));
   std::string stem = kernel.filename().string();
@@ -145,12 +168,13 @@ json problem_json(const json& spec, const fs::path& kernel, const Target& target
             {"parameters", spec.value("parameters", json::array())},
             {"outputs", spec["outputs"]},
             {"seeds", spec.value("seeds", json::array({{{"seed", 0}, {"distribution", "uniform01"}},
-                                                        {{"seed", 1}, {"distribution", "signed_uniform"}},
-                                                        {{"seed", 2}, {"distribution", "normal"}}}))},
+                                                       {{"seed", 1}, {"distribution", "signed_uniform"}},
+                                                       {{"seed", 2}, {"distribution", "normal"}}}))},
             {"inits", spec.value("inits", json::array({0, 1}))},
-            {"provenance", {{"kind", "user"},
-                            {"source", fs::absolute(kernel).string()},
-                            {"reference", fmt::format("the outputs of {} on {}", kernel.filename().string(), target.name)}}}};
+            {"provenance",
+             {{"kind", "user"},
+              {"source", fs::absolute(kernel).string()},
+              {"reference", fmt::format("the outputs of {} on {}", kernel.filename().string(), target.name)}}}};
   if (spec.contains("tolerance")) p["tolerance"] = spec["tolerance"];
   if (spec.contains("flops")) p["flops"] = spec["flops"];
   if (spec.contains("bytes")) {
@@ -183,8 +207,8 @@ fs::path default_spec_for(const fs::path& kernel) {
   return fs::exists(last) ? last : first;
 }
 
-fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file, const Target& target, const fs::path& root,
-                              const EvalOptions& options) {
+fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file, const Target& target,
+                              const fs::path& root, const EvalOptions& options) {
   const std::string backend = expected_backend(kernel);
   if (backend.empty())
     throw UserError(kernel.string() + ": a kernel file must end in .cu (cuda), .cpp (opencl) or .c (rvv)");
@@ -210,8 +234,8 @@ fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file,
   }
 
   const std::string key = content_hash_hex(std::string_view(
-      fmt::format("mblast user kernel {}\n{}\n{}\n{}\n", kFormat, target.name, content_hash_hex(std::string_view(source)),
-                  content_hash_hex(std::string_view(*spec_text)))));
+      fmt::format("mblast user kernel {}\n{}\n{}\n{}\n", kFormat, target.name,
+                  content_hash_hex(std::string_view(source)), content_hash_hex(std::string_view(*spec_text)))));
   const fs::path dir = root / "user" / key.substr(0, 16) / pj["name"].get<std::string>();
   if (fs::exists(dir / "problem.json")) {
     Problem p = load_problem(dir);
@@ -241,7 +265,8 @@ fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file,
     TensorSet set;
     for (const auto& t : p.inputs) {
       const Draw& d = draws[t.name];
-      set.add(sample(t, d.distribution.empty() ? s.distribution : d.distribution, d.scale, static_cast<uint64_t>(s.seed)));
+      set.add(
+          sample(t, d.distribution.empty() ? s.distribution : d.distribution, d.scale, static_cast<uint64_t>(s.seed)));
     }
     save_safetensors(p.inputs_file(s.seed), set);
   }
@@ -267,9 +292,9 @@ fs::path prepare_user_problem(const fs::path& kernel, const fs::path& spec_file,
     }
     std::error_code ec;
     fs::remove_all(dir, ec);  // nothing half-made stays behind
-    throw UserError(fmt::format("{} cannot be the reference on {}: {}: {}", kernel.string(), target.name,
-                                r.value("failure_kind", json("failed")).is_string() ? r["failure_kind"].get<std::string>() : "failed",
-                                why));
+    throw UserError(fmt::format(
+        "{} cannot be the reference on {}: {}: {}", kernel.string(), target.name,
+        r.value("failure_kind", json("failed")).is_string() ? r["failure_kind"].get<std::string>() : "failed", why));
   }
   json manifest = {{"generator", "mblast optimize (a user's kernel)"},
                    {"version", kFormat},

@@ -65,7 +65,8 @@ Statement::Statement(const Database& db, std::string_view sql) : db_(&db) {
     pg_sql_ = postgresql_placeholders(sql);
     return;
   }
-  MBLAST_SQLITE_CHECK(db, sqlite3_prepare_v3(db.handle(), sql.data(), static_cast<int>(sql.size()), 0, &stmt_, nullptr));
+  MBLAST_SQLITE_CHECK(db,
+                      sqlite3_prepare_v3(db.handle(), sql.data(), static_cast<int>(sql.size()), 0, &stmt_, nullptr));
 }
 
 Statement::~Statement() {
@@ -74,8 +75,12 @@ Statement::~Statement() {
 }
 
 Statement::Statement(Statement&& o) noexcept
-    : db_(o.db_), stmt_(o.stmt_), pg_sql_(std::move(o.pg_sql_)), pg_params_(std::move(o.pg_params_)),
-      pg_res_(o.pg_res_), pg_row_(o.pg_row_) {
+    : db_(o.db_),
+      stmt_(o.stmt_),
+      pg_sql_(std::move(o.pg_sql_)),
+      pg_params_(std::move(o.pg_params_)),
+      pg_res_(o.pg_res_),
+      pg_row_(o.pg_row_) {
   o.stmt_ = nullptr;
   o.pg_res_ = nullptr;
 }
@@ -217,17 +222,27 @@ Database::Database(const fs::path& file, Mode mode, int busy_timeout_ms)
                       SQLITE_CANTOPEN);
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
-    case Mode::read_write_create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
-    case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
-    case Mode::read_only: flags |= SQLITE_OPEN_READONLY; break;
-    case Mode::read_only_immutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI; break;
+    case Mode::read_write_create:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+      break;
+    case Mode::read_write:
+      flags |= SQLITE_OPEN_READWRITE;
+      break;
+    case Mode::read_only:
+      flags |= SQLITE_OPEN_READONLY;
+      break;
+    case Mode::read_only_immutable:
+      flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+      break;
   }
   std::string name = file.string();
   if (mode == Mode::read_only_immutable) {
     std::string uri = "file:";
     for (const char c : fs::absolute(file).string()) {
-      if (c == '?' || c == '#' || c == '%') uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-      else uri += c;
+      if (c == '?' || c == '#' || c == '%')
+        uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+      else
+        uri += c;
     }
     name = uri + "?immutable=1";
   }
@@ -248,8 +263,13 @@ Database::Database(const fs::path& file, Mode mode, int busy_timeout_ms)
 Database::~Database() { close(); }
 
 Database::Database(Database&& o) noexcept
-    : db_(o.db_), pg_(o.pg_), pg_lost_tx_(o.pg_lost_tx_), pg_prepared_(std::move(o.pg_prepared_)),
-      file_(std::move(o.file_)), mode_(o.mode_), busy_timeout_ms_(o.busy_timeout_ms_) {
+    : db_(o.db_),
+      pg_(o.pg_),
+      pg_lost_tx_(o.pg_lost_tx_),
+      pg_prepared_(std::move(o.pg_prepared_)),
+      file_(std::move(o.file_)),
+      mode_(o.mode_),
+      busy_timeout_ms_(o.busy_timeout_ms_) {
   o.db_ = nullptr;
   o.pg_ = nullptr;
 }
@@ -285,7 +305,8 @@ void Database::exec(std::string_view sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
   sqlite3_free(err);  // the same text is in sqlite3_errmsg
-  if (rc != SQLITE_OK) throw_sqlite_error(*this, rc, s.size() > 80 ? (s.substr(0, 77) + "...").c_str() : s.c_str(), __FILE__, __LINE__);
+  if (rc != SQLITE_OK)
+    throw_sqlite_error(*this, rc, s.size() > 80 ? (s.substr(0, 77) + "...").c_str() : s.c_str(), __FILE__, __LINE__);
 }
 
 int64_t Database::query_int(std::string_view sql) const {
@@ -332,8 +353,10 @@ Transaction::~Transaction() {
 }
 
 void Transaction::commit() {
-  if (nested_) db_.exec("RELEASE " + savepoint_);
-  else db_.exec("COMMIT");
+  if (nested_)
+    db_.exec("RELEASE " + savepoint_);
+  else
+    db_.exec("COMMIT");
   done_ = true;
 }
 

@@ -36,47 +36,134 @@ struct Kind {
 const std::vector<Kind>& kinds() {
   using T = Type;
   static const std::vector<Kind> k = {
-      {"target", "targets", "name",
-       {{"name", T::text}, {"backend", T::text}, {"arch", T::text}, {"spec", T::json_value},
-        {"provenance_id", T::provenance}, {"created_at", T::text}}},
-      {"problem", "problems", "id",
-       {{"id", T::text}, {"name", T::text}, {"op_class", T::text}, {"spec", T::json_value},
-        {"provenance_id", T::provenance}, {"created_at", T::text}}},
+      {"target",
+       "targets",
+       "name",
+       {{"name", T::text},
+        {"backend", T::text},
+        {"arch", T::text},
+        {"spec", T::json_value},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
+      {"problem",
+       "problems",
+       "id",
+       {{"id", T::text},
+        {"name", T::text},
+        {"op_class", T::text},
+        {"spec", T::json_value},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
       {"build_log", "build_logs", "id", {{"id", T::text}, {"text", T::text}}},
-      {"candidate", "candidates", "id",
-       {{"id", T::text}, {"backend", T::text}, {"problem_id", T::opt_text}, {"source", T::text},
-        {"provenance_id", T::provenance}, {"created_at", T::text}}},
-      {"action", "actions", "id",
-       {{"id", T::text}, {"title", T::text}, {"summary", T::text}, {"when_helps", T::text}, {"when_hurts", T::text},
-        {"parameters", T::json_value}, {"applies_to", T::json_value}, {"prior_log_speedup", T::real},
-        {"source", T::text}, {"provenance_id", T::provenance}, {"created_at", T::text}}},
-      {"run", "runs", "id",
-       {{"id", T::text}, {"candidate_id", T::text}, {"problem_id", T::opt_text}, {"target", T::text},
-        {"correct", T::boolean}, {"failure_kind", T::opt_text}, {"median_s", T::real}, {"spread_pct", T::real},
-        {"bandwidth_fraction", T::real}, {"compute_fraction", T::real}, {"build_log_id", T::opt_text},
-        {"result", T::json_value}, {"provenance_id", T::provenance}, {"created_at", T::text}}},
-      {"state", "states", "id",
-       {{"id", T::text}, {"target", T::opt_text}, {"backend", T::text}, {"arch", T::text}, {"op_class", T::text},
-        {"log10_intensity", T::real}, {"bandwidth_fraction", T::real}, {"compute_fraction", T::real},
-        {"utilisation", T::real}, {"bottleneck", T::text}, {"cluster", T::text}, {"problem_id", T::opt_text},
-        {"candidate_id", T::opt_text}, {"run_id", T::opt_text}, {"text", T::text}, {"provenance_id", T::provenance},
+      {"candidate",
+       "candidates",
+       "id",
+       {{"id", T::text},
+        {"backend", T::text},
+        {"problem_id", T::opt_text},
+        {"source", T::text},
+        {"provenance_id", T::provenance},
         {"created_at", T::text}}},
-      {"experience", "experiences", "id",
-       {{"id", T::text}, {"state_id", T::text}, {"action_id", T::text}, {"problem_id", T::opt_text},
-        {"target", T::text}, {"parent_candidate_id", T::opt_text}, {"candidate_id", T::opt_text},
-        {"run_id", T::opt_text}, {"after_state_id", T::opt_text}, {"correct", T::boolean},
-        {"failure_kind", T::opt_text}, {"speedup", T::real}, {"log_speedup", T::real}, {"critic_text", T::text},
-        {"model", T::text}, {"prompt_hash", T::text}, {"provenance_id", T::provenance}, {"created_at", T::text}}},
-      {"constraint", "constraints", "id",
-       {{"id", T::text}, {"action_id", T::opt_text}, {"backend", T::text}, {"text", T::text},
-        {"predicate", T::json_value}, {"effect", T::text}, {"provenance_id", T::provenance},
+      {"action",
+       "actions",
+       "id",
+       {{"id", T::text},
+        {"title", T::text},
+        {"summary", T::text},
+        {"when_helps", T::text},
+        {"when_hurts", T::text},
+        {"parameters", T::json_value},
+        {"applies_to", T::json_value},
+        {"prior_log_speedup", T::real},
+        {"source", T::text},
+        {"provenance_id", T::provenance},
         {"created_at", T::text}}},
-      {"constraint_evidence", "constraint_evidence", "constraint_id, experience_id",
+      {"run",
+       "runs",
+       "id",
+       {{"id", T::text},
+        {"candidate_id", T::text},
+        {"problem_id", T::opt_text},
+        {"target", T::text},
+        {"correct", T::boolean},
+        {"failure_kind", T::opt_text},
+        {"median_s", T::real},
+        {"spread_pct", T::real},
+        {"bandwidth_fraction", T::real},
+        {"compute_fraction", T::real},
+        {"build_log_id", T::opt_text},
+        {"result", T::json_value},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
+      {"state",
+       "states",
+       "id",
+       {{"id", T::text},
+        {"target", T::opt_text},
+        {"backend", T::text},
+        {"arch", T::text},
+        {"op_class", T::text},
+        {"log10_intensity", T::real},
+        {"bandwidth_fraction", T::real},
+        {"compute_fraction", T::real},
+        {"utilisation", T::real},
+        {"bottleneck", T::text},
+        {"cluster", T::text},
+        {"problem_id", T::opt_text},
+        {"candidate_id", T::opt_text},
+        {"run_id", T::opt_text},
+        {"text", T::text},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
+      {"experience",
+       "experiences",
+       "id",
+       {{"id", T::text},
+        {"state_id", T::text},
+        {"action_id", T::text},
+        {"problem_id", T::opt_text},
+        {"target", T::text},
+        {"parent_candidate_id", T::opt_text},
+        {"candidate_id", T::opt_text},
+        {"run_id", T::opt_text},
+        {"after_state_id", T::opt_text},
+        {"correct", T::boolean},
+        {"failure_kind", T::opt_text},
+        {"speedup", T::real},
+        {"log_speedup", T::real},
+        {"critic_text", T::text},
+        {"model", T::text},
+        {"prompt_hash", T::text},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
+      {"constraint",
+       "constraints",
+       "id",
+       {{"id", T::text},
+        {"action_id", T::opt_text},
+        {"backend", T::text},
+        {"text", T::text},
+        {"predicate", T::json_value},
+        {"effect", T::text},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
+      {"constraint_evidence",
+       "constraint_evidence",
+       "constraint_id, experience_id",
        {{"constraint_id", T::text}, {"experience_id", T::text}}},
-      {"text_version", "text_versions", "id",
-       {{"id", T::text}, {"subject_kind", T::text}, {"subject_id", T::text}, {"field", T::text},
-        {"parent_id", T::opt_text}, {"version", T::integer}, {"body", T::text}, {"author", T::text},
-        {"provenance_id", T::provenance}, {"created_at", T::text}}},
+      {"text_version",
+       "text_versions",
+       "id",
+       {{"id", T::text},
+        {"subject_kind", T::text},
+        {"subject_id", T::text},
+        {"field", T::text},
+        {"parent_id", T::opt_text},
+        {"version", T::integer},
+        {"body", T::text},
+        {"author", T::text},
+        {"provenance_id", T::provenance},
+        {"created_at", T::text}}},
   };
   return k;
 }
@@ -95,7 +182,8 @@ std::string select_sql(const Kind& k) {
     if (!cols.empty()) cols += ", ";
     cols += c.type == Type::provenance ? std::string("p.kind, p.source") : std::string("t.") + c.name;
   }
-  const bool has_prov = std::any_of(k.columns.begin(), k.columns.end(), [](const Column& c) { return c.type == Type::provenance; });
+  const bool has_prov =
+      std::any_of(k.columns.begin(), k.columns.end(), [](const Column& c) { return c.type == Type::provenance; });
   // The key may name two columns ("constraint_id, experience_id"); qualify each.
   std::string order = std::string("t.") + k.key;
   for (size_t p = order.find(", "); p != std::string::npos; p = order.find(", ", p + 2)) order.insert(p + 2, "t.");
@@ -109,12 +197,26 @@ json read_row(const Kind& k, const Statement& st) {
   int i = 0;
   for (const auto& c : k.columns) {
     switch (c.type) {
-      case Type::text: r[c.name] = st.get_text(i++); break;
-      case Type::opt_text: r[c.name] = st.is_null(i) ? json(nullptr) : json(st.get_text(i)); ++i; break;
-      case Type::real: r[c.name] = st.is_null(i) ? json(nullptr) : json(st.get_double(i)); ++i; break;
-      case Type::boolean: r[c.name] = st.get_int(i++) != 0; break;
-      case Type::integer: r[c.name] = st.get_int(i++); break;
-      case Type::json_value: r[c.name] = json::parse(st.get_text(i++), nullptr, false); break;
+      case Type::text:
+        r[c.name] = st.get_text(i++);
+        break;
+      case Type::opt_text:
+        r[c.name] = st.is_null(i) ? json(nullptr) : json(st.get_text(i));
+        ++i;
+        break;
+      case Type::real:
+        r[c.name] = st.is_null(i) ? json(nullptr) : json(st.get_double(i));
+        ++i;
+        break;
+      case Type::boolean:
+        r[c.name] = st.get_int(i++) != 0;
+        break;
+      case Type::integer:
+        r[c.name] = st.get_int(i++);
+        break;
+      case Type::json_value:
+        r[c.name] = json::parse(st.get_text(i++), nullptr, false);
+        break;
       case Type::provenance:
         r["provenance"] = {{"kind", st.get_text(i)}, {"source", st.get_text(i + 1)}};
         i += 2;
@@ -144,14 +246,20 @@ void bind_field(KnowledgeBase& kb, Statement& st, int i, const Column& c, const 
       st.bind(i, v.get<std::string>());
       break;
     case Type::opt_text:
-      if (v.is_null()) st.bind(i, nullptr);
-      else if (v.is_string()) st.bind(i, v.get<std::string>());
-      else throw UserError(fmt::format("field '{}' must be a string or null", name));
+      if (v.is_null())
+        st.bind(i, nullptr);
+      else if (v.is_string())
+        st.bind(i, v.get<std::string>());
+      else
+        throw UserError(fmt::format("field '{}' must be a string or null", name));
       break;
     case Type::real:
-      if (v.is_null()) st.bind(i, nullptr);
-      else if (v.is_number()) st.bind(i, v.get<double>());
-      else throw UserError(fmt::format("field '{}' must be a number or null", name));
+      if (v.is_null())
+        st.bind(i, nullptr);
+      else if (v.is_number())
+        st.bind(i, v.get<double>());
+      else
+        throw UserError(fmt::format("field '{}' must be a number or null", name));
       break;
     case Type::boolean:
       if (!v.is_boolean()) throw UserError(fmt::format("field '{}' must be true or false", name));
@@ -161,7 +269,9 @@ void bind_field(KnowledgeBase& kb, Statement& st, int i, const Column& c, const 
       if (!v.is_number_integer()) throw UserError(fmt::format("field '{}' must be an integer", name));
       st.bind(i, v.get<int64_t>());
       break;
-    case Type::json_value: st.bind(i, v.dump()); break;
+    case Type::json_value:
+      st.bind(i, v.dump());
+      break;
     case Type::provenance: {
       if (!v.is_object()) throw UserError("field 'provenance' must be {\"kind\": ..., \"source\": ...}");
       st.bind(i, kb.provenance_row({text_of(v, "kind"), text_of(v, "source")}));
@@ -242,13 +352,15 @@ std::vector<json> read_jsonl(std::istream& in, const std::string& name) {
     if (j.is_discarded() || !j.is_object()) throw UserError(fmt::format("{}:{}: not a JSON object", name, n));
     if (out.empty()) {
       if (j.value("kind", "") != "header" || j.value("format", "") != "mblast-kb")
-        throw UserError(fmt::format("{}:{}: not a mblast KB export (the first line must be the header "
-                                    "{{\"kind\": \"header\", \"format\": \"mblast-kb\", ...}})",
-                                    name, n));
+        throw UserError(
+            fmt::format("{}:{}: not a mblast KB export (the first line must be the header "
+                        "{{\"kind\": \"header\", \"format\": \"mblast-kb\", ...}})",
+                        name, n));
       if (j.value("format_version", 0) > kExportFormatVersion)
-        throw UserError(fmt::format("{}: export format version {} is newer than this mblast reads ({}); use a newer "
-                                    "mblast",
-                                    name, j.value("format_version", 0), kExportFormatVersion));
+        throw UserError(
+            fmt::format("{}: export format version {} is newer than this mblast reads ({}); use a newer "
+                        "mblast",
+                        name, j.value("format_version", 0), kExportFormatVersion));
     }
     out.push_back(std::move(j));
   }
@@ -292,8 +404,9 @@ ImportReport import_records_once(KnowledgeBase& kb, const std::vector<json>& rec
         }
         if (!added) {
           // Same action id, maybe other text: keep both (theirs becomes a version of ours).
-          Statement ours(db, "SELECT title, summary, when_helps, when_hurts, parameters, applies_to, prior_log_speedup "
-                             "FROM actions WHERE id = ?");
+          Statement ours(db,
+                         "SELECT title, summary, when_helps, when_hurts, parameters, applies_to, prior_log_speedup "
+                         "FROM actions WHERE id = ?");
           ours.bind(1, id);
           ours.step();
           const char* fields[] = {"title", "summary", "when_helps", "when_hurts"};
@@ -324,7 +437,8 @@ ImportReport import_records_once(KnowledgeBase& kb, const std::vector<json>& rec
     } catch (const KbFileError&) {
       throw;  // the KB, not the record: a conflict to retry, a lost connection
     } catch (const UserError& e) {
-      throw UserError(fmt::format("record {} ({} {}): {}; nothing was imported", n + 1, kind, record_key(rec), e.what()));
+      throw UserError(
+          fmt::format("record {} ({} {}): {}; nothing was imported", n + 1, kind, record_key(rec), e.what()));
     }
   }
   if (db.is_postgresql()) {
@@ -339,9 +453,10 @@ ImportReport import_records_once(KnowledgeBase& kb, const std::vector<json>& rec
   } else {
     Statement fk(db, "PRAGMA foreign_key_check");
     if (fk.step())
-      throw UserError(fmt::format("the records refer to rows they do not contain (a row of {} refers to a missing "
-                                  "row of {}); nothing was imported",
-                                  fk.get_text(0), fk.get_text(2)));
+      throw UserError(
+          fmt::format("the records refer to rows they do not contain (a row of {} refers to a missing "
+                      "row of {}); nothing was imported",
+                      fk.get_text(0), fk.get_text(2)));
   }
   tx.commit();
   return report;
@@ -411,8 +526,10 @@ DiffReport diff_records(const std::vector<json>& here, const std::vector<json>& 
   DiffReport d;
   for (const auto& [key, rec] : a) {
     auto it = b.find(key);
-    if (it == b.end()) d.only_here[key.first].push_back(key.second);
-    else if (it->second != rec) d.different[key.first].push_back(key.second);
+    if (it == b.end())
+      d.only_here[key.first].push_back(key.second);
+    else if (it->second != rec)
+      d.different[key.first].push_back(key.second);
   }
   for (const auto& [key, rec] : b)
     if (!a.count(key)) d.only_there[key.first].push_back(key.second);

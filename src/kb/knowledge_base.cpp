@@ -10,8 +10,8 @@
 
 #include "mblast/kb/exchange.h"
 #include "mblast/kb/schema.h"
-#include "state_index.h"
 #include "mblast/tensor.h"
+#include "state_index.h"
 
 namespace mblast::kb {
 
@@ -72,7 +72,6 @@ std::string base_text_sql(const std::string& kind, const std::string& field) {
   return "SELECT text FROM constraints WHERE id = ?";
 }
 
-
 // One write transaction of the KB, redone whole when the server undoes it for a conflict with
 // another writer (see retry_on_conflict); nested in a caller's transaction, it runs once.
 template <class F>
@@ -116,8 +115,9 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
         std::error_code ec;
         if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
         if (ec)
-          throw KbFileError(fmt::format("cannot create the folder of knowledge base {}: {}", file.string(), ec.message()),
-                            SQLITE_CANTOPEN);
+          throw KbFileError(
+              fmt::format("cannot create the folder of knowledge base {}: {}", file.string(), ec.message()),
+              SQLITE_CANTOPEN);
         return Database(file, Database::Mode::read_write_create, busy);
       }()) {
   const int target = o.target_version > 0 ? o.target_version : latest_schema_version();
@@ -128,8 +128,7 @@ KnowledgeBase::KnowledgeBase(const fs::path& file, const OpenOptions& o)
     // A WAL-mode file whose folder we may not write cannot even be read normally (SQLite must
     // create its -shm index); read it as an immutable snapshot, so queries on a shared,
     // read-only KB work. Writes then fail with the read-only error.
-    if (db_.is_postgresql() || (e.code() != SQLITE_READONLY && e.code() != SQLITE_CANTOPEN) || !fs::exists(file))
-      throw;
+    if (db_.is_postgresql() || (e.code() != SQLITE_READONLY && e.code() != SQLITE_CANTOPEN) || !fs::exists(file)) throw;
     db_ = Database(file, Database::Mode::read_only_immutable, db_.busy_timeout_ms());
     statements_.clear();
     s = read_schema_state(db_);
@@ -204,7 +203,9 @@ KnowledgeBase KnowledgeBase::in_memory() {
 }
 
 KnowledgeBase::KnowledgeBase(KnowledgeBase&& o) noexcept
-    : db_(std::move(o.db_)), created_(o.created_), migrated_from_(o.migrated_from_),
+    : db_(std::move(o.db_)),
+      created_(o.created_),
+      migrated_from_(o.migrated_from_),
       state_index_(std::move(o.state_index_)) {
   o.statements_.clear();  // they point at the moved-from Database object
 }
@@ -251,8 +252,9 @@ std::string KnowledgeBase::add_target(const TargetRecord& t) {
   if (t.name.empty() || t.backend.empty()) throw UserError("a target needs a name and a backend");
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(t.provenance);
-    cached("INSERT INTO targets (name, backend, arch, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-           "ON CONFLICT (name) DO NOTHING")
+    cached(
+        "INSERT INTO targets (name, backend, arch, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (name) DO NOTHING")
         .bind_all(t.name, t.backend, t.arch.empty() ? std::string("generic") : t.arch, t.spec.dump(), prov,
                   t.created_at.empty() ? utc_now_iso() : t.created_at)
         .run();
@@ -265,8 +267,9 @@ std::string KnowledgeBase::add_problem(const ProblemRecord& p) {
   const std::string id = !p.id.empty() ? p.id : hash_text("problem\n" + p.name + "\n" + p.spec.dump());
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(p.provenance);
-    cached("INSERT INTO problems (id, name, op_class, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-           "ON CONFLICT (id) DO NOTHING")
+    cached(
+        "INSERT INTO problems (id, name, op_class, spec, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (id) DO NOTHING")
         .bind_all(id, p.name, p.op_class, p.spec.dump(), prov, p.created_at.empty() ? utc_now_iso() : p.created_at)
         .run();
     return id;
@@ -280,9 +283,10 @@ std::string KnowledgeBase::add_candidate(const CandidateRecord& c) {
   if (c.backend.empty()) throw UserError("a candidate needs a backend");
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(c.provenance);
-    cached("INSERT INTO candidates (id, backend, problem_id, source, provenance_id, created_at) "
-           "VALUES (?, ?, ?, ?, ?, ?) "
-           "ON CONFLICT (id) DO NOTHING")
+    cached(
+        "INSERT INTO candidates (id, backend, problem_id, source, provenance_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (id) DO NOTHING")
         .bind_all(id, c.backend)
         .bind_or_null(3, c.problem_id)
         .bind(4, c.source)
@@ -304,9 +308,10 @@ std::string KnowledgeBase::add_run(const RunRecord& r) {
           .bind_all(log_id, r.build_log)
           .run();
     }
-    cached("INSERT INTO runs (id, candidate_id, problem_id, target, correct, failure_kind, median_s, spread_pct, "
-           "bandwidth_fraction, compute_fraction, build_log_id, result, provenance_id, created_at) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+    cached(
+        "INSERT INTO runs (id, candidate_id, problem_id, target, correct, failure_kind, median_s, spread_pct, "
+        "bandwidth_fraction, compute_fraction, build_log_id, result, provenance_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
         .bind_all(id, r.candidate_id)
         .bind_or_null(3, r.problem_id)
         .bind(4, r.target)
@@ -333,9 +338,10 @@ std::string KnowledgeBase::add_state(const StateRecord& s) {
   if (g.arithmetic_intensity && *g.arithmetic_intensity > 0) log_ai = std::log10(*g.arithmetic_intensity);
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(s.provenance);
-    cached("INSERT INTO states (id, target, backend, arch, op_class, log10_intensity, bandwidth_fraction, "
-           "compute_fraction, utilisation, bottleneck, cluster, problem_id, candidate_id, run_id, text, provenance_id, "
-           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+    cached(
+        "INSERT INTO states (id, target, backend, arch, op_class, log10_intensity, bandwidth_fraction, "
+        "compute_fraction, utilisation, bottleneck, cluster, problem_id, candidate_id, run_id, text, provenance_id, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
         .bind(1, id)
         .bind_or_null(2, g.target)
         .bind(3, g.backend)
@@ -364,9 +370,10 @@ std::string KnowledgeBase::add_action(const ActionRecord& a) {
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(a.provenance);
     const int inserted =
-        cached("INSERT INTO actions (id, title, summary, when_helps, when_hurts, parameters, applies_to, "
-               "prior_log_speedup, source, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-               "ON CONFLICT (id) DO NOTHING")
+        cached(
+            "INSERT INTO actions (id, title, summary, when_helps, when_hurts, parameters, applies_to, "
+            "prior_log_speedup, source, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING")
             .bind_all(a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.parameters.dump(), a.applies_to.dump(),
                       a.prior_log_speedup, a.source, prov, a.created_at.empty() ? utc_now_iso() : a.created_at)
             .run();
@@ -395,8 +402,9 @@ std::string KnowledgeBase::add_constraint(const ConstraintRecord& c, const std::
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(c.provenance);
     const int inserted =
-        cached("INSERT INTO constraints (id, action_id, backend, text, predicate, effect, provenance_id, created_at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        cached(
+            "INSERT INTO constraints (id, action_id, backend, text, predicate, effect, provenance_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
             .bind(1, id)
             .bind_or_null(2, c.action_id)
             .bind(3, c.backend)
@@ -426,10 +434,11 @@ std::string KnowledgeBase::add_experience(const ExperienceRecord& e) {
   return write_transaction(db_, [&] {
     const int64_t prov = provenance_row(e.provenance);
     const int inserted =
-        cached("INSERT INTO experiences (id, state_id, action_id, problem_id, target, parent_candidate_id, "
-               "candidate_id, run_id, after_state_id, correct, failure_kind, speedup, log_speedup, critic_text, model, "
-               "prompt_hash, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-               "ON CONFLICT (id) DO NOTHING")
+        cached(
+            "INSERT INTO experiences (id, state_id, action_id, problem_id, target, parent_candidate_id, "
+            "candidate_id, run_id, after_state_id, correct, failure_kind, speedup, log_speedup, critic_text, model, "
+            "prompt_hash, provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING")
             .bind_all(id, e.state_id, e.action_id)
             .bind_or_null(4, e.problem_id)
             .bind(5, e.target)
@@ -491,8 +500,9 @@ std::string KnowledgeBase::add_text_version(const std::string& kind, const std::
     head.reset();
     const std::string id = text_version_id(kind, subject_id, field, parent, body);
     const int64_t prov = provenance_row(provenance);
-    cached("INSERT INTO text_versions (id, subject_kind, subject_id, field, parent_id, version, body, author, "
-           "provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+    cached(
+        "INSERT INTO text_versions (id, subject_kind, subject_id, field, parent_id, version, body, author, "
+        "provenance_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
         .bind_all(id, kind, subject_id, field)
         .bind_or_null(5, parent)
         .bind(6, version)
@@ -507,7 +517,8 @@ std::string KnowledgeBase::add_text_version(const std::string& kind, const std::
 
 // ---- reads ----------------------------------------------------------------------------------
 
-std::string KnowledgeBase::current_text(const std::string& kind, const std::string& subject_id, const std::string& field) {
+std::string KnowledgeBase::current_text(const std::string& kind, const std::string& subject_id,
+                                        const std::string& field) {
   if (!valid_subject_field(kind, field)) throw UserError(fmt::format("'{}' is not a text field of a {}", field, kind));
   auto& head = cached(
       "SELECT v.body FROM text_versions v WHERE v.subject_kind = ? AND v.subject_id = ? AND v.field = ? "
@@ -546,8 +557,9 @@ constexpr const char* kTextVersionColumns =
 }  // namespace
 
 std::vector<TextVersion> KnowledgeBase::text_versions(const std::string& kind, const std::string& subject_id) {
-  Statement st(db_, std::string("SELECT ") + kTextVersionColumns +
-                        "WHERE v.subject_kind = ? AND v.subject_id = ? ORDER BY v.field, v.version, v.created_at, v.id");
+  Statement st(db_,
+               std::string("SELECT ") + kTextVersionColumns +
+                   "WHERE v.subject_kind = ? AND v.subject_id = ? ORDER BY v.field, v.version, v.created_at, v.id");
   st.bind_all(kind, subject_id);
   std::vector<TextVersion> out;
   while (st.step()) out.push_back(read_text_version(st));
@@ -595,10 +607,11 @@ std::optional<ActionRecord> KnowledgeBase::action(const std::string& id) {
 }
 
 std::optional<StateRecord> KnowledgeBase::state(const std::string& id) {
-  Statement st(db_,
-               "SELECT s.target, s.backend, s.arch, s.op_class, s.log10_intensity, s.bandwidth_fraction, "
-               "s.compute_fraction, s.utilisation, s.bottleneck, s.problem_id, s.candidate_id, s.run_id, "
-               "p.kind, p.source, s.created_at FROM states s JOIN provenance p ON p.id = s.provenance_id WHERE s.id = ?");
+  Statement st(
+      db_,
+      "SELECT s.target, s.backend, s.arch, s.op_class, s.log10_intensity, s.bandwidth_fraction, "
+      "s.compute_fraction, s.utilisation, s.bottleneck, s.problem_id, s.candidate_id, s.run_id, "
+      "p.kind, p.source, s.created_at FROM states s JOIN provenance p ON p.id = s.provenance_id WHERE s.id = ?");
   st.bind(1, id);
   if (!st.step()) return std::nullopt;
   StateRecord s;

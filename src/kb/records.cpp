@@ -53,7 +53,8 @@ std::optional<int> vlen_of(const std::string& arch) {
 }
 
 const std::set<std::string>& string_keys() {
-  static const std::set<std::string> k = {"backend", "target", "arch", "arch_not", "arch_lacks", "op_class", "bottleneck"};
+  static const std::set<std::string> k = {"backend",    "target",   "arch",      "arch_not",
+                                          "arch_lacks", "op_class", "bottleneck"};
   return k;
 }
 const std::set<std::string>& number_keys() {
@@ -77,15 +78,20 @@ void validate_predicate(const json& p) {
   if (!p.is_object()) throw UserError("a constraint predicate must be a JSON object, got: " + p.dump());
   for (const auto& [k, v] : p.items()) {
     if (string_keys().count(k)) {
-      const bool ok = (v.is_string() && !v.get<std::string>().empty()) ||
-                      (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }));
-      if (!ok) throw UserError(fmt::format("constraint predicate key '{}' needs a string or a list of strings, got {}", k, v.dump()));
+      const bool ok =
+          (v.is_string() && !v.get<std::string>().empty()) ||
+          (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }));
+      if (!ok)
+        throw UserError(
+            fmt::format("constraint predicate key '{}' needs a string or a list of strings, got {}", k, v.dump()));
     } else if (number_keys().count(k)) {
-      if (!v.is_number()) throw UserError(fmt::format("constraint predicate key '{}' needs a number, got {}", k, v.dump()));
+      if (!v.is_number())
+        throw UserError(fmt::format("constraint predicate key '{}' needs a number, got {}", k, v.dump()));
     } else {
-      throw UserError(fmt::format("unknown constraint predicate key '{}' (known: backend, target, arch, arch_not, "
-                                  "arch_lacks, op_class, bottleneck, sm_below, sm_at_least, vlen_below)",
-                                  k));
+      throw UserError(
+          fmt::format("unknown constraint predicate key '{}' (known: backend, target, arch, arch_not, "
+                      "arch_lacks, op_class, bottleneck, sm_below, sm_at_least, vlen_below)",
+                      k));
     }
   }
 }
@@ -102,8 +108,8 @@ bool predicate_matches(const json& p, const StateSignature& s) {
       if (s.arch.empty() || one_of(v, s.arch)) return false;
     } else if (k == "arch_lacks") {
       if (s.arch.empty()) return false;
-      const std::vector<std::string> parts = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
-                                                           : v.get<std::vector<std::string>>();
+      const std::vector<std::string> parts =
+          v.is_string() ? std::vector<std::string>{v.get<std::string>()} : v.get<std::vector<std::string>>();
       bool lacks_one = false;
       for (const auto& part : parts) lacks_one |= s.arch.find(part) == std::string::npos;
       if (!lacks_one) return false;

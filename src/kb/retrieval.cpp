@@ -72,8 +72,9 @@ void KnowledgeBase::refresh_state_index() {
   const int64_t count = cnt.get_int(0), max_rowid = cnt.get_int(1);
   if (ix.stale || max_rowid < ix.max_rowid || count < static_cast<int64_t>(ix.rows.size())) ix = StateIndex{};
   if (count == static_cast<int64_t>(ix.rows.size()) && max_rowid == ix.max_rowid) return;
-  Statement st(db_, "SELECT rowid, id, coalesce(target, ''), backend, arch, op_class, bottleneck, log10_intensity, "
-                    "bandwidth_fraction, compute_fraction, utilisation FROM states WHERE rowid > ? ORDER BY rowid");
+  Statement st(db_,
+               "SELECT rowid, id, coalesce(target, ''), backend, arch, op_class, bottleneck, log10_intensity, "
+               "bandwidth_fraction, compute_fraction, utilisation FROM states WHERE rowid > ? ORDER BY rowid");
   st.bind(1, ix.max_rowid);
   while (st.step()) {
     ix.max_rowid = st.get_int(0);
@@ -107,12 +108,13 @@ std::vector<NearestState> KnowledgeBase::nearest_states(const StateSignature& q,
   heap.reserve(static_cast<size_t>(k) + 1);
   for (const auto& r : state_index_->rows) {
     if (o.same_backend_only && r.backend != q.backend) continue;
-    const SignatureView v{r.backend, r.arch, r.op_class, r.bottleneck, r.log10_intensity, r.bandwidth_fraction,
-                          r.compute_fraction, r.utilisation};
+    const SignatureView v{
+        r.backend,          r.arch,       r.op_class, r.bottleneck, r.log10_intensity, r.bandwidth_fraction,
+        r.compute_fraction, r.utilisation};
     const double distance = view_distance(qv, v, o.weights);
     // "Same target": the query's target, or, for a query by arch, the same backend and arch.
-    const bool same = !q.target.empty() ? r.target == q.target
-                                        : !q.arch.empty() && r.backend == q.backend && r.arch == q.arch;
+    const bool same =
+        !q.target.empty() ? r.target == q.target : !q.arch.empty() && r.backend == q.backend && r.arch == q.arch;
     double discount = 1.0;
     if (!same) {
       discount = o.transfer_discount;
@@ -141,10 +143,11 @@ std::vector<NearestState> KnowledgeBase::nearest_states(const StateSignature& q,
     n.same_target = h.same_target;
     out.push_back(std::move(n));
   }
-  Statement rows(db_, "SELECT id, coalesce(target, ''), backend, arch, op_class, log10_intensity, bandwidth_fraction, "
-                      "compute_fraction, utilisation, bottleneck, "
-                      "(SELECT count(*) FROM experiences e WHERE e.state_id = states.id) FROM states WHERE id IN " +
-                          in_list(out.size()));
+  Statement rows(db_,
+                 "SELECT id, coalesce(target, ''), backend, arch, op_class, log10_intensity, bandwidth_fraction, "
+                 "compute_fraction, utilisation, bottleneck, "
+                 "(SELECT count(*) FROM experiences e WHERE e.state_id = states.id) FROM states WHERE id IN " +
+                     in_list(out.size()));
   for (size_t i = 0; i < out.size(); ++i) rows.bind(static_cast<int>(i + 1), out[i].id);
   while (rows.step()) {
     NearestState& n = out[index.at(rows.get_text(0))];
@@ -176,12 +179,13 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
   std::map<std::string, json> applies;
   std::map<std::string, std::optional<double>> priors;
   {
-    Statement st(db_, q.backend.empty()
-                          ? "SELECT a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.source, p.kind, a.applies_to, "
-                            "a.prior_log_speedup FROM actions a JOIN provenance p ON p.id = a.provenance_id"
-                          : "SELECT a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.source, p.kind, a.applies_to, "
-                            "a.prior_log_speedup FROM actions a JOIN provenance p ON p.id = a.provenance_id "
-                            "WHERE EXISTS (SELECT 1 FROM action_backends b WHERE b.action_id = a.id AND b.backend = ?)");
+    Statement st(db_,
+                 q.backend.empty()
+                     ? "SELECT a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.source, p.kind, a.applies_to, "
+                       "a.prior_log_speedup FROM actions a JOIN provenance p ON p.id = a.provenance_id"
+                     : "SELECT a.id, a.title, a.summary, a.when_helps, a.when_hurts, a.source, p.kind, a.applies_to, "
+                       "a.prior_log_speedup FROM actions a JOIN provenance p ON p.id = a.provenance_id "
+                       "WHERE EXISTS (SELECT 1 FROM action_backends b WHERE b.action_id = a.id AND b.backend = ?)");
     if (!q.backend.empty()) st.bind(1, q.backend);
     while (st.step()) {
       RankedAction r;
@@ -205,10 +209,14 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
       if (it == actions.end()) continue;
       const std::string field = heads.get_text(1);
       std::string body = heads.get_text(2);
-      if (field == "title") it->second.title = std::move(body);
-      else if (field == "summary") it->second.summary = std::move(body);
-      else if (field == "when_helps") it->second.when_helps = std::move(body);
-      else if (field == "when_hurts") it->second.when_hurts = std::move(body);
+      if (field == "title")
+        it->second.title = std::move(body);
+      else if (field == "summary")
+        it->second.summary = std::move(body);
+      else if (field == "when_helps")
+        it->second.when_helps = std::move(body);
+      else if (field == "when_hurts")
+        it->second.when_hurts = std::move(body);
     }
     Statement b(db_, "SELECT action_id, backend FROM action_backends ORDER BY action_id, backend");
     while (b.step())
@@ -222,9 +230,10 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
   std::map<std::string, double> evidence_sum;
   std::map<std::string, std::string> evidence_text;  // critic texts, for the text filter
   if (!near.empty()) {
-    Statement ev(db_, "SELECT id, state_id, action_id, target, correct, speedup, log_speedup, "
-                      "coalesce(candidate_id, ''), critic_text FROM experiences WHERE state_id IN " +
-                          in_list(near.size()));
+    Statement ev(db_,
+                 "SELECT id, state_id, action_id, target, correct, speedup, log_speedup, "
+                 "coalesce(candidate_id, ''), critic_text FROM experiences WHERE state_id IN " +
+                     in_list(near.size()));
     for (size_t i = 0; i < near.size(); ++i) ev.bind(static_cast<int>(i + 1), near[i].id);
     while (ev.step()) {
       auto it = actions.find(ev.get_text(2));
@@ -239,8 +248,10 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
       ++r.tries;
       if (correct) ++r.correct;
       if (correct && speedup && *speedup > 1.02) ++r.wins;
-      if (n.same_target) ++r.same_target_tries;
-      else ++r.transferred_tries;
+      if (n.same_target)
+        ++r.same_target_tries;
+      else
+        ++r.transferred_tries;
       if (correct && speedup && *speedup > 1.0 && !ev.get_text(7).empty())
         r.examples.push_back({ev.get_text(0), ev.get_text(7), ev.get_text(3), *speedup, n.same_target});
       if (!o.text.empty()) evidence_text[r.id] += " " + ev.get_text(8) + " " + n.text;
@@ -255,13 +266,18 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
   };
   std::map<std::string, std::vector<Constraint>> constraints;
   {
-    Statement st(db_, "SELECT c.id, c.action_id, c.predicate, c.effect, p.kind, "
-                      "(SELECT count(*) FROM constraint_evidence x WHERE x.constraint_id = c.id) "
-                      "FROM constraints c JOIN provenance p ON p.id = c.provenance_id WHERE c.action_id IS NOT NULL");
+    Statement st(db_,
+                 "SELECT c.id, c.action_id, c.predicate, c.effect, p.kind, "
+                 "(SELECT count(*) FROM constraint_evidence x WHERE x.constraint_id = c.id) "
+                 "FROM constraints c JOIN provenance p ON p.id = c.provenance_id WHERE c.action_id IS NOT NULL");
     while (st.step()) {
       const std::string action_id = st.get_text(1);
       if (!actions.count(action_id)) continue;
-      Constraint c{st.get_text(0), "", st.get_text(3), st.get_text(4), json::parse(st.get_text(2), nullptr, false),
+      Constraint c{st.get_text(0),
+                   "",
+                   st.get_text(3),
+                   st.get_text(4),
+                   json::parse(st.get_text(2), nullptr, false),
                    static_cast<int>(st.get_int(5))};
       if (c.predicate.is_discarded() || !predicate_matches(c.predicate, q)) continue;
       constraints[action_id].push_back(std::move(c));
@@ -271,8 +287,9 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
   }
   std::map<std::string, ClusterStats> cluster;
   {
-    Statement st(db_, "SELECT action_id, tries, correct, wins, sum_log_speedup, best_speedup FROM policy_stats "
-                      "WHERE cluster = ? AND target_family = ?");
+    Statement st(db_,
+                 "SELECT action_id, tries, correct, wins, sum_log_speedup, best_speedup FROM policy_stats "
+                 "WHERE cluster = ? AND target_family = ?");
     st.bind_all(q.cluster(), q.target_family());
     while (st.step()) {
       ClusterStats c;
@@ -298,7 +315,8 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
     }
     const json& tags = applies[id].is_object() ? applies[id] : json::object();
     double prior = priors[id].value_or(o.default_prior);
-    if (!q_op.empty() && tags.contains("op_classes") && !tags["op_classes"].empty() && !list_has(tags["op_classes"], q_op)) {
+    if (!q_op.empty() && tags.contains("op_classes") && !tags["op_classes"].empty() &&
+        !list_has(tags["op_classes"], q_op)) {
       bool same_group = list_has(tags["op_classes"], q_group);
       for (const auto& t : tags["op_classes"])
         if (t.is_string() && op_class_group(lower(t.get<std::string>())) == q_group) same_group = true;
@@ -309,7 +327,8 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
       const double f = o.bottleneck_mismatch_factor;
       prior *= q_bottleneck == "balanced" ? (1.0 + f) / 2 : f;
     }
-    if (!q.arch.empty() && tags.contains("archs") && !tags["archs"].empty() && !list_has_prefix_of(tags["archs"], q.arch))
+    if (!q.arch.empty() && tags.contains("archs") && !tags["archs"].empty() &&
+        !list_has_prefix_of(tags["archs"], q.arch))
       prior *= o.arch_mismatch_factor;
     r.prior_log_speedup = prior;
     r.mean_log_speedup = (o.prior_strength * prior + evidence_sum[id]) / (o.prior_strength + r.evidence_weight);
@@ -345,7 +364,8 @@ std::vector<RankedAction> KnowledgeBase::ranked_actions(const StateSignature& q,
     // One example per candidate: the same code measured twice is one example.
     std::set<std::string> seen;
     std::erase_if(r.examples, [&](const ExampleCandidate& e) { return !seen.insert(e.candidate_id).second; });
-    if (static_cast<int>(r.examples.size()) > o.examples) r.examples.resize(static_cast<size_t>(std::max(0, o.examples)));
+    if (static_cast<int>(r.examples.size()) > o.examples)
+      r.examples.resize(static_cast<size_t>(std::max(0, o.examples)));
     out.push_back(std::move(r));
   }
   std::sort(out.begin(), out.end(), [](const RankedAction& a, const RankedAction& b) {

@@ -25,7 +25,8 @@ std::vector<Migration> load_embedded_migrations() {
     const std::string name(f.path.substr(prefix.size()));
     int version = 0;
     size_t i = 0;
-    for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) version = version * 10 + (name[i] - '0');
+    for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i)
+      version = version * 10 + (name[i] - '0');
     if (i != 4 || i >= name.size() || name[i] != '_')
       throw Error("kb_schema/migrations/" + name + ": migration files are named NNNN_name.sql");
     out.push_back({version, name, std::string(f.content), {}});

@@ -19,8 +19,9 @@ using nlohmann::json;
 namespace {
 
 const std::set<std::string> kBackends = {"cuda", "opencl", "rvv"};
-const std::set<std::string> kKeys = {"id",     "backends",   "title",      "summary",           "when_helps", "when_hurts",
-                                     "source", "parameters", "applies_to", "prior_log_speedup", "constraints"};
+const std::set<std::string> kKeys = {"id",         "backends",          "title",      "summary",
+                                     "when_helps", "when_hurts",        "source",     "parameters",
+                                     "applies_to", "prior_log_speedup", "constraints"};
 const std::set<std::string> kApplyKeys = {"op_classes", "bottlenecks", "archs"};
 
 std::string required_text(const json& j, const char* key) {
@@ -53,14 +54,18 @@ SeedEntry parse_entry(const json& j) {
                                     [&](const std::string& b) { return a.id.rfind(b + ".", 0) == 0; });
   if (!prefixed && a.id.rfind("any.", 0) != 0)
     throw UserError(fmt::format("id '{}' must start with one of its backends and a dot (cuda.xxx)", a.id));
-  if (!std::all_of(a.id.begin(), a.id.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-'; }))
+  if (!std::all_of(a.id.begin(), a.id.end(), [](char c) {
+        return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
+               c == '-';
+      }))
     throw UserError(fmt::format("id '{}' may use only a-z, 0-9, '.' and '-'", a.id));
   a.parameters = j.value("parameters", json::object());
   if (!a.parameters.is_object()) throw UserError("'parameters' must be an object");
   a.applies_to = j.value("applies_to", json::object());
   if (!a.applies_to.is_object()) throw UserError("'applies_to' must be an object");
   for (const auto& [k, v] : a.applies_to.items()) {
-    if (!kApplyKeys.count(k)) throw UserError(fmt::format("unknown applies_to key '{}' (op_classes, bottlenecks, archs)", k));
+    if (!kApplyKeys.count(k))
+      throw UserError(fmt::format("unknown applies_to key '{}' (op_classes, bottlenecks, archs)", k));
     if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
       throw UserError(fmt::format("applies_to.{} must be a list of strings", k));
   }
@@ -154,8 +159,9 @@ SeedReport load_seed_once(KnowledgeBase& kb, const std::vector<SeedEntry>& entri
       // A seed id a run created as "learned" (a KB made before the seed was loaded): the seed's
       // priors, parameters and provenance are attached to it; its texts follow below as new
       // versions. What was measured for it (experiences) is untouched.
-      Statement fix(kb.db(), "UPDATE actions SET parameters = ?, applies_to = ?, prior_log_speedup = ?, source = ?, "
-                             "provenance_id = ? WHERE id = ?");
+      Statement fix(kb.db(),
+                    "UPDATE actions SET parameters = ?, applies_to = ?, prior_log_speedup = ?, source = ?, "
+                    "provenance_id = ? WHERE id = ?");
       fix.bind(1, e.action.parameters.dump()).bind(2, e.action.applies_to.dump()).bind(3, e.action.prior_log_speedup);
       fix.bind(4, e.action.source).bind(5, kb.provenance_row(e.action.provenance)).bind(6, e.action.id).run();
       ++r.actions_repaired;

@@ -30,13 +30,13 @@ struct GroupEntry {
   std::string_view op, group;
 };
 constexpr GroupEntry kGroups[] = {
-    {"softmax", "reduction"},     {"norm", "reduction"},        {"layernorm", "reduction"},
-    {"rmsnorm", "reduction"},     {"reduction", "reduction"},   {"scan", "reduction"},
-    {"logsumexp", "reduction"},   {"matmul", "contraction"},    {"gemm", "contraction"},
-    {"gemv", "contraction"},      {"conv", "contraction"},      {"attention", "contraction"},
+    {"softmax", "reduction"},          {"norm", "reduction"},          {"layernorm", "reduction"},
+    {"rmsnorm", "reduction"},          {"reduction", "reduction"},     {"scan", "reduction"},
+    {"logsumexp", "reduction"},        {"matmul", "contraction"},      {"gemm", "contraction"},
+    {"gemv", "contraction"},           {"conv", "contraction"},        {"attention", "contraction"},
     {"batched_matmul", "contraction"}, {"elementwise", "elementwise"}, {"activation", "elementwise"},
-    {"broadcast", "elementwise"}, {"transpose", "data_movement"}, {"gather", "data_movement"},
-    {"scatter", "data_movement"}, {"copy", "data_movement"},    {"concat", "data_movement"},
+    {"broadcast", "elementwise"},      {"transpose", "data_movement"}, {"gather", "data_movement"},
+    {"scatter", "data_movement"},      {"copy", "data_movement"},      {"concat", "data_movement"},
     {"layout", "data_movement"},
 };
 
@@ -60,23 +60,28 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 SignatureView view_of(const StateSignature& s) {
-  SignatureView v{s.backend, s.arch, s.op_class, s.bottleneck, std::nullopt, s.bandwidth_fraction, s.compute_fraction,
-                  s.utilisation};
+  SignatureView v{s.backend,          s.arch,       s.op_class, s.bottleneck, std::nullopt, s.bandwidth_fraction,
+                  s.compute_fraction, s.utilisation};
   if (s.arithmetic_intensity && *s.arithmetic_intensity > 0) v.log10_intensity = std::log10(*s.arithmetic_intensity);
   return v;
 }
 
 double view_distance(const SignatureView& a, const SignatureView& b, const DistanceWeights& w) {
   double d = 0;
-  if (!iequals(a.backend, b.backend)) d += w.backend;
-  else if (a.arch.empty() || b.arch.empty()) d += w.arch * w.unknown_share;
-  else if (a.arch != b.arch) d += w.arch;
+  if (!iequals(a.backend, b.backend))
+    d += w.backend;
+  else if (a.arch.empty() || b.arch.empty())
+    d += w.arch * w.unknown_share;
+  else if (a.arch != b.arch)
+    d += w.arch;
 
-  if (a.op_class.empty() || b.op_class.empty()) d += w.op_class * w.unknown_share;
+  if (a.op_class.empty() || b.op_class.empty())
+    d += w.op_class * w.unknown_share;
   else if (!iequals(a.op_class, b.op_class))
     d += iequals(group_view(a.op_class), group_view(b.op_class)) ? w.op_class * 0.5 : w.op_class;
 
-  if (a.bottleneck.empty() || b.bottleneck.empty()) d += w.bottleneck * w.unknown_share;
+  if (a.bottleneck.empty() || b.bottleneck.empty())
+    d += w.bottleneck * w.unknown_share;
   else if (!iequals(a.bottleneck, b.bottleneck))
     d += (iequals(a.bottleneck, "balanced") || iequals(b.bottleneck, "balanced")) ? w.bottleneck * 0.5 : w.bottleneck;
 

@@ -22,14 +22,18 @@ KbSummary summarize_kb(KnowledgeBase& kb) {
   for (const char* b : {"cuda", "opencl", "rvv"})
     for (const char* what : {"actions", "states", "experiences", "constraints"}) s.per_backend[b][what] = {};
   const std::pair<const char*, const char*> queries[] = {
-      {"actions", "SELECT b.backend, p.kind, count(*) FROM action_backends b JOIN actions a ON a.id = b.action_id "
-                  "JOIN provenance p ON p.id = a.provenance_id GROUP BY 1, 2"},
-      {"states", "SELECT s.backend, p.kind, count(*) FROM states s JOIN provenance p ON p.id = s.provenance_id "
-                 "GROUP BY 1, 2"},
-      {"experiences", "SELECT t.backend, p.kind, count(*) FROM experiences e JOIN targets t ON t.name = e.target "
-                      "JOIN provenance p ON p.id = e.provenance_id GROUP BY 1, 2"},
-      {"constraints", "SELECT c.backend, p.kind, count(*) FROM constraints c JOIN provenance p ON p.id = "
-                      "c.provenance_id GROUP BY 1, 2"},
+      {"actions",
+       "SELECT b.backend, p.kind, count(*) FROM action_backends b JOIN actions a ON a.id = b.action_id "
+       "JOIN provenance p ON p.id = a.provenance_id GROUP BY 1, 2"},
+      {"states",
+       "SELECT s.backend, p.kind, count(*) FROM states s JOIN provenance p ON p.id = s.provenance_id "
+       "GROUP BY 1, 2"},
+      {"experiences",
+       "SELECT t.backend, p.kind, count(*) FROM experiences e JOIN targets t ON t.name = e.target "
+       "JOIN provenance p ON p.id = e.provenance_id GROUP BY 1, 2"},
+      {"constraints",
+       "SELECT c.backend, p.kind, count(*) FROM constraints c JOIN provenance p ON p.id = "
+       "c.provenance_id GROUP BY 1, 2"},
   };
   for (const auto& [what, sql] : queries) {
     Statement st(kb.db(), sql);
@@ -48,8 +52,11 @@ json to_json(const KbSummary& s) {
   json backends = json::object();
   for (const auto& [b, kinds] : s.per_backend)
     for (const auto& [what, c] : kinds) backends[b][what] = {{"seed", c.seed}, {"learned", c.learned}};
-  return {{"path", s.path}, {"schema_version", s.schema_version}, {"bytes", s.bytes},
-          {"backends", backends}, {"totals", s.totals}};
+  return {{"path", s.path},
+          {"schema_version", s.schema_version},
+          {"bytes", s.bytes},
+          {"backends", backends},
+          {"totals", s.totals}};
 }
 
 }  // namespace mblast::kb

@@ -50,9 +50,12 @@ void write_all(int fd, const std::string& data, const fs::path& path) {
 json cache_material(const ProviderSpec& provider, const Request& request) {
   json messages = json::array();
   for (const Message& m : request.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
-  json material = {{"kind", provider.kind},           {"base_url", provider.base_url},
-                   {"model", provider.model},         {"max_tokens", request.max_tokens},
-                   {"temperature", request.temperature}, {"messages", std::move(messages)}};
+  json material = {{"kind", provider.kind},
+                   {"base_url", provider.base_url},
+                   {"model", provider.model},
+                   {"max_tokens", request.max_tokens},
+                   {"temperature", request.temperature},
+                   {"messages", std::move(messages)}};
   if (request.sample != 0) material["sample"] = request.sample;
   return material;
 }

@@ -64,7 +64,8 @@ Client::Client(LlmConfig config, ClientOptions options) : config_(std::move(conf
   if (options_.budget.max_tokens) budget_.max_tokens = options_.budget.max_tokens;
   if (options_.budget.max_usd) budget_.max_usd = options_.budget.max_usd;
   if (options_.cache_mode != CacheMode::off)
-    cache_ = std::make_unique<ResponseCache>(options_.cache_dir.empty() ? mblast::cache_dir() / "llm" : options_.cache_dir);
+    cache_ =
+        std::make_unique<ResponseCache>(options_.cache_dir.empty() ? mblast::cache_dir() / "llm" : options_.cache_dir);
 }
 
 Client::~Client() = default;
@@ -82,12 +83,14 @@ void Client::reserve_call(const std::string& purpose) {
   }
   const std::string who = purpose.empty() ? "" : " (refusing a call for " + purpose + ")";
   if (budget_.max_calls && t.calls + in_flight_ >= *budget_.max_calls)
-    throw BudgetExceeded(prefix() + fmt::format("budget spent: {} of {} calls{}", t.calls + in_flight_, *budget_.max_calls, who));
+    throw BudgetExceeded(prefix() +
+                         fmt::format("budget spent: {} of {} calls{}", t.calls + in_flight_, *budget_.max_calls, who));
   if (budget_.max_tokens && t.input_tokens + t.output_tokens >= *budget_.max_tokens)
     throw BudgetExceeded(prefix() + fmt::format("budget spent: {} of {} tokens{}", t.input_tokens + t.output_tokens,
                                                 *budget_.max_tokens, who));
   if (budget_.max_usd && t.cost_usd >= *budget_.max_usd)
-    throw BudgetExceeded(prefix() + fmt::format("budget spent: ${:.4f} of ${:.4f}{}", t.cost_usd, *budget_.max_usd, who));
+    throw BudgetExceeded(prefix() +
+                         fmt::format("budget spent: ${:.4f} of ${:.4f}{}", t.cost_usd, *budget_.max_usd, who));
   ++in_flight_;
 }
 
@@ -212,11 +215,12 @@ Response Client::complete(const Request& request) {
       }
       record(request.purpose, u);
       if (reply.refused)
-        throw LlmError(LlmErrorKind::refused,
-                       redact(prefix() + "the model declined" +
-                                  (reply.refusal.empty() ? " (" + reply.finish_reason + ")" : ": " + one_line(reply.refusal)),
-                              key),
-                       attempt);
+        throw LlmError(
+            LlmErrorKind::refused,
+            redact(prefix() + "the model declined" +
+                       (reply.refusal.empty() ? " (" + reply.finish_reason + ")" : ": " + one_line(reply.refusal)),
+                   key),
+            attempt);
       resp.text = std::move(reply.text);
       resp.model = std::move(reply.model);
       resp.finish_reason = std::move(reply.finish_reason);

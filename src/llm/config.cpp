@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "mblast/error.h"
 #include "mblast/paths.h"
@@ -88,15 +88,20 @@ void read_settings(const ConfigFile& cf, LlmConfig& c) {
     const json& b = d["budget"];
     if (!b.is_object()) bad_field(cf, "budget", "an object with max_calls, max_tokens, max_usd");
     for (const auto& [k, v] : b.items()) {
-      if (k == "max_calls") c.budget.max_calls = count_field(cf, v, "budget.max_calls");
-      else if (k == "max_tokens") c.budget.max_tokens = count_field(cf, v, "budget.max_tokens");
-      else if (k == "max_usd") c.budget.max_usd = number_field(cf, v, "budget.max_usd", false);
-      else throw UserError(cf.path.string() + ": unknown key \"budget." + k + "\" (max_calls, max_tokens, max_usd)");
+      if (k == "max_calls")
+        c.budget.max_calls = count_field(cf, v, "budget.max_calls");
+      else if (k == "max_tokens")
+        c.budget.max_tokens = count_field(cf, v, "budget.max_tokens");
+      else if (k == "max_usd")
+        c.budget.max_usd = number_field(cf, v, "budget.max_usd", false);
+      else
+        throw UserError(cf.path.string() + ": unknown key \"budget." + k + "\" (max_calls, max_tokens, max_usd)");
     }
   }
   if (d.contains("prices")) {
     const json& p = d["prices"];
-    if (!p.is_object()) bad_field(cf, "prices", "an object {\"MODEL\": {\"input\": USD, \"output\": USD}} (per million tokens)");
+    if (!p.is_object())
+      bad_field(cf, "prices", "an object {\"MODEL\": {\"input\": USD, \"output\": USD}} (per million tokens)");
     for (const auto& [model, v] : p.items()) {
       const std::string where = "prices." + model;
       if (!v.is_object() || !v.contains("input") || !v.contains("output") || v.size() != 2)
@@ -178,7 +183,7 @@ std::optional<LlmConfig> resolve_llm_config(const std::string& flag_value, bool 
   } else if (d.contains("api_key")) {
     if (!d["api_key"].is_string()) bad_field(cf, "api_key", "a string");
     const bool same_server = !file_names_llm || (file_provider && file_provider->kind == c.provider.kind &&
-                                                file_provider->base_url == c.provider.base_url);
+                                                 file_provider->base_url == c.provider.base_url);
     if (same_server && !trim(d["api_key"].get<std::string>()).empty()) {
       c.api_key = checked_key(d["api_key"].get<std::string>(), cf.path.string());
       c.api_key_source = cf.path.string();

@@ -4,13 +4,20 @@ namespace mblast::llm {
 
 const char* to_string(LlmErrorKind kind) {
   switch (kind) {
-    case LlmErrorKind::timeout: return "timeout";
-    case LlmErrorKind::http: return "http";
-    case LlmErrorKind::connection: return "connection";
-    case LlmErrorKind::malformed: return "malformed";
-    case LlmErrorKind::budget: return "budget";
-    case LlmErrorKind::refused: return "refused";
-    case LlmErrorKind::not_cached: return "not_cached";
+    case LlmErrorKind::timeout:
+      return "timeout";
+    case LlmErrorKind::http:
+      return "http";
+    case LlmErrorKind::connection:
+      return "connection";
+    case LlmErrorKind::malformed:
+      return "malformed";
+    case LlmErrorKind::budget:
+      return "budget";
+    case LlmErrorKind::refused:
+      return "refused";
+    case LlmErrorKind::not_cached:
+      return "not_cached";
   }
   return "unknown";
 }

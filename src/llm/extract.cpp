@@ -57,9 +57,9 @@ std::string strip(std::string_view code, bool blank_strings) {
       const size_t stop = end == std::string_view::npos ? n : end + 2;
       blank(i, stop);
       i = stop;
-    } else if (c == 'R' && i + 1 < n && code[i + 1] == '"' && (i == 0 || !ident_char(code[i - 1]) ||
-                                                                  code[i - 1] == 'L' || code[i - 1] == 'u' ||
-                                                                  code[i - 1] == 'U' || code[i - 1] == '8')) {
+    } else if (c == 'R' && i + 1 < n && code[i + 1] == '"' &&
+               (i == 0 || !ident_char(code[i - 1]) || code[i - 1] == 'L' || code[i - 1] == 'u' || code[i - 1] == 'U' ||
+                code[i - 1] == '8')) {
       // Raw string R"delim( ... )delim"
       const size_t open = code.find('(', i + 2);
       if (open == std::string_view::npos || open - (i + 2) > 16) {
@@ -123,8 +123,8 @@ bool uses_opencl_macro(std::string_view s) {
     while (k < s.size() && space(s[k])) ++k;
     if (k >= s.size() || s[k] != '(') continue;
     const size_t line = s.rfind('\n', pos);
-    const std::string_view before = trim(s.substr(line == std::string_view::npos ? 0 : line + 1,
-                                                  pos - (line == std::string_view::npos ? 0 : line + 1)));
+    const std::string_view before = trim(
+        s.substr(line == std::string_view::npos ? 0 : line + 1, pos - (line == std::string_view::npos ? 0 : line + 1)));
     if (before.starts_with("#")) continue;  // the macro's own definition
     return true;
   }
@@ -158,9 +158,9 @@ std::optional<Fence> fence_of(std::string_view line) {
 }
 
 bool other_language(const std::string& tag) {
-  static const char* kOthers[] = {"python", "py",   "python3", "bash",     "sh",  "shell", "console", "zsh",
-                                  "json",   "yaml", "yml",     "diff",     "patch", "text", "txt",   "plaintext",
-                                  "markdown", "md", "make",    "makefile", "cmake", "log",  "output", "ptx"};
+  static const char* kOthers[] = {"python",   "py",   "python3", "bash",     "sh",    "shell", "console", "zsh",
+                                  "json",     "yaml", "yml",     "diff",     "patch", "text",  "txt",     "plaintext",
+                                  "markdown", "md",   "make",    "makefile", "cmake", "log",   "output",  "ptx"};
   return std::find(std::begin(kOthers), std::end(kOthers), tag) != std::end(kOthers);
 }
 
@@ -190,9 +190,9 @@ std::vector<Block> fenced_blocks(const std::vector<std::string_view>& lines) {
 }
 
 bool looks_like_code_start(std::string_view t) {
-  static const char* kStarts[] = {"#",      "//",        "/*",       "extern",  "static",  "template", "namespace",
-                                  "__global__", "__device__", "typedef", "struct", "using",  "int ",     "void ",
-                                  "const ",  "inline",    "__kernel", "MBLAST_", "float ",  "size_t",   "constexpr"};
+  static const char* kStarts[] = {"#",          "//",         "/*",       "extern",  "static", "template", "namespace",
+                                  "__global__", "__device__", "typedef",  "struct",  "using",  "int ",     "void ",
+                                  "const ",     "inline",     "__kernel", "MBLAST_", "float ", "size_t",   "constexpr"};
   for (const char* s : kStarts)
     if (t.starts_with(s)) return true;
   return false;
@@ -220,8 +220,8 @@ std::vector<std::string> includes(std::string_view code) {
 }
 
 bool is_cuda_header(const std::string& h) {
-  for (const char* p : {"cuda", "cublas", "cudnn", "cufft", "curand", "cusparse", "cub/", "thrust/", "cooperative_groups",
-                        "nvrtc", "device_launch_parameters", "mma.h", "cute/", "cutlass/"})
+  for (const char* p : {"cuda", "cublas", "cudnn", "cufft", "curand", "cusparse", "cub/", "thrust/",
+                        "cooperative_groups", "nvrtc", "device_launch_parameters", "mma.h", "cute/", "cutlass/"})
     if (h.rfind(p, 0) == 0) return true;
   return false;
 }
@@ -283,7 +283,9 @@ std::string check_candidate_abi(const std::string& code, const std::string& back
   const std::string blanked = strip(code, true);
   const std::string no_comments = strip(code, false);
   const std::vector<std::string> headers = includes(code);
-  const auto included = [&](const std::string& h) { return std::find(headers.begin(), headers.end(), h) != headers.end(); };
+  const auto included = [&](const std::string& h) {
+    return std::find(headers.begin(), headers.end(), h) != headers.end();
+  };
 
   const bool run = defines_mblast_run(blanked);
   const bool macro = backend == "opencl" && uses_opencl_macro(blanked);

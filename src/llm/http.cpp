@@ -13,12 +13,12 @@
 #include "mblast/version.h"
 
 // Every CURLcode of a setup call is checked here, at the call site.
-#define MBLAST_CURL_CHECK(expr)                                                                             \
-  do {                                                                                                      \
-    const CURLcode mblast_curl_rc_ = (expr);                                                                \
-    if (mblast_curl_rc_ != CURLE_OK)                                                                        \
+#define MBLAST_CURL_CHECK(expr)                                                                                  \
+  do {                                                                                                           \
+    const CURLcode mblast_curl_rc_ = (expr);                                                                     \
+    if (mblast_curl_rc_ != CURLE_OK)                                                                             \
       throw ::mblast::Error(::mblast::describe_call(std::string("curl: ") + curl_easy_strerror(mblast_curl_rc_), \
-                                                    #expr, __FILE__, __LINE__));                             \
+                                                    #expr, __FILE__, __LINE__));                                 \
   } while (0)
 
 namespace mblast::llm {
@@ -80,8 +80,10 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 
 HttpOutcome classify(CURLcode rc) {
   switch (rc) {
-    case CURLE_OK: return HttpOutcome::answered;
-    case CURLE_OPERATION_TIMEDOUT: return HttpOutcome::timeout;
+    case CURLE_OK:
+      return HttpOutcome::answered;
+    case CURLE_OPERATION_TIMEDOUT:
+      return HttpOutcome::timeout;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -92,8 +94,10 @@ HttpOutcome classify(CURLcode rc) {
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
-    case CURLE_WEIRD_SERVER_REPLY: return HttpOutcome::connection;
-    default: return HttpOutcome::failed;
+    case CURLE_WEIRD_SERVER_REPLY:
+      return HttpOutcome::connection;
+    default:
+      return HttpOutcome::failed;
   }
 }
 

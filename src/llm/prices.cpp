@@ -14,14 +14,30 @@ struct DefaultPrice {
   double input, output;
 };
 constexpr DefaultPrice kDefaults[] = {
-    {"gpt-4o", 2.50, 10.00},         {"gpt-4o-mini", 0.15, 0.60},    {"gpt-4.1", 2.00, 8.00},
-    {"gpt-4.1-mini", 0.40, 1.60},    {"gpt-4.1-nano", 0.10, 0.40},   {"o3", 2.00, 8.00},
-    {"o3-mini", 1.10, 4.40},         {"o4-mini", 1.10, 4.40},        {"gpt-5", 1.25, 10.00},
-    {"gpt-5-mini", 0.25, 2.00},      {"gpt-5-nano", 0.05, 0.40},     {"gpt-5.1", 1.25, 10.00},
-    {"claude-opus-4-6", 5.00, 25.00}, {"claude-opus-4-5", 5.00, 25.00}, {"claude-opus-4-1", 15.00, 75.00},
-    {"claude-opus-4-0", 15.00, 75.00}, {"claude-opus-4", 15.00, 75.00}, {"claude-sonnet-4-6", 3.00, 15.00},
-    {"claude-sonnet-4-5", 3.00, 15.00}, {"claude-sonnet-4-0", 3.00, 15.00}, {"claude-sonnet-4", 3.00, 15.00},
-    {"claude-3-7-sonnet", 3.00, 15.00}, {"claude-haiku-4-5", 1.00, 5.00}, {"claude-3-5-haiku", 0.80, 4.00},
+    {"gpt-4o", 2.50, 10.00},
+    {"gpt-4o-mini", 0.15, 0.60},
+    {"gpt-4.1", 2.00, 8.00},
+    {"gpt-4.1-mini", 0.40, 1.60},
+    {"gpt-4.1-nano", 0.10, 0.40},
+    {"o3", 2.00, 8.00},
+    {"o3-mini", 1.10, 4.40},
+    {"o4-mini", 1.10, 4.40},
+    {"gpt-5", 1.25, 10.00},
+    {"gpt-5-mini", 0.25, 2.00},
+    {"gpt-5-nano", 0.05, 0.40},
+    {"gpt-5.1", 1.25, 10.00},
+    {"claude-opus-4-6", 5.00, 25.00},
+    {"claude-opus-4-5", 5.00, 25.00},
+    {"claude-opus-4-1", 15.00, 75.00},
+    {"claude-opus-4-0", 15.00, 75.00},
+    {"claude-opus-4", 15.00, 75.00},
+    {"claude-sonnet-4-6", 3.00, 15.00},
+    {"claude-sonnet-4-5", 3.00, 15.00},
+    {"claude-sonnet-4-0", 3.00, 15.00},
+    {"claude-sonnet-4", 3.00, 15.00},
+    {"claude-3-7-sonnet", 3.00, 15.00},
+    {"claude-haiku-4-5", 1.00, 5.00},
+    {"claude-3-5-haiku", 0.80, 4.00},
 };
 
 bool digits(std::string_view s) {
@@ -71,7 +87,8 @@ std::optional<Price> PriceTable::find(const std::string& model) const {
 
 double cost_usd(const Price& price, long long input_tokens, long long output_tokens) {
   return (static_cast<double>(input_tokens) * price.input_per_mtok +
-          static_cast<double>(output_tokens) * price.output_per_mtok) / 1e6;
+          static_cast<double>(output_tokens) * price.output_per_mtok) /
+         1e6;
 }
 
 }  // namespace mblast::llm

@@ -41,7 +41,8 @@ ProviderSpec parse_url(const std::string& spec, const std::string& kind, const s
   if (path == std::string::npos || path == authority)
     bad(spec, "expected " + scheme + "://HOST[:PORT]/PATH:MODEL, e.g. " + scheme + "://localhost:8000/v1:MODEL");
   const size_t colon = url.find(':', path);
-  if (colon == std::string::npos) bad(spec, "no ':MODEL' after the URL path (e.g. " + scheme + "://localhost:8000/v1:MODEL)");
+  if (colon == std::string::npos)
+    bad(spec, "no ':MODEL' after the URL path (e.g. " + scheme + "://localhost:8000/v1:MODEL)");
   ProviderSpec p;
   p.kind = kind;
   p.base_url = url.substr(0, colon);

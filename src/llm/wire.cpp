@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "message_text.h"
 #include "mblast/llm/client.h"
+#include "message_text.h"
 
 namespace mblast::llm {
 
@@ -175,7 +175,8 @@ std::string error_reason(const std::string& body) {
     if (doc.is_object()) {
       if (doc.contains("error")) {
         const json& e = doc["error"];
-        if (e.is_object() && e.contains("message") && e["message"].is_string()) return one_line(e["message"].get<std::string>());
+        if (e.is_object() && e.contains("message") && e["message"].is_string())
+          return one_line(e["message"].get<std::string>());
         if (e.is_string()) return one_line(e.get<std::string>());
       }
       for (const char* k : {"message", "detail"})

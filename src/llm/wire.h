@@ -13,8 +13,7 @@ namespace mblast::llm {
 struct Request;
 
 // POST {base}/chat/completions or {base}/messages with the provider's headers and body.
-HttpPost build_post(const ProviderSpec& provider, const std::string& api_key, const Request& request,
-                    double timeout_s);
+HttpPost build_post(const ProviderSpec& provider, const std::string& api_key, const Request& request, double timeout_s);
 
 struct Reply {
   std::string text, model, finish_reason;

@@ -14,7 +14,6 @@ namespace mblast::loop {
 
 namespace {
 
-
 // How many parameters differ between two variants of one family.
 int param_distance(const nlohmann::json& a, const nlohmann::json& b) {
   int d = 0;
@@ -64,11 +63,15 @@ double BuiltinActor::score(size_t i, const ActorContext& ctx, const std::map<std
     for (const auto& h : *ctx.history) {
       if (h.family != v.family) continue;
       ++tries;
-      if (!h.measured.correct) ++failures;
-      else best_gain = std::max(best_gain, std::log(ctx.start->measured.cost / h.measured.cost));
+      if (!h.measured.correct)
+        ++failures;
+      else
+        best_gain = std::max(best_gain, std::log(ctx.start->measured.cost / h.measured.cost));
     }
-  if (tries >= 2 && failures == tries) family = -2;  // this family does not work here
-  else if (std::isfinite(best_gain)) family = 0.5 * best_gain;
+  if (tries >= 2 && failures == tries)
+    family = -2;  // this family does not work here
+  else if (std::isfinite(best_gain))
+    family = 0.5 * best_gain;
   // Within a family, what each of the variant's parameter values did in this run: the best
   // gain among the measured variants sharing that value (a value not yet measured counts as
   // the family's best, so it is explored). Tunables such as LMUL and unrolling act fairly
@@ -111,7 +114,7 @@ std::set<std::string> BuiltinActor::lagging_families(const ActorContext& ctx) {
   std::set<std::string> out;
   if (!ctx.history || !ctx.start) return out;
   std::map<std::string, std::pair<int, double>> seen;  // family -> (tries, best ln speedup)
-  double run_best = 0;  // the start
+  double run_best = 0;                                 // the start
   for (const auto& h : *ctx.history) {
     auto& [tries, best] = seen.try_emplace(h.family, 0, -INFINITY).first->second;
     ++tries;
@@ -128,8 +131,10 @@ std::vector<Proposal> BuiltinActor::propose(const ActorContext& ctx) {
   std::map<std::string, double> action_value;
   std::set<std::string> excluded;
   for (const auto& r : ctx.ranked) {
-    if (r.excluded) excluded.insert(r.id);
-    else action_value[r.id] = r.mean_log_speedup;
+    if (r.excluded)
+      excluded.insert(r.id);
+    else
+      action_value[r.id] = r.mean_log_speedup;
   }
   std::vector<std::pair<double, size_t>> order;
   for (size_t i = 0; i < variants_.size(); ++i) {
@@ -144,8 +149,10 @@ std::vector<Proposal> BuiltinActor::propose(const ActorContext& ctx) {
   std::map<std::string, size_t> taken;
   std::vector<size_t> chosen, skipped;
   for (const auto& [s, i] : order) {
-    if (taken[variants_[i].family] >= per_family || lagging.count(variants_[i].family)) skipped.push_back(i);
-    else if (static_cast<int>(chosen.size()) < ctx.k) chosen.push_back(i), ++taken[variants_[i].family];
+    if (taken[variants_[i].family] >= per_family || lagging.count(variants_[i].family))
+      skipped.push_back(i);
+    else if (static_cast<int>(chosen.size()) < ctx.k)
+      chosen.push_back(i), ++taken[variants_[i].family];
   }
   for (size_t i : skipped)  // fill up when few families are left
     if (static_cast<int>(chosen.size()) < ctx.k) chosen.push_back(i);

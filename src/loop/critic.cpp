@@ -92,12 +92,15 @@ Critique RuleCritic::critique(const CriticInput& in) {
       std::string log = after.eval.contains("build") ? after.eval["build"].value("log", "") : "";
       std::string line = first_error_line(log.empty() ? after.reason : log);
       if (!line.empty()) detail = line;
-      c.text = fmt::format("{} did not build on {} ({}): {}. Avoid this construct on this target or fix it before "
-                           "retrying.", done, in.target->name, after.failure_kind, detail);
+      c.text = fmt::format(
+          "{} did not build on {} ({}): {}. Avoid this construct on this target or fix it before "
+          "retrying.",
+          done, in.target->name, after.failure_kind, detail);
     } else if (wrong_answer(after.failure_kind)) {
-      c.text = fmt::format("{} gave a wrong answer on {} ({}): {}. Correctness comes first: the rewrite changed the "
-                           "result; check index math, reductions' order and precision.", done, in.target->name,
-                           after.failure_kind, detail);
+      c.text = fmt::format(
+          "{} gave a wrong answer on {} ({}): {}. Correctness comes first: the rewrite changed the "
+          "result; check index math, reductions' order and precision.",
+          done, in.target->name, after.failure_kind, detail);
       if (auto l = lesson(in, fmt::format("gave a wrong answer on {} for {} ({}): {}", in.target->name,
                                           in.problem->op_class, after.failure_kind, first_error_line(detail))))
         c.constraints.push_back(*l);
@@ -116,7 +119,8 @@ Critique RuleCritic::critique(const CriticInput& in) {
       fraction_move("compute fraction", before.compute_fraction, after.compute_fraction),
       fraction_move("vector-instruction fraction", before.vector_fraction, after.vector_fraction)};
   std::string verdict;
-  if (clearly_faster(after, before)) verdict = fmt::format("{:.2f}x faster", speedup);
+  if (clearly_faster(after, before))
+    verdict = fmt::format("{:.2f}x faster", speedup);
   else if (clearly_faster(before, after)) {
     verdict = fmt::format("{:.2f}x slower", 1 / speedup);
     if (auto l = lesson(in, fmt::format("made a {}{} kernel {:.2f}x slower on {} ({} -> {})",
@@ -124,8 +128,8 @@ Critique RuleCritic::critique(const CriticInput& in) {
                                         in.problem->op_class, 1 / speedup, in.target->name,
                                         format_cost(before.cost, before.unit), format_cost(after.cost, after.unit))))
       c.constraints.push_back(*l);
-  }
-  else verdict = fmt::format("no clear change ({:.2f}x, within noise)", speedup);
+  } else
+    verdict = fmt::format("no clear change ({:.2f}x, within noise)", speedup);
   c.text = fmt::format("{}: {} ({} -> {})", done, verdict, format_cost(before.cost, before.unit),
                        format_cost(after.cost, after.unit));
   std::string m = join(moves, "; ");
@@ -136,10 +140,13 @@ Critique RuleCritic::critique(const CriticInput& in) {
   if (after.bandwidth_fraction || after.compute_fraction) {
     double sol = std::max(after.bandwidth_fraction.value_or(0), after.compute_fraction.value_or(0));
     std::string b = in.after_signature.bottleneck;
-    if (sol >= 0.8) c.text += fmt::format("; at {:.0f}% of peak: little left to gain", 100 * sol);
+    if (sol >= 0.8)
+      c.text += fmt::format("; at {:.0f}% of peak: little left to gain", 100 * sol);
     else if (b == "latency")
-      c.text += fmt::format("; remaining gap: both fractions low ({:.0f}% of peak) - launch overhead, too little "
-                            "parallelism or serial dependences", 100 * sol);
+      c.text += fmt::format(
+          "; remaining gap: both fractions low ({:.0f}% of peak) - launch overhead, too little "
+          "parallelism or serial dependences",
+          100 * sol);
     else if (!b.empty())
       c.text += fmt::format("; remaining gap: {:.0f}% of peak, still {}-bound", 100 * (1 - sol), b);
   }

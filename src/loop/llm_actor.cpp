@@ -26,7 +26,8 @@ std::string abi_rules(const std::string& backend) {
       "  optional: int mblast_prepare(const mblast_context*, const mblast_tensor* params, int32_t, void** state)\n"
       "            (parameters only, never inputs), void mblast_release(const mblast_context*, void*),\n"
       "            const char* mblast_last_error(void). Return 0 on success. Tensors are dense row-major:\n"
-      "  struct mblast_tensor { const char* name; mblast_dtype dtype; int32_t ndim; int64_t shape[8]; void* data; size_t nbytes; }\n"
+      "  struct mblast_tensor { const char* name; mblast_dtype dtype; int32_t ndim; int64_t shape[8]; void* data; "
+      "size_t nbytes; }\n"
       "  Inputs and parameters arrive in the order the problem lists them.\n";
   if (backend == "cuda")
     return common +
@@ -34,7 +35,8 @@ std::string abi_rules(const std::string& backend) {
            "  the file is built by nvcc into a shared object (extern \"C\" entry points); cuBLAS/cuDNN may be used.\n";
   if (backend == "opencl")
     return common +
-           "  opencl: data are cl_mem; enqueue on (cl_command_queue)ctx->cl_queue (in-order), never clFinish; host C++17\n"
+           "  opencl: data are cl_mem; enqueue on (cl_command_queue)ctx->cl_queue (in-order), never clFinish; host "
+           "C++17\n"
            "  built into a shared object (extern \"C\" entry points). #include <mblast/opencl_candidate.h> gives\n"
            "  MBLAST_OPENCL_CANDIDATE(kSource, \"kernel_name\", enqueue) which defines the entry points around your\n"
            "  OpenCL C source string and an enqueue(ctx, kernel, in, n_in, par, n_par, out, n_out) function.\n";
@@ -52,7 +54,8 @@ std::string join_shape(const std::vector<int64_t>& s) {
 std::string tensors(const char* what, const std::vector<TensorSpec>& ts) {
   std::string t;
   for (size_t i = 0; i < ts.size(); ++i)
-    t += fmt::format("- {} {}: {} {}\n", what, i, ts[i].name, std::string(dtype_name(ts[i].dtype)) + join_shape(ts[i].shape));
+    t += fmt::format("- {} {}: {} {}\n", what, i, ts[i].name,
+                     std::string(dtype_name(ts[i].dtype)) + join_shape(ts[i].shape));
   return t;
 }
 
@@ -71,8 +74,10 @@ std::string line_after(const std::string& text, const std::string& key) {
 std::string action_slug(const std::string& raw, const std::string& backend) {
   std::string s;
   for (char c : raw) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') s += static_cast<char>(std::tolower(c));
-    else if (c == ' ' || c == '_') s += '-';
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')
+      s += static_cast<char>(std::tolower(c));
+    else if (c == ' ' || c == '_')
+      s += '-';
     if (s.size() >= 60) break;
   }
   if (s.empty()) return backend + ".llm-rewrite";
@@ -82,8 +87,8 @@ std::string action_slug(const std::string& raw, const std::string& backend) {
 
 std::string outcome_text(const Measured& before, const Measured& after) {
   if (!after.correct) return fmt::format("{}: {}", after.failure_kind, after.reason);
-  return fmt::format("correct; {} -> {} ({:.2f}x)", format_cost(before.cost, before.unit), format_cost(after.cost, after.unit),
-                     before.cost / after.cost);
+  return fmt::format("correct; {} -> {} ({:.2f}x)", format_cost(before.cost, before.unit),
+                     format_cost(after.cost, after.unit), before.cost / after.cost);
 }
 
 }  // namespace
@@ -92,8 +97,8 @@ std::string problem_text(const Problem& p) {
   std::string t = fmt::format("{} (op class {}): {}\n", p.name, p.op_class, p.description);
   t += tensors("input", p.inputs) + tensors("parameter", p.parameters) + tensors("output", p.outputs);
   for (const auto& [dtype, tol] : p.tolerance)
-    t += fmt::format("- tolerance {}: atol {:g}, rtol {:g}, matched ratio >= {:g}\n", dtype_name(dtype), tol.atol, tol.rtol,
-                     tol.min_match);
+    t += fmt::format("- tolerance {}: atol {:g}, rtol {:g}, matched ratio >= {:g}\n", dtype_name(dtype), tol.atol,
+                     tol.rtol, tol.min_match);
   if (p.flops > 0 || p.bytes > 0) t += fmt::format("- counted work: {:.4g} FLOPs, {:.4g} bytes\n", p.flops, p.bytes);
   return t;
 }
@@ -128,10 +133,10 @@ std::string rules_text(const ActorContext& ctx, size_t max_actions) {
                      a.when_helps.empty() ? "(not known)" : a.when_helps,
                      a.when_hurts.empty() ? "(not known)" : a.when_hurts, a.tries, a.correct, a.wins);
     if (a.cluster_stats.tries > 0)
-      t += fmt::format("; in states like this one on this target family: {} tries, {} wins{}", a.cluster_stats.tries,
-                       a.cluster_stats.wins,
-                       a.cluster_stats.best_speedup ? fmt::format(", best {:.2f}x", *a.cluster_stats.best_speedup)
-                                                    : "");
+      t +=
+          fmt::format("; in states like this one on this target family: {} tries, {} wins{}", a.cluster_stats.tries,
+                      a.cluster_stats.wins,
+                      a.cluster_stats.best_speedup ? fmt::format(", best {:.2f}x", *a.cluster_stats.best_speedup) : "");
     t += "\n";
   }
   return t.empty() ? "(no rules learned yet)\n" : t;
@@ -160,8 +165,8 @@ std::string memory_text(const ActorContext& ctx, size_t max_items) {
   size_t n = 0;
   for (const auto& r : ctx.recalled) {
     if (n++ == max_items) break;
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const auto& x) { return x.first->state_text == r.state_text; });
+    auto g =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first->state_text == r.state_text; });
     if (g == groups.end()) g = groups.insert(groups.end(), {&r, {}});
     const std::string line = fmt::format("    {} -> {}{}\n", r.action, r.outcome,
                                          r.target == g->first->target ? "" : " (on " + r.target + ")");
@@ -170,7 +175,9 @@ std::string memory_text(const ActorContext& ctx, size_t max_items) {
   std::string t;
   for (const auto& [r, lines] : groups) {
     t += fmt::format("- from a state{}{} (weight {:.2f}): {}\n",
-                     r->same_problem ? " of this problem" : r->problem.empty() ? "" : " of " + r->problem,
+                     r->same_problem      ? " of this problem"
+                     : r->problem.empty() ? ""
+                                          : " of " + r->problem,
                      r->same_target ? " on this target" : " on " + r->target, r->weight, r->state_text);
     for (const auto& l : lines) t += l;
   }
@@ -188,11 +195,10 @@ std::string past_kernels_text(const ActorContext& ctx) {
     if (k.compute_fraction)
       fractions += fmt::format("{}{:.2f} of peak compute", fractions.empty() ? "" : ", ", *k.compute_fraction);
     // The action that made it: what the actor can apply to this problem when the code is another's.
-    std::string head = fmt::format("### {}{} on {}{}{}{}\n", k.problem,
-                                   k.same_problem ? " (this problem, an earlier run)" : "", k.target,
-                                   k.cost.empty() ? "" : ", " + k.cost,
-                                   fractions.empty() ? "" : " (" + fractions + ")",
-                                   k.action.empty() ? "" : ", made by " + k.action);
+    std::string head =
+        fmt::format("### {}{} on {}{}{}{}\n", k.problem, k.same_problem ? " (this problem, an earlier run)" : "",
+                    k.target, k.cost.empty() ? "" : ", " + k.cost, fractions.empty() ? "" : " (" + fractions + ")",
+                    k.action.empty() ? "" : ", made by " + k.action);
     const size_t head_tokens = estimate_tokens(head) + 4;
     t += head + "```\n" + fit_tokens(k.source, share > head_tokens ? share - head_tokens : 0) + "\n```\n";
   }
@@ -255,9 +261,12 @@ std::string line_diff(const std::string& before, const std::string& after, int c
   std::vector<Line> all;
   size_t i = 0, j = 0;
   while (i < n || j < m) {
-    if (i < n && j < m && a[i] == b[j]) all.push_back({' ', a[i++]}), ++j;
-    else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) all.push_back({'-', a[i++]});
-    else all.push_back({'+', b[j++]});
+    if (i < n && j < m && a[i] == b[j])
+      all.push_back({' ', a[i++]}), ++j;
+    else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]))
+      all.push_back({'-', a[i++]});
+    else
+      all.push_back({'+', b[j++]});
   }
   std::vector<bool> show(all.size(), false);
   for (size_t k = 0; k < all.size(); ++k)
@@ -329,12 +338,21 @@ nlohmann::json LlmActor::spend() const {
   for (const char* role : {"actor", "critic", "analysis", "repair", "knowledge"}) {
     const llm::Usage r = client_.total_for(role);
     if (r.calls == 0 && r.cache_hits == 0) continue;
-    by_role[role] = {{"calls", r.calls}, {"cached", r.cache_hits}, {"input_tokens", r.input_tokens},
-                     {"output_tokens", r.output_tokens}, {"usd", r.cost_usd}};
+    by_role[role] = {{"calls", r.calls},
+                     {"cached", r.cache_hits},
+                     {"input_tokens", r.input_tokens},
+                     {"output_tokens", r.output_tokens},
+                     {"usd", r.cost_usd}};
   }
-  return {{"calls", u.calls}, {"cached", u.cache_hits}, {"input_tokens", u.input_tokens},
-          {"output_tokens", u.output_tokens}, {"usd", u.cost_usd}, {"price_known", u.price_known},
-          {"llm_seconds", client_.seconds_waiting()}, {"model", client_.config().spec}, {"by_role", by_role}};
+  return {{"calls", u.calls},
+          {"cached", u.cache_hits},
+          {"input_tokens", u.input_tokens},
+          {"output_tokens", u.output_tokens},
+          {"usd", u.cost_usd},
+          {"price_known", u.price_known},
+          {"llm_seconds", client_.seconds_waiting()},
+          {"model", client_.config().spec},
+          {"by_role", by_role}};
 }
 
 nlohmann::json LlmActor::learn(kb::KnowledgeBase& kb, const Problem& problem, const Target& target,
@@ -375,7 +393,7 @@ std::vector<Proposal> LlmActor::propose(const ActorContext& ctx) {
   std::vector<Proposal> out;
   std::vector<std::string> errors;
   std::set<std::string> seen = ctx.tried;  // this step's proposals join what the run has tried
-  int repeated = 0;                         // samples the LLM answered only with repeats
+  int repeated = 0;                        // samples the LLM answered only with repeats
   for (int sample = 1; sample <= ctx.k; ++sample) {
     const Known* parent = ctx.beam.empty() ? ctx.start : ctx.beam[static_cast<size_t>(sample - 1) % ctx.beam.size()];
     std::string repeats;  // the repeated answers, named in the second ask
@@ -383,9 +401,12 @@ std::vector<Proposal> LlmActor::propose(const ActorContext& ctx) {
     for (int ask = 1; ask <= 2; ++ask) {
       auto p = actor_prompt(ctx, *parent, sample, analysed,
                             repeats.empty() ? feedback
-                                            : feedback + "- Your answer repeated a candidate this run has already "
-                                                         "evaluated (" + repeats + "). Propose a different rewrite: "
-                                                         "another action, or other parameters.\n",
+                                            : feedback +
+                                                  "- Your answer repeated a candidate this run has already "
+                                                  "evaluated (" +
+                                                  repeats +
+                                                  "). Propose a different rewrite: "
+                                                  "another action, or other parameters.\n",
                             memory);
       llm::Request r;
       r.messages = {{"system", p.system}, {"user", p.user}};
@@ -426,8 +447,9 @@ std::vector<Proposal> LlmActor::propose(const ActorContext& ctx) {
         break;
       }
       repeats += (repeats.empty() ? "" : "; ") + fmt::format("ACTION {}, PLAN {}", prop.actions[0], prop.description);
-      if (progress_) std::fprintf(stderr, "mblast:   sample %d repeated an evaluated candidate (%s)%s\n", sample,
-                                  prop.actions[0].c_str(), ask == 1 ? "; asking again" : "");
+      if (progress_)
+        std::fprintf(stderr, "mblast:   sample %d repeated an evaluated candidate (%s)%s\n", sample,
+                     prop.actions[0].c_str(), ask == 1 ? "; asking again" : "");
       if (ask == 2) ++repeated;
     }
     if (budget_spent) break;
@@ -483,20 +505,20 @@ std::optional<Proposal> LlmActor::repair(const ActorContext& ctx, const Proposal
 
 RenderedPrompt critic_prompt(const CriticInput& in, const Critique& rules, int step) {
   const Critique& c = rules;
-  return render_prompt("critic", {{"step", std::to_string(step)},
-                                    {"problem", problem_text(*in.problem)},
-                                    {"before_measured", measured_text(in.parent->measured)},
-                                    {"after_measured", measured_text(*in.after)},
-                                    {"diff", in.proposal->no_kernel
-                                                 ? "(the answer held no kernel)\n"
-                                                 : line_diff(in.parent->source, in.proposal->source)},
-                                    {"before_state", in.parent->state_text},
-                                    {"after_state", in.after->correct ? describe_state(*in.problem, *in.target, *in.after,
-                                                                                       in.after_signature)
-                                                                      : "not correct"},
-                                    {"action", in.proposal->actions.empty() ? "?" : in.proposal->actions[0]},
-                                    {"plan", in.proposal->description},
-                                    {"outcome", outcome_text(in.parent->measured, *in.after) + "\nfigures: " + c.text}});
+  return render_prompt(
+      "critic",
+      {{"step", std::to_string(step)},
+       {"problem", problem_text(*in.problem)},
+       {"before_measured", measured_text(in.parent->measured)},
+       {"after_measured", measured_text(*in.after)},
+       {"diff",
+        in.proposal->no_kernel ? "(the answer held no kernel)\n" : line_diff(in.parent->source, in.proposal->source)},
+       {"before_state", in.parent->state_text},
+       {"after_state",
+        in.after->correct ? describe_state(*in.problem, *in.target, *in.after, in.after_signature) : "not correct"},
+       {"action", in.proposal->actions.empty() ? "?" : in.proposal->actions[0]},
+       {"plan", in.proposal->description},
+       {"outcome", outcome_text(in.parent->measured, *in.after) + "\nfigures: " + c.text}});
 }
 
 Critique LlmCritic::critique(const CriticInput& in) {
@@ -527,8 +549,9 @@ int llm_knowledge_update(llm::Client& client, kb::KnowledgeBase& kb, const Probl
     auto acts = e.value("actions", std::vector<std::string>{});
     if (acts.empty()) continue;
     const auto& m = e.value("measured", nlohmann::json::object());
-    std::string outcome = m.value("correct", false) ? fmt::format("{:.2f}x vs parent", e.value("speedup_vs_parent", 1.0))
-                                                    : m.value("failure_kind", std::string("failed"));
+    std::string outcome = m.value("correct", false)
+                              ? fmt::format("{:.2f}x vs parent", e.value("speedup_vs_parent", 1.0))
+                              : m.value("failure_kind", std::string("failed"));
     experiences += fmt::format("- {}: {}; {}\n", acts[0], outcome, e.value("critic", ""));
     actions.insert(acts[0]);
   }
@@ -558,7 +581,8 @@ int llm_knowledge_update(llm::Client& client, kb::KnowledgeBase& kb, const Probl
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object()) continue;
     std::string action = j.value("action", ""), field = j.value("field", ""), text = j.value("text", "");
-    if (!actions.count(action) || (field != "when_helps" && field != "when_hurts") || text.empty() || text.size() > 600) continue;
+    if (!actions.count(action) || (field != "when_helps" && field != "when_hurts") || text.empty() || text.size() > 600)
+      continue;
     if (!kb.action(action)) continue;
     kb.add_text_version("action", action, field, text, client.config().spec, prov);
     ++written;

@@ -16,12 +16,12 @@
 
 #include <fmt/format.h>
 
-#include "mblast/measure/runner_client.h"
 #include "mblast/error.h"
 #include "mblast/files.h"
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/loop/report.h"
 #include "mblast/loop/run_store.h"
+#include "mblast/measure/runner_client.h"
 #include "mblast/target.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
@@ -32,7 +32,6 @@ namespace mblast::loop {
 
 namespace {
 
-
 std::string extension_of(const fs::path& f) {
   std::string name = f.filename().string();
   for (const char* e : {".opencl.cpp", ".cuda.cu", ".rvv.c"})
@@ -41,8 +40,13 @@ std::string extension_of(const fs::path& f) {
 }
 
 nlohmann::json measured_summary(const Measured& m) {
-  nlohmann::json j = {{"correct", m.correct}, {"cost", m.cost}, {"unit", m.unit}, {"spread_pct", m.spread_pct},
-                      {"p25", m.p25}, {"p75", m.p75}, {"deterministic", m.deterministic}};
+  nlohmann::json j = {{"correct", m.correct},
+                      {"cost", m.cost},
+                      {"unit", m.unit},
+                      {"spread_pct", m.spread_pct},
+                      {"p25", m.p25},
+                      {"p75", m.p75},
+                      {"deterministic", m.deterministic}};
   if (!m.failure_kind.empty()) j["failure_kind"] = m.failure_kind;
   if (!m.reason.empty()) j["reason"] = m.reason;
   if (m.bandwidth_fraction) j["bandwidth_fraction"] = *m.bandwidth_fraction;
@@ -69,15 +73,16 @@ Measured measured_from_summary(const nlohmann::json& j) {
   return m;
 }
 
-double sol_of(const Measured& m) {
-  return std::max(m.bandwidth_fraction.value_or(0), m.compute_fraction.value_or(0));
-}
+double sol_of(const Measured& m) { return std::max(m.bandwidth_fraction.value_or(0), m.compute_fraction.value_or(0)); }
 
 // Everything the loop keeps while it runs.
 class Loop {
  public:
   Loop(const OptimizeInput& in, Actor& actor, Critic& critic, const OptimizeOptions& o)
-      : in_(in), actor_(actor), critic_(critic), o_(o),
+      : in_(in),
+        actor_(actor),
+        critic_(critic),
+        o_(o),
         kb_(o.kb_path.empty() ? kb::default_kb_path() : o.kb_path),
         store_(o.resume.empty() ? RunStore::create(o.runs_dir.empty() ? runs_root() : o.runs_dir, initial_meta())
                                 : RunStore::open(o.runs_dir.empty() ? runs_root() : o.runs_dir, o.resume)),
@@ -94,8 +99,10 @@ class Loop {
     progress(fmt::format("run {} · {} on {} · actor {} · kb {}", store_.id(), in_.problem.name, in_.target.name,
                          actor_.name(), kb_.file().string()));
     try {
-      if (!o_.resume.empty()) restore();
-      else start();
+      if (!o_.resume.empty())
+        restore();
+      else
+        start();
       if (!o_.resume.empty()) progress(fmt::format("resumed at step {} with {} evaluations done", step_, evals_));
       std::string stop = search();
       return finish(stop);
@@ -123,12 +130,12 @@ class Loop {
   std::vector<Known> history_;  // every evaluated candidate, the start first
   std::set<std::string> tried_;
   std::vector<std::string> feedback_;
-  std::vector<std::string> learned_;  // experience ids written by this run
+  std::vector<std::string> learned_;   // experience ids written by this run
   std::set<std::string> constraints_;  // constraint ids this run's experiences are evidence of
-  std::string failure_;  // why the run failed ("" : it did not)
+  std::string failure_;                // why the run failed ("" : it did not)
   nlohmann::json knowledge_used_ = nlohmann::json::array();
   int step_ = 0, evals_ = 0, steps_without_gain_ = 0;
-  double eval_seconds_ = 0;  // wall time inside evaluate(), for the steps' timing
+  double eval_seconds_ = 0;                               // wall time inside evaluate(), for the steps' timing
   nlohmann::json eval_split_ = nlohmann::json::object();  // build_s / verify_s / timing_s summed over evaluations
 
   nlohmann::json initial_meta() const {
@@ -141,9 +148,14 @@ class Loop {
             {"start", fs::absolute(in_.start).string()},
             {"kb", kb::redact_kb_location((o_.kb_path.empty() ? kb::default_kb_path() : o_.kb_path).string())},
             {"options",
-             {{"max_evals", o_.budget.max_evals}, {"max_steps", o_.budget.max_steps}, {"max_wall_s", o_.budget.max_wall_s},
-              {"patience", o_.budget.patience}, {"sol_fraction", o_.budget.sol_fraction}, {"samples", o_.samples},
-              {"beam", o_.beam}, {"seed", o_.seed}}},
+             {{"max_evals", o_.budget.max_evals},
+              {"max_steps", o_.budget.max_steps},
+              {"max_wall_s", o_.budget.max_wall_s},
+              {"patience", o_.budget.patience},
+              {"sol_fraction", o_.budget.sol_fraction},
+              {"samples", o_.samples},
+              {"beam", o_.beam},
+              {"seed", o_.seed}}},
             {"status", "running"},
             {"pid", static_cast<long>(::getpid())},
             {"host", this_host()},
@@ -192,7 +204,8 @@ class Loop {
     std::vector<const Known*> r;
     for (const auto& k : history_)
       if (k.measured.correct) r.push_back(&k);
-    std::stable_sort(r.begin(), r.end(), [](const Known* a, const Known* b) { return a->measured.cost < b->measured.cost; });
+    std::stable_sort(r.begin(), r.end(),
+                     [](const Known* a, const Known* b) { return a->measured.cost < b->measured.cost; });
     return r;
   }
 
@@ -214,7 +227,8 @@ class Loop {
     try {
       Measured m = measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
       if (m.eval.contains("phases"))
-        for (const char* k : {"build_s", "verify_s", "timing_s"}) eval_split_[k] = eval_split_.value(k, 0.0) + m.eval["phases"].value(k, 0.0);
+        for (const char* k : {"build_s", "verify_s", "timing_s"})
+          eval_split_[k] = eval_split_.value(k, 0.0) + m.eval["phases"].value(k, 0.0);
       return m;
     } catch (const NotSourceError& e) {
       // A candidate the actor wrote that holds no source text (control bytes, say): its failure.
@@ -281,9 +295,17 @@ class Loop {
   }
 
   nlohmann::json known_event(const Known& k, const std::string& type) const {
-    return {{"type", type}, {"step", step_}, {"id", k.id}, {"file", store_.candidate_path(k.id, k.extension).string()},
-            {"extension", k.extension}, {"family", k.family}, {"params", k.params}, {"description", k.description},
-            {"measured", measured_summary(k.measured)}, {"state_id", k.state_id}, {"state_text", k.state_text}};
+    return {{"type", type},
+            {"step", step_},
+            {"id", k.id},
+            {"file", store_.candidate_path(k.id, k.extension).string()},
+            {"extension", k.extension},
+            {"family", k.family},
+            {"params", k.params},
+            {"description", k.description},
+            {"measured", measured_summary(k.measured)},
+            {"state_id", k.state_id},
+            {"state_text", k.state_text}};
   }
 
   void start() {
@@ -300,22 +322,22 @@ class Loop {
       s.measured = evaluate_file(files[i]);
       // An unavailable target measured nothing: nothing of it goes to the KB.
       if (s.measured.failure_kind == "unavailable")
-        throw UserError(
-            fmt::format("target {} is unavailable: {}{}", in_.target.name, first_error_line(s.measured.reason),
-                        unavailable_hint(in_.target)));
+        throw UserError(fmt::format("target {} is unavailable: {}{}", in_.target.name,
+                                    first_error_line(s.measured.reason), unavailable_hint(in_.target)));
       record_candidate(s, "");  // a failed start is knowledge too
       tried_.insert(s.id);
       if (!s.measured.correct) {
-        const std::string why = fmt::format("the starting candidate {} is not correct on {} ({}): {}", files[i].string(),
-                                            in_.target.name, s.measured.failure_kind, s.measured.reason);
+        const std::string why =
+            fmt::format("the starting candidate {} is not correct on {} ({}): {}", files[i].string(), in_.target.name,
+                        s.measured.failure_kind, s.measured.reason);
         if (first_failure.empty()) first_failure = why;
         if (i + 1 < files.size()) {
           progress(why + "; trying the next generated kernel as the start");
           continue;
         }
         if (i == 0) throw UserError(why);
-        throw UserError(fmt::format("none of the {} generated starting kernels is correct on {}; the first: {}", files.size(),
-                                    in_.target.name, first_failure));
+        throw UserError(fmt::format("none of the {} generated starting kernels is correct on {}; the first: {}",
+                                    files.size(), in_.target.name, first_failure));
       }
       store_.save_candidate(s.id, s.extension, s.source);
       history_.push_back(s);
@@ -506,12 +528,13 @@ class Loop {
       const Known& best = *rank.front();
       double sol = sol_of(best.measured);
       if (!best.measured.deterministic && sol >= b.sol_fraction)
-        return fmt::format("reached {:.0f}% of peak{}", 100 * sol,
-                           sol > 1 ? fmt::format(" (of the problem's counted FLOPs: the kernel does less arithmetic than counted, "
-                                                 "as FFT and Winograd convolutions do, or the peaks were measured low: "
-                                                 "`mblast targets --measure-peaks {}` on a quiet machine)",
-                                                 in_.target.name)
-                                   : "");
+        return fmt::format(
+            "reached {:.0f}% of peak{}", 100 * sol,
+            sol > 1 ? fmt::format(" (of the problem's counted FLOPs: the kernel does less arithmetic than counted, "
+                                  "as FFT and Winograd convolutions do, or the peaks were measured low: "
+                                  "`mblast targets --measure-peaks {}` on a quiet machine)",
+                                  in_.target.name)
+                    : "");
 
       const auto step_t0 = std::chrono::steady_clock::now();
       const double eval_s0 = eval_seconds_, llm_s0 = actor_.spend().value("llm_seconds", 0.0);
@@ -520,7 +543,8 @@ class Loop {
       ctx.target = &in_.target;
       ctx.plan = &plan_;
       ctx.start = &start_known();
-      for (size_t i = 0; i < rank.size() && static_cast<int>(i) < std::max(1, o_.beam); ++i) ctx.beam.push_back(rank[i]);
+      for (size_t i = 0; i < rank.size() && static_cast<int>(i) < std::max(1, o_.beam); ++i)
+        ctx.beam.push_back(rank[i]);
       kb::StateSignature sig = signature_of(in_.problem, in_.target, best.measured);
       kb::RetrievalOptions ro;
       ro.limit = 0;
@@ -561,27 +585,34 @@ class Loop {
         if (tried_.count(content_hash_hex(p.source))) continue;
         try_proposal(p, parent_copy);
         const Known& last = history_.back();
-        if (!last.measured.correct && (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
+        if (!last.measured.correct &&
+            (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
           std::optional<Proposal> fixed;
           try {
-            fixed = actor_.repair(ctx, p, last.measured.eval.contains("build") ? last.measured.eval["build"].value("log", "")
-                                                                              : last.measured.reason);
+            fixed = actor_.repair(ctx, p,
+                                  last.measured.eval.contains("build") ? last.measured.eval["build"].value("log", "")
+                                                                       : last.measured.reason);
           } catch (const BudgetExhausted& e) {
             return std::string("actor budget spent: ") + e.what();
           } catch (const ActorUnavailable& e) {
             progress(std::string("no repair: ") + e.what());
           }
-          if (fixed && evals_ < b.max_evals && !tried_.count(content_hash_hex(fixed->source))) try_proposal(*fixed, parent_copy);
+          if (fixed && evals_ < b.max_evals && !tried_.count(content_hash_hex(fixed->source)))
+            try_proposal(*fixed, parent_copy);
         }
       }
       const Known& new_best = *ranking().front();
       bool gain = new_best.measured.cost < best_cost_before &&
                   (new_best.measured.deterministic || clearly_faster(new_best.measured, best_before.measured));
       steps_without_gain_ = gain ? 0 : steps_without_gain_ + 1;
-      store_.append_event({{"type", "step"}, {"step", step_}, {"best", new_best.id},
+      store_.append_event({{"type", "step"},
+                           {"step", step_},
+                           {"best", new_best.id},
                            {"best_speedup", start_known().measured.cost / new_best.measured.cost},
-                           {"steps_without_gain", steps_without_gain_}, {"evaluations", evals_},
-                           {"spend", actor_.spend()}, {"elapsed_s", elapsed()},
+                           {"steps_without_gain", steps_without_gain_},
+                           {"evaluations", evals_},
+                           {"spend", actor_.spend()},
+                           {"elapsed_s", elapsed()},
                            {"timing", step_timing(step_t0, eval_s0, llm_s0)}});
       progress(fmt::format("step {} done · best {:.2f}x · {} evaluations · {}{}", step_,
                            start_known().measured.cost / new_best.measured.cost, evals_, spend_text(),
@@ -631,8 +662,8 @@ class Loop {
         r.weight = n.weight;
         r.same_target = n.same_target;
         r.action = q.get_text(0);
-        r.outcome = q.get_int(1) ? fmt::format("correct, {:.2f}x its parent", q.get_double(2))
-                                 : "failed: " + q.get_text(3);
+        r.outcome =
+            q.get_int(1) ? fmt::format("correct, {:.2f}x its parent", q.get_double(2)) : "failed: " + q.get_text(3);
         r.target = q.get_text(4);
         r.problem = q.get_text(5);
         r.same_problem = q.get_text(6) == problem_id_;
@@ -682,8 +713,10 @@ class Loop {
       k.source = best.get_text(1);
       if (!best.is_null(2)) k.bandwidth_fraction = best.get_double(2);
       if (!best.is_null(3)) k.compute_fraction = best.get_double(3);
-      if (!best.is_null(4)) k.cost = format_cost(best.get_double(4) * 1e6, "us");
-      else if (!best.is_null(8)) k.cost = format_cost(best.get_double(8), "instructions");
+      if (!best.is_null(4))
+        k.cost = format_cost(best.get_double(4) * 1e6, "us");
+      else if (!best.is_null(8))
+        k.cost = format_cost(best.get_double(8), "instructions");
       k.target = best.get_text(5);
       k.problem = best.get_text(6);
       if (!best.is_null(7)) k.action = best.get_text(7);
@@ -697,7 +730,8 @@ class Loop {
   std::string spend_text() const {
     nlohmann::json s = actor_.spend();
     if (!s.is_object() || s.empty()) return "spend $0 (no LLM)";
-    return fmt::format("spend ${:.4f}, {} LLM calls ({} cached)", s.value("usd", 0.0), s.value("calls", 0), s.value("cached", 0));
+    return fmt::format("spend ${:.4f}, {} LLM calls ({} cached)", s.value("usd", 0.0), s.value("calls", 0),
+                       s.value("cached", 0));
   }
 
   void note_knowledge(const ActorContext& ctx, const std::vector<Proposal>& proposals) {
@@ -705,9 +739,13 @@ class Loop {
       if (p.actions.empty()) continue;
       for (const auto& r : ctx.ranked)
         if (r.id == p.actions[0]) {
-          knowledge_used_.push_back({{"step", step_}, {"action", r.id}, {"provenance", r.provenance},
-                                     {"expected_speedup", r.expected_speedup()}, {"tries", r.tries},
-                                     {"same_target_tries", r.same_target_tries}, {"transferred_tries", r.transferred_tries}});
+          knowledge_used_.push_back({{"step", step_},
+                                     {"action", r.id},
+                                     {"provenance", r.provenance},
+                                     {"expected_speedup", r.expected_speedup()},
+                                     {"tries", r.tries},
+                                     {"same_target_tries", r.same_target_tries},
+                                     {"transferred_tries", r.transferred_tries}});
           break;
         }
     }
@@ -740,46 +778,52 @@ class Loop {
     bool improved = best != &start && clearly_faster(best_m, start_m);
     if (improved && o_.confirm && !best_m.deterministic) {
       auto [s2, b2] = confirm(*best);
-      if (!s2.correct || !b2.correct) throw Error("re-measuring the start or the best failed: " + s2.reason + b2.reason);
+      if (!s2.correct || !b2.correct)
+        throw Error("re-measuring the start or the best failed: " + s2.reason + b2.reason);
       start_m = s2, best_m = b2;
       improved = clearly_faster(best_m, start_m);
-      if (!improved) verdict = "the best candidate was not faster beyond noise when re-timed next to the start; the start is returned";
+      if (!improved)
+        verdict =
+            "the best candidate was not faster beyond noise when re-timed next to the start; the start is returned";
     } else if (!improved) {
-      verdict = best == &start ? "no candidate was faster than the start; the start is returned"
-                               : "the fastest candidate is not faster than the start beyond noise; the start is returned";
+      verdict = best == &start
+                    ? "no candidate was faster than the start; the start is returned"
+                    : "the fastest candidate is not faster than the start beyond noise; the start is returned";
     }
     const Known& result = improved ? *best : start;
     const double speedup = improved ? start_m.cost / best_m.cost : 1.0;
     fs::path result_file = store_.candidate_path(result.id, result.extension);
-    nlohmann::json r = {
-        {"run", store_.id()},
-        {"run_dir", store_.dir().string()},
-        {"problem", in_.problem.name},
-        {"target", in_.target.name},
-        {"policy", actor_.name()},
-        {"correct", result.measured.correct},
-        {"improved", improved},
-        {"speedup", speedup},
-        {"candidate", result_file.string()},
-        {"unit", start_m.unit},
-        {"start", measured_summary(start_m)},
-        {"best", measured_summary(improved ? best_m : start_m)},
-        {"best_description", result.description},
-        {"best_family", result.family},
-        {"best_params", result.params},
-        {"evaluations", evals_},
-        {"steps", step_},
-        {"stop_reason", stop},
-        {"spend", actor_.spend()},
-        {"elapsed_s", elapsed()},
-        {"evaluate_s", eval_seconds_},
-        {"evaluate_split", eval_split_},
-        {"kernel_plan", plan_.kind == "unsupported" ? nlohmann::json{{"kind", "unsupported"}, {"reason", plan_.reason}}
-                                                    : nlohmann::json{{"kind", plan_.kind}, {"summary", plan_.summary()}}},
-        {"knowledge", {{"used", knowledge_used_}, {"experiences_written", learned_.size()},
-                       {"constraints_written", constraints_.size()},
-                       {"text_versions_written", learned_texts.value("text_versions_written", 0)},
-                       {"kb", kb_.file().string()}}}};
+    nlohmann::json r = {{"run", store_.id()},
+                        {"run_dir", store_.dir().string()},
+                        {"problem", in_.problem.name},
+                        {"target", in_.target.name},
+                        {"policy", actor_.name()},
+                        {"correct", result.measured.correct},
+                        {"improved", improved},
+                        {"speedup", speedup},
+                        {"candidate", result_file.string()},
+                        {"unit", start_m.unit},
+                        {"start", measured_summary(start_m)},
+                        {"best", measured_summary(improved ? best_m : start_m)},
+                        {"best_description", result.description},
+                        {"best_family", result.family},
+                        {"best_params", result.params},
+                        {"evaluations", evals_},
+                        {"steps", step_},
+                        {"stop_reason", stop},
+                        {"spend", actor_.spend()},
+                        {"elapsed_s", elapsed()},
+                        {"evaluate_s", eval_seconds_},
+                        {"evaluate_split", eval_split_},
+                        {"kernel_plan", plan_.kind == "unsupported"
+                                            ? nlohmann::json{{"kind", "unsupported"}, {"reason", plan_.reason}}
+                                            : nlohmann::json{{"kind", plan_.kind}, {"summary", plan_.summary()}}},
+                        {"knowledge",
+                         {{"used", knowledge_used_},
+                          {"experiences_written", learned_.size()},
+                          {"constraints_written", constraints_.size()},
+                          {"text_versions_written", learned_texts.value("text_versions_written", 0)},
+                          {"kb", kb_.file().string()}}}};
     if (!verdict.empty()) r["note"] = verdict;
     r["failed"] = !failure_.empty();
     if (!failure_.empty()) r["failure"] = failure_;
@@ -794,8 +838,11 @@ class Loop {
     r["report"] = {{"markdown", paths.markdown.string()}, {"json", paths.json.string()}};
     store_.meta()["status"] = failure_.empty() ? "finished" : "failed";
     if (!failure_.empty()) store_.meta()["failure"] = failure_;
-    store_.meta()["result"] = {{"improved", improved}, {"speedup", speedup}, {"stop_reason", stop},
-                               {"evaluations", evals_}, {"candidate", r["candidate"]}};
+    store_.meta()["result"] = {{"improved", improved},
+                               {"speedup", speedup},
+                               {"stop_reason", stop},
+                               {"evaluations", evals_},
+                               {"candidate", r["candidate"]}};
     store_.meta()["finished_at"] = kb::utc_now_iso();
     store_.save_meta();
     // The returned file's latest evaluation in full (verified and timed in this run), for a caller

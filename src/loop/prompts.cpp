@@ -46,21 +46,20 @@ size_t section_budget_tokens(const std::string& name) {
   // memory of earlier runs next, the short facts least. A section over its budget is cut (code
   // and lists keep their beginning) with a marker saying how much was left out.
   static const std::map<std::string, size_t> budgets = {
-      {"parent_source", 6000}, {"source", 6000},   {"past_kernels", 3000}, {"diff", 2500},
-      {"knowledge", 1200},     {"rules", 1200},    {"memory", 1000},       {"constraints", 600},
-      {"feedback", 1000},      {"problem", 800},   {"target", 400},        {"target_facts", 300},
-      {"analysis", 500},       {"state", 300},     {"before_state", 300},  {"after_state", 300},
-      {"before_measured", 300}, {"after_measured", 300}, {"outcome", 600}, {"log", 1500},
-      {"experiences", 2000},   {"action_texts", 1500}, {"abi_rules", 600}};
+      {"parent_source", 6000},  {"source", 6000},        {"past_kernels", 3000}, {"diff", 2500},
+      {"knowledge", 1200},      {"rules", 1200},         {"memory", 1000},       {"constraints", 600},
+      {"feedback", 1000},       {"problem", 800},        {"target", 400},        {"target_facts", 300},
+      {"analysis", 500},        {"state", 300},          {"before_state", 300},  {"after_state", 300},
+      {"before_measured", 300}, {"after_measured", 300}, {"outcome", 600},       {"log", 1500},
+      {"experiences", 2000},    {"action_texts", 1500},  {"abi_rules", 600}};
   auto it = budgets.find(name);
   return it == budgets.end() ? 200 : it->second;
 }
 
 size_t prompt_budget_tokens(const std::string& name) {
   // Sized for a 32k-token context with room for the answer (an actor's answer is a whole file).
-  static const std::map<std::string, size_t> budgets = {{"actor", 20000},         {"critic", 6000},
-                                                        {"fix_compile", 9000},    {"state_analysis", 8000},
-                                                        {"knowledge_update", 5000}};
+  static const std::map<std::string, size_t> budgets = {
+      {"actor", 20000}, {"critic", 6000}, {"fix_compile", 9000}, {"state_analysis", 8000}, {"knowledge_update", 5000}};
   auto it = budgets.find(name);
   return it == budgets.end() ? 4000 : it->second;
 }

@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "mblast/files.h"
 #include "mblast/loop/run_store.h"
 #include "mblast/loop/state.h"
-#include "mblast/files.h"
 
 namespace fs = std::filesystem;
 
@@ -37,12 +37,12 @@ std::string report_markdown(const nlohmann::json& r, const std::vector<nlohmann:
                     cost_of(r.value("best", nlohmann::json::object())));
   if (r.contains("note")) md += "- note: " + r["note"].get<std::string>() + "\n";
   md += fmt::format("- candidate: `{}`\n", r.value("candidate", ""));
-  md += fmt::format("- {} evaluations in {} steps, {:.1f} s; stopped: {}\n", r.value("evaluations", 0), r.value("steps", 0),
-                    r.value("elapsed_s", 0.0), r.value("stop_reason", ""));
+  md += fmt::format("- {} evaluations in {} steps, {:.1f} s; stopped: {}\n", r.value("evaluations", 0),
+                    r.value("steps", 0), r.value("elapsed_s", 0.0), r.value("stop_reason", ""));
   if (r.contains("kernel_plan")) {
     const auto& kp = r["kernel_plan"];
-    md += "- kernel recognised: " + (kp.contains("summary") ? kp["summary"].get<std::string>()
-                                                            : "none (" + kp.value("reason", "") + ")") + "\n";
+    md += "- kernel recognised: " +
+          (kp.contains("summary") ? kp["summary"].get<std::string>() : "none (" + kp.value("reason", "") + ")") + "\n";
   }
   if (r.contains("spend") && r["spend"].is_object() && !r["spend"].empty())
     md += fmt::format("- LLM spend: ${:.4f}, {} calls ({} from the cache), {} input / {} output tokens\n",
@@ -61,8 +61,9 @@ std::string report_markdown(const nlohmann::json& r, const std::vector<nlohmann:
     std::string type = e.value("type", "");
     if (type != "candidate" && type != "start") continue;
     const auto& m = e.value("measured", nlohmann::json::object());
-    std::string outcome = m.value("correct", false) ? cost_of(m)
-                                                    : m.value("failure_kind", std::string("failed")) + ": " + m.value("reason", "");
+    std::string outcome = m.value("correct", false)
+                              ? cost_of(m)
+                              : m.value("failure_kind", std::string("failed")) + ": " + m.value("reason", "");
     std::string vs = e.contains("speedup_vs_start") ? fmt::format("{:.2f}x", e["speedup_vs_start"].get<double>())
                      : type == "start"              ? "1.00x"
                                                     : "-";

@@ -75,7 +75,8 @@ RunStore RunStore::open(const fs::path& root, const std::string& id) {
   if (id.empty() || id.find('/') != std::string::npos || !fs::exists(dir / "run.json"))
     throw UserError(fmt::format("no run {} under {} (see `mblast runs list`)", id, root.string()));
   nlohmann::json meta = nlohmann::json::parse(try_read_file(dir / "run.json").value_or(""), nullptr, false);
-  if (meta.is_discarded() || !meta.is_object()) throw UserError(fmt::format("{} is damaged (not JSON)", (dir / "run.json").string()));
+  if (meta.is_discarded() || !meta.is_object())
+    throw UserError(fmt::format("{} is damaged (not JSON)", (dir / "run.json").string()));
   return RunStore(dir, id, std::move(meta));
 }
 
@@ -132,7 +133,8 @@ std::vector<nlohmann::json> list_runs(const fs::path& root) {
     }
     runs.push_back(std::move(j));
   }
-  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.value("id", "") > b.value("id", ""); });
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a.value("id", "") > b.value("id", ""); });
   return runs;
 }
 

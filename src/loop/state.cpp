@@ -77,7 +77,8 @@ std::string format_cost(double cost, const std::string& unit) {
 
 std::string describe_state(const Problem& problem, const Target& target, const Measured& m,
                            const kb::StateSignature& s) {
-  std::string t = fmt::format("{} ({}) on {}: {}", problem.name, problem.op_class, target.name, format_cost(m.cost, m.unit));
+  std::string t =
+      fmt::format("{} ({}) on {}: {}", problem.name, problem.op_class, target.name, format_cost(m.cost, m.unit));
   if (!m.deterministic) t += fmt::format(" (spread {:.1f}%)", m.spread_pct);
   if (m.bandwidth_fraction) t += "; " + percent(*m.bandwidth_fraction) + " of peak bandwidth";
   if (m.compute_fraction) t += ", " + percent(*m.compute_fraction) + " of peak FP32";

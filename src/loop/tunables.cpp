@@ -29,7 +29,8 @@ std::string with_values(const std::vector<std::string>& lines, const std::vector
                         const std::vector<std::string>& values, bool trailing_newline) {
   std::vector<std::string> out = lines;
   static const std::regex define(R"(^(\s*#\s*define\s+\w+\s+)(\S+)(.*)$)");
-  for (size_t i = 0; i < knobs.size(); ++i) out[knobs[i].line] = std::regex_replace(out[knobs[i].line], define, "$01" + values[i] + "$3");
+  for (size_t i = 0; i < knobs.size(); ++i)
+    out[knobs[i].line] = std::regex_replace(out[knobs[i].line], define, "$01" + values[i] + "$3");
   std::string s;
   for (size_t i = 0; i < out.size(); ++i) s += out[i] + (i + 1 < out.size() || trailing_newline ? "\n" : "");
   return s;
@@ -45,15 +46,18 @@ std::vector<Tunable> parse_tunables(const std::string& source) {
     if (lines[i].find("mblast:tune") == std::string::npos) continue;
     std::smatch m;
     if (!std::regex_match(lines[i], m, define))
-      throw UserError(fmt::format("line {}: a mblast:tune comment must follow `#define NAME VALUE` on the same line", i + 1));
+      throw UserError(
+          fmt::format("line {}: a mblast:tune comment must follow `#define NAME VALUE` on the same line", i + 1));
     Tunable t;
     t.name = m[1];
     t.current = m[2];
     t.line = i;
     std::istringstream words(m[3].str());
     for (std::string w; words >> w;) {
-      if (w.starts_with("action=")) t.action = w.substr(7);
-      else t.values.push_back(w);
+      if (w.starts_with("action="))
+        t.action = w.substr(7);
+      else
+        t.values.push_back(w);
     }
     if (t.values.empty()) throw UserError(fmt::format("line {}: mblast:tune for {} lists no values", i + 1, t.name));
     knobs.push_back(std::move(t));

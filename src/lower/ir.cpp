@@ -8,13 +8,20 @@ namespace mblast::lower {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::I64: return "i64";
-    case DType::I32: return "i32";
-    case DType::Bool: return "bool";
-    case DType::U8: return "u8";
-    case DType::I8: return "i8";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::I64:
+      return "i64";
+    case DType::I32:
+      return "i32";
+    case DType::Bool:
+      return "bool";
+    case DType::U8:
+      return "u8";
+    case DType::I8:
+      return "i8";
   }
   return "?";
 }
@@ -34,13 +41,20 @@ DType dtype_from_name(const std::string& s) {
 
 const char* reduce_name(ReduceOp r) {
   switch (r) {
-    case ReduceOp::None: return "none";
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Prod: return "prod";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::ArgMax: return "argmax";
-    case ReduceOp::ArgMin: return "argmin";
+    case ReduceOp::None:
+      return "none";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Prod:
+      return "prod";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::ArgMax:
+      return "argmax";
+    case ReduceOp::ArgMin:
+      return "argmin";
   }
   return "?";
 }
@@ -62,15 +76,19 @@ std::shared_ptr<Node> make(Node::Kind k, DType t) {
 
 E fconst(double v, DType t) {
   auto n = make(Node::Kind::Const, t);
-  if (is_float(t)) n->fval = v;
-  else n->ival = static_cast<int64_t>(v);
+  if (is_float(t))
+    n->fval = v;
+  else
+    n->ival = static_cast<int64_t>(v);
   return n;
 }
 
 E iconst(int64_t v, DType t) {
   auto n = make(Node::Kind::Const, t);
-  if (is_float(t)) n->fval = static_cast<double>(v);
-  else n->ival = v;
+  if (is_float(t))
+    n->fval = static_cast<double>(v);
+  else
+    n->ival = v;
   return n;
 }
 
@@ -88,8 +106,8 @@ E load(int tensor, std::vector<E> idx, DType t) {
 }
 
 bool is_comparison(const std::string& op) {
-  return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge" || op == "and" || op == "or" ||
-         op == "xor";
+  return op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge" || op == "and" ||
+         op == "or" || op == "xor";
 }
 
 E unary(const std::string& op, E a, DType t) {
@@ -182,17 +200,24 @@ int node_count(const E& e) {
 
 E rebuild(const E& e, std::vector<E> args) {
   switch (e->kind) {
-    case Node::Kind::Load: return load(e->tensor, std::move(args), e->dtype);
-    case Node::Kind::Unary: return unary(e->op, args[0], e->dtype);
-    case Node::Kind::Binary: return binary(e->op, args[0], args[1], e->dtype);
-    case Node::Kind::Select: return select(args[0], args[1], args[2]);
-    case Node::Kind::Cast: return cast(args[0], e->dtype);
-    default: return e;
+    case Node::Kind::Load:
+      return load(e->tensor, std::move(args), e->dtype);
+    case Node::Kind::Unary:
+      return unary(e->op, args[0], e->dtype);
+    case Node::Kind::Binary:
+      return binary(e->op, args[0], args[1], e->dtype);
+    case Node::Kind::Select:
+      return select(args[0], args[1], args[2]);
+    case Node::Kind::Cast:
+      return cast(args[0], e->dtype);
+    default:
+      return e;
   }
 }
 
 E substitute(const E& e, const std::vector<E>& subst) {
-  if (e->kind == Node::Kind::Var) return e->var >= 0 && static_cast<size_t>(e->var) < subst.size() && subst[e->var] ? subst[e->var] : e;
+  if (e->kind == Node::Kind::Var)
+    return e->var >= 0 && static_cast<size_t>(e->var) < subst.size() && subst[e->var] ? subst[e->var] : e;
   if (e->args.empty()) return e;
   std::vector<E> args;
   args.reserve(e->args.size());

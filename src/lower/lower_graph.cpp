@@ -16,13 +16,20 @@ using nlohmann::json;
 
 DType from_problem(mblast::DType t) {
   switch (t) {
-    case mblast::DType::f32: return DType::F32;
-    case mblast::DType::f64: return DType::F64;
-    case mblast::DType::i64: return DType::I64;
-    case mblast::DType::i32: return DType::I32;
-    case mblast::DType::i8: return DType::I8;
-    case mblast::DType::u8: return DType::U8;
-    default: throw Unsupported("dtype " + std::string(mblast::dtype_name(t)) + " is not supported by the lowering");
+    case mblast::DType::f32:
+      return DType::F32;
+    case mblast::DType::f64:
+      return DType::F64;
+    case mblast::DType::i64:
+      return DType::I64;
+    case mblast::DType::i32:
+      return DType::I32;
+    case mblast::DType::i8:
+      return DType::I8;
+    case mblast::DType::u8:
+      return DType::U8;
+    default:
+      throw Unsupported("dtype " + std::string(mblast::dtype_name(t)) + " is not supported by the lowering");
   }
 }
 
@@ -43,13 +50,20 @@ DType promote(const std::vector<DType>& ts) {
   DType best = DType::Bool;
   auto rank = [](DType t) {
     switch (t) {
-      case DType::Bool: return 0;
-      case DType::U8: return 1;
-      case DType::I8: return 1;
-      case DType::I32: return 2;
-      case DType::I64: return 3;
-      case DType::F32: return 4;
-      case DType::F64: return 5;
+      case DType::Bool:
+        return 0;
+      case DType::U8:
+        return 1;
+      case DType::I8:
+        return 1;
+      case DType::I32:
+        return 2;
+      case DType::I64:
+        return 3;
+      case DType::F32:
+        return 4;
+      case DType::F64:
+        return 5;
     }
     return 0;
   };
@@ -88,7 +102,8 @@ Val from_json(const json& a, const std::map<std::string, Val>& values) {
 }
 
 void collect_refs(const json& a, std::vector<std::string>& out) {
-  if (a.is_object() && a.contains("node") && a["node"].is_string()) out.push_back(a["node"].get<std::string>());
+  if (a.is_object() && a.contains("node") && a["node"].is_string())
+    out.push_back(a["node"].get<std::string>());
   else if (a.is_array() || a.is_object())
     for (const auto& x : a) collect_refs(x, out);
 }
@@ -126,7 +141,8 @@ std::vector<std::string> lowered_ops() {
 const json& Ctx::raw(size_t i, const char* kw) const {
   const auto& args = node["args"];
   if (args.is_array() && i < args.size()) return args[i];
-  if (kw && node.contains("kwargs") && node["kwargs"].is_object() && node["kwargs"].contains(kw)) return node["kwargs"][kw];
+  if (kw && node.contains("kwargs") && node["kwargs"].is_object() && node["kwargs"].contains(kw))
+    return node["kwargs"][kw];
   return kNull;
 }
 
@@ -173,7 +189,8 @@ std::vector<int64_t> Ctx::ints_arg(size_t i, const char* kw, std::vector<int64_t
   if (!a.is_array()) throw Unsupported("argument " + std::to_string(i) + " is not a list of integers");
   std::vector<int64_t> v;
   for (const auto& x : a) {
-    if (!x.is_number_integer()) throw Unsupported("argument " + std::to_string(i) + " is not a list of constant integers");
+    if (!x.is_number_integer())
+      throw Unsupported("argument " + std::to_string(i) + " is not a list of constant integers");
     v.push_back(x.get<int64_t>());
   }
   return v;
@@ -204,7 +221,8 @@ std::vector<int64_t> Ctx::shape(int k) const {
 DType Ctx::dtype(int k) const {
   const json* m = &node;
   if (k >= 0) {
-    if (!node.contains("outputs") || static_cast<size_t>(k) >= node["outputs"].size()) throw Unsupported("no traced dtype");
+    if (!node.contains("outputs") || static_cast<size_t>(k) >= node["outputs"].size())
+      throw Unsupported("no traced dtype");
     m = &node["outputs"][static_cast<size_t>(k)];
   }
   if (!m->is_object() || !m->contains("dtype")) throw Unsupported("no traced dtype");
@@ -219,7 +237,8 @@ int Ctx::compute(std::vector<int64_t> shape, DType t, E body, ReduceOp r, std::v
   x.name = name() + suffix;
   x.dtype = t;
   x.shape = std::move(shape);
-  const DType bt = r == ReduceOp::ArgMax || r == ReduceOp::ArgMin ? body->dtype : t;  // an arg reduction compares values
+  const DType bt =
+      r == ReduceOp::ArgMax || r == ReduceOp::ArgMin ? body->dtype : t;  // an arg reduction compares values
   x.body = cast(std::move(body), bt);
   x.reduce = r;
   x.reduce_extents = std::move(extents);
@@ -238,8 +257,9 @@ E Ctx::at(const Val& v, const std::vector<E>& idx) const {
   return load(v.t, std::move(i), t.dtype);
 }
 
-int reduce_dims(const Ctx& c, const std::vector<int64_t>& in_shape, std::vector<int64_t> dims, bool keepdim, ReduceOp op,
-                DType out, const std::function<E(const std::vector<E>&)>& body_at, const std::string& suffix) {
+int reduce_dims(const Ctx& c, const std::vector<int64_t>& in_shape, std::vector<int64_t> dims, bool keepdim,
+                ReduceOp op, DType out, const std::function<E(const std::vector<E>&)>& body_at,
+                const std::string& suffix) {
   const int r = static_cast<int>(in_shape.size());
   if (dims.empty())
     for (int d = 0; d < r; ++d) dims.push_back(d);
@@ -247,8 +267,10 @@ int reduce_dims(const Ctx& c, const std::vector<int64_t>& in_shape, std::vector<
   for (auto d : dims) red.insert(norm_dim(d, r));
   std::vector<int64_t> shape, extents;
   for (int d = 0; d < r; ++d) {
-    if (!red.count(d)) shape.push_back(in_shape[static_cast<size_t>(d)]);
-    else if (keepdim) shape.push_back(1);
+    if (!red.count(d))
+      shape.push_back(in_shape[static_cast<size_t>(d)]);
+    else if (keepdim)
+      shape.push_back(1);
   }
   const int orank = static_cast<int>(shape.size());
   std::vector<E> idx;
@@ -319,7 +341,8 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       grew = false;
       for (const auto& n : nodes) {
         const auto nm = n.value("name", "");
-        if (live.count(nm) || op_key(n.value("target", "")) != "copy_" || !n["args"].is_array() || n["args"].empty()) continue;
+        if (live.count(nm) || op_key(n.value("target", "")) != "copy_" || !n["args"].is_array() || n["args"].empty())
+          continue;
         const auto& dst = n["args"][0];
         if (!dst.is_object() || !dst.contains("node") || !live.count(dst["node"].get<std::string>())) continue;
         std::vector<std::string> more = {nm};
@@ -362,7 +385,7 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
           }
         if (!found) throw Unsupported("placeholder is not one of the problem's inputs or parameters");
         Ctx c{p, n, values};
-        t.shape = c.shape();  // the traced shape (a 0-dim tensor is stored as one element)
+        t.shape = c.shape();    // the traced shape (a 0-dim tensor is stored as one element)
         t.traced_strides = {};  // the problem's tensors are dense whatever torch had
         values[name] = Val::tensor(p.add(std::move(t)));
         continue;
@@ -381,9 +404,11 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
           const Val dst = c.arg(0), src = c.arg(1);
           if (dst.kind != Val::Kind::Tensor) throw Unsupported("copy_ into a non-tensor");
           const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
-          static const std::set<std::string> views = {"slice", "select", "as_strided", "view", "_unsafe_view", "permute", "expand",
-                                                      "diagonal", "unsqueeze", "squeeze", "t", "transpose", "alias", "narrow", "unfold"};
-          if (views.count(op_key(d.origin))) throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
+          static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
+                                                      "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
+                                                      "t",       "transpose", "alias",      "narrow",    "unfold"};
+          if (views.count(op_key(d.origin)))
+            throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
           const auto idx = out_vars(d.shape.size());
           const int t = c.compute(d.shape, d.dtype, cast(c.at(src, idx), d.dtype));
           values[name] = Val::tensor(t);
@@ -431,7 +456,8 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
         t.body = cast(outs[k].s, want);
       } else if (outs[k].kind == Val::Kind::Tensor) {
         const Tensor& src = p.tensors[static_cast<size_t>(outs[k].t)];
-        if (src.numel() != numel) throw Unsupported("output " + std::to_string(k) + " has another number of elements than declared");
+        if (src.numel() != numel)
+          throw Unsupported("output " + std::to_string(k) + " has another number of elements than declared");
         E lin = iconst(0);
         for (size_t d = 0; d < shape.size(); ++d) lin = add(mul(lin, iconst(shape[d])), var(static_cast<int>(d)));
         std::vector<E> idx(src.shape.size());
@@ -466,7 +492,8 @@ Lowered lower_problem(const Problem& problem) {
   } catch (const std::exception& e) {
     return {std::nullopt, std::string("graph.json: ") + e.what()};
   }
-  if (!g.contains("aten")) return {std::nullopt, "graph.json has no ATen-level graph (\"aten\"): re-import the problem"};
+  if (!g.contains("aten"))
+    return {std::nullopt, "graph.json has no ATen-level graph (\"aten\"): re-import the problem"};
   return lower_graph(g["aten"], problem);
 }
 

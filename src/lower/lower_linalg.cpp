@@ -20,14 +20,18 @@ int contract(Ctx& c, int a, int b, DType t, const std::string& suffix = "") {
   const auto& bs = c.T(b).shape;
   std::vector<int64_t> shape;
   if (as.size() == 1 && bs.size() == 1) {  // dot
-    return c.compute({}, t, binary("mul", cast(load(a, {var(0)}, c.T(a).dtype), t), cast(load(b, {var(0)}, c.T(b).dtype), t)),
+    return c.compute({}, t,
+                     binary("mul", cast(load(a, {var(0)}, c.T(a).dtype), t), cast(load(b, {var(0)}, c.T(b).dtype), t)),
                      ReduceOp::Sum, {as[0]}, suffix);
   }
   if (as.size() == 2 && bs.size() == 1) {  // mv
-    return c.compute({as[0]}, t, binary("mul", cast(load(a, {var(0), var(1)}, c.T(a).dtype), t), cast(load(b, {var(1)}, c.T(b).dtype), t)),
-                     ReduceOp::Sum, {as[1]}, suffix);
+    return c.compute(
+        {as[0]}, t,
+        binary("mul", cast(load(a, {var(0), var(1)}, c.T(a).dtype), t), cast(load(b, {var(1)}, c.T(b).dtype), t)),
+        ReduceOp::Sum, {as[1]}, suffix);
   }
-  if (as.size() != bs.size() || as.size() < 2) throw Unsupported("a contraction of ranks " + std::to_string(as.size()) + " and " + std::to_string(bs.size()));
+  if (as.size() != bs.size() || as.size() < 2)
+    throw Unsupported("a contraction of ranks " + std::to_string(as.size()) + " and " + std::to_string(bs.size()));
   const size_t r = as.size();
   for (size_t d = 0; d + 2 < r; ++d) shape.push_back(std::max(as[d], bs[d]));
   shape.push_back(as[r - 2]);
@@ -42,8 +46,8 @@ int contract(Ctx& c, int a, int b, DType t, const std::string& suffix = "") {
   ai.push_back(k);
   bi.push_back(k);
   bi.push_back(var(static_cast<int>(r - 1)));
-  return c.compute(shape, t, binary("mul", cast(load(a, ai, c.T(a).dtype), t), cast(load(b, bi, c.T(b).dtype), t)), ReduceOp::Sum,
-                   {as[r - 1]}, suffix);
+  return c.compute(shape, t, binary("mul", cast(load(a, ai, c.T(a).dtype), t), cast(load(b, bi, c.T(b).dtype), t)),
+                   ReduceOp::Sum, {as[r - 1]}, suffix);
 }
 
 Val mm(Ctx& c) { return Val::tensor(contract(c, c.tensor_arg(0), c.tensor_arg(1), c.dtype())); }
@@ -97,7 +101,8 @@ Val convolution(Ctx& c) {
     for (size_t d = 0; d < sd; ++d) {
       const E k = var(rank + 1 + static_cast<int>(d));
       extents.push_back(ws[2 + d]);
-      const E i = add(sub(mul(var(2 + static_cast<int>(d)), iconst(stride[d])), iconst(padding[d])), mul(k, iconst(dilation[d])));
+      const E i = add(sub(mul(var(2 + static_cast<int>(d)), iconst(stride[d])), iconst(padding[d])),
+                      mul(k, iconst(dilation[d])));
       if (padding[d] > 0) ok = land(ok, land(ge(i, iconst(0)), lt(i, iconst(xs[2 + d]))));
       xi.push_back(i);
       wi.push_back(k);
@@ -121,10 +126,12 @@ Val convolution(Ctx& c) {
     }
   }
   E prod = binary("mul", cast(load(x, xi, c.T(x).dtype), t), cast(load(w, wi, c.T(w).dtype), t));
-  const int conv = c.compute(shape, t, select(ok, prod, fl(0, t)), ReduceOp::Sum, extents, bias.kind == Val::Kind::Tensor ? "_conv" : "");
+  const int conv = c.compute(shape, t, select(ok, prod, fl(0, t)), ReduceOp::Sum, extents,
+                             bias.kind == Val::Kind::Tensor ? "_conv" : "");
   if (bias.kind != Val::Kind::Tensor) return Val::tensor(conv);
   const auto idx = out_vars(shape.size());
-  return Val::tensor(c.compute(shape, t, binary("add", load(conv, idx, t), cast(load(bias.t, {idx[1]}, c.T(bias.t).dtype), t))));
+  return Val::tensor(
+      c.compute(shape, t, binary("add", load(conv, idx, t), cast(load(bias.t, {idx[1]}, c.T(bias.t).dtype), t))));
 }
 
 // 1, 2 or 3 from the op's name (max_pool3d_with_indices, avg_pool1d, ...).
@@ -169,7 +176,8 @@ Val max_pool(Ctx& c) {
   E flat = iconst(0);
   for (size_t d = 0; d < sd; ++d) {
     const E k = var(rank + static_cast<int>(d));
-    const E i = add(sub(mul(var(static_cast<int>(lead + d)), iconst(w.stride[d])), iconst(w.padding[d])), mul(k, iconst(w.dilation[d])));
+    const E i = add(sub(mul(var(static_cast<int>(lead + d)), iconst(w.stride[d])), iconst(w.padding[d])),
+                    mul(k, iconst(w.dilation[d])));
     ok = land(ok, land(ge(i, iconst(0)), lt(i, iconst(xs[lead + d]))));
     xi.push_back(i);
     flat = add(mul(flat, iconst(xs[lead + d])), i);
@@ -221,7 +229,8 @@ Val avg_pool(Ctx& c) {
       n = sub(binary("min", end, iconst(xs[lead + d]), DType::I64), binary("max", start, iconst(0), DType::I64));
     count = mul(count, n);
   }
-  const int s = c.compute(shape, t, select(ok, cast(load(x, xi, c.T(x).dtype), t), fl(0, t)), ReduceOp::Sum, w.kernel, "_sum");
+  const int s =
+      c.compute(shape, t, select(ok, cast(load(x, xi, c.T(x).dtype), t), fl(0, t)), ReduceOp::Sum, w.kernel, "_sum");
   const auto idx = out_vars(shape.size());
   E div = dv.is_number() ? fl(dv.get<double>(), t) : cast(count, t);
   return Val::tensor(c.compute(shape, t, binary("div", load(s, idx, t), div)));
@@ -261,7 +270,8 @@ Val adaptive_pool(Ctx& c, bool is_max) {
     const int arg = c.compute(shape, DType::I64, v, ReduceOp::ArgMax, extents, "_arg");
     return Val::list({Val::tensor(vals), Val::tensor(arg)});
   }
-  const int s = c.compute(shape, t, select(ok, cast(load(x, xi, c.T(x).dtype), t), fl(0, t)), ReduceOp::Sum, extents, "_sum");
+  const int s =
+      c.compute(shape, t, select(ok, cast(load(x, xi, c.T(x).dtype), t), fl(0, t)), ReduceOp::Sum, extents, "_sum");
   const auto idx = out_vars(shape.size());
   return Val::tensor(c.compute(shape, t, binary("div", load(s, idx, t), cast(count, t))));
 }
@@ -271,16 +281,22 @@ std::pair<int, int> stats(Ctx& c, int x, const std::vector<int64_t>& red, double
   const auto& xs = c.T(x);
   double n = 1;
   for (auto d : red) n *= static_cast<double>(xs.shape[static_cast<size_t>(d)]);
-  const int s = reduce_dims(c, xs.shape, red, true, ReduceOp::Sum, t, [&](const std::vector<E>& i) { return cast(load(x, i, xs.dtype), t); }, "_sum");
+  const int s = reduce_dims(
+      c, xs.shape, red, true, ReduceOp::Sum, t, [&](const std::vector<E>& i) { return cast(load(x, i, xs.dtype), t); },
+      "_sum");
   std::vector<int64_t> kshape = c.T(s).shape;
   const auto kidx = out_vars(kshape.size());
   const int mean = c.compute(kshape, t, binary("div", load(s, kidx, t), fl(n, t)), ReduceOp::None, {}, "_mean");
-  const int ss = reduce_dims(c, xs.shape, red, true, ReduceOp::Sum, t, [&](const std::vector<E>& i) {
-    E d = binary("sub", cast(load(x, i, xs.dtype), t), c.at(mean, i));
-    return binary("mul", d, d);
-  }, "_sq");
-  const int rstd = c.compute(kshape, t, unary("rsqrt", binary("add", binary("div", load(ss, kidx, t), fl(n, t)), fl(eps, t))),
-                             ReduceOp::None, {}, "_rstd");
+  const int ss = reduce_dims(
+      c, xs.shape, red, true, ReduceOp::Sum, t,
+      [&](const std::vector<E>& i) {
+        E d = binary("sub", cast(load(x, i, xs.dtype), t), c.at(mean, i));
+        return binary("mul", d, d);
+      },
+      "_sq");
+  const int rstd =
+      c.compute(kshape, t, unary("rsqrt", binary("add", binary("div", load(ss, kidx, t), fl(n, t)), fl(eps, t))),
+                ReduceOp::None, {}, "_rstd");
   return {mean, rstd};
 }
 
@@ -341,14 +357,16 @@ Val batch_norm(Ctx& c, int training_at, int eps_at, bool no_training) {
     mean = cast(load(rm.t, {idx[1]}, c.T(rm.t).dtype), t);
     rstd = unary("rsqrt", binary("add", cast(load(rv.t, {idx[1]}, c.T(rv.t).dtype), t), fl(eps, t)));
     mean_t = c.compute({xs[1]}, t, cast(load(rm.t, {var(0)}, c.T(rm.t).dtype), t), ReduceOp::None, {}, "_mean");
-    rstd_t = c.compute({xs[1]}, t, unary("rsqrt", binary("add", cast(load(rv.t, {var(0)}, c.T(rv.t).dtype), t), fl(eps, t))),
-                       ReduceOp::None, {}, "_rstd");
+    rstd_t =
+        c.compute({xs[1]}, t, unary("rsqrt", binary("add", cast(load(rv.t, {var(0)}, c.T(rv.t).dtype), t), fl(eps, t))),
+                  ReduceOp::None, {}, "_rstd");
   }
   E y = binary("mul", binary("sub", cast(load(x, idx, c.T(x).dtype), t), mean), rstd);
   if (w.kind == Val::Kind::Tensor) y = binary("mul", y, cast(load(w.t, {idx[1]}, c.T(w.t).dtype), t));
   if (b.kind == Val::Kind::Tensor) y = binary("add", y, cast(load(b.t, {idx[1]}, c.T(b.t).dtype), t));
   const int out = c.compute(xs, t, y);
-  std::vector<Val> res = {Val::tensor(out), Val::tensor(reshaped(c, mean_t, {xs[1]}, "_m")), Val::tensor(reshaped(c, rstd_t, {xs[1]}, "_r"))};
+  std::vector<Val> res = {Val::tensor(out), Val::tensor(reshaped(c, mean_t, {xs[1]}, "_m")),
+                          Val::tensor(reshaped(c, rstd_t, {xs[1]}, "_r"))};
   // The functional form also returns the updated running statistics: unchanged here (not results).
   if (c.node.contains("outputs") && c.node["outputs"].size() == 5) {
     res.push_back(rm);
@@ -361,22 +379,28 @@ Val batch_norm(Ctx& c, int training_at, int eps_at, bool no_training) {
 Val group_norm(Ctx& c) {
   const int x = c.tensor_arg(0);
   const Val w = c.arg(1, "weight"), b = c.arg(2, "bias");
-  const int64_t n = c.int_arg(3, "N", 1), ch = c.int_arg(4, "C", 1), hw = c.int_arg(5, "HxW", 1), g = c.int_arg(6, "group", 1);
+  const int64_t n = c.int_arg(3, "N", 1), ch = c.int_arg(4, "C", 1), hw = c.int_arg(5, "HxW", 1),
+                g = c.int_arg(6, "group", 1);
   const double eps = c.num_arg(7, "eps", 1e-5);
   const DType t = c.dtype(0);
   const auto& xs = c.T(x).shape;
   // x viewed as [N, G, C/G * HxW]
   const int64_t per = ch / g * hw;
-  const int xv = c.compute({n, g, per}, c.T(x).dtype, load(x, [&] {
-    std::vector<E> idx(xs.size());
-    E lin = add(mul(add(mul(var(0), iconst(g)), var(1)), iconst(per)), var(2));
-    E rest = lin;
-    for (size_t d = xs.size(); d-- > 0;) {
-      idx[d] = d == 0 ? rest : mod(rest, iconst(xs[d]));
-      rest = floordiv(rest, iconst(xs[d]));
-    }
-    return idx;
-  }(), c.T(x).dtype), ReduceOp::None, {}, "_grouped");
+  const int xv = c.compute({n, g, per}, c.T(x).dtype,
+                           load(
+                               x,
+                               [&] {
+                                 std::vector<E> idx(xs.size());
+                                 E lin = add(mul(add(mul(var(0), iconst(g)), var(1)), iconst(per)), var(2));
+                                 E rest = lin;
+                                 for (size_t d = xs.size(); d-- > 0;) {
+                                   idx[d] = d == 0 ? rest : mod(rest, iconst(xs[d]));
+                                   rest = floordiv(rest, iconst(xs[d]));
+                                 }
+                                 return idx;
+                               }(),
+                               c.T(x).dtype),
+                           ReduceOp::None, {}, "_grouped");
   const auto [mean, rstd] = stats(c, xv, {2}, eps, t);
   const auto idx = out_vars(xs.size());
   const E grp = floordiv(idx[1], iconst(ch / g));
@@ -385,7 +409,8 @@ Val group_norm(Ctx& c) {
   if (w.kind == Val::Kind::Tensor) y = binary("mul", y, cast(load(w.t, {idx[1]}, c.T(w.t).dtype), t));
   if (b.kind == Val::Kind::Tensor) y = binary("add", y, cast(load(b.t, {idx[1]}, c.T(b.t).dtype), t));
   const int out = c.compute(xs, t, y);
-  return Val::list({Val::tensor(out), Val::tensor(reshaped(c, mean, {n, g}, "_m")), Val::tensor(reshaped(c, rstd, {n, g}, "_r"))});
+  return Val::list(
+      {Val::tensor(out), Val::tensor(reshaped(c, mean, {n, g}, "_m")), Val::tensor(reshaped(c, rstd, {n, g}, "_r"))});
 }
 
 // upsample_nearest{1,2,3}d(x, output_size, scales...): src = floor(o * in / out).
@@ -414,16 +439,23 @@ Val upsample_bilinear(Ctx& c) {
   };
   std::vector<Axis> ax;
   for (size_t d = 2; d < 4; ++d) {
-    const double scale = align ? (shape[d] > 1 ? static_cast<double>(xs[d] - 1) / static_cast<double>(shape[d] - 1) : 0.0)
-                               : static_cast<double>(xs[d]) / static_cast<double>(shape[d]);
-    E src = align ? binary("mul", cast(idx[d], t), fl(scale, t))
-                  : binary("max", binary("sub", binary("mul", binary("add", cast(idx[d], t), fl(0.5, t)), fl(scale, t)), fl(0.5, t)), fl(0, t));
+    const double scale = align
+                             ? (shape[d] > 1 ? static_cast<double>(xs[d] - 1) / static_cast<double>(shape[d] - 1) : 0.0)
+                             : static_cast<double>(xs[d]) / static_cast<double>(shape[d]);
+    E src =
+        align
+            ? binary("mul", cast(idx[d], t), fl(scale, t))
+            : binary("max",
+                     binary("sub", binary("mul", binary("add", cast(idx[d], t), fl(0.5, t)), fl(scale, t)), fl(0.5, t)),
+                     fl(0, t));
     E i0 = binary("min", cast(unary("floor", src), DType::I64), iconst(xs[d] - 1), DType::I64);
     E i1 = binary("min", add(i0, iconst(1)), iconst(xs[d] - 1), DType::I64);
     ax.push_back({i0, i1, binary("sub", src, cast(i0, t))});
   }
   auto at = [&](const E& h, const E& w) { return cast(load(x, {idx[0], idx[1], h, w}, c.T(x).dtype), t); };
-  auto lerp = [&](const E& a, const E& b, const E& w) { return binary("add", binary("mul", a, binary("sub", fl(1, t), w)), binary("mul", b, w)); };
+  auto lerp = [&](const E& a, const E& b, const E& w) {
+    return binary("add", binary("mul", a, binary("sub", fl(1, t), w)), binary("mul", b, w));
+  };
   E top = lerp(at(ax[0].i0, ax[1].i0), at(ax[0].i0, ax[1].i1), ax[1].w);
   E bot = lerp(at(ax[0].i1, ax[1].i0), at(ax[0].i1, ax[1].i1), ax[1].w);
   return Val::tensor(c.compute(shape, t, lerp(top, bot, ax[0].w)));

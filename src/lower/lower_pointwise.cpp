@@ -43,7 +43,8 @@ LowerFn un(const std::string& op) {
   return [op](Ctx& c) {
     const Val x = c.arg(0);
     const DType t = c.dtype() == DType::Bool ? operand_type(c, x) : c.dtype();
-    return pointwise(c, {x}, [&](std::vector<E>& a) { return unary(op, a[0]); }, t);
+    return pointwise(
+        c, {x}, [&](std::vector<E>& a) { return unary(op, a[0]); }, t);
   };
 }
 
@@ -54,11 +55,14 @@ LowerFn bin(const std::string& op, bool alpha = false, bool reversed = false) {
     const DType t = compute_type(c, {a, b});
     const bool has_alpha = alpha && c.has(2, "alpha");
     const double al = has_alpha ? c.num_arg(2, "alpha", 1.0) : 1.0;
-    return pointwise(c, {a, b}, [&](std::vector<E>& x) {
-      E y = x[1];
-      if (has_alpha && al != 1.0) y = binary("mul", y, fconst(al, t));
-      return binary(op, x[0], y);
-    }, t);
+    return pointwise(
+        c, {a, b},
+        [&](std::vector<E>& x) {
+          E y = x[1];
+          if (has_alpha && al != 1.0) y = binary("mul", y, fconst(al, t));
+          return binary(op, x[0], y);
+        },
+        t);
   };
 }
 
@@ -78,11 +82,14 @@ Val div_op(Ctx& c) {
   const std::string mode = rm.is_string() ? rm.get<std::string>() : "";
   const DType out = c.dtype();
   const DType t = is_float(out) ? out : promote({operand_type(c, a), operand_type(c, b)});
-  return pointwise(c, {a, b}, [&](std::vector<E>& x) {
-    if (mode.empty()) return binary("div", x[0], x[1]);
-    if (is_float(t)) return unary(mode == "floor" ? "floor" : "trunc", binary("div", x[0], x[1]));
-    return binary(mode == "floor" ? "floordiv" : "idiv", x[0], x[1]);
-  }, t);
+  return pointwise(
+      c, {a, b},
+      [&](std::vector<E>& x) {
+        if (mode.empty()) return binary("div", x[0], x[1]);
+        if (is_float(t)) return unary(mode == "floor" ? "floor" : "trunc", binary("div", x[0], x[1]));
+        return binary(mode == "floor" ? "floordiv" : "idiv", x[0], x[1]);
+      },
+      t);
 }
 
 Val where_op(Ctx& c) {
@@ -90,7 +97,8 @@ Val where_op(Ctx& c) {
   const auto shape = c.shape();
   const auto idx = out_vars(shape.size());
   const DType t = c.dtype();
-  return Val::tensor(c.compute(shape, t, select(cast(c.at(cond, idx), DType::Bool), cast(c.at(a, idx), t), cast(c.at(b, idx), t))));
+  return Val::tensor(
+      c.compute(shape, t, select(cast(c.at(cond, idx), DType::Bool), cast(c.at(a, idx), t), cast(c.at(b, idx), t))));
 }
 
 Val masked_fill(Ctx& c) {
@@ -98,7 +106,8 @@ Val masked_fill(Ctx& c) {
   const auto shape = c.shape();
   const auto idx = out_vars(shape.size());
   const DType t = c.dtype();
-  return Val::tensor(c.compute(shape, t, select(cast(c.at(mask, idx), DType::Bool), cast(c.at(v, idx), t), cast(c.at(x, idx), t))));
+  return Val::tensor(
+      c.compute(shape, t, select(cast(c.at(mask, idx), DType::Bool), cast(c.at(v, idx), t), cast(c.at(x, idx), t))));
 }
 
 Val clamp(Ctx& c, bool has_min, bool has_max, size_t min_at = 1, size_t max_at = 2) {
@@ -128,23 +137,27 @@ LowerFn act(std::function<E(Ctx&, E)> f) {
   return [f](Ctx& c) {
     const Val x = c.arg(0);
     const DType t = c.dtype();
-    return pointwise(c, {x}, [&](std::vector<E>& a) { return f(c, a[0]); }, t);
+    return pointwise(
+        c, {x}, [&](std::vector<E>& a) { return f(c, a[0]); }, t);
   };
 }
 
 }  // namespace
 
 void add_pointwise(Table& t) {
-  for (const char* op : {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "erfc", "floor", "ceil",
-                         "trunc", "sign", "log1p", "expm1", "reciprocal", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-                         "acosh", "atanh", "exp2", "log2", "log10", "isnan", "isinf", "lgamma"})
+  for (const char* op :
+       {"abs",  "neg",   "exp",   "log",   "sqrt",  "rsqrt", "sin",   "cos",        "tan",   "tanh",  "erf",
+        "erfc", "floor", "ceil",  "trunc", "sign",  "log1p", "expm1", "reciprocal", "asin",  "acos",  "atan",
+        "sinh", "cosh",  "asinh", "acosh", "atanh", "exp2",  "log2",  "log10",      "isnan", "isinf", "lgamma"})
     t[op] = un(op);
   t["round"] = un("rint");
   t["sgn"] = un("sign");
   t["logical_not"] = un("not");
   t["bitwise_not"] = [](Ctx& c) {
     const Val x = c.arg(0);
-    return pointwise(c, {x}, [&](std::vector<E>& a) { return c.dtype() == DType::Bool ? unary("not", a[0]) : unary("bnot", a[0]); }, c.dtype());
+    return pointwise(
+        c, {x}, [&](std::vector<E>& a) { return c.dtype() == DType::Bool ? unary("not", a[0]) : unary("bnot", a[0]); },
+        c.dtype());
   };
   t["fix"] = un("trunc");
   t["square"] = act([](Ctx&, E x) { return binary("mul", x, x); });
@@ -157,13 +170,16 @@ void add_pointwise(Table& t) {
   t["gelu"] = act([](Ctx& c, E x) {
     const auto& ap = c.raw(1, "approximate");
     if (ap.is_string() && ap.get<std::string>() == "tanh") {
-      E inner = binary("mul", fl(std::sqrt(2.0 / M_PI), x), binary("add", x, binary("mul", fl(0.044715, x), binary("mul", x, binary("mul", x, x)))));
+      E inner = binary("mul", fl(std::sqrt(2.0 / M_PI), x),
+                       binary("add", x, binary("mul", fl(0.044715, x), binary("mul", x, binary("mul", x, x)))));
       return binary("mul", binary("mul", fl(0.5, x), x), binary("add", fl(1, x), unary("tanh", inner)));
     }
-    return binary("mul", binary("mul", fl(0.5, x), x), binary("add", fl(1, x), unary("erf", binary("mul", x, fl(M_SQRT1_2, x)))));
+    return binary("mul", binary("mul", fl(0.5, x), x),
+                  binary("add", fl(1, x), unary("erf", binary("mul", x, fl(M_SQRT1_2, x)))));
   });
   t["elu"] = act([](Ctx& c, E x) {
-    const double alpha = c.num_arg(1, "alpha", 1), scale = c.num_arg(2, "scale", 1), in_scale = c.num_arg(3, "input_scale", 1);
+    const double alpha = c.num_arg(1, "alpha", 1), scale = c.num_arg(2, "scale", 1),
+                 in_scale = c.num_arg(3, "input_scale", 1);
     E neg = binary("mul", fl(alpha, x), unary("expm1", binary("mul", x, fl(in_scale, x))));
     return binary("mul", fl(scale, x), select(binary("gt", x, fl(0, x)), x, neg));
   });
@@ -177,7 +193,9 @@ void add_pointwise(Table& t) {
     return binary("div", binary("min", binary("max", binary("add", x, fl(3, x)), fl(0, x)), fl(6, x)), fl(6, x));
   });
   t["hardswish"] = act([](Ctx&, E x) {
-    return binary("mul", x, binary("div", binary("min", binary("max", binary("add", x, fl(3, x)), fl(0, x)), fl(6, x)), fl(6, x)));
+    return binary(
+        "mul", x,
+        binary("div", binary("min", binary("max", binary("add", x, fl(3, x)), fl(0, x)), fl(6, x)), fl(6, x)));
   });
   t["threshold"] = act([](Ctx& c, E x) {
     return select(binary("gt", x, fl(c.num_arg(1, "threshold", 0), x)), x, fl(c.num_arg(2, "value", 0), x));
@@ -201,23 +219,29 @@ void add_pointwise(Table& t) {
   t["floor_divide"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1);
     const DType t2 = c.dtype();
-    return pointwise(c, {a, b}, [&](std::vector<E>& x) {
-      return is_float(t2) ? unary("floor", binary("div", x[0], x[1])) : binary("floordiv", x[0], x[1]);
-    }, t2);
+    return pointwise(
+        c, {a, b},
+        [&](std::vector<E>& x) {
+          return is_float(t2) ? unary("floor", binary("div", x[0], x[1])) : binary("floordiv", x[0], x[1]);
+        },
+        t2);
   };
   t["pow"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1);
     const DType t2 = c.dtype();
-    return pointwise(c, {a, b}, [&](std::vector<E>& x) {
-      double e = 0;
-      if (x[1]->kind == Node::Kind::Const) {
-        e = is_float(x[1]->dtype) ? x[1]->fval : static_cast<double>(x[1]->ival);
-        if (e == 2) return binary("mul", x[0], x[0]);
-        if (e == 1) return x[0];
-        if (e == 0.5 && is_float(t2)) return unary("sqrt", x[0]);
-      }
-      return binary("pow", x[0], x[1]);
-    }, t2);
+    return pointwise(
+        c, {a, b},
+        [&](std::vector<E>& x) {
+          double e = 0;
+          if (x[1]->kind == Node::Kind::Const) {
+            e = is_float(x[1]->dtype) ? x[1]->fval : static_cast<double>(x[1]->ival);
+            if (e == 2) return binary("mul", x[0], x[0]);
+            if (e == 1) return x[0];
+            if (e == 0.5 && is_float(t2)) return unary("sqrt", x[0]);
+          }
+          return binary("pow", x[0], x[1]);
+        },
+        t2);
   };
   t["maximum"] = bin("max");
   t["minimum"] = bin("min");
@@ -229,9 +253,12 @@ void add_pointwise(Table& t) {
   t["copysign"] = bin("copysign");
   t["hypot"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1);
-    return pointwise(c, {a, b}, [](std::vector<E>& x) {
-      return unary("sqrt", binary("add", binary("mul", x[0], x[0]), binary("mul", x[1], x[1])));
-    }, c.dtype());
+    return pointwise(
+        c, {a, b},
+        [](std::vector<E>& x) {
+          return unary("sqrt", binary("add", binary("mul", x[0], x[0]), binary("mul", x[1], x[1])));
+        },
+        c.dtype());
   };
   for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) t[op] = bin(op);
   t["logical_and"] = bin("and");
@@ -248,25 +275,29 @@ void add_pointwise(Table& t) {
   t["clamp_max"] = [](Ctx& c) { return clamp(c, false, true, 1, 1); };
   t["lerp"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1), w = c.arg(2);
-    return pointwise(c, {a, b, w}, [](std::vector<E>& x) { return binary("add", x[0], binary("mul", x[2], binary("sub", x[1], x[0]))); },
-                     c.dtype());
+    return pointwise(
+        c, {a, b, w},
+        [](std::vector<E>& x) { return binary("add", x[0], binary("mul", x[2], binary("sub", x[1], x[0]))); },
+        c.dtype());
   };
   t["addcmul"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1), d = c.arg(2);
     const double v = c.num_arg(3, "value", 1);
-    return pointwise(c, {a, b, d}, [&](std::vector<E>& x) {
-      return binary("add", x[0], binary("mul", fl(v, x[0]), binary("mul", x[1], x[2])));
-    }, c.dtype());
+    return pointwise(
+        c, {a, b, d},
+        [&](std::vector<E>& x) { return binary("add", x[0], binary("mul", fl(v, x[0]), binary("mul", x[1], x[2]))); },
+        c.dtype());
   };
   t["addcdiv"] = [](Ctx& c) {
     const Val a = c.arg(0), b = c.arg(1), d = c.arg(2);
     const double v = c.num_arg(3, "value", 1);
-    return pointwise(c, {a, b, d}, [&](std::vector<E>& x) {
-      return binary("add", x[0], binary("mul", fl(v, x[0]), binary("div", x[1], x[2])));
-    }, c.dtype());
+    return pointwise(
+        c, {a, b, d},
+        [&](std::vector<E>& x) { return binary("add", x[0], binary("mul", fl(v, x[0]), binary("div", x[1], x[2]))); },
+        c.dtype());
   };
-  for (const char* op : {"_to_copy", "to", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "type_as", "_unsafe_view_copy",
-                         "view_copy", "positive", "dropout", "feature_dropout", "alpha_dropout"})
+  for (const char* op : {"_to_copy", "to", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "type_as",
+                         "_unsafe_view_copy", "view_copy", "positive", "dropout", "feature_dropout", "alpha_dropout"})
     t[op] = copy_like;
   t["prims.convert_element_type.default"] = copy_like;
   t["native_dropout"] = [](Ctx& c) {
@@ -280,15 +311,19 @@ void add_pointwise(Table& t) {
     return Val::list({Val::tensor(out), Val::tensor(mask)});
   };
   t["full"] = [](Ctx& c) { return full_value(c, c.arg(1, "fill_value").s ? c.arg(1, "fill_value").s : fconst(0)); };
-  t["full_like"] = [](Ctx& c) { return full_value(c, c.arg(1, "fill_value").s ? c.arg(1, "fill_value").s : fconst(0)); };
+  t["full_like"] = [](Ctx& c) {
+    return full_value(c, c.arg(1, "fill_value").s ? c.arg(1, "fill_value").s : fconst(0));
+  };
   t["fill"] = [](Ctx& c) {
     const Val v = c.arg(1, "value");
     const auto shape = c.shape();
     return Val::tensor(c.compute(shape, c.dtype(), cast(c.at(v, out_vars(shape.size())), c.dtype())));
   };
   t["scalar_tensor"] = [](Ctx& c) { return full_value(c, c.arg(0).s ? c.arg(0).s : fconst(0)); };
-  for (const char* z : {"zeros", "zeros_like", "new_zeros"}) t[z] = [](Ctx& c) { return full_value(c, fconst(0, DType::F64)); };
-  for (const char* z : {"ones", "ones_like", "new_ones"}) t[z] = [](Ctx& c) { return full_value(c, fconst(1, DType::F64)); };
+  for (const char* z : {"zeros", "zeros_like", "new_zeros"})
+    t[z] = [](Ctx& c) { return full_value(c, fconst(0, DType::F64)); };
+  for (const char* z : {"ones", "ones_like", "new_ones"})
+    t[z] = [](Ctx& c) { return full_value(c, fconst(1, DType::F64)); };
   t["arange"] = [](Ctx& c) {
     // arange(end) / arange.start(start, end) / arange.start_step(start, end, step)
     const auto n = c.node["args"].size();

@@ -18,16 +18,18 @@ std::vector<int64_t> dims_arg(const Ctx& c, size_t i, const char* kw) {
   return c.ints_arg(i, kw);
 }
 
-
 // sum / prod / amax / amin over `dims` of x, the node's traced output as the result.
 int reduce_of(Ctx& c, int x, const std::vector<int64_t>& dims, bool keepdim, ReduceOp op, DType out,
               const std::function<E(E)>& f = nullptr, const std::string& suffix = "") {
   const Tensor& s = c.T(x);
   const DType t = (op == ReduceOp::Sum || op == ReduceOp::Prod) && !is_float(out) ? DType::I64 : out;
-  return reduce_dims(c, s.shape, dims, keepdim, op, out, [&](const std::vector<E>& idx) {
-    E v = cast(load(x, idx, s.dtype), op == ReduceOp::Max || op == ReduceOp::Min ? s.dtype : t);
-    return f ? f(v) : v;
-  }, suffix);
+  return reduce_dims(
+      c, s.shape, dims, keepdim, op, out,
+      [&](const std::vector<E>& idx) {
+        E v = cast(load(x, idx, s.dtype), op == ReduceOp::Max || op == ReduceOp::Min ? s.dtype : t);
+        return f ? f(v) : v;
+      },
+      suffix);
 }
 
 int64_t count_of(const Tensor& s, const std::vector<int64_t>& dims) {
@@ -60,20 +62,29 @@ Val mean(Ctx& c) {
 }
 
 // var / std with a correction (unbiased: 1), over dims; `root` gives std.
-int variance(Ctx& c, int x, const std::vector<int64_t>& dims, double correction, bool keepdim, DType t, int* mean_out = nullptr) {
+int variance(Ctx& c, int x, const std::vector<int64_t>& dims, double correction, bool keepdim, DType t,
+             int* mean_out = nullptr) {
   const double n = static_cast<double>(count_of(c.T(x), dims));
   const int s = reduce_of(c, x, dims, true, ReduceOp::Sum, t, nullptr, "_sum");
-  const int m = map(c, s, t, [&](E v) { return binary("div", v, fconst(n, t)); }, "_mean");
+  const int m = map(
+      c, s, t, [&](E v) { return binary("div", v, fconst(n, t)); }, "_mean");
   const auto& xs = c.T(x);
-  const int ss = reduce_dims(c, xs.shape, dims, keepdim, ReduceOp::Sum, t, [&](const std::vector<E>& idx) {
-    E d = binary("sub", cast(load(x, idx, xs.dtype), t), c.at(m, idx));
-    return binary("mul", d, d);
-  }, "_sq");
+  const int ss = reduce_dims(
+      c, xs.shape, dims, keepdim, ReduceOp::Sum, t,
+      [&](const std::vector<E>& idx) {
+        E d = binary("sub", cast(load(x, idx, xs.dtype), t), c.at(m, idx));
+        return binary("mul", d, d);
+      },
+      "_sq");
   if (mean_out) {
-    if (keepdim) *mean_out = m;
-    else *mean_out = reduce_of(c, x, dims, false, ReduceOp::Sum, t, [&](E v) { return binary("div", v, fconst(n, t)); }, "_mean2");
+    if (keepdim)
+      *mean_out = m;
+    else
+      *mean_out = reduce_of(
+          c, x, dims, false, ReduceOp::Sum, t, [&](E v) { return binary("div", v, fconst(n, t)); }, "_mean2");
   }
-  return map(c, ss, t, [&](E v) { return binary("div", v, fconst(std::max(n - correction, 0.0), t)); }, "_var");
+  return map(
+      c, ss, t, [&](E v) { return binary("div", v, fconst(std::max(n - correction, 0.0), t)); }, "_var");
 }
 
 double correction_of(const Ctx& c) {
@@ -97,7 +108,8 @@ Val var_op(Ctx& c, bool root) {
   const int x = c.tensor_arg(0);
   const int v = variance(c, x, dims_arg(c, 1, "dim"), correction_of(c), keepdim_of(c), c.dtype(root ? -1 : -1));
   if (!root) return Val::tensor(v);
-  return Val::tensor(map(c, v, c.dtype(), [](E e) { return unary("sqrt", e); }, "_std"));
+  return Val::tensor(map(
+      c, v, c.dtype(), [](E e) { return unary("sqrt", e); }, "_std"));
 }
 
 Val var_mean(Ctx& c, bool root) {
@@ -105,7 +117,9 @@ Val var_mean(Ctx& c, bool root) {
   int m = -1;
   const DType t = c.dtype(0);
   int v = variance(c, x, dims_arg(c, 1, "dim"), correction_of(c), keepdim_of(c), t, &m);
-  if (root) v = map(c, v, t, [](E e) { return unary("sqrt", e); }, "_std");
+  if (root)
+    v = map(
+        c, v, t, [](E e) { return unary("sqrt", e); }, "_std");
   return Val::list({Val::tensor(v), Val::tensor(m)});
 }
 
@@ -118,13 +132,16 @@ Val minmax(Ctx& c, bool is_max) {
     const int y = c.tensor_arg(1);
     const auto shape = c.shape();
     const auto idx = out_vars(shape.size());
-    return Val::tensor(c.compute(shape, c.dtype(), binary(is_max ? "max" : "min", cast(c.at(x, idx), c.dtype()), cast(c.at(y, idx), c.dtype()))));
+    return Val::tensor(
+        c.compute(shape, c.dtype(),
+                  binary(is_max ? "max" : "min", cast(c.at(x, idx), c.dtype()), cast(c.at(y, idx), c.dtype()))));
   }
   const int64_t dim = c.int_arg(1, "dim", 0);
   const bool keep = c.bool_arg(2, "keepdim", false);
   const int v = reduce_of(c, x, {dim}, keep, is_max ? ReduceOp::Max : ReduceOp::Min, c.dtype(0), nullptr, "_values");
-  const int i = reduce_dims(c, c.T(x).shape, {dim}, keep, is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, DType::I64,
-                            [&](const std::vector<E>& idx) { return load(x, idx, c.T(x).dtype); }, "_indices");
+  const int i = reduce_dims(
+      c, c.T(x).shape, {dim}, keep, is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, DType::I64,
+      [&](const std::vector<E>& idx) { return load(x, idx, c.T(x).dtype); }, "_indices");
   return Val::list({Val::tensor(v), Val::tensor(i)});
 }
 
@@ -137,15 +154,20 @@ Val argext(Ctx& c, bool is_max) {
   if (d.is_null()) {  // over the flattened tensor
     const int64_t n = s.numel();
     std::vector<int64_t> shape = c.shape();
-    return Val::tensor(c.compute(shape, DType::I64, load(x, [&] {
-      std::vector<E> idx(s.shape.size());
-      E rest = var(static_cast<int>(shape.size()));
-      for (size_t k = s.shape.size(); k-- > 0;) {
-        idx[k] = k == 0 ? rest : mod(rest, iconst(s.shape[k]));
-        rest = floordiv(rest, iconst(s.shape[k]));
-      }
-      return idx;
-    }(), s.dtype), op, {n}));
+    return Val::tensor(c.compute(shape, DType::I64,
+                                 load(
+                                     x,
+                                     [&] {
+                                       std::vector<E> idx(s.shape.size());
+                                       E rest = var(static_cast<int>(shape.size()));
+                                       for (size_t k = s.shape.size(); k-- > 0;) {
+                                         idx[k] = k == 0 ? rest : mod(rest, iconst(s.shape[k]));
+                                         rest = floordiv(rest, iconst(s.shape[k]));
+                                       }
+                                       return idx;
+                                     }(),
+                                     s.dtype),
+                                 op, {n}));
   }
   return Val::tensor(reduce_dims(c, s.shape, {d.get<int64_t>()}, keep, op, DType::I64,
                                  [&](const std::vector<E>& idx) { return load(x, idx, s.dtype); }));
@@ -158,11 +180,15 @@ Val softmax(Ctx& c, bool log) {
   const auto& s = c.T(x);
   const auto idx = out_vars(s.shape.size());
   const int m = reduce_of(c, x, {dim}, true, ReduceOp::Max, s.dtype, nullptr, "_max");
-  const int z = reduce_dims(c, s.shape, {dim}, true, ReduceOp::Sum, t, [&](const std::vector<E>& i) {
-    return unary("exp", binary("sub", cast(load(x, i, s.dtype), t), cast(c.at(m, i), t)));
-  }, "_sum");
+  const int z = reduce_dims(
+      c, s.shape, {dim}, true, ReduceOp::Sum, t,
+      [&](const std::vector<E>& i) {
+        return unary("exp", binary("sub", cast(load(x, i, s.dtype), t), cast(c.at(m, i), t)));
+      },
+      "_sum");
   E shifted = binary("sub", cast(load(x, idx, s.dtype), t), cast(c.at(m, idx), t));
-  E body = log ? binary("sub", shifted, unary("log", c.at(z, idx))) : binary("div", unary("exp", shifted), c.at(z, idx));
+  E body =
+      log ? binary("sub", shifted, unary("log", c.at(z, idx))) : binary("div", unary("exp", shifted), c.at(z, idx));
   return Val::tensor(c.compute(s.shape, t, body));
 }
 
@@ -173,12 +199,15 @@ Val logsumexp(Ctx& c) {
   const DType t = c.dtype();
   const auto& s = c.T(x);
   const int m = reduce_of(c, x, dims, true, ReduceOp::Max, s.dtype, nullptr, "_max");
-  const int z = reduce_dims(c, s.shape, dims, keep, ReduceOp::Sum, t, [&](const std::vector<E>& i) {
-    // An infinite maximum would make x - max NaN: shift by 0 then (torch's rule).
-    E mx = cast(c.at(m, i), t);
-    mx = select(unary("isinf", mx), fconst(0, t), mx);
-    return unary("exp", binary("sub", cast(load(x, i, s.dtype), t), mx));
-  }, "_sum");
+  const int z = reduce_dims(
+      c, s.shape, dims, keep, ReduceOp::Sum, t,
+      [&](const std::vector<E>& i) {
+        // An infinite maximum would make x - max NaN: shift by 0 then (torch's rule).
+        E mx = cast(c.at(m, i), t);
+        mx = select(unary("isinf", mx), fconst(0, t), mx);
+        return unary("exp", binary("sub", cast(load(x, i, s.dtype), t), mx));
+      },
+      "_sum");
   const int mk = reduce_of(c, x, dims, keep, ReduceOp::Max, s.dtype, nullptr, "_max2");
   const auto shape = c.shape();
   const auto idx = out_vars(shape.size());
@@ -205,8 +234,10 @@ Val scan(Ctx& c, bool prod) {
   const DType t = c.dtype();
   const auto idx = out_vars(s.shape.size());
   const int id = c.compute(s.shape, t, cast(load(x, idx, s.dtype), t), prod ? ReduceOp::Prod : ReduceOp::Sum, {});
-  if (r > 0) c.p.tensors[static_cast<size_t>(id)].scan_dim = norm_dim(c.int_arg(1, "dim", 0), r);
-  else c.p.tensors[static_cast<size_t>(id)].reduce = ReduceOp::None;  // a 0-dim scan is the value itself
+  if (r > 0)
+    c.p.tensors[static_cast<size_t>(id)].scan_dim = norm_dim(c.int_arg(1, "dim", 0), r);
+  else
+    c.p.tensors[static_cast<size_t>(id)].reduce = ReduceOp::None;  // a 0-dim scan is the value itself
   return Val::tensor(id);
 }
 
@@ -218,15 +249,20 @@ Val vector_norm(Ctx& c) {
   const bool keep = c.bool_arg(3, "keepdim", false);
   const DType t = c.dtype();
   if (std::isinf(ord))
-    return Val::tensor(reduce_of(c, x, dims, keep, ord > 0 ? ReduceOp::Max : ReduceOp::Min, t, [](E v) { return unary("abs", v); }));
-  const int s = reduce_of(c, x, dims, keep, ReduceOp::Sum, t, [&](E v) {
-    if (ord == 1) return unary("abs", v);
-    if (ord == 2) return binary("mul", v, v);
-    if (ord == 0) return cast(binary("ne", v, fconst(0, t)), t);
-    return binary("pow", unary("abs", v), fconst(ord, t));
-  }, "_sum");
+    return Val::tensor(
+        reduce_of(c, x, dims, keep, ord > 0 ? ReduceOp::Max : ReduceOp::Min, t, [](E v) { return unary("abs", v); }));
+  const int s = reduce_of(
+      c, x, dims, keep, ReduceOp::Sum, t,
+      [&](E v) {
+        if (ord == 1) return unary("abs", v);
+        if (ord == 2) return binary("mul", v, v);
+        if (ord == 0) return cast(binary("ne", v, fconst(0, t)), t);
+        return binary("pow", unary("abs", v), fconst(ord, t));
+      },
+      "_sum");
   if (ord == 1 || ord == 0) return Val::tensor(s);
-  return Val::tensor(map(c, s, t, [&](E v) { return ord == 2 ? unary("sqrt", v) : binary("pow", v, fconst(1.0 / ord, t)); }));
+  return Val::tensor(
+      map(c, s, t, [&](E v) { return ord == 2 ? unary("sqrt", v) : binary("pow", v, fconst(1.0 / ord, t)); }));
 }
 
 // nll_loss_forward(x [N, C] or [C], target [N] or [], weight, reduction, ignore_index) -> (loss, total_weight)
@@ -241,16 +277,22 @@ Val nll_loss(Ctx& c) {
   if (xs.shape.size() != 2 && xs.shape.size() != 1) throw Unsupported("nll_loss over more than 2 dims");
   const bool batched = xs.shape.size() == 2;
   const int64_t n = batched ? xs.shape[0] : 1;
-  auto cls_at = [&](E i) { return cast(load(tg, batched ? std::vector<E>{i} : std::vector<E>{}, c.T(tg).dtype), DType::I64); };
+  auto cls_at = [&](E i) {
+    return cast(load(tg, batched ? std::vector<E>{i} : std::vector<E>{}, c.T(tg).dtype), DType::I64);
+  };
   auto weight_at = [&](E cls) -> E {
     E ok = binary("ne", cls, iconst(ignore), DType::Bool);
-    E wv = w.kind == Val::Kind::Tensor ? cast(load(w.t, {select(ok, cls, iconst(0))}, c.T(w.t).dtype), t) : fconst(1, t);
+    E wv =
+        w.kind == Val::Kind::Tensor ? cast(load(w.t, {select(ok, cls, iconst(0))}, c.T(w.t).dtype), t) : fconst(1, t);
     return select(ok, wv, fconst(0, t));
   };
   auto term = [&](E i) {
     E cls = cls_at(i);
     E ok = binary("ne", cls, iconst(ignore), DType::Bool);
-    E xv = cast(load(x, batched ? std::vector<E>{i, select(ok, cls, iconst(0))} : std::vector<E>{select(ok, cls, iconst(0))}, xs.dtype), t);
+    E xv = cast(
+        load(x, batched ? std::vector<E>{i, select(ok, cls, iconst(0))} : std::vector<E>{select(ok, cls, iconst(0))},
+             xs.dtype),
+        t);
     return binary("mul", unary("neg", xv), weight_at(cls));
   };
   if (reduction == 0) {
@@ -281,11 +323,13 @@ void add_reduce(Table& t) {
   };
   t["amax"] = [](Ctx& c) {
     const int x = c.tensor_arg(0);
-    return Val::tensor(reduce_of(c, x, dims_arg(c, 1, "dim"), c.bool_arg(2, "keepdim", false), ReduceOp::Max, c.dtype()));
+    return Val::tensor(
+        reduce_of(c, x, dims_arg(c, 1, "dim"), c.bool_arg(2, "keepdim", false), ReduceOp::Max, c.dtype()));
   };
   t["amin"] = [](Ctx& c) {
     const int x = c.tensor_arg(0);
-    return Val::tensor(reduce_of(c, x, dims_arg(c, 1, "dim"), c.bool_arg(2, "keepdim", false), ReduceOp::Min, c.dtype()));
+    return Val::tensor(
+        reduce_of(c, x, dims_arg(c, 1, "dim"), c.bool_arg(2, "keepdim", false), ReduceOp::Min, c.dtype()));
   };
   t["max"] = [](Ctx& c) { return minmax(c, true); };
   t["min"] = [](Ctx& c) { return minmax(c, false); };

@@ -20,7 +20,8 @@ Val map_to(Ctx& c, int src, const std::function<std::vector<E>(const std::vector
 }
 
 // The index of `src_shape` that has the same row-major linear position as `idx` in `shape`.
-std::vector<E> relinearise(const std::vector<int64_t>& shape, const std::vector<E>& idx, const std::vector<int64_t>& src_shape) {
+std::vector<E> relinearise(const std::vector<int64_t>& shape, const std::vector<E>& idx,
+                           const std::vector<int64_t>& src_shape) {
   if (shape == src_shape) return idx;
   // Only size-1 dims added or removed (squeeze, unsqueeze, a view that does so): dim to dim.
   std::vector<size_t> a, b;
@@ -59,7 +60,8 @@ Val permute(Ctx& c, std::vector<int64_t> perm) {
   const int r = c.rank(x);
   return map_to(c, x, [&](const std::vector<E>& idx) {
     std::vector<E> s(static_cast<size_t>(r));
-    for (int d = 0; d < r; ++d) s[static_cast<size_t>(norm_dim(perm[static_cast<size_t>(d)], r))] = idx[static_cast<size_t>(d)];
+    for (int d = 0; d < r; ++d)
+      s[static_cast<size_t>(norm_dim(perm[static_cast<size_t>(d)], r))] = idx[static_cast<size_t>(d)];
     return s;
   });
 }
@@ -128,8 +130,10 @@ Val cat(Ctx& c) {
     auto s = idx;
     s[static_cast<size_t>(dim)] = sub(idx[static_cast<size_t>(dim)], iconst(offs[k]));
     E part = cast(load(xs[k], s, c.T(xs[k]).dtype), t);
-    body = body ? select(lt(idx[static_cast<size_t>(dim)], iconst(offs[k] + c.T(xs[k]).shape[static_cast<size_t>(dim)])), part, body)
-                : part;
+    body = body
+               ? select(lt(idx[static_cast<size_t>(dim)], iconst(offs[k] + c.T(xs[k]).shape[static_cast<size_t>(dim)])),
+                        part, body)
+               : part;
   }
   if (!body) throw Unsupported("cat of nothing");
   return Val::tensor(c.compute(shape, t, body));
@@ -150,11 +154,14 @@ Val split(Ctx& c, bool with_sizes) {
   std::vector<Val> parts;
   int64_t off = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    parts.push_back(map_to(c, x, [&](const std::vector<E>& idx) {
-      auto s = idx;
-      s[static_cast<size_t>(dim)] = add(idx[static_cast<size_t>(dim)], iconst(off));
-      return s;
-    }, static_cast<int>(k), "_" + std::to_string(k)));
+    parts.push_back(map_to(
+        c, x,
+        [&](const std::vector<E>& idx) {
+          auto s = idx;
+          s[static_cast<size_t>(dim)] = add(idx[static_cast<size_t>(dim)], iconst(off));
+          return s;
+        },
+        static_cast<int>(k), "_" + std::to_string(k)));
     off += sizes[k];
   }
   return Val::list(std::move(parts));
@@ -166,11 +173,14 @@ Val unbind(Ctx& c) {
   const int dim = norm_dim(c.int_arg(1, "dim", 0), r);
   std::vector<Val> parts;
   for (int64_t k = 0; k < c.T(x).shape[static_cast<size_t>(dim)]; ++k)
-    parts.push_back(map_to(c, x, [&](const std::vector<E>& idx) {
-      std::vector<E> s(idx.begin(), idx.end());
-      s.insert(s.begin() + dim, iconst(k));
-      return s;
-    }, static_cast<int>(k), "_" + std::to_string(k)));
+    parts.push_back(map_to(
+        c, x,
+        [&](const std::vector<E>& idx) {
+          std::vector<E> s(idx.begin(), idx.end());
+          s.insert(s.begin() + dim, iconst(k));
+          return s;
+        },
+        static_cast<int>(k), "_" + std::to_string(k)));
   return Val::list(std::move(parts));
 }
 
@@ -285,7 +295,8 @@ Val gather(Ctx& c) {
   const int ix = c.tensor_arg(2, "index");
   return map_to(c, x, [&](const std::vector<E>& idx) {
     auto s = idx;
-    s[static_cast<size_t>(dim)] = wrap(cast(load(ix, idx, c.T(ix).dtype), DType::I64), c.T(x).shape[static_cast<size_t>(dim)]);
+    s[static_cast<size_t>(dim)] =
+        wrap(cast(load(ix, idx, c.T(ix).dtype), DType::I64), c.T(x).shape[static_cast<size_t>(dim)]);
     return s;
   });
 }
@@ -331,7 +342,8 @@ Val index_tensor(Ctx& c) {
       if (ids[d] >= 0) {
         const Tensor& it = c.T(ids[d]);
         std::vector<E> ii;
-        for (size_t k = 0; k < it.shape.size(); ++k) ii.push_back(it.shape[k] == 1 ? iconst(0) : b[brank - it.shape.size() + k]);
+        for (size_t k = 0; k < it.shape.size(); ++k)
+          ii.push_back(it.shape[k] == 1 ? iconst(0) : b[brank - it.shape.size() + k]);
         E v = load(ids[d], ii, it.dtype);
         if (it.dtype == DType::Bool) throw Unsupported("index by a bool mask (its result's size depends on the data)");
         s[d] = wrap(cast(v, DType::I64), xs[d]);
@@ -376,7 +388,8 @@ Val as_strided(Ctx& c) {
 
 void add_shape(Table& t) {
   t["as_strided"] = as_strided;
-  for (const char* op : {"view", "_unsafe_view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"}) t[op] = view;
+  for (const char* op : {"view", "_unsafe_view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"})
+    t[op] = view;
   t["prims.reshape"] = view;
   t["permute"] = [](Ctx& c) { return permute(c, c.ints_arg(1, "dims")); };
   t["t"] = [](Ctx& c) {
@@ -393,7 +406,8 @@ void add_shape(Table& t) {
     std::vector<int64_t> p(static_cast<size_t>(r));
     std::iota(p.begin(), p.end(), 0);
     if (r == 0) return view(c);
-    std::swap(p[static_cast<size_t>(norm_dim(c.int_arg(1, "dim0", 0), r))], p[static_cast<size_t>(norm_dim(c.int_arg(2, "dim1", 1), r))]);
+    std::swap(p[static_cast<size_t>(norm_dim(c.int_arg(1, "dim0", 0), r))],
+              p[static_cast<size_t>(norm_dim(c.int_arg(2, "dim1", 1), r))]);
     return permute(c, p);
   };
   t["expand"] = expand;
@@ -422,7 +436,8 @@ void add_shape(Table& t) {
   t["getitem"] = [](Ctx& c) {
     const Val v = c.arg(0);
     const int64_t k = c.int_arg(1, nullptr, 0);
-    if (v.kind != Val::Kind::List || k < 0 || static_cast<size_t>(k) >= v.items.size()) throw Unsupported("getitem of a non-list");
+    if (v.kind != Val::Kind::List || k < 0 || static_cast<size_t>(k) >= v.items.size())
+      throw Unsupported("getitem of a non-list");
     return v.items[static_cast<size_t>(k)];
   };
 }

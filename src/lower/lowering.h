@@ -66,8 +66,8 @@ struct Ctx {
   const Tensor& T(int id) const { return p.tensors[static_cast<size_t>(id)]; }
   int rank(int id) const { return static_cast<int>(T(id).shape.size()); }
   // A computed tensor named after this node.
-  int compute(std::vector<int64_t> shape, DType t, E body, ReduceOp r = ReduceOp::None, std::vector<int64_t> extents = {},
-              const std::string& suffix = "") const;
+  int compute(std::vector<int64_t> shape, DType t, E body, ReduceOp r = ReduceOp::None,
+              std::vector<int64_t> extents = {}, const std::string& suffix = "") const;
   // A tensor operand read at the output index `idx` of a tensor of rank idx.size(), with
   // numpy broadcasting (right-aligned; dims of size 1 read index 0); a scalar as itself.
   E at(const Val& v, const std::vector<E>& idx) const;
@@ -75,9 +75,9 @@ struct Ctx {
   std::string name() const;
 };
 
-std::vector<E> out_vars(size_t rank);           // Var 0..rank-1
-int norm_dim(int64_t d, int rank);               // a negative dim counted from the end
-DType promote(const std::vector<DType>& ts);      // the wider of float / integer / bool
+std::vector<E> out_vars(size_t rank);         // Var 0..rank-1
+int norm_dim(int64_t d, int rank);            // a negative dim counted from the end
+DType promote(const std::vector<DType>& ts);  // the wider of float / integer / bool
 
 using LowerFn = std::function<Val(Ctx&)>;
 using Table = std::map<std::string, LowerFn>;
@@ -88,7 +88,8 @@ void add_linalg(Table& t);  // matmul, convolution, pooling, normalisation, resi
 
 // Reduction helper: `body_at(idx)` gives the value at the input index `idx` (rank of x); reduces
 // over `dims` of the input `shape`, keeping them as size-1 dims when `keepdim`.
-int reduce_dims(const Ctx& c, const std::vector<int64_t>& in_shape, std::vector<int64_t> dims, bool keepdim, ReduceOp op,
-                DType out, const std::function<E(const std::vector<E>&)>& body_at, const std::string& suffix = "");
+int reduce_dims(const Ctx& c, const std::vector<int64_t>& in_shape, std::vector<int64_t> dims, bool keepdim,
+                ReduceOp op, DType out, const std::function<E(const std::vector<E>&)>& body_at,
+                const std::string& suffix = "");
 
 }  // namespace mblast::lower

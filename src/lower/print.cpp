@@ -19,25 +19,39 @@ Dialect make(const std::string& name, const std::string& i64, const std::string&
   d.float_suffix_functions = suffix;
   d.type = [i64](DType t) -> std::string {
     switch (t) {
-      case DType::F32: return "float";
-      case DType::F64: return "double";
-      case DType::I64: return i64;
-      case DType::I32: return "int";
-      case DType::Bool: return "int";
-      case DType::U8: return "int";
-      case DType::I8: return "int";
+      case DType::F32:
+        return "float";
+      case DType::F64:
+        return "double";
+      case DType::I64:
+        return i64;
+      case DType::I32:
+        return "int";
+      case DType::Bool:
+        return "int";
+      case DType::U8:
+        return "int";
+      case DType::I8:
+        return "int";
     }
     return "float";
   };
   d.storage = [i64, u8](DType t) -> std::string {
     switch (t) {
-      case DType::F32: return "float";
-      case DType::F64: return "double";
-      case DType::I64: return i64;
-      case DType::I32: return "int";
-      case DType::Bool: return u8;
-      case DType::U8: return u8;
-      case DType::I8: return "signed char";
+      case DType::F32:
+        return "float";
+      case DType::F64:
+        return "double";
+      case DType::I64:
+        return i64;
+      case DType::I32:
+        return "int";
+      case DType::Bool:
+        return u8;
+      case DType::U8:
+        return u8;
+      case DType::I8:
+        return "signed char";
     }
     return "float";
   };
@@ -46,15 +60,20 @@ Dialect make(const std::string& name, const std::string& i64, const std::string&
 
 bool nonneg(const E& e) {
   switch (e->kind) {
-    case Node::Kind::Var: return true;
-    case Node::Kind::Const: return !is_float(e->dtype) && e->ival >= 0;
+    case Node::Kind::Var:
+      return true;
+    case Node::Kind::Const:
+      return !is_float(e->dtype) && e->ival >= 0;
     case Node::Kind::Binary:
-      if (e->op == "add" || e->op == "mul" || e->op == "floordiv" || e->op == "mod") return nonneg(e->args[0]) && nonneg(e->args[1]);
+      if (e->op == "add" || e->op == "mul" || e->op == "floordiv" || e->op == "mod")
+        return nonneg(e->args[0]) && nonneg(e->args[1]);
       if (e->op == "min") return nonneg(e->args[0]) && nonneg(e->args[1]);
       if (e->op == "max") return nonneg(e->args[0]) || nonneg(e->args[1]);
       return false;
-    case Node::Kind::Select: return nonneg(e->args[1]) && nonneg(e->args[2]);
-    default: return false;
+    case Node::Kind::Select:
+      return nonneg(e->args[1]) && nonneg(e->args[2]);
+    default:
+      return false;
   }
 }
 
@@ -95,12 +114,15 @@ struct Printer {
     switch (e->kind) {
       case Node::Kind::Const:
         if (is_float(e->dtype)) return float_literal(e->fval, e->dtype);
-        if (e->dtype == DType::I64) return e->ival < 0 ? fmt::format("(({}){})", ty(DType::I64), e->ival) : std::to_string(e->ival);
+        if (e->dtype == DType::I64)
+          return e->ival < 0 ? fmt::format("(({}){})", ty(DType::I64), e->ival) : std::to_string(e->ival);
         return e->ival < 0 ? "(" + std::to_string(e->ival) + ")" : std::to_string(e->ival);
-      case Node::Kind::Var: return var_name(e->var);
+      case Node::Kind::Var:
+        return var_name(e->var);
       case Node::Kind::Load: {
         const auto& buf = s.buffer[static_cast<size_t>(e->tensor)];
-        if (buf.empty()) throw std::logic_error("load of an inlined tensor " + s.program.tensors[static_cast<size_t>(e->tensor)].name);
+        if (buf.empty())
+          throw std::logic_error("load of an inlined tensor " + s.program.tensors[static_cast<size_t>(e->tensor)].name);
         return fmt::format("{}[{}]", buf, buffer_index(e));
       }
       case Node::Kind::Cast: {
@@ -110,9 +132,12 @@ struct Printer {
           return fmt::format("(({}){})", ty(e->dtype), p(e->args[0]));
         return fmt::format("(({}){})", ty(e->dtype), p(e->args[0]));
       }
-      case Node::Kind::Select: return fmt::format("({} ? {} : {})", p(e->args[0]), p(e->args[1]), p(e->args[2]));
-      case Node::Kind::Unary: return unary_text(e);
-      case Node::Kind::Binary: return binary_text(e);
+      case Node::Kind::Select:
+        return fmt::format("({} ? {} : {})", p(e->args[0]), p(e->args[1]), p(e->args[2]));
+      case Node::Kind::Unary:
+        return unary_text(e);
+      case Node::Kind::Binary:
+        return binary_text(e);
     }
     return "0";
   }
@@ -145,9 +170,10 @@ struct Printer {
     const E& b = e->args[1];
     const DType t = a->dtype;
     const std::string x = p(a), y = p(b);
-    static const std::map<std::string, std::string> infix = {
-        {"add", "+"}, {"sub", "-"}, {"mul", "*"},  {"eq", "=="}, {"ne", "!="}, {"lt", "<"},  {"le", "<="}, {"gt", ">"},
-        {"ge", ">="}, {"and", "&&"}, {"or", "||"}, {"band", "&"}, {"bor", "|"}, {"bxor", "^"}, {"shl", "<<"}, {"shr", ">>"}};
+    static const std::map<std::string, std::string> infix = {{"add", "+"}, {"sub", "-"},  {"mul", "*"},  {"eq", "=="},
+                                                             {"ne", "!="}, {"lt", "<"},   {"le", "<="},  {"gt", ">"},
+                                                             {"ge", ">="}, {"and", "&&"}, {"or", "||"},  {"band", "&"},
+                                                             {"bor", "|"}, {"bxor", "^"}, {"shl", "<<"}, {"shr", ">>"}};
     if (auto it = infix.find(op); it != infix.end()) return fmt::format("({} {} {})", x, it->second, y);
     if (op == "xor") return fmt::format("(({} != 0) != ({} != 0))", x, y);
     if (op == "div") {
@@ -164,8 +190,10 @@ struct Printer {
       return fmt::format("mb_mod({}, {})", x, y);
     }
     if (op == "remainder") return fmt::format("mb_remainder_{}({}, {})", dtype_name(t), x, y);
-    if (op == "fmod") return is_float(t) ? fmt::format("{}({}, {})", fn("fmod", t), x, y) : fmt::format("({} % {})", x, y);
-    if (op == "max" || op == "min") return fmt::format("mb_{}_{}({}, {})", op, is_float(t) ? dtype_name(t) : "i64", x, y);
+    if (op == "fmod")
+      return is_float(t) ? fmt::format("{}({}, {})", fn("fmod", t), x, y) : fmt::format("({} % {})", x, y);
+    if (op == "max" || op == "min")
+      return fmt::format("mb_{}_{}({}, {})", op, is_float(t) ? dtype_name(t) : "i64", x, y);
     if (op == "pow") {
       if (!is_float(e->dtype)) return fmt::format("(({})pow((double){}, (double){}))", ty(e->dtype), x, y);
       return fmt::format("{}({}, {})", fn("pow", e->dtype), x, y);
@@ -190,7 +218,8 @@ const Dialect& opencl_dialect() {
   return d;
 }
 
-std::string print_expr(const E& e, const Schedule& s, const Dialect& d, const std::function<std::string(int)>& var_name) {
+std::string print_expr(const E& e, const Schedule& s, const Dialect& d,
+                       const std::function<std::string(int)>& var_name) {
   return Printer{s, d, var_name}.p(e);
 }
 
@@ -198,8 +227,10 @@ namespace {
 
 std::string init_of(ReduceOp r, DType at, const Dialect& d) {
   switch (r) {
-    case ReduceOp::Sum: return is_float(at) ? float_literal(0, at) : "0";
-    case ReduceOp::Prod: return is_float(at) ? float_literal(1, at) : "1";
+    case ReduceOp::Sum:
+      return is_float(at) ? float_literal(0, at) : "0";
+    case ReduceOp::Prod:
+      return is_float(at) ? float_literal(1, at) : "1";
     case ReduceOp::Max:
     case ReduceOp::ArgMax:
       if (is_float(at)) return float_literal(-HUGE_VAL, at);
@@ -212,19 +243,25 @@ std::string init_of(ReduceOp r, DType at, const Dialect& d) {
       if (at == DType::Bool) return "1";
       if (r == ReduceOp::ArgMin && d.name == "opencl") return "LONG_MAX";
       return "(" + d.type(at) + ")9223372036854775807LL";
-    default: return "0";
+    default:
+      return "0";
   }
 }
 
 // `acc` updated with the value `v` (an expression or a name).
 std::string update(ReduceOp r, const std::string& acc, const std::string& v, bool fl) {
   switch (r) {
-    case ReduceOp::Sum: return fmt::format("{} += {};", acc, v);
-    case ReduceOp::Prod: return fmt::format("{} *= {};", acc, v);
+    case ReduceOp::Sum:
+      return fmt::format("{} += {};", acc, v);
+    case ReduceOp::Prod:
+      return fmt::format("{} *= {};", acc, v);
     // NaN wins and stays (torch's max / min propagate it).
-    case ReduceOp::Max: return fmt::format("if ({1} > {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
-    case ReduceOp::Min: return fmt::format("if ({1} < {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
-    default: return "";
+    case ReduceOp::Max:
+      return fmt::format("if ({1} > {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
+    case ReduceOp::Min:
+      return fmt::format("if ({1} < {0}{2}) {0} = {1};", acc, v, fl ? " || isnan(" + v + ")" : "");
+    default:
+      return "";
   }
 }
 
@@ -243,7 +280,8 @@ std::string decompose(const Tensor& t, const std::string& it, const std::string&
     const int64_t n = t.shape[static_cast<size_t>(v)] / step[static_cast<size_t>(v)];
     const int sv = step[static_cast<size_t>(v)];
     const std::string scale = sv > 1 ? fmt::format(" * {}", sv) : "";
-    if (q == 0) o += fmt::format("{}const {} i{} = rest{};\n", in, it, v, scale);
+    if (q == 0)
+      o += fmt::format("{}const {} i{} = rest{};\n", in, it, v, scale);
     else {
       o += fmt::format("{}const {} i{} = (rest % {}){};\n", in, it, v, n, scale);
       o += fmt::format("{}rest /= {};\n", in, n);
@@ -269,7 +307,8 @@ std::string linear(const Tensor& t, int a, int da, int b, int db) {
 
 }  // namespace
 
-std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, const std::string& gid, const std::string& in) {
+std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, const std::string& gid,
+                        const std::string& in) {
   const auto& t = s.program.tensors[static_cast<size_t>(k.tensor)];
   const int rank = static_cast<int>(t.shape.size());
   const std::string it = d.type(DType::I64);
@@ -319,8 +358,8 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
     const char* cmp = k.reduce == ReduceOp::ArgMax ? ">" : "<";
     // The first extreme wins; a NaN is the extreme (torch's rule), the first NaN kept.
     if (fl)
-      o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind, cmp,
-                       lin, lin);
+      o += fmt::format("{}if (!isnan(acc) && (v {} acc || isnan(v) || ({} == 0))) {{ acc = v; best = {}; }}\n", ind,
+                       cmp, lin, lin);
     else
       o += fmt::format("{}if (v {} acc || {} == 0) {{ acc = v; best = {}; }}\n", ind, cmp, lin, lin);
     for (int r = nred; r-- > 0;) {
@@ -367,8 +406,8 @@ std::string kernel_body(const Schedule& s, const Kernel& k, const Dialect& d, co
   for (int b = 0; b < B; ++b) {
     if (out_lanes || L == 1) {
       for (int l = 0; l < L; ++l)
-        o += fmt::format("{}{}[{}] = ({})acc{}_{};\n", in, buf, linear(t, k.lane_var, out_lanes ? l : 0, k.block_var, b),
-                         st, b, l);
+        o += fmt::format("{}{}[{}] = ({})acc{}_{};\n", in, buf,
+                         linear(t, k.lane_var, out_lanes ? l : 0, k.block_var, b), st, b, l);
       continue;
     }
     // Partial accumulators of the reduction lanes combined pairwise.
@@ -403,8 +442,13 @@ namespace mblast::lower {
 std::string helper_functions(const Dialect& d, const std::string& q) {
   const std::string i = d.type(DType::I64);
   std::string s;
-  s += fmt::format("{0} {1} mb_floordiv({1} a, {1} b) {{ const {1} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}\n", q, i);
-  s += fmt::format("{0} {1} mb_mod({1} a, {1} b) {{ const {1} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}\n", q, i);
+  s += fmt::format(
+      "{0} {1} mb_floordiv({1} a, {1} b) {{ const {1} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : "
+      "q; }}\n",
+      q, i);
+  s += fmt::format(
+      "{0} {1} mb_mod({1} a, {1} b) {{ const {1} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}\n",
+      q, i);
   s += fmt::format("{0} {1} mb_max_i64({1} a, {1} b) {{ return a > b ? a : b; }}\n", q, i);
   s += fmt::format("{0} {1} mb_min_i64({1} a, {1} b) {{ return a < b ? a : b; }}\n", q, i);
   for (const char* t : {"float", "double"}) {

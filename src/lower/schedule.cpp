@@ -97,7 +97,8 @@ std::optional<int64_t> eval_index(const E& e, const std::vector<int64_t>& at) {
       if (op == "or") return static_cast<int64_t>(x || y);
       return std::nullopt;
     }
-    case Node::Kind::Load: return std::nullopt;
+    case Node::Kind::Load:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -134,8 +135,10 @@ std::vector<std::optional<int64_t>> strides_of(const Program& p, const std::vect
   for (size_t k = 0; k < ext.size(); ++k) at[k] = ext[k] / 2;
   std::vector<int64_t> at1 = at;
   const auto sv = static_cast<size_t>(v);
-  if (at1[sv] + 1 >= ext[sv] && at1[sv] > 0) --at[sv];  // the last index: step from the one before
-  else ++at1[sv];
+  if (at1[sv] + 1 >= ext[sv] && at1[sv] > 0)
+    --at[sv];  // the last index: step from the one before
+  else
+    ++at1[sv];
   std::vector<std::optional<int64_t>> out;
   for (const auto& ld : loads) {
     const auto a = load_offset(p, ld, at), b = load_offset(p, ld, at1);
@@ -167,8 +170,10 @@ void split(const Program& p, Kernel& k) {
   // Accumulators: products in double (their rounding compounds), integer sums in 64 bits.
   k.acc = vt;
   if (k.reduce == ReduceOp::Sum || k.reduce == ReduceOp::Prod) {
-    if (!is_float(vt)) k.acc = DType::I64;
-    else if (vt == DType::F32 && (k.reduce == ReduceOp::Prod || k.scan_dim >= 0)) k.acc = DType::F64;
+    if (!is_float(vt))
+      k.acc = DType::I64;
+    else if (vt == DType::F32 && (k.reduce == ReduceOp::Prod || k.scan_dim >= 0))
+      k.acc = DType::F64;
   }
   const bool tileable = k.reduce == ReduceOp::Sum || k.reduce == ReduceOp::Max || k.reduce == ReduceOp::Min;
   if (k.scan_dim >= 0 || !tileable || k.reduce_extents.empty()) {
@@ -188,8 +193,10 @@ void split(const Program& p, Kernel& k) {
   };
   const int rv = rank + static_cast<int>(k.reduce_extents.size()) - 1;
   const int c_out = rank > 0 ? contiguous(rank - 1) : 0, c_red = contiguous(rv);
-  if (c_out > 0 && c_out >= c_red) k.lane_var = rank - 1;
-  else if (c_red > 0) k.lane_var = rv;
+  if (c_out > 0 && c_out >= c_red)
+    k.lane_var = rank - 1;
+  else if (c_red > 0)
+    k.lane_var = rv;
   if (k.lane_var >= 0) {
     k.lanes = largest_divisor(ext[static_cast<size_t>(k.lane_var)], kMaxLanes);
     if (k.lanes == 1) k.lane_var = -1;
@@ -352,7 +359,8 @@ Schedule schedule(const Program& p) {
         st.shape != p.tensors[o].shape || output_of[src] >= 0)
       continue;
     bool identity = true;
-    for (size_t d = 0; d < b->args.size(); ++d) identity = identity && b->args[d]->kind == Node::Kind::Var && b->args[d]->var == static_cast<int>(d);
+    for (size_t d = 0; d < b->args.size(); ++d)
+      identity = identity && b->args[d]->kind == Node::Kind::Var && b->args[d]->var == static_cast<int>(d);
     if (identity) fused_into[src] = static_cast<int>(o);
   }
   int tmp = 0;
@@ -378,7 +386,8 @@ Schedule schedule(const Program& p) {
   for (size_t t = 0; t < n; ++t) {
     const auto& x = p.tensors[t];
     if (!live[t] || x.role != Tensor::Role::Computed || inline_it[t]) continue;
-    if (output_of[t] >= 0 && inlined[t]->kind == Node::Kind::Load && fused_into[static_cast<size_t>(inlined[t]->tensor)] == static_cast<int>(t))
+    if (output_of[t] >= 0 && inlined[t]->kind == Node::Kind::Load &&
+        fused_into[static_cast<size_t>(inlined[t]->tensor)] == static_cast<int>(t))
       continue;  // written by its producer's kernel
     Kernel k;
     k.tensor = static_cast<int>(t);
@@ -403,11 +412,14 @@ Schedule schedule(const Program& p) {
       pk.name = fmt::format("k{}_{}_part", s.kernels.size(), base);
       split(s.program, pk);
       s.kernels.push_back(std::move(pk));
-      k.body = load(part, [&] {
-        auto idx = out_vars(x.shape.size());
-        idx.push_back(var(static_cast<int>(x.shape.size())));
-        return idx;
-      }(), s.program.tensors[static_cast<size_t>(part)].dtype);
+      k.body = load(
+          part,
+          [&] {
+            auto idx = out_vars(x.shape.size());
+            idx.push_back(var(static_cast<int>(x.shape.size())));
+            return idx;
+          }(),
+          s.program.tensors[static_cast<size_t>(part)].dtype);
       k.reduce_extents = {s.program.tensors[static_cast<size_t>(part)].shape.back()};
     }
     k.name = fmt::format("k{}_{}", s.kernels.size(), base);
@@ -426,8 +438,10 @@ std::string Schedule::summary() const {
     int64_t red = 1;
     for (auto e : k.reduce_extents) red *= e;
     out += fmt::format("  {} -> {} [{}] {}", k.name, buffer[static_cast<size_t>(k.tensor)], shape, dtype_name(t.dtype));
-    if (k.scan_dim >= 0) out += fmt::format(", {} scan along dim {}", reduce_name(k.reduce), k.scan_dim);
-    else if (k.reduce != ReduceOp::None) out += fmt::format(", {} over {} per element", reduce_name(k.reduce), red);
+    if (k.scan_dim >= 0)
+      out += fmt::format(", {} scan along dim {}", reduce_name(k.reduce), k.scan_dim);
+    else if (k.reduce != ReduceOp::None)
+      out += fmt::format(", {} over {} per element", reduce_name(k.reduce), red);
     if (k.lanes > 1 || k.block > 1) out += fmt::format(", {}x{} tile per work item", k.block, k.lanes);
     out += fmt::format(", {} expression nodes\n", node_count(k.body));
   }

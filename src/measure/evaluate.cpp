@@ -47,7 +47,7 @@ struct ReferenceData {
   std::vector<TensorView> sent;  // views into sources, named "in/<seed>/<name>", "par/<init>/<name>"
   std::map<std::pair<int, int>, std::unique_ptr<MappedSafetensors>> expected;
   std::map<std::string, std::string> sent_hash;  // "in/<seed>/<name>" -> content hash
-  std::vector<int> inits;  // the inits the candidate runs on
+  std::vector<int> inits;                        // the inits the candidate runs on
 
   ReferenceData(const Problem& prob, std::vector<int> run_inits) : p(prob), inits(std::move(run_inits)) {
     for (const auto& s : p.seeds) add(p.inputs_file(s.seed), p.inputs, "in/" + std::to_string(s.seed) + "/");
@@ -85,7 +85,10 @@ struct Verdict {
   json checks = json::array();
   bool ok() const { return kind == FailureKind::none; }
   void fail(FailureKind k, std::string r) {
-    if (ok()) { kind = k; reason = std::move(r); }
+    if (ok()) {
+      kind = k;
+      reason = std::move(r);
+    }
   }
 };
 
@@ -119,8 +122,8 @@ bool arrived_whole(RunnerClient& client, const protocol::Message& m, const std::
   if (!m.header.value("streamed", false)) return true;
   const protocol::Message e = client.receive(wait_s);
   if (e.header.value("stage", "") != end)
-    throw Error("runner protocol: a streamed " + m.header.value("stage", std::string("message")) + " without its " + end +
-                " (got '" + e.header.value("stage", "") + "')");
+    throw Error("runner protocol: a streamed " + m.header.value("stage", std::string("message")) + " without its " +
+                end + " (got '" + e.header.value("stage", "") + "')");
   return e.header.value("complete", false);
 }
 
@@ -182,17 +185,26 @@ class RunChecker {
     const auto key = std::make_pair(seed, init);
     auto first = first_.find(key);
     if (run > 0 && runs_per_case_ > 1 && first == first_.end())
-      verdict.fail(FailureKind::runner_error, where + ": arrived without run 0 of the same seed and init to agree with");
+      verdict.fail(FailureKind::runner_error,
+                   where + ": arrived without run 0 of the same seed and init to agree with");
     const TensorViews first_outs = first == first_.end() ? TensorViews{} : view_safetensors(first->second);
     for (const auto& spec : p_.outputs) {
       const TensorView& got = output_in(outs, spec.name);
-      OutputCheck oc = check_output(spec, p_.tolerance_for(spec.dtype), got.data, expected.find(spec.name)->data, poison);
-      verdict.checks.push_back({{"seed", seed}, {"init", init}, {"run", run}, {"output", spec.name}, {"ok", oc.ok()},
-                                {"matched", oc.matched}, {"total", oc.total}, {"max_abs_err", oc.max_abs_err},
+      OutputCheck oc =
+          check_output(spec, p_.tolerance_for(spec.dtype), got.data, expected.find(spec.name)->data, poison);
+      verdict.checks.push_back({{"seed", seed},
+                                {"init", init},
+                                {"run", run},
+                                {"output", spec.name},
+                                {"ok", oc.ok()},
+                                {"matched", oc.matched},
+                                {"total", oc.total},
+                                {"max_abs_err", oc.max_abs_err},
                                 {"max_rel_err", oc.max_rel_err}});
       if (!oc.ok()) verdict.fail(oc.kind, where + ": " + oc.reason);
       if (run > 0 && oc.ok() && first != first_.end()) {
-        OutputCheck ag = check_agreement(spec, p_.tolerance_for(spec.dtype), output_in(first_outs, spec.name).data, got.data);
+        OutputCheck ag =
+            check_agreement(spec, p_.tolerance_for(spec.dtype), output_in(first_outs, spec.name).data, got.data);
         if (!ag.ok()) verdict.fail(FailureKind::nondeterministic, where + ": " + ag.reason);
       }
     }
@@ -208,8 +220,8 @@ class RunChecker {
   }
 
   Verdict verdict;
-  size_t runs = 0;      // runs checked
-  double seconds = 0;   // spent checking them
+  size_t runs = 0;     // runs checked
+  double seconds = 0;  // spent checking them
 
  private:
   int runs_per_case_;
@@ -270,7 +282,8 @@ json eval_request(const Problem& p, const std::vector<int>& inits, const Target&
           {"timing", o.timing},  // the runner then starts the spot check's worker beside the verification
           {"timing_init", p.inits.front()},
           {"stream_runs", true},  // each run's outputs relayed as they arrive (receive_runs())
-          {"limits", {{"build_s", o.build_s}, {"run_s", o.run_s}, {"data_s", data_seconds_per_run(p)}, {"time_s", o.time_s}}}};
+          {"limits",
+           {{"build_s", o.build_s}, {"run_s", o.run_s}, {"data_s", data_seconds_per_run(p)}, {"time_s", o.time_s}}}};
 }
 
 // The worker holds the inputs and parameters of every seed and init, the outputs of the runs
@@ -325,7 +338,8 @@ int rotating_sets(const Problem& p, const Target& target, int requested) {
   return std::max(static_cast<int>(std::max<size_t>(p.seeds.size(), 1)), fit);
 }
 
-json evaluate(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o, RunnerClient* client) {
+json evaluate(const Problem& p, const Target& target, const fs::path& candidate, const EvalOptions& o,
+              RunnerClient* client) {
   const auto t_start = std::chrono::steady_clock::now();
   const std::string source = read_source(candidate);
   const RunnerAddress addr = runner_for(target, o);
@@ -352,9 +366,11 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 
   json req = eval_request(p, ref.inits, target, source, candidate, o);
   if (ref.inits.size() < p.inits.size())
-    r["inits_run"] = {{"inits", ref.inits},
-                      {"note", fmt::format("the problem has no parameters and its {} inits have identical expected outputs "
-                                           "(data/MANIFEST.json): one computation, run once", p.inits.size())}};
+    r["inits_run"] = {
+        {"inits", ref.inits},
+        {"note", fmt::format("the problem has no parameters and its {} inits have identical expected outputs "
+                             "(data/MANIFEST.json): one computation, run once",
+                             p.inits.size())}};
   const int rotate = rotating_sets(p, target, o.rotate);
   std::chrono::steady_clock::time_point t_sent;
   {  // the payload is the runner's once sent (in the pipe, or shared): not held through the eval
@@ -370,14 +386,17 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
 
   const json& build = v.header.value("build", json::object());
   const double build_s = build.value("seconds", 0.0);
-  r["build"] = {{"cached", build.value("cached", false)}, {"seconds", build_s}, {"command", build.value("command", "")},
+  r["build"] = {{"cached", build.value("cached", false)},
+                {"seconds", build_s},
+                {"command", build.value("command", "")},
                 {"log", build.value("log", "")}};
   r["sandbox"] = v.header.value("sandbox", "");
   if (v.header.contains("sandbox_layers")) r["sandbox_layers"] = v.header["sandbox_layers"];
   r["log"] = v.header.value("log", "");
   if (v.header.contains("device")) r["device"] = v.header["device"];
-  json phases = {{"load_data_s", t_prepared}, {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},
-                 {"verify_s", verify_wall - build_s}, {"check_outputs_s", checker.seconds}, {"timing_s", 0.0}};
+  json phases = {
+      {"load_data_s", t_prepared},         {"start_runner_s", t_connected - t_prepared}, {"build_s", build_s},
+      {"verify_s", verify_wall - build_s}, {"check_outputs_s", checker.seconds},         {"timing_s", 0.0}};
   if (v.header.contains("worker_phases")) phases["worker"] = v.header["worker_phases"];
 
   auto finish = [&]() {
@@ -410,8 +429,9 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     return finish();
   }
   if (checker.runs != v.header.at("cases").size() || checker.runs == 0) {
-    set_failure(r, FailureKind::runner_error, fmt::format("the runner reported {} verification runs but sent the outputs of {}",
-                                                          v.header.at("cases").size(), checker.runs));
+    set_failure(r, FailureKind::runner_error,
+                fmt::format("the runner reported {} verification runs but sent the outputs of {}",
+                            v.header.at("cases").size(), checker.runs));
     client->send({{"op", "stop"}});
     return finish();
   }
@@ -428,9 +448,15 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
     const Tolerance tol = p.tolerance_for(spec.dtype);
     tolerances.push_back({{"atol", tol.atol}, {"rtol", tol.rtol}, {"min_match", tol.min_match}});
   }
-  client->send({{"op", "time"}, {"init", p.inits.front()}, {"warmup", o.warmup}, {"min_repeats", o.min_repeats},
-                {"max_repeats", o.max_repeats}, {"min_seconds", o.min_seconds}, {"rotate", rotate},
-                {"max_wall_seconds", o.max_wall_seconds}, {"spot_checks", o.spot_checks},
+  client->send({{"op", "time"},
+                {"init", p.inits.front()},
+                {"warmup", o.warmup},
+                {"min_repeats", o.min_repeats},
+                {"max_repeats", o.max_repeats},
+                {"min_seconds", o.min_seconds},
+                {"rotate", rotate},
+                {"max_wall_seconds", o.max_wall_seconds},
+                {"spot_checks", o.spot_checks},
                 {"output_tolerances", tolerances}});
   // The runner drives the timed calls, checks every one and spot-checks some in a fresh process
   // (docs/measurement.md); what comes back is the verdict with the samples.
@@ -452,12 +478,22 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
   double sum = 0;
   for (double x : samples) sum += x;
   r["correct"] = true;
-  r["time"] = {{"median", s.median * scale}, {"unit", seconds ? "us" : unit}, {"min", s.min * scale},
-               {"max", s.max * scale}, {"p25", s.p25 * scale}, {"p75", s.p75 * scale}, {"mean", s.mean * scale},
-               {"stddev", s.stddev * scale}, {"spread_pct", s.spread_pct}, {"samples", s.count},
-               {"samples_sum_s", seconds ? sum : 0.0}, {"host_wall_median", w.median * 1e6},
-               {"method", t.header.value("method", "")}, {"rotating_sets", t.header.at("sets").size()},
-               {"warmup", o.warmup}, {"prepare_s", t.header.value("prepare_seconds", 0.0)},
+  r["time"] = {{"median", s.median * scale},
+               {"unit", seconds ? "us" : unit},
+               {"min", s.min * scale},
+               {"max", s.max * scale},
+               {"p25", s.p25 * scale},
+               {"p75", s.p75 * scale},
+               {"mean", s.mean * scale},
+               {"stddev", s.stddev * scale},
+               {"spread_pct", s.spread_pct},
+               {"samples", s.count},
+               {"samples_sum_s", seconds ? sum : 0.0},
+               {"host_wall_median", w.median * 1e6},
+               {"method", t.header.value("method", "")},
+               {"rotating_sets", t.header.at("sets").size()},
+               {"warmup", o.warmup},
+               {"prepare_s", t.header.value("prepare_seconds", 0.0)},
                {"checks", t.header.value("checks", json::object())}};
   if (t.header.contains("cost")) r["time"]["cost"] = t.header["cost"];  // backend detail (e.g. vector instructions)
   if (seconds) {
@@ -481,7 +517,8 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
       if (m.header.value("stage", "") == "peaks") {
         used_peaks = m.header;
         r["peak"] = peak_fractions(p, m.header, s.median);
-        r["peak"]["remeasured"] = fmt::format("the cached peak bandwidth ({:.1f} GB/s) was below this kernel's; measured again", stale / 1e9);
+        r["peak"]["remeasured"] =
+            fmt::format("the cached peak bandwidth ({:.1f} GB/s) was below this kernel's; measured again", stale / 1e9);
       } else {
         r["peak"]["note"] = "the cached peak bandwidth is below this kernel's, and measuring it again failed: " +
                             m.header.value("reason", std::string("the runner said nothing"));
@@ -493,7 +530,8 @@ json evaluate(const Problem& p, const Target& target, const fs::path& candidate,
       return finish();
     }
   } else {
-    r["peak"] = {{"fraction_of_peak", nullptr}, {"note", "the cost is a count of " + unit + ", not a time: no speed-of-light fraction"}};
+    r["peak"] = {{"fraction_of_peak", nullptr},
+                 {"note", "the cost is a count of " + unit + ", not a time: no speed-of-light fraction"}};
     r["fraction_of_peak"] = nullptr;
     if (const std::string why = implausible_count(p, target, unit, s.median); !why.empty()) {
       set_failure(r, FailureKind::implausible_speed, why);
@@ -508,8 +546,8 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
   const std::string source = read_source(candidate);
   ReferenceData ref(p, p.inits);  // inputs and parameters only: there is no expected data yet
   RunnerClient client(runner_for(target, o));
-  json r = {{"problem", p.name}, {"target", target.name}, {"candidate", fs::absolute(candidate).string()},
-            {"correct", false}, {"failure_kind", nullptr}, {"reason", nullptr}};
+  json r = {{"problem", p.name}, {"target", target.name},   {"candidate", fs::absolute(candidate).string()},
+            {"correct", false},  {"failure_kind", nullptr}, {"reason", nullptr}};
   EvalOptions two = o;
   two.runs = std::max(2, o.runs);  // the second run must agree with the first
   two.timing = false;
@@ -533,10 +571,11 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
         if (dtype_is_float(spec.dtype))
           for (size_t i = 0; i < spec.numel(); ++i)
             if (!std::isfinite(element_as_double(spec.dtype, t.data.data(), i))) {
-              verdict.fail(FailureKind::nan_or_inf,
-                           fmt::format("{}: output '{}' is {} at {} (unwritten, or not finite): it cannot be the reference",
-                                       where, spec.name, element_as_double(spec.dtype, t.data.data(), i),
-                                       index_string(spec, i)));
+              verdict.fail(
+                  FailureKind::nan_or_inf,
+                  fmt::format("{}: output '{}' is {} at {} (unwritten, or not finite): it cannot be the reference",
+                              where, spec.name, element_as_double(spec.dtype, t.data.data(), i),
+                              index_string(spec, i)));
               break;
             }
         if (spec.dtype == DType::boolean)  // the ABI's bool is one byte, 0 or 1
@@ -558,7 +597,8 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
     return verdict.ok();
   });
   const json& build = v.header.value("build", json::object());
-  r["build"] = {{"cached", build.value("cached", false)}, {"seconds", build.value("seconds", 0.0)},
+  r["build"] = {{"cached", build.value("cached", false)},
+                {"seconds", build.value("seconds", 0.0)},
                 {"log", build.value("log", "")}};
   r["log"] = v.header.value("log", "");
   if (!verdict.ok()) {
@@ -573,7 +613,8 @@ json capture_outputs(const Problem& p, const Target& target, const fs::path& can
   client.send({{"op", "stop"}});
   for (const auto& s : p.seeds)
     for (int i : p.inits)
-      if (!got.count({s.seed, i})) verdict.fail(FailureKind::runner_error, fmt::format("no outputs for seed {} init {}", s.seed, i));
+      if (!got.count({s.seed, i}))
+        verdict.fail(FailureKind::runner_error, fmt::format("no outputs for seed {} init {}", s.seed, i));
   if (!verdict.ok()) {
     set_failure(r, verdict.kind, verdict.reason);
     return r;
@@ -599,7 +640,8 @@ std::string format_eval_result(const json& r) {
     const std::string log = r.value("build", json::object()).value("log", "");
     if (r.value("failure_kind", json("")) == "build_failed" && !log.empty()) {
       const fs::path kept = keep_build_log(log);
-      o << fmt::format("          {}\n          (full build log: {})\n", first_error_line(log, r.value("candidate", "")),
+      o << fmt::format("          {}\n          (full build log: {})\n",
+                       first_error_line(log, r.value("candidate", "")),
                        kept.empty() ? std::string("`--json`, field build.log") : kept.string());
     }
   }
@@ -616,18 +658,21 @@ std::string format_eval_result(const json& r) {
       if (pk.contains("fraction_of_peak") && pk["fraction_of_peak"].is_number())
         o << fmt::format("  = {:.1f}% of peak ({}-bound; peaks {:.1f} GB/s, {:.1f} GFLOP/s)",
                          100 * pk["fraction_of_peak"].get<double>(), pk.value("bound", "?"),
-                         pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9, pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
+                         pk.value("peak_bandwidth_bytes_per_s", 0.0) / 1e9,
+                         pk.value("peak_fp32_flops_per_s", 0.0) / 1e9);
       o << "\n";
       if (pk.contains("note")) o << "          " << pk["note"].get<std::string>() << "\n";
     } else if (t.contains("cost") && t["cost"].is_object()) {
       o << fmt::format("cost      {} vector of {} instructions per call (deterministic)\n",
-                       t["cost"].value("vector_insns_median", json()).dump(), t["cost"].value("total_insns_median", json()).dump());
+                       t["cost"].value("vector_insns_median", json()).dump(),
+                       t["cost"].value("total_insns_median", json()).dump());
     }
   }
   if (r.contains("phases")) {
     const json& ph = r["phases"];
     o << fmt::format("phases    build {:.3f} s{}, verify {:.3f} s, timing {:.3f} s, total {:.3f} s\n",
-                     ph.value("build_s", 0.0), r.value("build", json::object()).value("cached", false) ? " (cached)" : "",
+                     ph.value("build_s", 0.0),
+                     r.value("build", json::object()).value("cached", false) ? " (cached)" : "",
                      ph.value("verify_s", 0.0), ph.value("timing_s", 0.0), ph.value("total_s", 0.0));
   }
   return o.str();

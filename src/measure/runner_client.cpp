@@ -15,7 +15,10 @@ std::vector<std::string> runner_command(const RunnerAddress& addr) {
   }
   if (addr.transport == "ssh") {
     std::vector<std::string> argv = {"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"};
-    if (addr.port) { argv.push_back("-p"); argv.push_back(std::to_string(addr.port)); }
+    if (addr.port) {
+      argv.push_back("-p");
+      argv.push_back(std::to_string(addr.port));
+    }
     argv.insert(argv.end(), addr.ssh_options.begin(), addr.ssh_options.end());
     // $MBLAST_SSH_OPTIONS: arguments for every ssh runner (an identity file, a jump host), split at
     // spaces, after the target's own.
@@ -53,8 +56,7 @@ RunnerClient::RunnerClient(const RunnerAddress& addr, double connect_timeout_s) 
   try {
     send(hello);
     auto m = receive(connect_timeout_s);
-    if (m.header.value("stage", "") != "hello")
-      throw Error("unexpected answer: " + m.header.dump().substr(0, 200));
+    if (m.header.value("stage", "") != "hello") throw Error("unexpected answer: " + m.header.dump().substr(0, 200));
     if (m.header.value("protocol", 0) != protocol::kVersion)
       throw Error("protocol version " + std::to_string(m.header.value("protocol", 0)) + ", this mblast speaks " +
                   std::to_string(protocol::kVersion));
@@ -102,12 +104,14 @@ protocol::Message RunnerClient::receive(double timeout_s) {
   try {
     m = reader_->read(deadline);
   } catch (const protocol::Timeout&) {
-    throw Error("runner (" + describe_ + ") did not answer within " + std::to_string(static_cast<int>(timeout_s)) + " s");
+    throw Error("runner (" + describe_ + ") did not answer within " + std::to_string(static_cast<int>(timeout_s)) +
+                " s");
   }
   if (!m) {
     auto exit = child_.wait(std::chrono::steady_clock::now() + std::chrono::seconds(2));
-    std::string how = !exit ? "" : exit->exited ? " (exit status " + std::to_string(exit->code) + ")"
-                                                : " (signal " + std::to_string(exit->signal) + ")";
+    std::string how = !exit          ? ""
+                      : exit->exited ? " (exit status " + std::to_string(exit->code) + ")"
+                                     : " (signal " + std::to_string(exit->signal) + ")";
     throw Error("runner (" + describe_ + ") closed the connection" + how);
   }
   in_flight_.reset();  // the runner has read the request, and opened its shared payload

@@ -6,8 +6,8 @@
 #include <functional>
 #include <map>
 #include <queue>
-#include <sstream>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -49,7 +49,9 @@ std::string shape_list(const std::vector<int64_t>& s) {
   return r;
 }
 
-const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax", "layernorm", "matmul", "pool", "conv", "conv_transpose", "gather", "cumsum", "argmax", "row_map"};
+const std::set<std::string> kKinds = {"elementwise", "reduce", "softmax", "log_softmax",    "layernorm",
+                                      "matmul",      "pool",   "conv",    "conv_transpose", "gather",
+                                      "cumsum",      "argmax", "row_map"};
 const std::set<std::string> kReduceOps = {"sum", "mean", "max", "min"};
 
 }  // namespace
@@ -79,8 +81,8 @@ std::vector<TensorRef> plan_tensors(const KernelPlan& plan) {
         if (t.is_param || t.index < plan.first_temp) add(t);
     return r;
   }
-  if (is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" ||
-      plan.kind == "cumsum" || plan.kind == "argmax")
+  if (is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) ||
+      plan.kind == "gather" || plan.kind == "cumsum" || plan.kind == "argmax")
     add({false, plan.source});
   if (is_conv_kind(plan.kind)) add({plan.conv_weight_is_param, plan.conv_weight});
   if (plan.kind == "matmul") {
@@ -100,7 +102,8 @@ bool pool_fits(const KernelPlan& plan, const Problem& problem) {
   const auto* x = spec_of(problem, {false, plan.source});
   if (!x || x->dtype != DType::f32 || static_cast<int64_t>(x->numel()) != p.planes * p.h * p.w) return false;
   if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.ph < 0 || p.pw < 0) return false;
-  if (p.out_h != window_out(p.h, p.kh, p.sh, p.ph, p.dh) || p.out_w != window_out(p.w, p.kw, p.sw, p.pw, p.dw)) return false;
+  if (p.out_h != window_out(p.h, p.kh, p.sh, p.ph, p.dh) || p.out_w != window_out(p.w, p.kw, p.sw, p.pw, p.dw))
+    return false;
   return p.out_h >= 1 && p.out_w >= 1 && plan.out_numel == p.planes * p.out_h * p.out_w;
 }
 
@@ -110,7 +113,8 @@ std::string pool_window(const KernelPlan& plan, const std::string& x, const std:
   const bool is_max = plan.pool_op == "max";
   const std::string in = indent + "  ", in2 = indent + "    ";
   std::string s;
-  s += fmt::format("{}const {} plane = {} / {}, ohw = {} % {};\n", indent, idx, i, p.out_h * p.out_w, i, p.out_h * p.out_w);
+  s += fmt::format("{}const {} plane = {} / {}, ohw = {} % {};\n", indent, idx, i, p.out_h * p.out_w, i,
+                   p.out_h * p.out_w);
   s += fmt::format("{}const {} oh = ohw / {}, ow = ohw % {};\n", indent, idx, p.out_w, p.out_w);
   s += fmt::format("{}const {}float* xp = {} + plane * {};\n", indent, space, x, p.h * p.w);
   s += fmt::format("{}float acc = {};\n", indent, is_max ? "-INFINITY" : "0.0f");
@@ -122,12 +126,16 @@ std::string pool_window(const KernelPlan& plan, const std::string& x, const std:
   s += fmt::format("{}const {} iw = ow * {} - {} + c * {};\n", in2, idx, p.sw, p.pw, p.dw);
   s += fmt::format("{}if (iw < 0 || iw >= {}) continue;\n", in2, p.w);
   s += fmt::format("{}const float v = xp[ih * {} + iw];\n", in2, p.w);
-  if (is_max) s += in2 + "acc = (v > acc || v != v) ? v : acc;  // NaN propagates, as in PyTorch\n";
-  else s += in2 + "acc += v;\n" + (p.count_include_pad ? "" : in2 + "++count;\n");
+  if (is_max)
+    s += in2 + "acc = (v > acc || v != v) ? v : acc;  // NaN propagates, as in PyTorch\n";
+  else
+    s += in2 + "acc += v;\n" + (p.count_include_pad ? "" : in2 + "++count;\n");
   s += in + "}\n" + indent + "}\n";
   if (!is_max) {
-    if (p.count_include_pad) s += fmt::format("{}acc = acc / {}.0f;  // PyTorch divides the sum\n", indent, p.kh * p.kw);
-    else s += indent + "acc = count > 0 ? acc / (float)count : 0.0f;\n";
+    if (p.count_include_pad)
+      s += fmt::format("{}acc = acc / {}.0f;  // PyTorch divides the sum\n", indent, p.kh * p.kw);
+    else
+      s += indent + "acc = count > 0 ? acc / (float)count : 0.0f;\n";
   }
   return s;
 }
@@ -141,11 +149,14 @@ bool conv_fits(const KernelPlan& plan, const Problem& problem) {
   if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups) return false;
   if (static_cast<int64_t>(x->numel()) != c.n * c.cin * c.h * c.w) return false;
   if (static_cast<int64_t>(w->numel()) != c.cout * (c.cin / c.groups) * c.kh * c.kw) return false;  // either layout
-  if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || c.pw_end() < 0) return false;
+  if (c.kh < 1 || c.kw < 1 || c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || c.pw_end() < 0)
+    return false;
   if (plan.kind == "conv_transpose") {  // output_padding: 0 <= extra < max(stride, dilation), no uneven padding
-    const int64_t eh = c.out_h - transposed_out(c.h, c.kh, c.sh, c.ph, c.dh), ew = c.out_w - transposed_out(c.w, c.kw, c.sw, c.pw, c.dw);
+    const int64_t eh = c.out_h - transposed_out(c.h, c.kh, c.sh, c.ph, c.dh),
+                  ew = c.out_w - transposed_out(c.w, c.kw, c.sw, c.pw, c.dw);
     if (!c.symmetric() || eh < 0 || ew < 0 || eh >= std::max(c.sh, c.dh) || ew >= std::max(c.sw, c.dw)) return false;
-  } else if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) || c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end())) {
+  } else if (c.out_h != window_out(c.h, c.kh, c.sh, c.ph, c.dh) ||
+             c.out_w != window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end())) {
     return false;
   }
   return c.out_h >= 1 && c.out_w >= 1 && plan.out_numel == c.n * c.cout * c.out_h * c.out_w;
@@ -159,8 +170,8 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   std::string s;
   s += fmt::format("{}const {} n = {} / {}, co = ({} / {}) % {};\n", indent, idx, i, c.cout * ohw, i, ohw, c.cout);
   s += fmt::format("{}const {} oh = ({} % {}) / {}, ow = {} % {};\n", indent, idx, i, ohw, c.out_w, i, c.out_w);
-  s += fmt::format("{}const {}float* xg = {} + (n * {} + co / {} * {}) * {};  // the group's first input channel\n", indent, space, x,
-                   c.cin, cog, cig, c.h * c.w);
+  s += fmt::format("{}const {}float* xg = {} + (n * {} + co / {} * {}) * {};  // the group's first input channel\n",
+                   indent, space, x, c.cin, cog, cig, c.h * c.w);
   s += fmt::format("{}const {}float* wg = {} + co * {};\n", indent, space, wt, cig * c.kh * c.kw);
   s += indent + "float acc = 0.0f;\n";
   s += fmt::format("{}for (int ci = 0; ci < {}; ++ci) {{\n", indent, cig);
@@ -169,34 +180,39 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
   s += fmt::format("{}if (ih < 0 || ih >= {}) continue;\n", in2, c.h);
   s += fmt::format("{}for (int q = 0; q < {}; ++q) {{\n", in2, c.kw);
   s += fmt::format("{}const {} iw = ow * {} - {} + q * {};\n", in3, idx, c.sw, c.pw, c.dw);
-  s += fmt::format("{}if (iw >= 0 && iw < {}) acc += xg[ci * {} + ih * {} + iw] * wg[(ci * {} + r) * {} + q];\n", in3, c.w,
-                   c.h * c.w, c.w, c.kh, c.kw);
+  s += fmt::format("{}if (iw >= 0 && iw < {}) acc += xg[ci * {} + ih * {} + iw] * wg[(ci * {} + r) * {} + q];\n", in3,
+                   c.w, c.h * c.w, c.w, c.kh, c.kw);
   s += in2 + "}\n" + in + "}\n" + indent + "}\n";
   return s;
 }
 
-std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
-                                  const std::string& idx, const std::string& indent, const std::string& space) {
+std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt,
+                                  const std::string& i, const std::string& idx, const std::string& indent,
+                                  const std::string& space) {
   const ConvShape& c = plan.conv;
   const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = c.kh * c.kw;
   const std::string in = indent + "  ", in2 = indent + "    ", in3 = indent + "      ";
   std::string s;
-  s += fmt::format("{0}const {1} ow = {2} % {3}, oh = ({2} / {3}) % {4}, co = ({2} / {5}) % {6}, n = {2} / {7};\n", indent, idx, i, c.out_w,
-                   c.out_h, c.out_w * c.out_h, c.cout, c.out_w * c.out_h * c.cout);
+  s += fmt::format("{0}const {1} ow = {2} % {3}, oh = ({2} / {3}) % {4}, co = ({2} / {5}) % {6}, n = {2} / {7};\n",
+                   indent, idx, i, c.out_w, c.out_h, c.out_w * c.out_h, c.cout, c.out_w * c.out_h * c.cout);
   s += fmt::format("{}const {} g = co / {}, col = co % {};\n", indent, idx, cog, cog);
-  s += fmt::format("{}const {}float* xg = {} + (n * {} + g * {}) * {};  // the group's first input channel\n", indent, space, x, c.cin,
-                   cig, c.h * c.w);
-  s += fmt::format("{}const {}float* wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + q]\n", indent,
-                   space, wt, cig * cog, taps, cig, cog * taps, c.kw);
+  s += fmt::format("{}const {}float* xg = {} + (n * {} + g * {}) * {};  // the group's first input channel\n", indent,
+                   space, x, c.cin, cig, c.h * c.w);
+  s += fmt::format(
+      "{}const {}float* wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + q]\n",
+      indent, space, wt, cig * cog, taps, cig, cog * taps, c.kw);
   s += indent + "float acc = 0.0f;\n";
   s += fmt::format("{}for (int cj = 0; cj < {}; ++cj) {{\n", indent, cig);
   s += fmt::format("{}for (int r = 0; r < {}; ++r) {{\n", in, c.kh);
-  s += fmt::format("{}const {} th = oh + {} - r * {};  // input row th / {} scatters onto oh through tap r\n", in2, idx, c.ph, c.dh, c.sh);
+  s += fmt::format("{}const {} th = oh + {} - r * {};  // input row th / {} scatters onto oh through tap r\n", in2, idx,
+                   c.ph, c.dh, c.sh);
   s += fmt::format("{}if (th < 0 || th % {} != 0 || th / {} >= {}) continue;\n", in2, c.sh, c.sh, c.h);
   s += fmt::format("{}for (int q = 0; q < {}; ++q) {{\n", in2, c.kw);
   s += fmt::format("{}const {} tw = ow + {} - q * {};\n", in3, idx, c.pw, c.dw);
-  s += fmt::format("{}if (tw >= 0 && tw % {} == 0 && tw / {} < {}) acc += xg[cj * {} + (th / {}) * {} + tw / {}] * wg[cj * {} + r * {} + q];\n",
-                   in3, c.sw, c.sw, c.w, c.h * c.w, c.sh, c.w, c.sw, cog * taps, c.kw);
+  s += fmt::format(
+      "{}if (tw >= 0 && tw % {} == 0 && tw / {} < {}) acc += xg[cj * {} + (th / {}) * {} + tw / {}] * wg[cj * {} + r * "
+      "{} + q];\n",
+      in3, c.sw, c.sw, c.w, c.h * c.w, c.sh, c.w, c.sw, cog * taps, c.kw);
   s += in2 + "}\n" + in + "}\n" + indent + "}\n";
   return s;
 }
@@ -205,18 +221,20 @@ bool argmax_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind != "argmax" || !plan.expr.is_identity_epilogue()) return false;
   const ReduceShape& r = plan.rshape;
   const auto* x = spec_of(problem, {false, plan.source});
-  return x && x->dtype == DType::f32 && problem.outputs.size() == 1 && problem.outputs[0].dtype == DType::i64 && r.outer >= 1 &&
-         r.reduce >= 1 && r.inner >= 1 && static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner &&
-         plan.out_numel == r.outer * r.inner && r.reduce < (int64_t{1} << 31);
+  return x && x->dtype == DType::f32 && problem.outputs.size() == 1 && problem.outputs[0].dtype == DType::i64 &&
+         r.outer >= 1 && r.reduce >= 1 && r.inner >= 1 &&
+         static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner && plan.out_numel == r.outer * r.inner &&
+         r.reduce < (int64_t{1} << 31);
 }
 
 std::string argmax_better() {
   return "// PyTorch's argmax: the first maximum, a NaN larger than anything (the first NaN wins).\n"
-         "#define MB_TAKES(v, i, bv, bi) (((v) != (v)) ? ((bv) == (bv) || (i) < (bi)) : ((bv) == (bv) && ((v) > (bv) || ((v) == (bv) && (i) < (bi)))))\n";
+         "#define MB_TAKES(v, i, bv, bi) (((v) != (v)) ? ((bv) == (bv) || (i) < (bi)) : ((bv) == (bv) && ((v) > (bv) "
+         "|| ((v) == (bv) && (i) < (bi)))))\n";
 }
 
-std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64, const std::string& suffix,
-                          const std::string& indent) {
+std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64,
+                          const std::string& suffix, const std::string& indent) {
   const ReduceShape& r = plan.rshape;
   std::string s;
   s += fmt::format("{0}const {1} o = c / {2}, in = c % {2};\n", indent, i64, r.inner);
@@ -233,11 +251,12 @@ bool scan_fits(const KernelPlan& plan, const Problem& problem) {
   const ReduceShape& r = plan.rshape;
   const auto* x = spec_of(problem, {false, plan.source});
   return x && x->dtype == DType::f32 && r.outer >= 1 && r.reduce >= 1 && r.inner >= 1 &&
-         static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner && plan.out_numel == r.outer * r.reduce * r.inner;
+         static_cast<int64_t>(x->numel()) == r.outer * r.reduce * r.inner &&
+         plan.out_numel == r.outer * r.reduce * r.inner;
 }
 
-std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c, const std::string& idx,
-                        const std::string& indent) {
+std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c,
+                        const std::string& idx, const std::string& indent) {
   const ReduceShape& r = plan.rshape;
   std::string s;
   s += fmt::format("{}const {} o = {} / {}, in = {} % {};\n", indent, idx, c, r.inner, c, r.inner);
@@ -258,7 +277,8 @@ std::string scan_tile_parts(const Dialect& d, const std::string& indent) {
   return s;
 }
 
-std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx, const std::string& indent) {
+std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx,
+                            const std::string& indent) {
   std::string s;
   if (d.name == "cuda") s += "#pragma unroll\n";
   s += indent + "for (int j = 0; j < V; ++j) {\n";
@@ -273,7 +293,8 @@ bool gather_fits(const KernelPlan& plan, const Problem& problem) {
   const auto& shape = plan.gather_shape;
   const auto& st = plan.gather_strides;
   const auto* x = spec_of(problem, {false, plan.source});
-  if (!x || x->dtype != DType::f32 || shape.empty() || st.size() != shape.size() || plan.gather_offset < 0) return false;
+  if (!x || x->dtype != DType::f32 || shape.empty() || st.size() != shape.size() || plan.gather_offset < 0)
+    return false;
   int64_t last = plan.gather_offset;  // the largest element read
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 1 || st[d] < 0) return false;
@@ -289,8 +310,10 @@ std::string gather_source_offset(const KernelPlan& plan, const std::string& i, c
   std::string s = fmt::format("{}{} rest = {}, src = {};\n", indent, idx, i, plan.gather_offset);
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 1) continue;
-    if (d == 0) s += fmt::format("{}src += rest * {};\n", indent, st[d]);
-    else s += fmt::format("{}src += (rest % {}) * {};\n{}rest /= {};\n", indent, shape[d], st[d], indent, shape[d]);
+    if (d == 0)
+      s += fmt::format("{}src += rest * {};\n", indent, st[d]);
+    else
+      s += fmt::format("{}src += (rest % {}) * {};\n{}rest /= {};\n", indent, shape[d], st[d], indent, shape[d]);
   }
   return s + fmt::format("{}(void)rest;\n", indent);
 }
@@ -302,7 +325,8 @@ std::string gather_window(const KernelPlan& plan, const std::string& x, const st
 
 bool plan_supported(const KernelPlan& plan, const Problem& problem) {
   if (!kKinds.count(plan.kind)) return false;
-  if (problem.outputs.empty() || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32)) return false;
+  if (problem.outputs.empty() || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32))
+    return false;
   if (plan.out_numel <= 0 || plan.out_numel != numel_of(problem.outputs[0].shape)) return false;
   for (const auto& t : plan_tensors(plan)) {
     const TensorSpec* s = spec_of(problem, t);
@@ -326,7 +350,8 @@ bool plan_supported(const KernelPlan& plan, const Problem& problem) {
     const ReduceShape& r = plan.rshape;
     if (!x || r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
     if (r.outer * r.reduce * r.inner != static_cast<int64_t>(x->numel())) return false;
-    if (plan.kind == "reduce" && (!kReduceOps.count(plan.reduce_op) || plan.out_numel != r.outer * r.inner)) return false;
+    if (plan.kind == "reduce" && (!kReduceOps.count(plan.reduce_op) || plan.out_numel != r.outer * r.inner))
+      return false;
     if (plan.kind != "reduce" && plan.out_numel != r.outer * r.reduce * r.inner) return false;
     if (plan.kind == "layernorm" && (r.inner != 1 || !(plan.eps >= 0))) return false;
   }
@@ -374,7 +399,8 @@ std::string render_at(const KernelPlan& plan, const Dialect& d, const std::strin
   if (plan.expr.empty()) return acc;
   return render_expr(plan.expr, d, [&](const ExprNode& n) -> std::string {
     if (n.kind == ExprNode::Kind::Acc) return acc;
-    if (!source_element.empty() && n.kind == ExprNode::Kind::Input && n.tensor == plan.source && n.index.identity(plan.out_numel))
+    if (!source_element.empty() && n.kind == ExprNode::Kind::Input && n.tensor == plan.source &&
+        n.index.identity(plan.out_numel))
       return source_element;
     const TensorRef t{n.kind == ExprNode::Kind::Param, n.tensor};
     return buffer_name(t) + "[" + leaf_index(n.index, plan.out_numel, i) + "]";
@@ -400,7 +426,8 @@ std::string header_comment(const std::string& family, const nlohmann::json& para
                            const Problem& problem, const std::string& what) {
   auto list = [](const std::vector<TensorSpec>& v) {
     std::string s;
-    for (const auto& t : v) s += (s.empty() ? "" : ", ") + t.name + " " + std::string(dtype_name(t.dtype)) + " [" + shape_list(t.shape) + "]";
+    for (const auto& t : v)
+      s += (s.empty() ? "" : ", ") + t.name + " " + std::string(dtype_name(t.dtype)) + " [" + shape_list(t.shape) + "]";
     return s.empty() ? std::string("none") : s;
   };
   std::string s;
@@ -417,7 +444,8 @@ std::string header_comment(const std::string& family, const nlohmann::json& para
 std::string host_shape_check(const Problem& problem, const std::string& fail_fmt) {
   std::string s;
   s += "// Every tensor must be exactly as the problem declares it: the kernels have its shapes compiled in.\n";
-  s += "static int mb_check_one(const mblast_tensor& t, const char* role, const char* name, int dtype, size_t esize, int ndim,\n";
+  s += "static int mb_check_one(const mblast_tensor& t, const char* role, const char* name, int dtype, size_t esize, "
+       "int ndim,\n";
   s += "                        const long long* shape) {\n";
   s += "  if (static_cast<int>(t.dtype) != dtype) return " + fail_fmt +
        "(\"%s %s: dtype %d, expected %d\", role, name, static_cast<int>(t.dtype), dtype);\n";
@@ -427,7 +455,8 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
   s += "  for (int d = 0; d < ndim; ++d) {\n";
   s += "    if (t.shape[d] != shape[d])\n";
   s += "      return " + fail_fmt +
-       "(\"%s %s: dim %d is %lld, this candidate was generated for %lld\", role, name, d, static_cast<long long>(t.shape[d]), shape[d]);\n";
+       "(\"%s %s: dim %d is %lld, this candidate was generated for %lld\", role, name, d, static_cast<long "
+       "long>(t.shape[d]), shape[d]);\n";
   s += "    n *= static_cast<size_t>(shape[d]);\n";
   s += "  }\n";
   s += "  if (t.data == nullptr || t.nbytes != n * esize)\n";
@@ -436,17 +465,18 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
   s += "}\n\n";
   s += "static int mb_check_tensors(const mblast_tensor* in, int32_t n_in, const mblast_tensor* par, int32_t n_par,\n";
   s += "                            const mblast_tensor* out, int32_t n_out) {\n";
-  s += fmt::format("  if (n_in != {} || n_par != {} || n_out != {})\n", problem.inputs.size(), problem.parameters.size(),
-                   problem.outputs.size());
-  s += fmt::format("    return {}(\"expected {} inputs, {} parameters, {} outputs; got %d, %d, %d\", static_cast<int>(n_in), "
-                   "static_cast<int>(n_par), static_cast<int>(n_out));\n",
-                   fail_fmt, problem.inputs.size(), problem.parameters.size(), problem.outputs.size());
+  s += fmt::format("  if (n_in != {} || n_par != {} || n_out != {})\n", problem.inputs.size(),
+                   problem.parameters.size(), problem.outputs.size());
+  s += fmt::format(
+      "    return {}(\"expected {} inputs, {} parameters, {} outputs; got %d, %d, %d\", static_cast<int>(n_in), "
+      "static_cast<int>(n_par), static_cast<int>(n_out));\n",
+      fail_fmt, problem.inputs.size(), problem.parameters.size(), problem.outputs.size());
   auto each = [&](const std::vector<TensorSpec>& v, const char* arr, const char* role) {
     for (size_t i = 0; i < v.size(); ++i) {
       const auto& t = v[i];
       s += fmt::format("  {{\n    static const long long shape[] = {{{}}};\n", shape_list(t.shape));
-      s += fmt::format("    if (mb_check_one({}[{}], \"{}\", \"{}\", {}, {}, {}, shape) != 0) return -1;\n  }}\n", arr, i, role,
-                       c_escape(t.name), static_cast<int>(t.dtype), dtype_size(t.dtype), t.shape.size());
+      s += fmt::format("    if (mb_check_one({}[{}], \"{}\", \"{}\", {}, {}, {}, shape) != 0) return -1;\n  }}\n", arr,
+                       i, role, c_escape(t.name), static_cast<int>(t.dtype), dtype_size(t.dtype), t.shape.size());
     }
   };
   each(problem.inputs, "in", "input");
@@ -457,7 +487,8 @@ std::string host_shape_check(const Problem& problem, const std::string& fail_fmt
 }
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
   return text;
 }
 
@@ -512,10 +543,11 @@ std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& s
   return out;
 }
 
-std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params, size_t cap) {
+std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params,
+                                                      size_t cap) {
   const size_t stages = params.size();
-  std::vector<std::string> order;                     // parameter values in order of first appearance
-  std::map<std::string, std::vector<long>> first;     // value -> per stage, its first design with it (-1: none)
+  std::vector<std::string> order;                  // parameter values in order of first appearance
+  std::map<std::string, std::vector<long>> first;  // value -> per stage, its first design with it (-1: none)
   for (size_t s = 0; s < stages; ++s) {
     if (params[s].empty()) return {};
     std::set<std::string> at_start;  // what the stage's first design has already
@@ -546,8 +578,8 @@ std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vec
   return out;
 }
 
-std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos, const std::vector<std::vector<size_t>>& aligned,
-                                              size_t cap) {
+std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos,
+                                              const std::vector<std::vector<size_t>>& aligned, size_t cap) {
   if (combos.empty()) return combos;
   std::vector<std::vector<size_t>> out = {combos.front()};
   for (const auto& a : aligned)

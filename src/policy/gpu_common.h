@@ -60,8 +60,9 @@ std::string conv_window(const KernelPlan& plan, const std::string& x, const std:
 // The same for a conv_transpose plan, as a gather: the input elements whose scatter lands on the
 // output element (input row th / sh where th = oh + ph - r * dh is a non-negative multiple of sh
 // inside the input, columns alike); `n`, `co`, `oh`, `ow`, `g`, `col` are declared.
-std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt, const std::string& i,
-                                  const std::string& idx, const std::string& indent, const std::string& space = "");
+std::string conv_transpose_window(const KernelPlan& plan, const std::string& x, const std::string& wt,
+                                  const std::string& i, const std::string& idx, const std::string& indent,
+                                  const std::string& space = "");
 
 // An argmax plan: f32 input of [outer, reduce, inner], int64 output of [outer, inner], no epilogue.
 bool argmax_fits(const KernelPlan& plan, const Problem& problem);
@@ -71,8 +72,8 @@ bool argmax_fits(const KernelPlan& plan, const Problem& problem);
 std::string argmax_better();
 // The statements of an argmax over column `c` of x ([outer, reduce, inner]) storing out[c]: `i64`
 // is the 64-bit integer type ("long long" in CUDA, "long" in OpenCL C), `suffix` its literal's.
-std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64, const std::string& suffix,
-                          const std::string& indent);
+std::string argmax_column(const KernelPlan& plan, const std::string& x, const std::string& i64,
+                          const std::string& suffix, const std::string& indent);
 
 // A cumsum plan's [outer, reduce, inner] consistent with its input and output.
 bool scan_fits(const KernelPlan& plan, const Problem& problem);
@@ -80,15 +81,16 @@ bool scan_fits(const KernelPlan& plan, const Problem& problem);
 // Pieces of the cumsum kernels both GPU backends write (C statements valid in CUDA and OpenCL C):
 // scan_column walks column `c` (outer o, inner in: an index expression of type `idx`) of x in
 // order, writing each element through the epilogue (the running sum compensated, Kahan's way:
-// a long sequential float sum drifts by sqrt(L) roundings, beyond the tolerance at L = 4096); scan_tile_parts declares `float part[V]`
-// and `float run`, the running sums of the V elements from xr[first] (zeros past L); and
+// a long sequential float sum drifts by sqrt(L) roundings, beyond the tolerance at L = 4096); scan_tile_parts declares
+// `float part[V]` and `float run`, the running sums of the V elements from xr[first] (zeros past L); and
 // scan_tile_store writes out[row * L + first + j] = epilogue(before + (part[j] + lo)): `before` the
 // tile's prefix for the thread plus the carry, `lo` what their sums lost to rounding (one rounding
 // at the row's magnitude).
-std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c, const std::string& idx,
-                        const std::string& indent);
+std::string scan_column(const KernelPlan& plan, const Dialect& d, const std::string& x, const std::string& c,
+                        const std::string& idx, const std::string& indent);
 std::string scan_tile_parts(const Dialect& d, const std::string& indent);
-std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx, const std::string& indent);
+std::string scan_tile_store(const KernelPlan& plan, const Dialect& d, const std::string& idx,
+                            const std::string& indent);
 
 // A gather plan's view inside its source tensor (every element it reads exists).
 bool gather_fits(const KernelPlan& plan, const Problem& problem);
@@ -165,11 +167,12 @@ std::vector<std::vector<size_t>> chain_combinations(const std::vector<size_t>& s
 // stages from the all-first combination never reach in a long chain). In order of first
 // appearance, at most `cap`.
 // `params[s]` lists stage s's designs' params.
-std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params, size_t cap = 4);
+std::vector<std::vector<size_t>> aligned_combinations(const std::vector<std::vector<nlohmann::json>>& params,
+                                                      size_t cap = 4);
 // `combos` (chain_combinations', the all-first one first) with `aligned` right after its first,
 // none twice, at most `cap` in all.
-std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos, const std::vector<std::vector<size_t>>& aligned,
-                                              size_t cap = 16);
+std::vector<std::vector<size_t>> with_aligned(std::vector<std::vector<size_t>> combos,
+                                              const std::vector<std::vector<size_t>>& aligned, size_t cap = 16);
 // A chain's candidates, for any backend's design type D (with family, params, description and
 // actions): `make(stage plan, stage problem)` lists each stage's designs (none: no chain), and
 // `compose(parts)` joins one design per stage, for each combination chain_combinations() offers,

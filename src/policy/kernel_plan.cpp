@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -48,13 +48,13 @@ struct Unsupported {
 // What a graph node evaluates to.
 struct Value {
   enum class Kind { Tensor, Scalar, Expr, Producer } kind = Kind::Scalar;
-  bool is_param = false;   // Tensor
-  int index = -1;          // Tensor: problem tensor index (inputs past the problem's are temporaries)
+  bool is_param = false;  // Tensor
+  int index = -1;         // Tensor: problem tensor index (inputs past the problem's are temporaries)
   std::vector<int64_t> shape;
-  double scalar = 0;       // Scalar
-  int node = -1;           // Expr / Producer: expression node id in its stage (Producer: the Acc leaf)
-  int stage = -1;          // Expr / Producer: the stage whose expression holds `node`
-  bool transposed = false; // Tensor viewed with its last two dims swapped
+  double scalar = 0;        // Scalar
+  int node = -1;            // Expr / Producer: expression node id in its stage (Producer: the Acc leaf)
+  int stage = -1;           // Expr / Producer: the stage whose expression holds `node`
+  bool transposed = false;  // Tensor viewed with its last two dims swapped
   // Tensor: a strided view of problem tensor `index` (a permute, a transpose of other dims, a
   // select): element (i_0, ..., i_r) of `shape` is element offset + sum_d i_d * strides[d] of
   // the tensor's memory. Empty: the tensor itself, dense (or `transposed`).
@@ -87,7 +87,9 @@ struct Value {
 // of these.
 std::optional<std::pair<int64_t, int64_t>> int_or_pair(const nlohmann::json& v, int64_t dflt, bool one_d) {
   if (v.is_null()) return std::make_pair(dflt, dflt);
-  const nlohmann::json* one = v.is_number_integer() ? &v : v.is_array() && v.size() == 1 && v[0].is_number_integer() ? &v[0] : nullptr;
+  const nlohmann::json* one = v.is_number_integer()                                       ? &v
+                              : v.is_array() && v.size() == 1 && v[0].is_number_integer() ? &v[0]
+                                                                                          : nullptr;
   if (one) return std::make_pair(one_d ? dflt : one->get<int64_t>(), one->get<int64_t>());
   if (!one_d && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
     return std::make_pair(v[0].get<int64_t>(), v[1].get<int64_t>());
@@ -105,12 +107,14 @@ bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>&
 }
 
 // The shape two operands broadcast to (numpy rules); throws when they do not.
-std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& x, const std::vector<int64_t>& y, const std::string& what) {
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                                     const std::string& what) {
   std::vector<int64_t> r(std::max(x.size(), y.size()), 1);
   for (size_t i = 0; i < r.size(); ++i) {
     const int64_t a = i < r.size() - x.size() ? 1 : x[i - (r.size() - x.size())];
     const int64_t b = i < r.size() - y.size() ? 1 : y[i - (r.size() - y.size())];
-    if (a != b && a != 1 && b != 1) throw Unsupported{fmt::format("{}: shapes {} and {} do not broadcast", what, shape_text(x), shape_text(y))};
+    if (a != b && a != 1 && b != 1)
+      throw Unsupported{fmt::format("{}: shapes {} and {} do not broadcast", what, shape_text(x), shape_text(y))};
     r[i] = a == 1 ? b : a;
   }
   return r;
@@ -129,11 +133,13 @@ class Walker {
   void run(const nlohmann::json& graph) {
     if (!graph.is_object() || !graph.contains("nodes") || !graph["nodes"].is_array())
       throw Unsupported{"graph.json has no node list"};
-    if (p_.outputs.size() != 1) throw Unsupported{fmt::format("{} outputs; the generators make one", p_.outputs.size())};
+    if (p_.outputs.size() != 1)
+      throw Unsupported{fmt::format("{} outputs; the generators make one", p_.outputs.size())};
     // Inputs and parameters must be f32 where the graph reads them (tensor_named); others, such
     // as BatchNorm's int64 num_batches_tracked, are passed to the kernel and left alone.
     // An int64 output is an argmax's indices (finish() checks that it is).
-    if (p_.outputs[0].dtype != DType::f32 && p_.outputs[0].dtype != DType::i64) throw Unsupported{"the output is neither f32 nor int64"};
+    if (p_.outputs[0].dtype != DType::f32 && p_.outputs[0].dtype != DType::i64)
+      throw Unsupported{"the output is neither f32 nor int64"};
     for (const auto& n : graph["nodes"]) {
       std::string op = n.value("op", ""), name = n.value("name", "");
       if (op == "output") {
@@ -170,9 +176,9 @@ class Walker {
   std::map<std::pair<int, int>, int> materialised_;  // (stage, node) -> temp index
   // (tensor, offset, shape, strides) of a view -> the temp its gather stage wrote
   std::map<std::tuple<int, int64_t, std::vector<int64_t>, std::vector<int64_t>>, int> gathers_;
-  std::vector<std::vector<int64_t>> leaf_shape_;      // per node of cur_: a leaf's tensor shape
-  std::vector<std::string> leaf_what_;                // per node of cur_: the op that read the leaf
-  std::optional<Value> last_;                         // the latest value computed in cur_
+  std::vector<std::vector<int64_t>> leaf_shape_;  // per node of cur_: a leaf's tensor shape
+  std::vector<std::string> leaf_what_;            // per node of cur_: the op that read the leaf
+  std::optional<Value> last_;                     // the latest value computed in cur_
 
   int add(ExprNode n, std::vector<int64_t> shape = {}, std::string what = {}) {
     cur_.expr.nodes.push_back(std::move(n));
@@ -210,7 +216,8 @@ class Walker {
       throw Unsupported{"F.pad feeding something other than a convolution"};
     if (a.is_object() && a.contains("node")) {
       auto it = values_.find(a["node"].get<std::string>());
-      if (it == values_.end()) throw Unsupported{"a node uses " + a["node"].get<std::string>() + " before it is defined"};
+      if (it == values_.end())
+        throw Unsupported{"a node uses " + a["node"].get<std::string>() + " before it is defined"};
       return it->second;
     }
     if (a.is_number()) return Value::constant(a.get<double>());
@@ -224,7 +231,9 @@ class Walker {
     if (!v.computed() || v.stage == stage_id_) return v;
     auto it = materialised_.find({v.stage, v.node});
     if (it == materialised_.end())
-      throw Unsupported{"a value is used after a later kernel started and was not kept (a graph with branches the chain does not order)"};
+      throw Unsupported{
+          "a value is used after a later kernel started and was not kept (a graph with branches the chain does not "
+          "order)"};
     return Value::tensor(false, first_temp_ + it->second, v.shape);
   }
   // resolve_view, with a strided view copied into a dense temporary first.
@@ -303,7 +312,8 @@ class Walker {
 
   // Ends the current stage with `v` (computed in it) as its result, written to a new temporary.
   Value materialise(const Value& v) {
-    if (cur_.kind == "argmax") throw Unsupported{"argmax's int64 indices read by later work (only an argmax as the output is generated)"};
+    if (cur_.kind == "argmax")
+      throw Unsupported{"argmax's int64 indices read by later work (only an argmax as the output is generated)"};
     const int t = static_cast<int>(temps_.size());
     end_stage(v);
     temps_.push_back(TensorSpec{fmt::format("mb_tmp{}", t), DType::f32, v.shape});
@@ -329,12 +339,14 @@ class Walker {
     prune();
     for (size_t i = 0; i < cur_.expr.nodes.size(); ++i) {
       auto& n = cur_.expr.nodes[i];
-      if (n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) n.index = index_map(leaf_shape_[i], cur_.out_shape, leaf_what_[i]);
+      if (n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param)
+        n.index = index_map(leaf_shape_[i], cur_.out_shape, leaf_what_[i]);
     }
   }
 
   // The index map of a tensor of shape `t` broadcast against the stage's result shape `out`.
-  static IndexMap index_map(const std::vector<int64_t>& t_in, const std::vector<int64_t>& out, const std::string& what) {
+  static IndexMap index_map(const std::vector<int64_t>& t_in, const std::vector<int64_t>& out,
+                            const std::string& what) {
     std::vector<int64_t> t = t_in;
     while (!t.empty() && t.front() == 1 && t.size() > out.size()) t.erase(t.begin());
     if (t.size() > out.size()) throw Unsupported{what + " has more dims than the result it is part of"};
@@ -343,9 +355,12 @@ class Walker {
     for (size_t d = 0; d < out.size(); ++d) {
       if (t[d] == 1 && out[d] != 1) continue;
       if (t[d] != out[d])
-        throw Unsupported{fmt::format("{} [{}] does not broadcast to the result [{}]", what, shape_text(t_in), shape_text(out))};
-      if (first < 0) first = static_cast<int>(d);
-      else if (last != static_cast<int>(d) - 1) throw Unsupported{what + " broadcasts over non-adjacent dims"};
+        throw Unsupported{
+            fmt::format("{} [{}] does not broadcast to the result [{}]", what, shape_text(t_in), shape_text(out))};
+      if (first < 0)
+        first = static_cast<int>(d);
+      else if (last != static_cast<int>(d) - 1)
+        throw Unsupported{what + " broadcasts over non-adjacent dims"};
       last = static_cast<int>(d);
     }
     IndexMap m;
@@ -363,7 +378,8 @@ class Walker {
     switch (v.kind) {
       case Value::Kind::Expr:
       case Value::Kind::Producer:
-        if (cur_.kind == "argmax") throw Unsupported{"work on argmax's int64 indices (only an argmax as the output is generated)"};
+        if (cur_.kind == "argmax")
+          throw Unsupported{"work on argmax's int64 indices (only an argmax as the output is generated)"};
         return v.node;
       case Value::Kind::Scalar: {
         ExprNode n;
@@ -415,9 +431,12 @@ class Walker {
   Value binary(const std::string& op, const Value& xin, const Value& yin) {
     Value x = resolve(xin), y = resolve(yin);
     if (x.kind == Value::Kind::Scalar && y.kind == Value::Kind::Scalar) {
-      double r = op == "add" ? x.scalar + y.scalar : op == "sub" ? x.scalar - y.scalar
-               : op == "mul" ? x.scalar * y.scalar : op == "div" ? x.scalar / y.scalar
-               : op == "max" ? std::max(x.scalar, y.scalar) : std::min(x.scalar, y.scalar);
+      double r = op == "add"   ? x.scalar + y.scalar
+                 : op == "sub" ? x.scalar - y.scalar
+                 : op == "mul" ? x.scalar * y.scalar
+                 : op == "div" ? x.scalar / y.scalar
+                 : op == "max" ? std::max(x.scalar, y.scalar)
+                               : std::min(x.scalar, y.scalar);
       return Value::constant(r);
     }
     const auto shape = broadcast_shape(x.shape, y.shape, op);
@@ -486,9 +505,12 @@ class Walker {
     ReduceShape r;
     r.reduce = 1;
     for (int d = 0; d < static_cast<int>(x.shape.size()); ++d) {
-      if (d < first) r.outer *= x.shape[d];
-      else if (d <= last) r.reduce *= x.shape[d];
-      else r.inner *= x.shape[d];
+      if (d < first)
+        r.outer *= x.shape[d];
+      else if (d <= last)
+        r.reduce *= x.shape[d];
+      else
+        r.inner *= x.shape[d];
     }
     return r;
   }
@@ -514,8 +536,10 @@ class Walker {
     std::vector<int64_t> shape;
     for (int d = 0; d < static_cast<int>(x.shape.size()); ++d) {
       const bool reduced = d >= dims.front() && d <= dims.back();
-      if (!reduced) shape.push_back(x.shape[static_cast<size_t>(d)]);
-      else if (keepdim) shape.push_back(1);
+      if (!reduced)
+        shape.push_back(x.shape[static_cast<size_t>(d)]);
+      else if (keepdim)
+        shape.push_back(1);
     }
     Value r = producer_result(shape);
     cur_.kind = "reduce";
@@ -531,7 +555,8 @@ class Walker {
                const nlohmann::json& pad, const nlohmann::json& dil, bool count_include_pad) {
     const Value x = producer_operand(xin, op + "_pool2d");
     if (x.is_param) throw Unsupported{op + "_pool2d of a parameter"};
-    if (x.shape.size() != 4 && x.shape.size() != 3) throw Unsupported{op + "_pool2d of a tensor that is not [N,] C, H, W"};
+    if (x.shape.size() != 4 && x.shape.size() != 3)
+      throw Unsupported{op + "_pool2d of a tensor that is not [N,] C, H, W"};
     auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) {
       if (auto p = int_or_pair(v, dflt, false)) return *p;
       throw Unsupported{fmt::format("{}_pool2d: {} is not an int or a pair", op, what)};
@@ -567,9 +592,12 @@ class Walker {
   // more dims, other modes and other values are refused.
   Padded zero_pad(const nlohmann::json& n) {
     const nlohmann::json pad = arg(n, 1, "pad"), mode = arg(n, 2, "mode"), value = arg(n, 3, "value");
-    if (mode.is_string() && mode.get<std::string>() != "constant") throw Unsupported{"F.pad in mode " + mode.get<std::string>()};
-    if (!value.is_null() && !(value.is_number() && value.get<double>() == 0.0)) throw Unsupported{"F.pad with a value other than 0"};
-    if (!pad.is_array() || pad.size() % 2 || pad.empty()) throw Unsupported{"F.pad without a list of (begin, end) pairs"};
+    if (mode.is_string() && mode.get<std::string>() != "constant")
+      throw Unsupported{"F.pad in mode " + mode.get<std::string>()};
+    if (!value.is_null() && !(value.is_number() && value.get<double>() == 0.0))
+      throw Unsupported{"F.pad with a value other than 0"};
+    if (!pad.is_array() || pad.size() % 2 || pad.empty())
+      throw Unsupported{"F.pad without a list of (begin, end) pairs"};
     for (size_t i = 0; i < pad.size(); ++i)
       if (!pad[i].is_number_integer() || pad[i].get<int64_t>() < 0 || (i >= 2 && pad[i].get<int64_t>() != 0))
         throw Unsupported{"F.pad of more than the last dim, or negative (cropping)"};
@@ -594,7 +622,8 @@ class Walker {
     if (w.kind != Value::Kind::Tensor) throw Unsupported{"conv of a computed weight"};
     if (w.strided()) throw Unsupported{"conv of a weight view (transposed, permuted or selected)"};
     const bool one_d = x.shape.size() == 3;
-    if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size()) throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
+    if ((x.shape.size() != 4 && !one_d) || w.shape.size() != x.shape.size())
+      throw Unsupported{"conv of a tensor that is not N, C, [H,] W"};
     auto pair = [&](const nlohmann::json& v, int64_t dflt, const char* what) {
       if (auto p = int_or_pair(v, dflt, one_d)) return *p;
       throw Unsupported{std::string("conv: ") + what + " is not an int or a pair (or a string padding)"};
@@ -612,8 +641,10 @@ class Walker {
       c.pw_right = c.pw + in.right;
       c.pw += in.left;
     }
-    if (groups < 1 || c.cin % groups || c.cout % groups || w.shape[1] != c.cin / groups) throw Unsupported{"conv: weight and groups disagree"};
-    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0) throw Unsupported{"conv with a geometry PyTorch refuses"};
+    if (groups < 1 || c.cin % groups || c.cout % groups || w.shape[1] != c.cin / groups)
+      throw Unsupported{"conv: weight and groups disagree"};
+    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0)
+      throw Unsupported{"conv with a geometry PyTorch refuses"};
     c.out_h = window_out(c.h, c.kh, c.sh, c.ph, c.dh);
     c.out_w = window_out(c.w, c.kw, c.sw, c.pw, c.dw, c.pw_end());
     if (c.out_h < 1 || c.out_w < 1) throw Unsupported{"conv: the kernel is larger than the padded input"};
@@ -622,7 +653,8 @@ class Walker {
 
   // A conv kind's result [n, cout, (out_h,) out_w] as the stage's producer; the bias joins the
   // epilogue per output channel.
-  Value conv_result(const char* kind, const Value& x, const Value& w, const ConvShape& c, bool one_d, const std::optional<Value>& bias) {
+  Value conv_result(const char* kind, const Value& x, const Value& w, const ConvShape& c, bool one_d,
+                    const std::optional<Value>& bias) {
     std::vector<int64_t> shape = {c.n, c.cout};
     if (!one_d) shape.push_back(c.out_h);
     shape.push_back(c.out_w);
@@ -642,7 +674,8 @@ class Walker {
   // weight is [cin, cout / groups, kh, kw]; output_padding adds rows and columns at the end (it
   // only changes out_h and out_w). The bias joins the epilogue per output channel.
   Value conv_transpose(const Value& xin, const Value& w, const std::optional<Value>& bias, const nlohmann::json& stride,
-                       const nlohmann::json& pad, const nlohmann::json& out_pad, const nlohmann::json& dil, int64_t groups) {
+                       const nlohmann::json& pad, const nlohmann::json& out_pad, const nlohmann::json& dil,
+                       int64_t groups) {
     const Value x = producer_operand(xin, "conv_transpose");
     if (x.is_param) throw Unsupported{"conv_transpose of a parameter tensor"};
     if (w.kind != Value::Kind::Tensor) throw Unsupported{"conv_transpose of a computed weight"};
@@ -657,7 +690,8 @@ class Walker {
     ConvShape c;
     c.n = x.shape[0], c.cin = x.shape[1], c.h = one_d ? 1 : x.shape[2], c.w = x.shape.back();
     c.groups = groups;
-    if (groups < 1 || w.shape[0] != c.cin || c.cin % groups) throw Unsupported{"conv_transpose: weight and groups disagree"};
+    if (groups < 1 || w.shape[0] != c.cin || c.cin % groups)
+      throw Unsupported{"conv_transpose: weight and groups disagree"};
     c.cout = w.shape[1] * groups;
     c.kh = one_d ? 1 : w.shape[2], c.kw = w.shape.back();
     std::tie(c.sh, c.sw) = pair(stride, 1, "stride");
@@ -695,8 +729,10 @@ class Walker {
     const int d = normalise_dim(dim.get<int64_t>(), x.shape.size());
     std::vector<int64_t> shape;
     for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) {
-      if (i != d) shape.push_back(x.shape[static_cast<size_t>(i)]);
-      else if (keepdim) shape.push_back(1);
+      if (i != d)
+        shape.push_back(x.shape[static_cast<size_t>(i)]);
+      else if (keepdim)
+        shape.push_back(1);
     }
     Value r = producer_result(shape);
     cur_.kind = "argmax";
@@ -731,7 +767,8 @@ class Walker {
   // A per-channel tensor ([C]) viewed as [C, 1, ..., 1] so that it broadcasts along dim 1 of a
   // tensor of rank `rank` (its memory is the same).
   static Value per_channel(const Value& v, size_t rank, const std::string& what) {
-    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.strided()) throw Unsupported{what + " is not a per-channel tensor"};
+    if (v.kind != Value::Kind::Tensor || v.shape.size() != 1 || v.strided())
+      throw Unsupported{what + " is not a per-channel tensor"};
     Value r = v;
     r.shape.resize(rank - 1, 1);
     return r;
@@ -753,11 +790,13 @@ class Walker {
   // GroupNorm: x [N, C, ...] in `groups` groups of C / groups channels, each group of each sample
   // normalised over its channels and positions: contiguous rows of a layernorm over
   // [N * groups, C / groups * prod(...)]; weight and bias are per channel.
-  Value group_norm(const Value& xin, int64_t groups, const std::optional<Value>& w, const std::optional<Value>& b, double eps) {
+  Value group_norm(const Value& xin, int64_t groups, const std::optional<Value>& w, const std::optional<Value>& b,
+                   double eps) {
     const Value x = producer_operand(xin, "group_norm");
     if (x.is_param) throw Unsupported{"group_norm of a parameter"};
     if (x.shape.size() < 2) throw Unsupported{"group_norm of a tensor without a channel dim"};
-    if (groups < 1 || x.shape[1] % groups != 0) throw Unsupported{fmt::format("group_norm: {} channels in {} groups", x.shape[1], groups)};
+    if (groups < 1 || x.shape[1] % groups != 0)
+      throw Unsupported{fmt::format("group_norm: {} channels in {} groups", x.shape[1], groups)};
     const int64_t rows = x.shape[0] * groups;
     Value r = producer_result(x.shape);
     cur_.kind = "layernorm";
@@ -776,13 +815,16 @@ class Walker {
     const Value x = producer_operand(xin, "layer_norm");
     if (x.is_param) throw Unsupported{"layer_norm of a parameter"};
     std::vector<int64_t> dims;
-    if (normalized.is_number_integer()) dims.push_back(normalized.get<int64_t>());
+    if (normalized.is_number_integer())
+      dims.push_back(normalized.get<int64_t>());
     else if (normalized.is_array())
       for (const auto& d : normalized) dims.push_back(d.get<int64_t>());
-    if (dims.empty() || dims.size() > x.shape.size()) throw Unsupported{"layer_norm without a normalized_shape it can read"};
+    if (dims.empty() || dims.size() > x.shape.size())
+      throw Unsupported{"layer_norm without a normalized_shape it can read"};
     int64_t cols = 1;
     for (size_t i = 0; i < dims.size(); ++i) {
-      if (x.shape[x.shape.size() - dims.size() + i] != dims[i]) throw Unsupported{"layer_norm: normalized_shape is not x's trailing dims"};
+      if (x.shape[x.shape.size() - dims.size() + i] != dims[i])
+        throw Unsupported{"layer_norm: normalized_shape is not x's trailing dims"};
       cols *= dims[i];
     }
     Value r = producer_result(x.shape);
@@ -904,9 +946,12 @@ class Walker {
     const int64_t total = numel_of(v.shape);
     int64_t known = 1, infer = -1;
     for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == -1 && infer < 0) infer = static_cast<int64_t>(d);
-      else if (shape[d] < 0) throw Unsupported{"a reshape with a negative size"};
-      else known *= shape[d];
+      if (shape[d] == -1 && infer < 0)
+        infer = static_cast<int64_t>(d);
+      else if (shape[d] < 0)
+        throw Unsupported{"a reshape with a negative size"};
+      else
+        known *= shape[d];
     }
     if (infer >= 0) {
       if (known == 0 || total % known) throw Unsupported{"a reshape whose -1 cannot be inferred"};
@@ -938,7 +983,8 @@ class Walker {
         continue;
       }
       const Value v = arg_value(e);
-      if (v.kind != Value::Kind::Scalar || v.scalar != std::floor(v.scalar)) throw Unsupported{"a shape that is not a list of ints"};
+      if (v.kind != Value::Kind::Scalar || v.scalar != std::floor(v.scalar))
+        throw Unsupported{"a shape that is not a list of ints"};
       out.push_back(static_cast<int64_t>(v.scalar));
     }
     return out;
@@ -952,20 +998,23 @@ class Walker {
       if (a.is_number_integer()) return a.get<int64_t>();
       if (a.is_null() && dflt) return *dflt;
       const Value v = a.is_null() ? Value() : arg_value(a);
-      if (!a.is_null() && v.kind == Value::Kind::Scalar && v.scalar == std::floor(v.scalar)) return static_cast<int64_t>(v.scalar);
+      if (!a.is_null() && v.kind == Value::Kind::Scalar && v.scalar == std::floor(v.scalar))
+        return static_cast<int64_t>(v.scalar);
       throw Unsupported{fn + ": " + key + " is not an int"};
     };
     if (fn == "size" || fn == "sym_size") {
       const Value v = x();
       if (arg(n, 1, "dim").is_null()) throw Unsupported{"size() of every dim (a tuple)"};
-      return Value::constant(static_cast<double>(v.shape.at(static_cast<size_t>(normalise_dim(int_arg(1, "dim", {}), v.shape.size())))));
+      return Value::constant(
+          static_cast<double>(v.shape.at(static_cast<size_t>(normalise_dim(int_arg(1, "dim", {}), v.shape.size())))));
     }
     if (fn == "getitem") {
       if (!arg(n, 1, "idx").is_number_integer()) throw Unsupported{"indexing by other than one int (slices, tensors)"};
       return selected(x(), 0, int_arg(1, "idx", {}));
     }
     if (fn == "select") return selected(x(), int_arg(1, "dim", {}), int_arg(2, "index", {}));
-    if (fn == "reshape" || fn == "view" || fn == "_unsafe_view") return reshaped(x(), int_list(n, 1, fn == "reshape" ? "shape" : "size"));
+    if (fn == "reshape" || fn == "view" || fn == "_unsafe_view")
+      return reshaped(x(), int_list(n, 1, fn == "reshape" ? "shape" : "size"));
     if (fn == "permute") return permuted(x(), int_list(n, 1, "dims"));
     if (fn == "t" || fn == "T") return transposed(x());
     if (fn == "transpose") return transposed(x(), int_arg(1, "dim0", {}), int_arg(2, "dim1", {}));
@@ -1007,13 +1056,15 @@ class Walker {
   Value call(const std::string& fn, const nlohmann::json& n, const nlohmann::json& attributes) {
     auto x = [&](size_t i, const char* key) { return arg_value(arg(n, i, key)); };
     static const std::map<std::string, std::string> kUnary = {
-        {"relu", "relu"}, {"relu_", "relu"}, {"sigmoid", "sigmoid"}, {"tanh", "tanh"}, {"exp", "exp"},
-        {"log", "log"}, {"sqrt", "sqrt"}, {"rsqrt", "rsqrt"}, {"abs", "abs"}, {"neg", "neg"},
-        {"silu", "silu"}, {"relu6", "relu6"}, {"softplus", "softplus"}, {"ReLU", "relu"}, {"Sigmoid", "sigmoid"},
-        {"Tanh", "tanh"}, {"SiLU", "silu"}, {"ReLU6", "relu6"}, {"Softplus", "softplus"}, {"Identity", ""}};
+        {"relu", "relu"},         {"relu_", "relu"},  {"sigmoid", "sigmoid"},   {"tanh", "tanh"},
+        {"exp", "exp"},           {"log", "log"},     {"sqrt", "sqrt"},         {"rsqrt", "rsqrt"},
+        {"abs", "abs"},           {"neg", "neg"},     {"silu", "silu"},         {"relu6", "relu6"},
+        {"softplus", "softplus"}, {"ReLU", "relu"},   {"Sigmoid", "sigmoid"},   {"Tanh", "tanh"},
+        {"SiLU", "silu"},         {"ReLU6", "relu6"}, {"Softplus", "softplus"}, {"Identity", ""}};
     static const std::map<std::string, std::string> kBinary = {
-        {"add", "add"}, {"iadd", "add"}, {"sub", "sub"}, {"isub", "sub"}, {"mul", "mul"}, {"imul", "mul"},
-        {"truediv", "div"}, {"div", "div"}, {"itruediv", "div"}, {"maximum", "max"}, {"minimum", "min"}};
+        {"add", "add"},      {"iadd", "add"},    {"sub", "sub"},     {"isub", "sub"},
+        {"mul", "mul"},      {"imul", "mul"},    {"truediv", "div"}, {"div", "div"},
+        {"itruediv", "div"}, {"maximum", "max"}, {"minimum", "min"}};
     if (auto it = kUnary.find(fn); it != kUnary.end()) {
       if (it->second.empty()) return x(0, "input");
       return unary(it->second, x(0, "input"));
@@ -1030,14 +1081,16 @@ class Walker {
     if (fn == "rsub") return binary("sub", x(1, "other"), x(0, "input"));
     if (fn == "conv2d" || fn == "conv1d") {  // F.conv2d(input, weight, bias, stride, padding, dilation, groups)
       nlohmann::json b = arg(n, 2, "bias"), g = arg(n, 6, "groups");
-      return conv(conv_input(arg(n, 0, "input")), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
+      return conv(conv_input(arg(n, 0, "input")), x(1, "weight"),
+                  b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
                   arg(n, 4, "padding"), arg(n, 5, "dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
     }
     if (fn == "conv_transpose2d" || fn == "conv_transpose1d") {
       // F.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
       nlohmann::json b = arg(n, 2, "bias"), g = arg(n, 6, "groups");
-      return conv_transpose(arg_value(arg(n, 0, "input")), x(1, "weight"), b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)),
-                            arg(n, 3, "stride"), arg(n, 4, "padding"), arg(n, 5, "output_padding"), arg(n, 7, "dilation"),
+      return conv_transpose(arg_value(arg(n, 0, "input")), x(1, "weight"),
+                            b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), arg(n, 3, "stride"),
+                            arg(n, 4, "padding"), arg(n, 5, "output_padding"), arg(n, 7, "dilation"),
                             g.is_number_integer() ? g.get<int64_t>() : 1);
     }
     if (fn == "max_pool2d" || fn == "avg_pool2d") {
@@ -1053,51 +1106,62 @@ class Walker {
         throw Unsupported{fn + " with divisor_override"};
       }
       const nlohmann::json cip = is_max ? nlohmann::json() : arg(n, 5, "count_include_pad");
-      return pool2d(is_max ? "max" : "avg", x(0, "input"), arg(n, 1, "kernel_size"), arg(n, 2, "stride"), arg(n, 3, "padding"),
-                    is_max ? arg(n, 4, "dilation") : nlohmann::json(1), !cip.is_boolean() || cip.get<bool>());
+      return pool2d(is_max ? "max" : "avg", x(0, "input"), arg(n, 1, "kernel_size"), arg(n, 2, "stride"),
+                    arg(n, 3, "padding"), is_max ? arg(n, 4, "dilation") : nlohmann::json(1),
+                    !cip.is_boolean() || cip.get<bool>());
     }
     if (fn == "group_norm") {  // F.group_norm(input, num_groups, weight, bias, eps)
-      nlohmann::json g = arg(n, 1, "num_groups"), eps = arg(n, 4, "eps"), w = arg(n, 2, "weight"), b = arg(n, 3, "bias");
+      nlohmann::json g = arg(n, 1, "num_groups"), eps = arg(n, 4, "eps"), w = arg(n, 2, "weight"),
+                     b = arg(n, 3, "bias");
       if (!g.is_number_integer()) throw Unsupported{"group_norm without a number of groups"};
-      return group_norm(x(0, "input"), g.get<int64_t>(), w.is_null() ? std::nullopt : std::optional<Value>(arg_value(w)),
-                        b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), eps.is_number() ? eps.get<double>() : 1e-5);
+      return group_norm(
+          x(0, "input"), g.get<int64_t>(), w.is_null() ? std::nullopt : std::optional<Value>(arg_value(w)),
+          b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), eps.is_number() ? eps.get<double>() : 1e-5);
     }
     if (fn == "batch_norm") {  // F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
-      nlohmann::json training = arg(n, 5, "training"), eps = arg(n, 7, "eps"), w = arg(n, 3, "weight"), b = arg(n, 4, "bias");
-      if (!training.is_boolean() || training.get<bool>()) throw Unsupported{"batch_norm in training mode (batch statistics)"};
+      nlohmann::json training = arg(n, 5, "training"), eps = arg(n, 7, "eps"), w = arg(n, 3, "weight"),
+                     b = arg(n, 4, "bias");
+      if (!training.is_boolean() || training.get<bool>())
+        throw Unsupported{"batch_norm in training mode (batch statistics)"};
       return batch_norm_eval(x(0, "input"), x(1, "running_mean"), x(2, "running_var"),
                              w.is_null() ? std::nullopt : std::optional<Value>(arg_value(w)),
-                             b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)), eps.is_number() ? eps.get<double>() : 1e-5);
+                             b.is_null() ? std::nullopt : std::optional<Value>(arg_value(b)),
+                             eps.is_number() ? eps.get<double>() : 1e-5);
     }
     if (fn == "pow" || fn == "square") {  // small integer exponents as products
       nlohmann::json e = fn == "square" ? nlohmann::json(2) : arg(n, 1, "exponent");
-      if (!e.is_number() || (e.get<double>() != 2.0 && e.get<double>() != 3.0)) throw Unsupported{"pow with an exponent other than 2 or 3"};
+      if (!e.is_number() || (e.get<double>() != 2.0 && e.get<double>() != 3.0))
+        throw Unsupported{"pow with an exponent other than 2 or 3"};
       Value v = x(0, "input");
       Value sq = binary("mul", v, v);
       return e.get<double>() == 3.0 ? binary("mul", sq, v) : sq;
     }
     if (fn == "gelu" || fn == "GELU") {
       nlohmann::json approx = attributes.is_object() && attributes.contains("approximate") ? attributes["approximate"]
-                                                                                             : arg(n, 1, "approximate");
+                                                                                           : arg(n, 1, "approximate");
       bool tanh_form = approx.is_string() && approx.get<std::string>() == "tanh";
       return unary(tanh_form ? "gelu_tanh" : "gelu", x(0, "input"));
     }
     if (fn == "leaky_relu" || fn == "LeakyReLU") {
       nlohmann::json s = attributes.is_object() && attributes.contains("negative_slope") ? attributes["negative_slope"]
-                                                                                          : arg(n, 1, "negative_slope");
+                                                                                         : arg(n, 1, "negative_slope");
       return unary("leaky_relu", x(0, "input"), s.is_number() ? s.get<double>() : 0.01);
     }
     if (fn == "clamp" || fn == "clip" || fn == "hardtanh" || fn == "Hardtanh") {
       nlohmann::json lo, hi;
-      if (attributes.is_object() && attributes.contains("min_val")) lo = attributes["min_val"], hi = attributes["max_val"];
-      else if (fn == "hardtanh") lo = arg(n, 1, "min_val"), hi = arg(n, 2, "max_val");
-      else lo = arg(n, 1, "min"), hi = arg(n, 2, "max");
+      if (attributes.is_object() && attributes.contains("min_val"))
+        lo = attributes["min_val"], hi = attributes["max_val"];
+      else if (fn == "hardtanh")
+        lo = arg(n, 1, "min_val"), hi = arg(n, 2, "max_val");
+      else
+        lo = arg(n, 1, "min"), hi = arg(n, 2, "max");
       if (fn.starts_with("hardtanh") || fn == "Hardtanh") {
         if (lo.is_null()) lo = -1.0;
         if (hi.is_null()) hi = 1.0;
       }
       double l = lo.is_number() ? lo.get<double>() : -INFINITY, h = hi.is_number() ? hi.get<double>() : INFINITY;
-      if ((!lo.is_null() && !lo.is_number()) || (!hi.is_null() && !hi.is_number())) throw Unsupported{"clamp by a tensor"};
+      if ((!lo.is_null() && !lo.is_number()) || (!hi.is_null() && !hi.is_number()))
+        throw Unsupported{"clamp by a tensor"};
       return unary("clamp", x(0, "input"), l, h);
     }
     if (fn == "Dropout" || fn == "dropout") {
@@ -1144,8 +1208,9 @@ class Walker {
     }
     if (fn == "rms_norm") {  // F.rms_norm(input, normalized_shape, weight=None, eps=None)
       nlohmann::json w = arg(n, 2, "weight"), eps = arg(n, 3, "eps");
-      return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"), w.is_null() ? std::nullopt : std::optional(arg_value(w)),
-                        std::nullopt, eps.is_number() ? eps.get<double>() : kF32Epsilon, true);
+      return layer_norm(x(0, "input"), arg(n, 1, "normalized_shape"),
+                        w.is_null() ? std::nullopt : std::optional(arg_value(w)), std::nullopt,
+                        eps.is_number() ? eps.get<double>() : kF32Epsilon, true);
     }
     if (fn == "matmul" || fn == "mm" || fn == "bmm") return matmul(x(0, "input"), x(1, "other"), false);
     if (auto v = shape_op(fn, n)) return *v;
@@ -1201,8 +1266,8 @@ class Walker {
         auto w = tensor_named(target + ".weight");
         if (!w) throw Unsupported{type + " " + target + " has no weight tensor"};
         const nlohmann::json g = at("groups");
-        return conv(conv_input(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"), at("dilation"),
-                    g.is_number_integer() ? g.get<int64_t>() : 1);
+        return conv(conv_input(n["args"][0]), *w, tensor_named(target + ".bias"), at("stride"), at("padding"),
+                    at("dilation"), g.is_number_integer() ? g.get<int64_t>() : 1);
       }
       if (type == "ConvTranspose2d" || type == "ConvTranspose1d") {
         auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
@@ -1218,7 +1283,8 @@ class Walker {
         const bool is_max = type == "MaxPool2d";
         auto at = [&](const char* key) { return attrs.contains(key) ? attrs[key] : nlohmann::json(); };
         if (at("ceil_mode").is_boolean() && at("ceil_mode").get<bool>()) throw Unsupported{type + " with ceil_mode"};
-        if (at("return_indices").is_boolean() && at("return_indices").get<bool>()) throw Unsupported{type + " returning indices"};
+        if (at("return_indices").is_boolean() && at("return_indices").get<bool>())
+          throw Unsupported{type + " returning indices"};
         if (!at("divisor_override").is_null()) throw Unsupported{type + " with divisor_override"};
         const nlohmann::json cip = at("count_include_pad");
         return pool2d(is_max ? "max" : "avg", arg_value(n["args"][0]), at("kernel_size"), at("stride"), at("padding"),
@@ -1226,7 +1292,8 @@ class Walker {
       }
       if (type == "GroupNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
-        if (!attrs.contains("num_groups") || !attrs["num_groups"].is_number_integer()) throw Unsupported{"GroupNorm without num_groups"};
+        if (!attrs.contains("num_groups") || !attrs["num_groups"].is_number_integer())
+          throw Unsupported{"GroupNorm without num_groups"};
         return group_norm(arg_value(n["args"][0]), attrs["num_groups"].get<int64_t>(), tensor_named(target + ".weight"),
                           tensor_named(target + ".bias"), eps);
       }
@@ -1238,7 +1305,8 @@ class Walker {
       if (type == "LayerNorm") {
         const double eps = attrs.contains("eps") && attrs["eps"].is_number() ? attrs["eps"].get<double>() : 1e-5;
         nlohmann::json shape = attrs.contains("normalized_shape") ? attrs["normalized_shape"] : nlohmann::json();
-        return layer_norm(arg_value(n["args"][0]), shape, tensor_named(target + ".weight"), tensor_named(target + ".bias"), eps);
+        return layer_norm(arg_value(n["args"][0]), shape, tensor_named(target + ".weight"),
+                          tensor_named(target + ".bias"), eps);
       }
       return call(type, n, attrs);
     }
@@ -1264,8 +1332,10 @@ class Walker {
     const int64_t want = numel_of(p_.outputs[0].shape);
     if (raw.kind == Value::Kind::Scalar) throw Unsupported{"the output is a constant"};
     if (numel_of(raw.shape) != want)
-      throw Unsupported{fmt::format("the graph's result [{}] is not the output [{}]", shape_text(raw.shape), shape_text(p_.outputs[0].shape))};
-    const bool last_temp = raw.kind == Value::Kind::Tensor && !raw.is_param && raw.index == first_temp_ + static_cast<int>(temps_.size()) - 1;
+      throw Unsupported{fmt::format("the graph's result [{}] is not the output [{}]", shape_text(raw.shape),
+                                    shape_text(p_.outputs[0].shape))};
+    const bool last_temp = raw.kind == Value::Kind::Tensor && !raw.is_param &&
+                           raw.index == first_temp_ + static_cast<int>(temps_.size()) - 1;
     if (last_temp && !have_producer_ && cur_.expr.nodes.empty()) {
       // The last finished stage wrote the output, reshaped after (x.view(...) of its result): it
       // is the last stage again, writing the output instead of a temporary.
@@ -1273,14 +1343,16 @@ class Walker {
       done_.pop_back();
       temps_.pop_back();
     } else {
-      if (given.computed() && given.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
+      if (given.computed() && given.stage != stage_id_)
+        throw Unsupported{"the output is a value computed before the graph's last kernel"};
       if (raw.kind == Value::Kind::Tensor) throw Unsupported{"the output is an input unchanged"};
       if (raw.stage != stage_id_) throw Unsupported{"the output is a value computed before the graph's last kernel"};
       end_stage(raw);
     }
     cur_.out_shape = p_.outputs[0].shape;  // same elements, row-major: the linear indices agree
     const bool int_out = p_.outputs[0].dtype == DType::i64;
-    if (int_out != (cur_.kind == "argmax")) throw Unsupported{int_out ? "the int64 output is not an argmax's" : "an argmax's indices as a float output"};
+    if (int_out != (cur_.kind == "argmax"))
+      throw Unsupported{int_out ? "the int64 output is not an argmax's" : "an argmax's indices as a float output"};
     if (int_out && !done_.empty()) throw Unsupported{"an argmax after other kernels (only a lone argmax is generated)"};
     if (done_.empty()) {
       out_ = std::move(cur_);
@@ -1337,7 +1409,8 @@ class Walker {
   // Every input index a stage reads (its producer's operands and its leaves).
   static std::vector<int*> input_refs(KernelPlan& s) {
     std::vector<int*> r;
-    if (is_row_kind(s.kind) || s.kind == "pool" || is_conv_kind(s.kind) || s.kind == "gather" || s.kind == "cumsum" || s.kind == "argmax")
+    if (is_row_kind(s.kind) || s.kind == "pool" || is_conv_kind(s.kind) || s.kind == "gather" || s.kind == "cumsum" ||
+        s.kind == "argmax")
       r.push_back(&s.source);
     if (is_conv_kind(s.kind) && !s.conv_weight_is_param) r.push_back(&s.conv_weight);
     if (s.kind == "matmul") {
@@ -1367,13 +1440,14 @@ class Walker {
         for (int side = 0; side < (divide ? 1 : 2); ++side) {
           const ExprNode& x = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(side)])];
           const ExprNode& r = nodes[static_cast<size_t>(mul.args[static_cast<size_t>(1 - side)])];
-          if (x.kind != ExprNode::Kind::Input || !x.index.identity(last.out_numel) || r.kind != ExprNode::Kind::Input) continue;
+          if (x.kind != ExprNode::Kind::Input || !x.index.identity(last.out_numel) || r.kind != ExprNode::Kind::Input)
+            continue;
           const int j = temp_of(r.tensor);  // the stage that wrote the per-row value
           if (j < 0 || static_cast<size_t>(j) >= k) continue;
           const KernelPlan& mean = done_[static_cast<size_t>(j)];
           const int64_t rows = mean.rshape.outer, cols = mean.rshape.reduce;
-          if (mean.kind != "reduce" || mean.reduce_op != "mean" || mean.rshape.inner != 1 || rows * cols != last.out_numel ||
-              r.index.div != cols || r.index.mod != rows)
+          if (mean.kind != "reduce" || mean.reduce_op != "mean" || mean.rshape.inner != 1 ||
+              rows * cols != last.out_numel || r.index.div != cols || r.index.mod != rows)
             continue;
           const std::optional<double> eps = inverse_root_plus_eps(mean.expr, divide ? "sqrt" : "rsqrt");
           const int i = temp_of(mean.source);  // the stage that wrote x * x
@@ -1477,12 +1551,18 @@ class Walker {
 
 const char* kind_name(ExprNode::Kind k) {
   switch (k) {
-    case ExprNode::Kind::Input: return "input";
-    case ExprNode::Kind::Param: return "param";
-    case ExprNode::Kind::Const: return "const";
-    case ExprNode::Kind::Acc: return "acc";
-    case ExprNode::Kind::Unary: return "unary";
-    case ExprNode::Kind::Binary: return "binary";
+    case ExprNode::Kind::Input:
+      return "input";
+    case ExprNode::Kind::Param:
+      return "param";
+    case ExprNode::Kind::Const:
+      return "const";
+    case ExprNode::Kind::Acc:
+      return "acc";
+    case ExprNode::Kind::Unary:
+      return "unary";
+    case ExprNode::Kind::Binary:
+      return "binary";
   }
   return "?";
 }
@@ -1496,9 +1576,7 @@ std::string literal(double v, const Dialect& d) {
 
 }  // namespace
 
-bool Expr::is_identity_epilogue() const {
-  return root >= 0 && nodes[root].kind == ExprNode::Kind::Acc;
-}
+bool Expr::is_identity_epilogue() const { return root >= 0 && nodes[root].kind == ExprNode::Kind::Acc; }
 
 std::vector<int> Expr::inputs_used() const {
   std::vector<int> r;
@@ -1555,10 +1633,11 @@ std::string render_expr(const Expr& e, const Dialect& d, const std::function<std
       if (n.op == "rsqrt") return "(" + lit(1) + " / " + f("sqrt") + "(" + x + "))";
       if (n.op == "abs") return f("fabs") + "(" + x + ")";
       if (n.op == "gelu")
-        return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + (d.erf_function.empty() ? f("erf") : d.erf_function) + "(" + x + " * " + lit(M_SQRT1_2) + ")))";
+        return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " +
+               (d.erf_function.empty() ? f("erf") : d.erf_function) + "(" + x + " * " + lit(M_SQRT1_2) + ")))";
       if (n.op == "gelu_tanh")
-        return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + f("tanh") + "(" + lit(0.7978845608028654) + " * (" + x +
-               " + " + lit(0.044715) + " * " + x + " * " + x + " * " + x + "))))";
+        return "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + f("tanh") + "(" + lit(0.7978845608028654) +
+               " * (" + x + " + " + lit(0.044715) + " * " + x + " * " + x + " * " + x + "))))";
       if (n.op == "leaky_relu") return "(" + x + " > " + lit(0) + " ? " + x + " : " + lit(n.value) + " * " + x + ")";
       if (n.op == "softplus")
         return "(" + x + " > " + lit(20) + " ? " + x + " : " + f("log1p") + "(" + f("exp") + "(" + x + ")))";
@@ -1599,16 +1678,32 @@ nlohmann::json KernelPlan::to_json() const {
   if (kind == "pool") {
     j["source"] = source;
     j["pool_op"] = pool_op;
-    j["pool"] = {{"planes", pool.planes}, {"h", pool.h}, {"w", pool.w}, {"out_h", pool.out_h}, {"out_w", pool.out_w},
-                 {"kernel", {pool.kh, pool.kw}}, {"stride", {pool.sh, pool.sw}}, {"padding", {pool.ph, pool.pw}},
-                 {"dilation", {pool.dh, pool.dw}}, {"count_include_pad", pool.count_include_pad}};
+    j["pool"] = {{"planes", pool.planes},
+                 {"h", pool.h},
+                 {"w", pool.w},
+                 {"out_h", pool.out_h},
+                 {"out_w", pool.out_w},
+                 {"kernel", {pool.kh, pool.kw}},
+                 {"stride", {pool.sh, pool.sw}},
+                 {"padding", {pool.ph, pool.pw}},
+                 {"dilation", {pool.dh, pool.dw}},
+                 {"count_include_pad", pool.count_include_pad}};
   }
   if (is_conv_kind(kind)) {
     j["source"] = source;
     j["weight"] = {{"tensor", conv_weight}, {"param", conv_weight_is_param}};
-    j["conv"] = {{"n", conv.n}, {"cin", conv.cin}, {"cout", conv.cout}, {"groups", conv.groups}, {"h", conv.h}, {"w", conv.w},
-                 {"out_h", conv.out_h}, {"out_w", conv.out_w}, {"kernel", {conv.kh, conv.kw}}, {"stride", {conv.sh, conv.sw}},
-                 {"padding", {conv.ph, conv.pw}}, {"dilation", {conv.dh, conv.dw}}};
+    j["conv"] = {{"n", conv.n},
+                 {"cin", conv.cin},
+                 {"cout", conv.cout},
+                 {"groups", conv.groups},
+                 {"h", conv.h},
+                 {"w", conv.w},
+                 {"out_h", conv.out_h},
+                 {"out_w", conv.out_w},
+                 {"kernel", {conv.kh, conv.kw}},
+                 {"stride", {conv.sh, conv.sw}},
+                 {"padding", {conv.ph, conv.pw}},
+                 {"dilation", {conv.dh, conv.dw}}};
     if (!conv.symmetric()) j["conv"]["padding_right"] = conv.pw_end();
   }
   if (kind == "row_map") {
@@ -1640,27 +1735,36 @@ std::string KernelPlan::summary() const {
     for (size_t i = 0; i < stages.size(); ++i) s += (i ? " -> " : " ") + stages[i].summary();
     return s;
   }
-  if (kind == "elementwise") s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
-  else if (kind == "reduce") s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce, rshape.inner);
+  if (kind == "elementwise")
+    s = fmt::format("elementwise over {} ({} expression nodes)", shape_text(out_shape), expr.nodes.size());
+  else if (kind == "reduce")
+    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", reduce_op, rshape.outer, rshape.reduce,
+                    rshape.inner);
   else if (kind == "softmax" || kind == "log_softmax" || kind == "layernorm")
-    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", rms ? "rmsnorm" : kind, rshape.outer, rshape.reduce, rshape.inner);
+    s = fmt::format("{} over [{}, {}, {}] (outer, reduce, inner)", rms ? "rmsnorm" : kind, rshape.outer, rshape.reduce,
+                    rshape.inner);
   else if (kind == "pool")
-    s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh, pool.sw,
-                    pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);
+    s = fmt::format("{} pool {}x{} stride {}x{} over {} planes of {}x{} -> {}x{}", pool_op, pool.kh, pool.kw, pool.sh,
+                    pool.sw, pool.planes, pool.h, pool.w, pool.out_h, pool.out_w);
   else if (kind == "conv")
-    s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n, conv.cin,
-                    conv.h, conv.w, conv.cout, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+    s = fmt::format("conv {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels{}", conv.kh, conv.kw, conv.sh, conv.sw,
+                    conv.n, conv.cin, conv.h, conv.w, conv.cout,
+                    conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
   else if (kind == "conv_transpose")
-    s = fmt::format("conv_transpose {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels, {}x{}{}", conv.kh, conv.kw, conv.sh, conv.sw, conv.n,
-                    conv.cin, conv.h, conv.w, conv.cout, conv.out_h, conv.out_w, conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
+    s = fmt::format("conv_transpose {}x{} stride {}x{} of [{}, {}, {}, {}] to {} channels, {}x{}{}", conv.kh, conv.kw,
+                    conv.sh, conv.sw, conv.n, conv.cin, conv.h, conv.w, conv.cout, conv.out_h, conv.out_w,
+                    conv.groups > 1 ? fmt::format(" in {} groups", conv.groups) : "");
   else if (kind == "row_map")
-    s = fmt::format("{} of each of {} rows of {}, then every element with its row's", reduce_op, rshape.outer, rshape.reduce);
+    s = fmt::format("{} of each of {} rows of {}, then every element with its row's", reduce_op, rshape.outer,
+                    rshape.reduce);
   else if (kind == "argmax")
-    s = fmt::format("argmax over [{}, {}, {}] (outer, reduce, inner), int64 indices", rshape.outer, rshape.reduce, rshape.inner);
+    s = fmt::format("argmax over [{}, {}, {}] (outer, reduce, inner), int64 indices", rshape.outer, rshape.reduce,
+                    rshape.inner);
   else if (kind == "cumsum")
     s = fmt::format("cumsum over [{}, {}, {}] (outer, reduce, inner)", rshape.outer, rshape.reduce, rshape.inner);
   else if (kind == "gather")
-    s = fmt::format("copy of {} (strides {}, offset {})", shape_text(gather_shape), shape_text(gather_strides), gather_offset);
+    s = fmt::format("copy of {} (strides {}, offset {})", shape_text(gather_shape), shape_text(gather_strides),
+                    gather_offset);
   else if (kind == "matmul")
     s = fmt::format("matmul {}{}x{}x{}{}{}", batch > 1 ? std::to_string(batch) + "x" : "", m, n, k,
                     a_transposed ? " A^T" : "", b_transposed ? " B^T" : "");
@@ -1717,7 +1821,8 @@ std::optional<KernelPlan> fuse_row_map(const KernelPlan& chain) {
   const KernelPlan& red = chain.stages[0];
   const KernelPlan& map = chain.stages[1];
   const int64_t rows = red.rshape.outer, cols = red.rshape.reduce;
-  if (red.kind != "reduce" || red.rshape.inner != 1 || red.out_numel != rows || red.source < 0 || red.source >= chain.first_temp)
+  if (red.kind != "reduce" || red.rshape.inner != 1 || red.out_numel != rows || red.source < 0 ||
+      red.source >= chain.first_temp)
     return std::nullopt;
   if (map.kind != "elementwise" || map.expr.empty() || map.out_numel != rows * cols) return std::nullopt;
   const int temp = chain.first_temp;  // the reduction's result, as the elementwise stage reads it
@@ -1794,7 +1899,8 @@ KernelPlan plan_kernel(const Problem& problem) {
   std::ifstream in(file);
   if (!in) {
     KernelPlan bad;
-    bad.reason = "the problem has no graph.json (its module could not be traced, or it was written by hand without one)";
+    bad.reason =
+        "the problem has no graph.json (its module could not be traced, or it was written by hand without one)";
     return bad;
   }
   nlohmann::json graph = nlohmann::json::parse(in, nullptr, false);

@@ -19,7 +19,10 @@ std::vector<Variant> backend_variants(const KernelPlan& plan, const Problem& pro
 }  // namespace
 
 std::optional<Variant> lowered_variant(const Problem& problem, const Target& target, std::string* reason) {
-  const char* ext = target.backend == "opencl" ? ".opencl.cpp" : target.backend == "cuda" ? ".cuda.cu" : target.backend == "rvv" ? ".rvv.c" : nullptr;
+  const char* ext = target.backend == "opencl" ? ".opencl.cpp"
+                    : target.backend == "cuda" ? ".cuda.cu"
+                    : target.backend == "rvv"  ? ".rvv.c"
+                                               : nullptr;
   if (!ext) {
     if (reason) *reason = "the lowering pipeline has no dialect for backend " + target.backend;
     return std::nullopt;
@@ -34,8 +37,9 @@ std::optional<Variant> lowered_variant(const Problem& problem, const Target& tar
     Variant v;
     v.family = "lower.generic";
     v.actions = {target.backend + ".lower-generic"};
-    v.description = fmt::format("the lowering pipeline: {} kernel(s), a work item per element, scan line or reduction tile",
-                                sched.kernels.size());
+    v.description =
+        fmt::format("the lowering pipeline: {} kernel(s), a work item per element, scan line or reduction tile",
+                    sched.kernels.size());
     v.extension = ext;
     v.source = target.backend == "opencl" ? lower::emit_opencl(sched, problem)
                : target.backend == "cuda" ? lower::emit_cuda(sched, problem)

@@ -1,9 +1,9 @@
 // mblast-runner: the target-side process. `mblast-runner` (or --stdio) serves the protocol on
 // stdin/stdout; `mblast-runner --worker --backend NAME` is the sandboxed worker it starts.
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
 #include "mblast/paths.h"
 #include "mblast/process.h"
@@ -18,21 +18,32 @@ int main(int argc, char** argv) {
   bool worker = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--worker") worker = true;
-    else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
-    else if (a == "--version") { std::printf("mblast-runner %s\n", mblast::kMblastVersion); return 0; }
-    else if (a == "--help" || a == "-h") {
-      std::printf("mblast-runner: runs candidates for mblast (driver <-> runner protocol on stdin/stdout).\n"
-                  "  mblast-runner [--stdio]    serve requests (started by mblast, locally or over ssh)\n"
-                  "  mblast-runner --version\n"
-                  "Environment: MBLAST_CACHE_DIR (builds, peaks), MBLAST_HOME (data folder with include/).\n");
+    if (a == "--worker")
+      worker = true;
+    else if (a == "--backend" && i + 1 < argc)
+      backend = argv[++i];
+    else if (a == "--version") {
+      std::printf("mblast-runner %s\n", mblast::kMblastVersion);
       return 0;
-    } else if (a != "--stdio") { std::fprintf(stderr, "mblast-runner: unknown argument %s\n", a.c_str()); return 2; }
+    } else if (a == "--help" || a == "-h") {
+      std::printf(
+          "mblast-runner: runs candidates for mblast (driver <-> runner protocol on stdin/stdout).\n"
+          "  mblast-runner [--stdio]    serve requests (started by mblast, locally or over ssh)\n"
+          "  mblast-runner --version\n"
+          "Environment: MBLAST_CACHE_DIR (builds, peaks), MBLAST_HOME (data folder with include/).\n");
+      return 0;
+    } else if (a != "--stdio") {
+      std::fprintf(stderr, "mblast-runner: unknown argument %s\n", a.c_str());
+      return 2;
+    }
   }
   try {
     if (worker) {
       mblast::runner::Backend* b = mblast::runner::find_backend(backend);
-      if (!b) { std::fprintf(stderr, "mblast-runner: no backend '%s'\n", backend.c_str()); return 2; }
+      if (!b) {
+        std::fprintf(stderr, "mblast-runner: no backend '%s'\n", backend.c_str());
+        return 2;
+      }
       mblast::runner::set_after_open_hook([](const nlohmann::json& j) {
         return mblast::runner::apply_landlock(mblast::runner::landlock_from_json(j));
       });

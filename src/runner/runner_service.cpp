@@ -4,20 +4,20 @@
 #include "runner_service.h"
 
 #include <sys/prctl.h>
+#include <unistd.h>
 #include <csignal>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include "mblast/process.h"
 #include "mblast/protocol.h"
-#include "mblast/safetensors.h"
-#include "mblast/shared_payload.h"
 #include "mblast/runner/backend.h"
 #include "mblast/runner/sandbox.h"
+#include "mblast/safetensors.h"
+#include "mblast/shared_payload.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
 #include "timed_loop.h"
@@ -79,8 +79,11 @@ int RunnerService::serve(int in_fd, int out_fd) {
       if (op == "hello") {
         json names = json::array();
         for (Backend* b : all_backends()) names.push_back(b->name());
-        json hello = {{"stage", "hello"}, {"protocol", protocol::kVersion}, {"version", kMblastVersion},
-                      {"backends", names}, {"cache_dir", cache_dir_.string()}};
+        json hello = {{"stage", "hello"},
+                      {"protocol", protocol::kVersion},
+                      {"version", kMblastVersion},
+                      {"backends", names},
+                      {"cache_dir", cache_dir_.string()}};
         if (m->header.contains("shared_payload_probe")) {
           std::string why;
           hello["shared_payload"] = can_read_shared_payload(m->header["shared_payload_probe"], &why);
@@ -90,8 +93,11 @@ int RunnerService::serve(int in_fd, int out_fd) {
       } else if (op == "doctor") {
         json backends = json::object();
         for (Backend* b : all_backends()) backends[std::string(b->name())] = b->environment();
-        protocol::write_message(out_fd, {{"stage", "doctor"}, {"version", kMblastVersion}, {"backends", backends},
-                                         {"landlock_abi", landlock_abi_version()}, {"sandbox", sandbox_support()},
+        protocol::write_message(out_fd, {{"stage", "doctor"},
+                                         {"version", kMblastVersion},
+                                         {"backends", backends},
+                                         {"landlock_abi", landlock_abi_version()},
+                                         {"sandbox", sandbox_support()},
                                          {"cache_dir", cache_dir_.string()},
                                          {"include_dir", include_dir_.string()}});
       } else if (op == "probe" || op == "peaks") {
@@ -210,10 +216,9 @@ json RunnerService::build(Backend& b, const json& target, const json& cand, cons
   const std::string toolchain_key = std::string(b.name()) + target.value("build", json::object()).dump();
   auto tc = toolchain_ids_.find(toolchain_key);
   if (tc == toolchain_ids_.end()) tc = toolchain_ids_.emplace(toolchain_key, b.toolchain_id(target)).first;
-  const std::string key_text = std::string(b.name()) + "\n" + tc->second + "\n" +
-                               target.value("arch", json::object()).dump() + "\n" +
-                               target.value("build", json::object()).dump() + "\nabi " +
-                               std::to_string(MBLAST_ABI_VERSION) + "\n" + source;
+  const std::string key_text =
+      std::string(b.name()) + "\n" + tc->second + "\n" + target.value("arch", json::object()).dump() + "\n" +
+      target.value("build", json::object()).dump() + "\nabi " + std::to_string(MBLAST_ABI_VERSION) + "\n" + source;
   const std::string key = content_hash_hex(std::as_bytes(std::span(key_text)));
   const fs::path final_dir = cache_dir_ / "build" / key;
   json info;
@@ -228,11 +233,13 @@ json RunnerService::build(Backend& b, const json& target, const json& cand, cons
     }
   }
   const fs::path tmp = unique_dir(cache_dir_ / "build", "tmp-");
-  BuildRequest req{source, cand.value("filename", "candidate"), target, tmp, include_dir_, limits.value("build_s", 180.0)};
+  BuildRequest req{source,       cand.value("filename", "candidate"), target, tmp,
+                   include_dir_, limits.value("build_s", 180.0)};
   const auto t0 = protocol::Clock::now();
   BuildOutcome out = b.build(req);
   const double secs = std::chrono::duration<double>(protocol::Clock::now() - t0).count();
-  info = {{"key", key}, {"ok", out.ok}, {"command", out.command}, {"log", out.log}, {"seconds", secs}, {"cached", false}};
+  info = {{"key", key},     {"ok", out.ok},    {"command", out.command},
+          {"log", out.log}, {"seconds", secs}, {"cached", false}};
   if (!out.ok) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
@@ -313,7 +320,9 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   // takes to move (the driver sizes that). The driver's word on each run goes back to the
   // worker: "continue", or anything else to end the runs.
   const double run_s = limits.value("run_s", 60.0), data_s = limits.value("data_s", 0.0);
-  const std::string note = data_s > 0 ? " (" + fmt_number(run_s) + " s per run + " + fmt_number(data_s) + " s for the data it moves)" : " per run";
+  const std::string note =
+      data_s > 0 ? " (" + fmt_number(run_s) + " s per run + " + fmt_number(data_s) + " s for the data it moves)"
+                 : " per run";
   // A driver that asks for it ("stream_runs") gets each run's outputs as they arrive from the
   // worker, not after all of them have: the two hops overlap. The header announces the size, so
   // a worker failing inside the payload leaves zeros in its place, then a "verify_run_end" that
@@ -329,7 +338,8 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
     if (stream) {
       // The run's one limit covers its header and its payload.
       bool cut = false;
-      auto other = w.pass_on(out_fd, "verify_run", "verify_run_end", {{"build", build_info}}, run_s + data_s, "verify", note, &cut);
+      auto other = w.pass_on(out_fd, "verify_run", "verify_run_end", {{"build", build_info}}, run_s + data_s, "verify",
+                             note, &cut);
       if (other) {  // "verify", or the worker's failure
         other->header["build"] = build_info;
         if (cut) {
@@ -358,7 +368,8 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const std::string vstage = v.header.value("stage", "");
   if (vstage != "verify" && vstage != "failed")
     v = w.decorate({failed(FailureKind::timing_inconsistent,
-                           "a message out of protocol order during verification: '" + vstage + "'", "verify"), {}});
+                           "a message out of protocol order during verification: '" + vstage + "'", "verify"),
+                    {}});
   v.header["build"] = build_info;
   protocol::write_message(out_fd, v.header, v.payload);
   if (v.header.value("stage", "") != "verify") return;
@@ -372,7 +383,7 @@ void RunnerService::eval(const Message& req, protocol::MessageReader& driver, in
   const json device = v.header.value("device", json());
   const auto cached = cached_peaks(target.value("name", ""), device);
   const json no_costs;
-  TimedStage stage{treq, h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
+  TimedStage stage{treq,        h, cached ? cached->value("checks", no_costs) : no_costs, limits.value("time_s", 300.0),
                    req.payload, {}};
   // Peaks come only from the runner's own peak kernels, in a worker with no candidate loaded:
   // nothing a candidate reports or does can raise them. Where none are cached they are measured

@@ -3,17 +3,11 @@
 #include "mblast/error.h"
 #include "mblast/runner/backend.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
-#include <mutex>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -21,6 +15,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 extern char** environ;
 
@@ -53,9 +53,10 @@ bool add_rule(int ruleset, const char* path, __u64 access) {
   int fd = ::open(path, O_PATH | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;  // a path that does not exist here needs no rule
   // A rule on a file may grant only the rights that apply to files (else EINVAL).
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
-    access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
+    access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+              LANDLOCK_ACCESS_FS_TRUNCATE;
   landlock_path_beneath_attr pb{};
   pb.allowed_access = access;
   pb.parent_fd = fd;
@@ -89,17 +90,29 @@ struct Denied {
 //    exploit aid), io_uring (its operations bypass this filter), reboot, swap, acct, quotas, syslog,
 //    open_by_handle_at (opens files past any mount or Landlock rule);
 //  - the clocks the runner times with: settimeofday, clock_settime, clock_adjtime, adjtimex.
-#define MBLAST_DENY(n) {SYS_##n, #n}
+#define MBLAST_DENY(n) \
+  { SYS_##n, #n }
 const std::vector<Denied>& denied() {
   static const std::vector<Denied> v = {
-      MBLAST_DENY(ptrace), MBLAST_DENY(process_vm_readv), MBLAST_DENY(process_vm_writev),
+      MBLAST_DENY(ptrace),
+      MBLAST_DENY(process_vm_readv),
+      MBLAST_DENY(process_vm_writev),
 #ifdef SYS_pidfd_getfd
       MBLAST_DENY(pidfd_getfd),
 #endif
-      MBLAST_DENY(kcmp), MBLAST_DENY(mount), MBLAST_DENY(umount2), MBLAST_DENY(pivot_root), MBLAST_DENY(chroot),
-      MBLAST_DENY(unshare), MBLAST_DENY(setns),
+      MBLAST_DENY(kcmp),
+      MBLAST_DENY(mount),
+      MBLAST_DENY(umount2),
+      MBLAST_DENY(pivot_root),
+      MBLAST_DENY(chroot),
+      MBLAST_DENY(unshare),
+      MBLAST_DENY(setns),
 #ifdef SYS_fsopen
-      MBLAST_DENY(fsopen), MBLAST_DENY(fsconfig), MBLAST_DENY(fsmount), MBLAST_DENY(fspick), MBLAST_DENY(move_mount),
+      MBLAST_DENY(fsopen),
+      MBLAST_DENY(fsconfig),
+      MBLAST_DENY(fsmount),
+      MBLAST_DENY(fspick),
+      MBLAST_DENY(move_mount),
       MBLAST_DENY(open_tree),
 #endif
 #ifdef SYS_mount_setattr
@@ -109,25 +122,41 @@ const std::vector<Denied>& denied() {
 #ifdef SYS_kexec_file_load
       MBLAST_DENY(kexec_file_load),
 #endif
-      MBLAST_DENY(init_module), MBLAST_DENY(finit_module), MBLAST_DENY(delete_module), MBLAST_DENY(bpf),
-      MBLAST_DENY(keyctl), MBLAST_DENY(add_key), MBLAST_DENY(request_key), MBLAST_DENY(perf_event_open),
+      MBLAST_DENY(init_module),
+      MBLAST_DENY(finit_module),
+      MBLAST_DENY(delete_module),
+      MBLAST_DENY(bpf),
+      MBLAST_DENY(keyctl),
+      MBLAST_DENY(add_key),
+      MBLAST_DENY(request_key),
+      MBLAST_DENY(perf_event_open),
       MBLAST_DENY(userfaultfd),
 #ifdef SYS_io_uring_setup
-      MBLAST_DENY(io_uring_setup), MBLAST_DENY(io_uring_enter), MBLAST_DENY(io_uring_register),
+      MBLAST_DENY(io_uring_setup),
+      MBLAST_DENY(io_uring_enter),
+      MBLAST_DENY(io_uring_register),
 #endif
-      MBLAST_DENY(reboot), MBLAST_DENY(swapon), MBLAST_DENY(swapoff), MBLAST_DENY(acct), MBLAST_DENY(quotactl),
-      MBLAST_DENY(syslog), MBLAST_DENY(open_by_handle_at), MBLAST_DENY(name_to_handle_at),
+      MBLAST_DENY(reboot),
+      MBLAST_DENY(swapon),
+      MBLAST_DENY(swapoff),
+      MBLAST_DENY(acct),
+      MBLAST_DENY(quotactl),
+      MBLAST_DENY(syslog),
+      MBLAST_DENY(open_by_handle_at),
+      MBLAST_DENY(name_to_handle_at),
 #ifdef SYS_settimeofday
       MBLAST_DENY(settimeofday),
 #endif
-      MBLAST_DENY(clock_settime), MBLAST_DENY(clock_adjtime), MBLAST_DENY(adjtimex),
+      MBLAST_DENY(clock_settime),
+      MBLAST_DENY(clock_adjtime),
+      MBLAST_DENY(adjtimex),
   };
   return v;
 }
 #undef MBLAST_DENY
 
-constexpr __u32 kNamespaceCloneFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
-                                       CLONE_NEWPID | CLONE_NEWNET;
+constexpr __u32 kNamespaceCloneFlags =
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 
 std::vector<sock_filter> seccomp_program() {
   std::vector<sock_filter> f;
@@ -183,16 +212,18 @@ std::string install_seccomp(unsigned flags) {
 }  // namespace
 
 const std::vector<std::string>& sandbox_layer_names() {
-  static const std::vector<std::string> v = {"user_ns", "pid_ns", "mount_ns", "net_ns", "ipc_ns", "landlock", "seccomp",
-                                             "memory_rlimits", "process_limit", "env_allowlist", "scratch", "capabilities"};
+  static const std::vector<std::string> v = {"user_ns",       "pid_ns",        "mount_ns", "net_ns",
+                                             "ipc_ns",        "landlock",      "seccomp",  "memory_rlimits",
+                                             "process_limit", "env_allowlist", "scratch",  "capabilities"};
   return v;
 }
 
 const std::vector<std::string>& worker_environment_allowlist() {
   // GLIBC_TUNABLES carries the huge-page setting the runner gives its children (process.h);
   // LD_LIBRARY_PATH finds drivers and toolkits installed off the default paths.
-  static const std::vector<std::string> v = {"PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "GLIBC_TUNABLES", "LD_LIBRARY_PATH",
-                                             "CUDA_*", "NVIDIA_*", "OCL_ICD_*", "OPENCL_*", "POCL_*"};
+  static const std::vector<std::string> v = {"PATH",     "LANG",           "LANGUAGE",        "LC_*",
+                                             "TZ",       "GLIBC_TUNABLES", "LD_LIBRARY_PATH", "CUDA_*",
+                                             "NVIDIA_*", "OCL_ICD_*",      "OPENCL_*",        "POCL_*"};
   return v;
 }
 
@@ -263,9 +294,10 @@ void apply_sandbox_setting(SandboxPolicy& p) {
     } else if (std::find(names.begin(), names.end(), layer) != names.end()) {
       p.switched_off.insert(layer);
     } else {
-      throw Error("MBLAST_SANDBOX=" + mode + ": expected full, or a comma list of no-namespaces or no-<layer> for layers " +
-                  "user-ns, pid-ns, mount-ns, net-ns, ipc-ns, landlock, seccomp, memory-rlimits, process-limit, env-allowlist, "
-                  "scratch, capabilities");
+      throw Error(
+          "MBLAST_SANDBOX=" + mode + ": expected full, or a comma list of no-namespaces or no-<layer> for layers " +
+          "user-ns, pid-ns, mount-ns, net-ns, ipc-ns, landlock, seccomp, memory-rlimits, process-limit, env-allowlist, "
+          "scratch, capabilities");
     }
   }
   if (has(p.switched_off, "landlock")) p.landlock = false;
@@ -277,10 +309,14 @@ void apply_sandbox_setting(SandboxPolicy& p) {
 void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::json& target) {
   const IsolationSupport& sup = probe_isolation();
   auto pick = [&](const std::string& layer, bool machine, const std::string& why_not) {
-    if (has(p.switched_off, layer)) p.off[layer] = "switched off (MBLAST_SANDBOX)";
-    else if (!backend.tolerates_sandbox_layer(layer, target)) p.off[layer] = "not tolerated by the " + std::string(backend.name()) + " backend's driver";
-    else if (!machine) p.off[layer] = why_not;
-    else return true;
+    if (has(p.switched_off, layer))
+      p.off[layer] = "switched off (MBLAST_SANDBOX)";
+    else if (!backend.tolerates_sandbox_layer(layer, target))
+      p.off[layer] = "not tolerated by the " + std::string(backend.name()) + " backend's driver";
+    else if (!machine)
+      p.off[layer] = why_not;
+    else
+      return true;
     return false;
   };
   auto why = [&](const char* part) {
@@ -297,9 +333,9 @@ void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::jso
   iso.ipc_ns = pick("ipc_ns", sup.ipc_ns && (iso.user_ns || root), why("ipc_ns"));
   iso.own_proc = iso.pid_ns && iso.mount_ns && sup.own_proc;
   p.own_proc = iso.own_proc;
-  if (iso.pid_ns && !iso.own_proc)
-    p.off["own_proc"] = iso.mount_ns ? why("own_proc") : "needs the mount namespace";
-  if (pick("scratch", iso.mount_ns && sup.private_dirs, iso.mount_ns ? why("private_dirs") : "needs the mount namespace")) {
+  if (iso.pid_ns && !iso.own_proc) p.off["own_proc"] = iso.mount_ns ? why("own_proc") : "needs the mount namespace";
+  if (pick("scratch", iso.mount_ns && sup.private_dirs,
+           iso.mount_ns ? why("private_dirs") : "needs the mount namespace")) {
     iso.private_dirs = {"/tmp", "/dev/shm"};
     iso.private_dir_bytes = p.max_file_bytes;
     // What the worker must read beneath them (an ICD folder named by OCL_ICD_VENDORS, made with
@@ -323,21 +359,37 @@ void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::jso
   // The process limit: the PID namespace's pid_max binds root too; RLIMIT_NPROC does not bind
   // uid 0, and outside a user namespace it would count every process of the user.
   if (pick("process_limit", true, "")) {
-    if (iso.own_proc && sup.max_tasks) iso.max_tasks = p.max_tasks;
-    else if (iso.user_ns && !root) p.nproc_rlimit = p.max_tasks;
+    if (iso.own_proc && sup.max_tasks)
+      iso.max_tasks = p.max_tasks;
+    else if (iso.user_ns && !root)
+      p.nproc_rlimit = p.max_tasks;
     else
-      p.off["process_limit"] = root ? "a root runner needs a PID namespace with its own pid_max (Linux 6.14): RLIMIT_NPROC does not bind uid 0" +
+      p.off["process_limit"] = root ? "a root runner needs a PID namespace with its own pid_max (Linux 6.14): "
+                                      "RLIMIT_NPROC does not bind uid 0" +
                                           (iso.own_proc ? ", and here: " + why("max_tasks") : std::string())
                                     : "needs a user namespace (RLIMIT_NPROC would count every process of the user)";
   }
-  if (!p.landlock) p.off["landlock"] = "switched off (MBLAST_SANDBOX)";
-  else if (!backend.tolerates_sandbox_layer("landlock", target)) { p.landlock = false; p.off["landlock"] = "not tolerated by the " + std::string(backend.name()) + " backend's driver"; }
-  else if (landlock_abi_version() == 0) p.off["landlock"] = "unavailable on this kernel (not built in, or not in the lsm= list)";
+  if (!p.landlock)
+    p.off["landlock"] = "switched off (MBLAST_SANDBOX)";
+  else if (!backend.tolerates_sandbox_layer("landlock", target)) {
+    p.landlock = false;
+    p.off["landlock"] = "not tolerated by the " + std::string(backend.name()) + " backend's driver";
+  } else if (landlock_abi_version() == 0)
+    p.off["landlock"] = "unavailable on this kernel (not built in, or not in the lsm= list)";
   std::string seccomp_why;
-  if (!p.seccomp) p.off["seccomp"] = "switched off (MBLAST_SANDBOX)";
-  else if (!backend.tolerates_sandbox_layer("seccomp", target)) { p.seccomp = false; p.off["seccomp"] = "not tolerated by the " + std::string(backend.name()) + " backend's driver"; }
-  else if (!seccomp_available(&seccomp_why)) { p.seccomp = false; p.off["seccomp"] = seccomp_why; }
-  if (!p.memory_rlimits) p.off["memory_rlimits"] = has(p.switched_off, "memory_rlimits") ? "switched off (MBLAST_SANDBOX)" : "the GPU driver maps large ranges: the resident-set watchdog only";
+  if (!p.seccomp)
+    p.off["seccomp"] = "switched off (MBLAST_SANDBOX)";
+  else if (!backend.tolerates_sandbox_layer("seccomp", target)) {
+    p.seccomp = false;
+    p.off["seccomp"] = "not tolerated by the " + std::string(backend.name()) + " backend's driver";
+  } else if (!seccomp_available(&seccomp_why)) {
+    p.seccomp = false;
+    p.off["seccomp"] = seccomp_why;
+  }
+  if (!p.memory_rlimits)
+    p.off["memory_rlimits"] = has(p.switched_off, "memory_rlimits")
+                                  ? "switched off (MBLAST_SANDBOX)"
+                                  : "the GPU driver maps large ranges: the resident-set watchdog only";
   if (!p.env_allowlist) p.off["env_allowlist"] = "switched off (MBLAST_SANDBOX)";
   p.env_kept.clear();
   for (char** e = environ; *e; ++e) {
@@ -349,9 +401,11 @@ void choose_layers(SandboxPolicy& p, const Backend& backend, const nlohmann::jso
 
 std::string sandbox_description(const SandboxPolicy& p) {
   std::string ns;
-  for (auto [on, name] : std::initializer_list<std::pair<bool, const char*>>{
-           {p.isolation.user_ns, "user"}, {p.isolation.pid_ns, "pid"}, {p.isolation.mount_ns, "mount"},
-           {p.isolation.net_ns, "net"}, {p.isolation.ipc_ns, "ipc"}})
+  for (auto [on, name] : std::initializer_list<std::pair<bool, const char*>>{{p.isolation.user_ns, "user"},
+                                                                             {p.isolation.pid_ns, "pid"},
+                                                                             {p.isolation.mount_ns, "mount"},
+                                                                             {p.isolation.net_ns, "net"},
+                                                                             {p.isolation.ipc_ns, "ipc"}})
     if (on) ns += (ns.empty() ? "" : ",") + std::string(name);
   std::string s = "namespaces " + (ns.empty() ? std::string("none") : ns) + (p.own_proc ? " (own /proc)" : "");
   const int ll = p.landlock ? landlock_abi_version() : 0;
@@ -361,18 +415,26 @@ std::string sandbox_description(const SandboxPolicy& p) {
          (ll >= 6 && !p.landlock_in_worker ? ", signals and abstract sockets scoped" : "") +
          (p.landlock_in_worker ? ", applied by the worker after opening the device, before loading the candidate" : "");
   } else {
-    s += "; landlock " + std::string(p.landlock ? "unavailable on this kernel" : "OFF (MBLAST_SANDBOX=no-landlock)") + ": filesystem not restricted";
+    s += "; landlock " + std::string(p.landlock ? "unavailable on this kernel" : "OFF (MBLAST_SANDBOX=no-landlock)") +
+         ": filesystem not restricted";
   }
-  s += p.seccomp ? "; seccomp: " + std::to_string(denied().size()) + " calls, namespace clones and inet sockets refused" +
-                       (p.landlock_in_worker && ll ? " (with Landlock, in the worker)" : "")
-                 : "; seccomp off";
+  s += p.seccomp
+           ? "; seccomp: " + std::to_string(denied().size()) + " calls, namespace clones and inet sockets refused" +
+                 (p.landlock_in_worker && ll ? " (with Landlock, in the worker)" : "")
+           : "; seccomp off";
   s += "; memory " + std::to_string(p.memory_bytes >> 20) + " MiB (resident-set watchdog" +
-       (p.memory_rlimits ? std::string(", RLIMIT_DATA and RLIMIT_AS") : std::string(" only: the driver maps large ranges")) +
+       (p.memory_rlimits ? std::string(", RLIMIT_DATA and RLIMIT_AS")
+                         : std::string(" only: the driver maps large ranges")) +
        "); rlimits: file size, no core";
-  if (p.isolation.max_tasks) s += "; processes: at most about " + std::to_string(p.max_tasks) + " (pid_max of its PID namespace)";
-  else if (p.nproc_rlimit) s += "; processes: at most " + std::to_string(p.nproc_rlimit) + " (RLIMIT_NPROC)";
-  else s += "; process limit off";
-  s += p.env_allowlist ? "; environment: allow-list (" + std::to_string(p.env_kept.size()) + " of the runner's variables)" : "; environment: inherited (allow-list off)";
+  if (p.isolation.max_tasks)
+    s += "; processes: at most about " + std::to_string(p.max_tasks) + " (pid_max of its PID namespace)";
+  else if (p.nproc_rlimit)
+    s += "; processes: at most " + std::to_string(p.nproc_rlimit) + " (RLIMIT_NPROC)";
+  else
+    s += "; process limit off";
+  s += p.env_allowlist
+           ? "; environment: allow-list (" + std::to_string(p.env_kept.size()) + " of the runner's variables)"
+           : "; environment: inherited (allow-list off)";
   s += "; scratch folder removed after the eval" + std::string(p.private_tmp ? ", /tmp and /dev/shm private" : "");
   if (p.isolation.drop_capabilities) s += "; capabilities dropped";
   if (!p.off.empty()) {
@@ -399,13 +461,15 @@ nlohmann::json sandbox_layers(const SandboxPolicy& p) {
   layer("net_ns", p.isolation.net_ns, "only a loopback of its own, down");
   layer("ipc_ns", p.isolation.ipc_ns, "System V IPC and message queues of its own");
   const int ll = p.landlock ? landlock_abi_version() : 0;
-  layer("landlock", ll > 0, p.landlock_in_worker ? "applied by the worker after opening the device" : "applied before exec");
+  layer("landlock", ll > 0,
+        p.landlock_in_worker ? "applied by the worker after opening the device" : "applied before exec");
   if (ll) {
     j["landlock"]["abi"] = ll;
     j["landlock"]["tcp_denied"] = ll >= 4;
     j["landlock"]["scoped"] = ll >= 6 && !p.landlock_in_worker;
   }
-  layer("seccomp", p.seccomp, p.landlock_in_worker && ll ? "installed by the worker with Landlock" : "installed before exec");
+  layer("seccomp", p.seccomp,
+        p.landlock_in_worker && ll ? "installed by the worker with Landlock" : "installed before exec");
   if (p.seccomp) j["seccomp"]["denied"] = seccomp_denied_calls();
   layer("memory_rlimits", p.memory_rlimits, "RLIMIT_DATA and RLIMIT_AS");
   j["memory_rlimits"]["watchdog_bytes"] = p.memory_bytes;
@@ -415,7 +479,9 @@ nlohmann::json sandbox_layers(const SandboxPolicy& p) {
   if (p.isolation.max_tasks || p.nproc_rlimit) j["process_limit"]["max"] = p.max_tasks;
   layer("env_allowlist", p.env_allowlist, "only allowed variables, HOME and TMPDIR in the scratch folder");
   j["env_allowlist"]["kept"] = p.env_kept;
-  layer("scratch", true, p.private_tmp ? "working folder removed after the eval; /tmp and /dev/shm private tmpfs" : "working folder removed after the eval");
+  layer("scratch", true,
+        p.private_tmp ? "working folder removed after the eval; /tmp and /dev/shm private tmpfs"
+                      : "working folder removed after the eval");
   j["scratch"]["private_tmp"] = p.private_tmp;
   layer("capabilities", p.isolation.drop_capabilities || (!p.isolation.user_ns && ::geteuid() != 0),
         p.isolation.drop_capabilities ? "all dropped before exec" : "none held (not root)");
@@ -444,7 +510,8 @@ nlohmann::json sandbox_support() {
   part("max_tasks", sup.max_tasks);
   part("drop_capabilities", sup.drop_capabilities);
   const int ll = landlock_abi_version();
-  j["landlock"] = ll ? json{{"available", true}, {"abi", ll}} : json{{"available", false}, {"why_not", "unavailable on this kernel"}};
+  j["landlock"] = ll ? json{{"available", true}, {"abi", ll}}
+                     : json{{"available", false}, {"why_not", "unavailable on this kernel"}};
   std::string why;
   j["seccomp"] = seccomp_available(&why) ? json{{"available", true}} : json{{"available", false}, {"why_not", why}};
   j["runs_as_root"] = ::geteuid() == 0;
@@ -452,9 +519,26 @@ nlohmann::json sandbox_support() {
 }
 
 std::vector<std::filesystem::path> default_read_paths() {
-  return {"/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/bin", "/usr/sbin", "/usr/local",
-          "/usr/include", "/usr/share/pocl", "/usr/riscv64-linux-gnu", "/lib", "/lib64", "/bin", "/sbin",
-          "/etc", "/proc", "/sys", "/dev", "/opt", "/run"};
+  return {"/usr/lib",
+          "/usr/lib32",
+          "/usr/lib64",
+          "/usr/libexec",
+          "/usr/bin",
+          "/usr/sbin",
+          "/usr/local",
+          "/usr/include",
+          "/usr/share/pocl",
+          "/usr/riscv64-linux-gnu",
+          "/lib",
+          "/lib64",
+          "/bin",
+          "/sbin",
+          "/etc",
+          "/proc",
+          "/sys",
+          "/dev",
+          "/opt",
+          "/run"};
 }
 
 std::string apply_sandbox(const SandboxPolicy& p) {
@@ -477,8 +561,9 @@ std::string apply_sandbox(const SandboxPolicy& p) {
 std::string apply_seccomp() { return install_seccomp(SECCOMP_FILTER_FLAG_TSYNC); }
 
 nlohmann::json landlock_to_json(const SandboxPolicy& p) {
-  nlohmann::json j = {{"read", nlohmann::json::array()}, {"write", nlohmann::json::array()}, {"proc_write", p.proc_write},
-                      {"private_tmp", p.private_tmp}, {"own_proc", p.own_proc}, {"seccomp", p.seccomp}};
+  nlohmann::json j = {{"read", nlohmann::json::array()}, {"write", nlohmann::json::array()},
+                      {"proc_write", p.proc_write},      {"private_tmp", p.private_tmp},
+                      {"own_proc", p.own_proc},          {"seccomp", p.seccomp}};
   for (const auto& r : p.read_paths) j["read"].push_back(r.string());
   for (const auto& w : p.write_paths) j["write"].push_back(w.string());
   return j;
@@ -509,7 +594,9 @@ std::string apply_landlock(const SandboxPolicy& p) {
   // the sandbox (not for a worker that restricts itself after its driver started threads).
   if (abi >= 4) attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
   if (abi >= 6 && !p.landlock_in_worker) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
-  const size_t attr_size = abi >= 6 ? sizeof attr : abi >= 4 ? offsetof(RulesetAttr, scoped) : offsetof(RulesetAttr, handled_access_net);
+  const size_t attr_size = abi >= 6   ? sizeof attr
+                           : abi >= 4 ? offsetof(RulesetAttr, scoped)
+                                      : offsetof(RulesetAttr, handled_access_net);
   int rs = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0));
   if (rs < 0) return std::string("sandbox: landlock_create_ruleset failed: ") + std::strerror(errno);
   // Without a /proc of its own, the worker reads only its own entry and system-wide files there
@@ -520,8 +607,8 @@ std::string apply_landlock(const SandboxPolicy& p) {
     if (!add_rule(rs, r.c_str(), kReadAccess)) return "sandbox: cannot add read rule for " + r.string();
   }
   if (narrow_proc)
-    for (const char* f : {"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems", "/proc/sys", "/proc/driver",
-                          "/proc/version", "/proc/self"})
+    for (const char* f : {"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems", "/proc/sys",
+                          "/proc/driver", "/proc/version", "/proc/self"})
       add_rule(rs, f, kReadAccess);
   for (const auto& w : p.write_paths)
     if (!add_rule(rs, w.c_str(), handled)) return "sandbox: cannot add write rule for " + w.string();

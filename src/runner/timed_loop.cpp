@@ -30,9 +30,7 @@ using protocol::Message;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -51,9 +49,7 @@ struct Call {
 
 // The stage's failure, as the driver takes any failure: the worker's log and sandbox attached
 // by the caller.
-json stage_failure(FailureKind kind, const std::string& reason) {
-  return failed(kind, reason, "timing");
-}
+json stage_failure(FailureKind kind, const std::string& reason) { return failed(kind, reason, "timing"); }
 
 // Whether no correct element can hold the poison (0xFF or 0x7F bytes): for floats it is a NaN no
 // kernel writes, for bools neither 0 nor 1.
@@ -175,8 +171,10 @@ CpuTimes cpu_times() {
   };
   double ours_ticks = 0, others_ticks = 0;
   for (const auto& [pid, s] : procs) {
-    if (is_ours(pid)) ours_ticks += s.cpu_ticks;
-    else if (!s.kernel_thread) others_ticks += s.cpu_ticks;  // a kernel thread may work for anyone, ours too
+    if (is_ours(pid))
+      ours_ticks += s.cpu_ticks;
+    else if (!s.kernel_thread)
+      others_ticks += s.cpu_ticks;  // a kernel thread may work for anyone, ours too
   }
   const auto [steal, cpus] = stolen_ticks();
   const double tick = 1.0 / static_cast<double>(std::max(1L, ::sysconf(_SC_CLK_TCK)));
@@ -206,9 +204,10 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
     const CallRecord& r = timed[n];
     const double parts = r.mix_s + r.flush_s + r.wall_s + r.check_s;
     if (r.sample > r.window_s + kSlack || parts > r.window_s + kSlack)
-      return fmt::format("timed call {} took {:.3f} ms on the runner's clock, but the worker reports {:.3f} ms of "
-                         "device time and {:.3f} ms of work around it",
-                         n, r.window_s * 1e3, r.sample * 1e3, parts * 1e3);
+      return fmt::format(
+          "timed call {} took {:.3f} ms on the runner's clock, but the worker reports {:.3f} ms of "
+          "device time and {:.3f} ms of work around it",
+          n, r.window_s * 1e3, r.sample * 1e3, parts * 1e3);
     unexplained.push_back(r.window_s - parts);
     windows.push_back(r.window_s);
     flushes.push_back(r.flush_s);
@@ -220,9 +219,10 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
   // is the call's time hidden from its figures. 5 ms: on a loaded machine (tests side by side on
   // two cores) the runner's own wake-ups take milliseconds.
   if (mu > std::max(5e-3, 0.5 * mw))
-    return fmt::format("the runner saw {:.3f} ms per timed call (median), of which the worker accounts for only "
-                       "{:.3f} ms",
-                       mw * 1e3, (mw - mu) * 1e3);
+    return fmt::format(
+        "the runner saw {:.3f} ms per timed call (median), of which the worker accounts for only "
+        "{:.3f} ms",
+        mw * 1e3, (mw - mu) * 1e3);
   // A device time far below the worker's own clock around the same calls (a sample rewritten in
   // the worker). 5 ms of slack: launches and a busy machine's wake-ups are honest, and under CI they
   // can be most of an honest call's wall time (benchmarks/results/measurement-design-figures.json,
@@ -233,9 +233,10 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
     walls.push_back(r.wall_s);
   }
   if (median_of(samples) < 0.5 * median_of(walls) - 5e-3)
-    return fmt::format("the worker's device time ({:.3f} ms, median) is less than half of its own clock around the "
-                       "same calls ({:.3f} ms)",
-                       median_of(samples) * 1e3, median_of(walls) * 1e3);
+    return fmt::format(
+        "the worker's device time ({:.3f} ms, median) is less than half of its own clock around the "
+        "same calls ({:.3f} ms)",
+        median_of(samples) * 1e3, median_of(walls) * 1e3);
   // The work around each call, bounded by what it costs on this device with no candidate
   // loaded: the call's time cannot hide in it.
   if (check_costs.is_object()) {
@@ -253,9 +254,10 @@ std::string audit_clock(const std::vector<CallRecord>& timed, const json& check_
     // bound. The guard checks and the device's health are counted in the checks' part.
     const double slack = kQuietCostSlack + kLoadCostSlack * std::clamp(other_load, 0.0, 1.0);
     auto over = [&](double got, double expected) { return got > 4 * expected + slack; };
-    const std::string bound = fmt::format("at most 4x that and {:.1f} ms were allowed, the machine's other processes "
-                                          "using {:.0f} % of its CPUs",
-                                          slack * 1e3, 100 * std::clamp(other_load, 0.0, 1.0));
+    const std::string bound = fmt::format(
+        "at most 4x that and {:.1f} ms were allowed, the machine's other processes "
+        "using {:.0f} % of its CPUs",
+        slack * 1e3, 100 * std::clamp(other_load, 0.0, 1.0));
     if (flush > 0 && over(median_of(flushes), flush))
       return fmt::format("the worker's cache flushes took {:.3f} ms (median); this device's take {:.3f} ms ({})",
                          median_of(flushes) * 1e3, flush * 1e3, bound);
@@ -281,7 +283,8 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
   for (const auto& s : outs) out_bytes += static_cast<double>(s.nbytes());
   std::vector<Tolerance> tol;
   for (size_t o = 0; o < outs.size(); ++o) {
-    const json t = req.value("output_tolerances", json::array()).size() > o ? req["output_tolerances"][o] : json::object();
+    const json t =
+        req.value("output_tolerances", json::array()).size() > o ? req["output_tolerances"][o] : json::object();
     Tolerance d = default_tolerance(outs[o].dtype);
     tol.push_back({t.value("atol", d.atol), t.value("rtol", d.rtol), t.value("min_match", d.min_match)});
   }
@@ -363,8 +366,9 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     for (const auto& d : m.header.value("outputs", json::array()))
       c.digests.push_back({d.value("hash", uint64_t{0}), d.value("poisoned", uint64_t{0})});
     if (c.digests.size() != outs.size())
-      return stage_failure(FailureKind::timing_inconsistent,
-                           fmt::format("call {}: {} output fingerprints for {} outputs", i, c.digests.size(), outs.size()));
+      return stage_failure(
+          FailureKind::timing_inconsistent,
+          fmt::format("call {}: {} output fingerprints for {} outputs", i, c.digests.size(), outs.size()));
     if (std::string u = unwritten(outs, c); !u.empty()) return stage_failure(FailureKind::unwritten_output, u);
     if (timed) {
       ++timed_n;
@@ -372,7 +376,8 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
       // Checked with a probability that gives about spot_target checks over the calls this
       // stage is expected to take; the worker learns it only after the call has run.
       const double per_call = std::max(median_of(timed_windows), 1e-6);
-      const double expected = std::clamp(min_seconds / per_call, static_cast<double>(min_repeats), static_cast<double>(max_repeats));
+      const double expected =
+          std::clamp(min_seconds / per_call, static_cast<double>(min_repeats), static_cast<double>(max_repeats));
       const bool check = static_cast<int>(kept.size()) < 2 * spot_target && spot_target > 0 &&
                          std::uniform_real_distribution<double>(0, 1)(rng) < spot_target / expected;
       if (check)
@@ -402,10 +407,11 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     for (size_t o = 0; o < outs.size(); ++o) {
       const OutputDigest d = output_digest(output_bytes(v, outs[o]), dtype_size(outs[o].dtype), std::byte(c.poison));
       if (d.hash != c.digests[o].hash)
-        return stage_failure(FailureKind::wrong_output,
-                             fmt::format("timed call {}: output '{}' changed after the call returned and the device was "
-                                         "synchronised: work still running outside the clock",
-                                         i, outs[o].name));
+        return stage_failure(
+            FailureKind::wrong_output,
+            fmt::format("timed call {}: output '{}' changed after the call returned and the device was "
+                        "synchronised: work still running outside the clock",
+                        i, outs[o].name));
     }
   }
   if (spot && !kept.empty()) {
@@ -422,7 +428,8 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
       Message s = spot->receive(st.time_s, "spot check");
       if (s.header.value("stage", "") != "spot_outputs" || s.header.value("i", json()) != json(i)) {
         if (s.header.value("stage", "") == "failed") {
-          s.header["reason"] = fmt::format("re-running timed call {} in a fresh process: {}", i, s.header.value("reason", ""));
+          s.header["reason"] =
+              fmt::format("re-running timed call {} in a fresh process: {}", i, s.header.value("reason", ""));
           return s.header;
         }
         return stage_failure(FailureKind::runner_error, fmt::format("the spot check did not return call {}", i));
@@ -434,16 +441,18 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
         const auto ref = output_bytes(fresh, outs[o]);
         const OutputDigest fd = output_digest(ref, dtype_size(outs[o].dtype), poison);
         if (fd.poisoned > 0 && (poison_is_invalid(outs[o].dtype) || fd.poisoned == outs[o].numel()))
-          return stage_failure(FailureKind::unwritten_output,
-                               fmt::format("timed call {} run again in a fresh process left {} elements of '{}' unwritten",
-                                           i, fd.poisoned, outs[o].name));
+          return stage_failure(
+              FailureKind::unwritten_output,
+              fmt::format("timed call {} run again in a fresh process left {} elements of '{}' unwritten", i,
+                          fd.poisoned, outs[o].name));
         OutputCheck oc = check_agreement(outs[o], tol[o], ref, output_bytes(timed_out, outs[o]));
         per.push_back({{"output", outs[o].name}, {"ok", oc.ok()}, {"max_abs_err", oc.max_abs_err}});
         if (!oc.ok())
-          return stage_failure(FailureKind::wrong_output,
-                               fmt::format("timed call {}: its outputs differ from the same inputs run in a fresh process "
-                                           "(which saw no earlier call): {}",
-                                           i, oc.reason));
+          return stage_failure(
+              FailureKind::wrong_output,
+              fmt::format("timed call {}: its outputs differ from the same inputs run in a fresh process "
+                          "(which saw no earlier call): {}",
+                          i, oc.reason));
       }
       checked.push_back({{"call", i}, {"outputs", per}});
     }

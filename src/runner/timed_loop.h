@@ -17,10 +17,10 @@
 namespace mblast::runner {
 
 struct TimedStage {
-  const nlohmann::json& request;  // the driver's "time" request (repeats, rotate, tolerances, ...)
-  const nlohmann::json& eval;     // the eval request (seeds, outputs)
-  const nlohmann::json& check_costs;  // the device's costs of the per-call work, or null (peaks "checks")
-  double time_s = 300;            // the most one message of the worker may take
+  const nlohmann::json& request;       // the driver's "time" request (repeats, rotate, tolerances, ...)
+  const nlohmann::json& eval;          // the eval request (seeds, outputs)
+  const nlohmann::json& check_costs;   // the device's costs of the per-call work, or null (peaks "checks")
+  double time_s = 300;                 // the most one message of the worker may take
   std::span<const std::byte> payload;  // the request's payload (its inputs, for the spot worker)
   // The per-call work's costs measured now, in a worker with no candidate loaded; asked for
   // only when the audit fails against CHECK_COSTS (cached when the machine was quiet, or none
@@ -63,7 +63,7 @@ struct CpuTimes {
   double others_s = 0;  // user processes not ours, reaped ones included, and the CPU time the hypervisor stole
   double ours_s = 0;    // this process and its descendants, reaped ones included
   int cpus = 1;
-  bool ok = false;      // /proc was readable
+  bool ok = false;  // /proc was readable
 };
 CpuTimes cpu_times();
 // The share of the machine's CPUs others used between A and B, 0 to 1 (0 when unknown).

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <signal.h>
@@ -19,8 +19,8 @@
 #include "mblast/cache_evict.h"
 #include "mblast/digest.h"
 #include "mblast/protocol.h"
-#include "mblast/shared_payload.h"
 #include "mblast/safetensors.h"
+#include "mblast/shared_payload.h"
 
 namespace mblast::runner {
 
@@ -36,9 +36,7 @@ class CandidateFailure : public Error {
   FailureKind kind;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // A signal with a handler function, or 0. Under an instruction count (the call's instructions
 // alone) a handler runs uncounted whenever its signal comes: a fault that the worker's checks
@@ -49,8 +47,8 @@ int signal_with_handler() {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     struct sigaction sa {};
     if (sigaction(sig, nullptr, &sa) != 0) continue;  // a number the system keeps for itself
-    const bool function = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr
-                                                      : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+    const bool function =
+        (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
     if (function) return sig;
   }
   return 0;
@@ -159,8 +157,12 @@ class Session {
  public:
   // PARAMS: the parameters of every init (the request's payload); the inputs come later.
   Session(Device& dev, const CandidateEntry& cand, const json& req, const TensorViews& params)
-      : dev_(dev), cand_(cand), params_(params), ctx_(dev.context()),
-        in_specs_(specs_from(req.at("inputs"))), par_specs_(specs_from(req.at("parameters"))),
+      : dev_(dev),
+        cand_(cand),
+        params_(params),
+        ctx_(dev.context()),
+        in_specs_(specs_from(req.at("inputs"))),
+        par_specs_(specs_from(req.at("parameters"))),
         out_specs_(specs_from(req.at("outputs"))) {
     for (const auto& s : req.at("seeds")) seeds_.push_back(s.get<int>());
     for (const auto& i : req.at("inits")) inits_.push_back(i.get<int>());
@@ -243,17 +245,22 @@ class Session {
             hin = in.hashes(dev_, scratch);
             hpar = par.hashes(dev_, scratch);
           });
-          json c = {{"seed", seed}, {"init", init}, {"run", r}, {"seconds", t1 - t0},
-                    {"poison", static_cast<int>(poison)}, {"input_hashes_after", std::move(hin)},
+          json c = {{"seed", seed},
+                    {"init", init},
+                    {"run", r},
+                    {"seconds", t1 - t0},
+                    {"poison", static_cast<int>(poison)},
+                    {"input_hashes_after", std::move(hin)},
                     {"param_hashes_after", std::move(hpar)}};
           timed(send_s, [&] { stopped = !sink(c, blob.blob); });  // to the runner, and its word back
           cases.push_back(std::move(c));
         }
       }
     }
-    steps_ = {{"upload_s", upload_s}, {"prepare_s", prepare_s}, {"poison_s", poison_s}, {"calls_s", call_s},
+    steps_ = {{"upload_s", upload_s},     {"prepare_s", prepare_s},  {"poison_s", poison_s},     {"calls_s", call_s},
               {"download_s", download_s}, {"hash_inputs_s", hash_s}, {"send_and_word_s", send_s}};
-    in.release(dev_); out.release(dev_);
+    in.release(dev_);
+    out.release(dev_);
     if (stopped) return std::nullopt;
     return cases;
   }
@@ -283,8 +290,9 @@ class Session {
     }
     dev_.synchronize();
     const double setup_s = now_s() - t_setup;
-    protocol::write_message(out_fd, {{"stage", "timing_ready"}, {"unit", dev_.timing_unit()}, {"setup_s", setup_s},
-                                     {"prepare_s", prepare_s}});
+    protocol::write_message(
+        out_fd,
+        {{"stage", "timing_ready"}, {"unit", dev_.timing_unit()}, {"setup_s", setup_s}, {"prepare_s", prepare_s}});
 
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     std::vector<size_t> out_elem_bytes;
@@ -320,11 +328,13 @@ class Session {
                                        "after the call touch pages the call protected");
         const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
         if (!chk.health.empty())
-          throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + chk.health);
+          throw CandidateFailure(FailureKind::launch_failed,
+                                 "the device reported an error after the call: " + chk.health);
         if (chk.broken_guard >= 0)
-          throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" +
-                                                                       out_specs_[static_cast<size_t>(chk.broken_guard)].name +
-                                                                       "' (guard bytes changed)");
+          throw CandidateFailure(FailureKind::out_of_bounds_write,
+                                 "wrote outside the buffer of '" +
+                                     out_specs_[static_cast<size_t>(chk.broken_guard)].name +
+                                     "' (guard bytes changed)");
         json digests = json::array();
         for (const OutputDigest& d : chk.digests) digests.push_back({{"hash", d.hash}, {"poisoned", d.poisoned}});
         const double c4 = now_s();
@@ -333,8 +343,13 @@ class Session {
         digest_s += c4 - c3;
         ++calls;
         std::fflush(stdout);
-        protocol::write_message(out_fd, {{"stage", "call_done"}, {"i", i}, {"sample", sample}, {"wall", c3 - c2},
-                                         {"mix_s", c1 - c0}, {"flush_s", c2 - c1}, {"check_s", c4 - c3},
+        protocol::write_message(out_fd, {{"stage", "call_done"},
+                                         {"i", i},
+                                         {"sample", sample},
+                                         {"wall", c3 - c2},
+                                         {"mix_s", c1 - c0},
+                                         {"flush_s", c2 - c1},
+                                         {"check_s", c4 - c3},
                                          {"outputs", std::move(digests)}});
       } else if (op == "report") {
         const size_t i = h.at("i").get<size_t>();
@@ -350,10 +365,17 @@ class Session {
     for (auto& s : ins) s.release(dev_);
     for (auto& s : outs) s.release(dev_);
     fresh.release();
-    return {{"stage", "timing"}, {"init", init}, {"prepare_seconds", prepare_s}, {"method", dev_.timing_method()},
+    return {{"stage", "timing"},
+            {"init", init},
+            {"prepare_seconds", prepare_s},
+            {"method", dev_.timing_method()},
             {"unit", dev_.timing_unit()},
-            {"worker_phases", {{"setup_s", setup_s}, {"calls", calls}, {"mix_and_poison_s", mix_s},
-                               {"flush_s", flush_s}, {"check_s", digest_s}}}};
+            {"worker_phases",
+             {{"setup_s", setup_s},
+              {"calls", calls},
+              {"mix_and_poison_s", mix_s},
+              {"flush_s", flush_s},
+              {"check_s", digest_s}}}};
   }
 
   // The spot check, in a worker of its own that has seen none of the timed calls: the runner
@@ -414,7 +436,9 @@ class Session {
     void* state = nullptr;
     if (!cand_.prepare) return state;
     int rc = cand_.prepare(&ctx_, par.abi.data(), static_cast<int32_t>(par.abi.size()), &state);
-    if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_prepare returned " + std::to_string(rc) + last_error());
+    if (rc != 0)
+      throw CandidateFailure(FailureKind::launch_failed,
+                             "mblast_prepare returned " + std::to_string(rc) + last_error());
     return state;
   }
   void release(void* state) {
@@ -423,15 +447,18 @@ class Session {
   void call(void* state, BufferSet& in, BufferSet& par, BufferSet& out) {
     int rc = cand_.run(&ctx_, state, in.abi.data(), static_cast<int32_t>(in.abi.size()), par.abi.data(),
                        static_cast<int32_t>(par.abi.size()), out.abi.data(), static_cast<int32_t>(out.abi.size()));
-    if (rc != 0) throw CandidateFailure(FailureKind::launch_failed, "mblast_run returned " + std::to_string(rc) + last_error());
+    if (rc != 0)
+      throw CandidateFailure(FailureKind::launch_failed, "mblast_run returned " + std::to_string(rc) + last_error());
   }
   void check_after_call(BufferSet& in, BufferSet& par, BufferSet& out) {
     std::string h = dev_.health();
-    if (!h.empty()) throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + h);
+    if (!h.empty())
+      throw CandidateFailure(FailureKind::launch_failed, "the device reported an error after the call: " + h);
     for (BufferSet* s : {&out, &in, &par}) {
       std::string name = s->broken_guard(dev_);
       if (!name.empty())
-        throw CandidateFailure(FailureKind::out_of_bounds_write, "wrote outside the buffer of '" + name + "' (guard bytes changed)");
+        throw CandidateFailure(FailureKind::out_of_bounds_write,
+                               "wrote outside the buffer of '" + name + "' (guard bytes changed)");
     }
   }
 
@@ -451,14 +478,17 @@ class Session {
 void send_failure(int fd, FailureKind kind, const std::string& reason, const std::string& stage) {
   std::fflush(stdout);
   std::fflush(stderr);
-  protocol::write_message(fd, {{"stage", "failed"}, {"failed_stage", stage},
-                               {"failure_kind", protocol::failure_kind_name(kind)}, {"reason", reason}});
+  protocol::write_message(fd, {{"stage", "failed"},
+                               {"failed_stage", stage},
+                               {"failure_kind", protocol::failure_kind_name(kind)},
+                               {"reason", reason}});
 }
 
 }  // namespace
 
 json to_json(const Peaks& p) {
-  json j = {{"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s}, {"fp32_flops_per_s", p.fp32_flops_per_s},
+  json j = {{"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
+            {"fp32_flops_per_s", p.fp32_flops_per_s},
             {"method", p.method}};
   if (p.tf32_flops_per_s > 0) j["tf32_flops_per_s"] = p.tf32_flops_per_s;
   if (p.bf16_flops_per_s > 0) j["bf16_flops_per_s"] = p.bf16_flops_per_s;
@@ -501,7 +531,8 @@ json measure_check_costs(Device& dev) {
     digest.push_back(now_s() - t);
     // The same on a small buffer: the fixed cost per buffer.
     t = now_s();
-    dev.mix(sd, sa, sb, std::span(host_a).first(kSmall), std::span(host_b).first(kSmall), 4, static_cast<uint64_t>(r) + 1);
+    dev.mix(sd, sa, sb, std::span(host_a).first(kSmall), std::span(host_b).first(kSmall), 4,
+            static_cast<uint64_t>(r) + 1);
     dev.poison(sd, std::byte{0xFF});
     dev.synchronize();
     mix_small.push_back(now_s() - t);
@@ -586,7 +617,8 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
       }
     }
     if (!cand.run) {
-      send_failure(out_fd, FailureKind::abi_error, "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
+      send_failure(out_fd, FailureKind::abi_error,
+                   "the candidate does not define mblast_run (see include/mblast/abi.h)", stage);
       return 0;
     }
     // The request's payload holds the parameters alone: mblast_prepare runs on them before any
@@ -629,8 +661,8 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     // the runs at once, and the driver checks one run while the next one runs.
     auto sink = [&](const json& c, std::span<const std::byte> outputs) {
       std::fflush(stdout);
-      protocol::write_message(out_fd, {{"stage", "verify_run"}, {"case", c}, {"index", index++}, {"of", of}, {"device", device}},
-                              outputs);
+      protocol::write_message(
+          out_fd, {{"stage", "verify_run"}, {"case", c}, {"index", index++}, {"of", of}, {"device", device}}, outputs);
       auto answer = reader.read();
       return answer && answer->header.value("op", "") == "continue";
     };
@@ -638,9 +670,12 @@ int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* l
     if (!cases) return 0;  // the driver stopped the runs
     const double verify_s = now_s() - t_verify;
     std::fflush(stdout);
-    protocol::write_message(out_fd, {{"stage", "verify"}, {"cases", *cases}, {"device", device},
-                                     {"worker_phases", {{"device_open_s", open_s}, {"verify_runs_s", verify_s},
-                                                        {"verify_steps", session.verify_steps()}}}});
+    protocol::write_message(
+        out_fd, {{"stage", "verify"},
+                 {"cases", *cases},
+                 {"device", device},
+                 {"worker_phases",
+                  {{"device_open_s", open_s}, {"verify_runs_s", verify_s}, {"verify_steps", session.verify_steps()}}}});
     auto next = reader.read();
     if (!next || next->header.value("op", "") != "time") return 0;
     stage = "timing";

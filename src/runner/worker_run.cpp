@@ -1,19 +1,19 @@
 // Helpers of WorkerRun (worker_run.h).
 #include "worker_run.h"
 
-#include <csignal>
-#include <cstring>
-#include <cstdlib>
-#include <fstream>
-#include <atomic>
-#include <memory>
-#include <mutex>
-#include <thread>
-#include <random>
-#include <sstream>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
 
 #include "mblast/runner/sandbox.h"
 #include "mblast/shared_payload.h"
@@ -27,7 +27,9 @@ using protocol::FailureKind;
 using protocol::Message;
 
 json failed(FailureKind kind, const std::string& reason, const std::string& stage) {
-  return {{"stage", "failed"}, {"failed_stage", stage}, {"failure_kind", protocol::failure_kind_name(kind)},
+  return {{"stage", "failed"},
+          {"failed_stage", stage},
+          {"failure_kind", protocol::failure_kind_name(kind)},
           {"reason", reason}};
 }
 
@@ -63,15 +65,24 @@ size_t rss_bytes(pid_t pid) {
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV (invalid memory access)";
-    case SIGBUS: return "SIGBUS (bus error)";
-    case SIGILL: return "SIGILL (illegal instruction)";
-    case SIGFPE: return "SIGFPE (arithmetic exception)";
-    case SIGABRT: return "SIGABRT (aborted)";
-    case SIGKILL: return "SIGKILL";
-    case SIGXFSZ: return "SIGXFSZ (file size limit)";
-    case SIGXCPU: return "SIGXCPU (CPU time limit)";
-    default: return "signal " + std::to_string(sig);
+    case SIGSEGV:
+      return "SIGSEGV (invalid memory access)";
+    case SIGBUS:
+      return "SIGBUS (bus error)";
+    case SIGILL:
+      return "SIGILL (illegal instruction)";
+    case SIGFPE:
+      return "SIGFPE (arithmetic exception)";
+    case SIGABRT:
+      return "SIGABRT (aborted)";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGXFSZ:
+      return "SIGXFSZ (file size limit)";
+    case SIGXCPU:
+      return "SIGXCPU (CPU time limit)";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 
@@ -91,10 +102,8 @@ fs::path unique_dir(const fs::path& parent, const std::string& stem) {
   }
 }
 
-
-
 WorkerRun::WorkerRun(RunnerService& svc, Backend& backend, const json& target, const fs::path& artifact,
-          const json& limits, int payload_fd)
+                     const json& limits, int payload_fd)
     : svc_(svc) {
   dir_ = unique_dir(svc.cache_dir() / "work", "w");
   log_ = dir_ / "candidate.log";
@@ -216,13 +225,14 @@ Message WorkerRun::receive(double timeout_s, const std::string& stage, const std
   return decorate(std::move(*got));
 }
 
-std::optional<Message> WorkerRun::pass_on(int out_fd, const std::string& relayed, const std::string& end, const json& extra,
-                               double timeout_s, const std::string& stage, const std::string& limit_note, bool* cut) {
+std::optional<Message> WorkerRun::pass_on(int out_fd, const std::string& relayed, const std::string& end,
+                                          const json& extra, double timeout_s, const std::string& stage,
+                                          const std::string& limit_note, bool* cut) {
   *cut = false;
   bool failed_now = false;
   const auto t0 = protocol::Clock::now();
   json head = receive_header(timeout_s, stage, limit_note, &failed_now);
-  if (failed_now) return Message{std::move(head), {}};  // no message is pending
+  if (failed_now) return Message{std::move(head), {}};                                   // no message is pending
   if (head.value("stage", "") != relayed) return receive(timeout_s, stage, limit_note);  // read whole
   head.update(extra);
   head["streamed"] = true;
@@ -234,7 +244,8 @@ std::optional<Message> WorkerRun::pass_on(int out_fd, const std::string& relayed
   return broken;
 }
 
-json WorkerRun::receive_header(double timeout_s, const std::string& stage, const std::string& limit_note, bool* failed_now) {
+json WorkerRun::receive_header(double timeout_s, const std::string& stage, const std::string& limit_note,
+                               bool* failed_now) {
   const json* got = nullptr;
   *failed_now = false;
   if (auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
@@ -247,7 +258,8 @@ json WorkerRun::receive_header(double timeout_s, const std::string& stage, const
   return decorate({*got, {}}).header;
 }
 
-std::optional<Message> WorkerRun::relay(int out_fd, double timeout_s, const std::string& stage, const std::string& limit_note) {
+std::optional<Message> WorkerRun::relay(int out_fd, double timeout_s, const std::string& stage,
+                                        const std::string& limit_note) {
   auto f = watch(timeout_s, stage, limit_note, [&](protocol::Deadline d) {
     reader_->relay_payload(out_fd, d);
     return true;
@@ -257,7 +269,8 @@ std::optional<Message> WorkerRun::relay(int out_fd, double timeout_s, const std:
 }
 
 template <class Step>
-std::optional<Message> WorkerRun::watch(double timeout_s, const std::string& stage, const std::string& limit_note, Step&& step) {
+std::optional<Message> WorkerRun::watch(double timeout_s, const std::string& stage, const std::string& limit_note,
+                                        Step&& step) {
   const auto deadline = protocol::Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   for (;;) {
     const auto slice = std::min(deadline, protocol::Clock::now() + std::chrono::milliseconds(20));
@@ -267,13 +280,18 @@ std::optional<Message> WorkerRun::watch(double timeout_s, const std::string& sta
     } catch (const protocol::Timeout&) {
       if (memory_bytes_ && child_.running() && rss_bytes(child_.pid()) > memory_bytes_) {
         child_.kill();
-        return decorate({failed(FailureKind::out_of_memory,
-                                "resident memory passed the limit of " + std::to_string(memory_bytes_ >> 20) + " MiB", stage), {}});
+        return decorate(
+            {failed(FailureKind::out_of_memory,
+                    "resident memory passed the limit of " + std::to_string(memory_bytes_ >> 20) + " MiB", stage),
+             {}});
       }
       if (protocol::Clock::now() >= deadline) {
         child_.kill();
-        return decorate({failed(FailureKind::timeout,
-                                "no answer within " + fmt_number(timeout_s) + " s" + limit_note + " during " + stage + " (killed)", stage), {}});
+        return decorate(
+            {failed(FailureKind::timeout,
+                    "no answer within " + fmt_number(timeout_s) + " s" + limit_note + " during " + stage + " (killed)",
+                    stage),
+             {}});
       }
     } catch (const Error&) {
       return death(stage);
@@ -309,8 +327,10 @@ Message WorkerRun::deliver_inputs(double timeout_s, std::span<const std::byte> p
   Message m = receive(timeout_s, "prepare");
   if (m.header.value("stage", "") != "prepared") return m;
   try {
-    if (payload_fd_ >= 0) send_fd(inputs_channel_, payload_fd_);
-    else send({{"op", "inputs"}}, payload);
+    if (payload_fd_ >= 0)
+      send_fd(inputs_channel_, payload_fd_);
+    else
+      send({{"op", "inputs"}}, payload);
   } catch (const Error&) {
     // The worker died; the next receive() says how.
   }

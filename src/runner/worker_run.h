@@ -64,20 +64,23 @@ class WorkerRun {
   // {"stage": END, "complete"}), and nullopt is returned. Any other message comes back whole
   // (a worker that died, hung or overgrew: its "failed" message); so does the failure that cut a
   // relayed payload short, with CUT set (zeros and an incomplete END already went on).
-  std::optional<protocol::Message> pass_on(int out_fd, const std::string& relayed, const std::string& end, const nlohmann::json& extra,
-                                 double timeout_s, const std::string& stage, const std::string& limit_note, bool* cut);
+  std::optional<protocol::Message> pass_on(int out_fd, const std::string& relayed, const std::string& end,
+                                           const nlohmann::json& extra, double timeout_s, const std::string& stage,
+                                           const std::string& limit_note, bool* cut);
 
  private:
   size_t relay_left() const { return reader_->relay_left(); }
 
   // The next message's header alone (decorated), its payload left for relay(); or a "failed"
   // message saying why there is none (FAILED set).
-  nlohmann::json receive_header(double timeout_s, const std::string& stage, const std::string& limit_note, bool* failed_now);
+  nlohmann::json receive_header(double timeout_s, const std::string& stage, const std::string& limit_note,
+                                bool* failed_now);
 
   // Passes the payload of the header receive_header() returned on to OUT_FD as it arrives;
   // nullopt when all of it went, else the failure, after zeros in place of the rest (the stream
   // to OUT_FD stays framed).
-  std::optional<protocol::Message> relay(int out_fd, double timeout_s, const std::string& stage, const std::string& limit_note);
+  std::optional<protocol::Message> relay(int out_fd, double timeout_s, const std::string& stage,
+                                         const std::string& limit_note);
 
   nlohmann::json worker_landlock_;  // null: Landlock was applied before exec
 
@@ -85,7 +88,8 @@ class WorkerRun {
   // 20 ms slices until it is done, watching the worker's memory and the time meanwhile. nullopt
   // when STEP finished, else the "failed" message (the worker is killed or dead).
   template <class Step>
-  std::optional<protocol::Message> watch(double timeout_s, const std::string& stage, const std::string& limit_note, Step&& step);
+  std::optional<protocol::Message> watch(double timeout_s, const std::string& stage, const std::string& limit_note,
+                                         Step&& step);
   protocol::Message death(const std::string& stage);
 
   RunnerService& svc_;

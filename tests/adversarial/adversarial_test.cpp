@@ -64,7 +64,8 @@ class Adversarial : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Adversarial, IsSeenForWhatItIs) {
   const Case& c = GetParam();
-  const fs::path src = testing::source_dir() / "tests" / "adversarial" / c.backend / (c.name + testing::candidate_extension(c.backend));
+  const fs::path src =
+      testing::source_dir() / "tests" / "adversarial" / c.backend / (c.name + testing::candidate_extension(c.backend));
   if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
   std::string why;
   auto targets = testing::available_targets(c.backend, &why);
@@ -74,7 +75,8 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
 
   // Materialise the candidate: substitute the expected-output path for peek_expected.
   std::string code = read_file(src);
-  code = std::regex_replace(code, std::regex("@EXPECTED_FILE@"), p.expected_file(p.seeds.at(1).seed, p.inits.at(0)).string());
+  code = std::regex_replace(code, std::regex("@EXPECTED_FILE@"),
+                            p.expected_file(p.seeds.at(1).seed, p.inits.at(0)).string());
   const fs::path work = fs::temp_directory_path() / ("mblast-adv-" + c.backend + "-" + c.name);
   fs::create_directories(work);
   const fs::path cand = work / src.filename();

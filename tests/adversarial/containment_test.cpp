@@ -161,7 +161,8 @@ TEST_P(Containment, LeavesNothingBehind) {
   o.run_s = 60;
   o.memory_mb = 2048;
   json r = evaluate(p, t, cand, o, &client);
-  const std::string said = r.value("reason", json()).dump() + "\nsandbox: " + r.value("sandbox", "") + "\nlog: " + r.value("log", "");
+  const std::string said =
+      r.value("reason", json()).dump() + "\nsandbox: " + r.value("sandbox", "") + "\nlog: " + r.value("log", "");
   EXPECT_TRUE(r.value("correct", false)) << "the misdeed worked or broke the eval: " << said;
   ASSERT_TRUE(r["sandbox_layers"].is_object()) << said;
   for (const auto& layer : runner::sandbox_layer_names()) EXPECT_TRUE(r["sandbox_layers"].contains(layer)) << layer;
@@ -179,7 +180,8 @@ TEST_P(Containment, LeavesNothingBehind) {
       for (const auto& e : fs::directory_iterator(cache_dir() / "work", ec))
         if (fs::exists(e.path() / marker, ec)) left = e.path();
       return left.empty();
-    })) << "its scratch folder survived: " << left;
+    })) << "its scratch folder survived: "
+        << left;
     fs::remove(fs::path("/dev/shm") / marker, ec);
     fs::remove(fs::path("/tmp") / marker, ec);
   }
@@ -203,12 +205,15 @@ TEST_P(Containment, LeavesNothingBehind) {
   }
   if (c.name == "fork_bomb") {
     const json& limit = r["sandbox_layers"]["process_limit"];
-    if (limit.value("on", false)) EXPECT_GT(limit.value("max", 0), 0);
-    else std::cerr << "process limit off here: " << limit.dump() << "\n";
+    if (limit.value("on", false))
+      EXPECT_GT(limit.value("max", 0), 0);
+    else
+      std::cerr << "process limit off here: " << limit.dump() << "\n";
   }
 
   // The runner survives: the next eval on it works.
-  json after = evaluate(p, t, p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend)), o, &client);
+  json after = evaluate(p, t, p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend)),
+                        o, &client);
   EXPECT_TRUE(after.value("correct", false)) << "runner did not recover: " << after.value("reason", json()).dump();
 }
 
@@ -221,7 +226,10 @@ TEST(ContainmentLayers, SwitchedOffLayerIsReportedOff) {
   std::vector<Target> targets;
   std::string backend;
   for (const char* b : {"opencl", "rvv", "cuda"})
-    if (targets = testing::available_targets(b, &why); !targets.empty()) { backend = b; break; }
+    if (targets = testing::available_targets(b, &why); !targets.empty()) {
+      backend = b;
+      break;
+    }
   if (targets.empty()) GTEST_SKIP() << "no backend here";
   Problem p = load_problem(testing::source_dir() / "problems" / "vec_add");
   ensure_problem_data(p, true);
@@ -230,7 +238,8 @@ TEST(ContainmentLayers, SwitchedOffLayerIsReportedOff) {
   ::unsetenv("MBLAST_SANDBOX");
   EvalOptions o = testing::quick_timing();
   o.timing = false;
-  json r = evaluate(p, targets.front(), p.dir / "candidates" / ("naive." + backend + testing::candidate_extension(backend)), o, &client);
+  json r = evaluate(p, targets.front(),
+                    p.dir / "candidates" / ("naive." + backend + testing::candidate_extension(backend)), o, &client);
   ASSERT_TRUE(r.value("correct", false)) << r.dump(2);
   EXPECT_FALSE(r["sandbox_layers"]["net_ns"]["on"].get<bool>());
   EXPECT_FALSE(r["sandbox_layers"]["seccomp"]["on"].get<bool>());

@@ -23,12 +23,17 @@ json eager(double us) { return {{"median_us", us}, {"spread_pct", 5.0}}; }
 
 json row(const std::string& level, const std::string& name, const std::string& status, json speedup = nullptr,
          json fraction = nullptr) {
-  json r = {{"level", level},          {"name", name},
-            {"key", level + "/" + name}, {"status", status},
-            {"correct", status == "correct"}, {"eager", eager(100)},
+  json r = {{"level", level},
+            {"name", name},
+            {"key", level + "/" + name},
+            {"status", status},
+            {"correct", status == "correct"},
+            {"eager", eager(100)},
             {"compile", {{"unavailable", "torch 1.13 has no torch.compile"}}},
-            {"speedup_vs_eager", speedup}, {"speedup_vs_compile", nullptr},
-            {"compile_speedup_vs_eager", nullptr}, {"fraction_of_peak", fraction}};
+            {"speedup_vs_eager", speedup},
+            {"speedup_vs_compile", nullptr},
+            {"compile_speedup_vs_eager", nullptr},
+            {"fraction_of_peak", fraction}};
   if (status == "correct") r["time"] = {{"median", 100.0}, {"unit", "us"}, {"spread_pct", 10.0}};
   return r;
 }
@@ -69,7 +74,8 @@ TEST(BenchSummary, CorrectWithoutBaselineIsNotFast) {
 }
 
 json results_of(json rows) {
-  json r = {{"kind", "mblast-bench"}, {"meta", {{"target", "pocl-cpu"}, {"size", "small"}, {"date", "2025-01-01T00:00:00Z"}}},
+  json r = {{"kind", "mblast-bench"},
+            {"meta", {{"target", "pocl-cpu"}, {"size", "small"}, {"date", "2025-01-01T00:00:00Z"}}},
             {"problems", rows}};
   r["summary"] = summarize_bench(r["problems"]);
   return r;
@@ -156,12 +162,15 @@ TEST(BenchCompare, RefusesOtherTargetSizeOrFile) {
 TEST(BenchJunit, EscapesEverythingXmlCannotCarry) {
   EXPECT_EQ(xml_escape("a<b & c>\"d\" 'e'"), "a&lt;b &amp; c&gt;&quot;d&quot; &apos;e&apos;");
   EXPECT_EQ(xml_escape("tab\tnl\n"), "tab&#9;nl&#10;");
-  EXPECT_EQ(xml_escape(std::string("nul\0bell\x07", 9)), "nul\xEF\xBF\xBD" "bell\xEF\xBF\xBD");
-  EXPECT_EQ(xml_escape("\xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80"), "\xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80");  // é → 😀 kept
-  EXPECT_EQ(xml_escape("\xFF"), "\xEF\xBF\xBD");                    // not UTF-8
-  EXPECT_EQ(xml_escape("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");    // overlong '/'
+  EXPECT_EQ(xml_escape(std::string("nul\0bell\x07", 9)),
+            "nul\xEF\xBF\xBD"
+            "bell\xEF\xBF\xBD");
+  EXPECT_EQ(xml_escape("\xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80"),
+            "\xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80");                            // é → 😀 kept
+  EXPECT_EQ(xml_escape("\xFF"), "\xEF\xBF\xBD");                                  // not UTF-8
+  EXPECT_EQ(xml_escape("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
   EXPECT_EQ(xml_escape("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
-  EXPECT_EQ(xml_escape("\xE2\x86"), "\xEF\xBF\xBD\xEF\xBF\xBD");    // truncated
+  EXPECT_EQ(xml_escape("\xE2\x86"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // truncated
 }
 
 TEST(BenchJunit, OneSuitePerLevelFailuresAndSkips) {
@@ -170,11 +179,14 @@ TEST(BenchJunit, OneSuitePerLevelFailuresAndSkips) {
   bad["reason"] = std::string("got <1> & \x01 expected \"2\"");
   const json results = results_of({row("level1", "a", "correct", 2.0), bad, row("level2", "c", "no_candidate")});
   const std::string xml = bench_junit_xml(results, nullptr);
-  EXPECT_NE(xml.find("<testsuites name=\"mblast bench pocl-cpu small\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
-            std::string::npos)
+  EXPECT_NE(
+      xml.find(
+          "<testsuites name=\"mblast bench pocl-cpu small\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+      std::string::npos)
       << xml;
   EXPECT_NE(xml.find("<testsuite name=\"level1\" tests=\"2\" failures=\"1\""), std::string::npos) << xml;
-  EXPECT_NE(xml.find("<testsuite name=\"level2\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\""), std::string::npos);
+  EXPECT_NE(xml.find("<testsuite name=\"level2\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\""),
+            std::string::npos);
   EXPECT_NE(xml.find("type=\"wrong_output\" message=\"got &lt;1&gt; &amp; \xEF\xBF\xBD expected &quot;2&quot;\""),
             std::string::npos)
       << xml;
@@ -212,7 +224,8 @@ TEST(BenchTable, SaysWhichDesignWonAndWhyAFractionPassesOne) {
   fft["candidate"] = {{"details", {{"design", {{"family", "cuda.conv.cudnn"}, {"params", {{"math", "fp32-fft"}}}}}}}};
   json no_candidate = row("level2", "none", "no_candidate");
   no_candidate["candidate"] = nullptr;  // as bench writes a row without one
-  const std::string table = format_bench_table(results_of({fft, row("level1", "relu", "correct", 1.1, 0.8), no_candidate}));
+  const std::string table =
+      format_bench_table(results_of({fft, row("level1", "relu", "correct", 1.1, 0.8), no_candidate}));
   EXPECT_NE(table.find("design: cuda.conv.cudnn {\"math\":\"fp32-fft\"}"), std::string::npos) << table;
   // one note, for the row above 100 %
   const size_t note = table.find("above 100% of peak");
@@ -223,12 +236,14 @@ TEST(BenchTable, SaysWhichDesignWonAndWhyAFractionPassesOne) {
 
 TEST(BenchTable, SaysOnceWhyEagerIsWeak) {
   json a = row("level1", "mm", "correct", 40.0, 0.5), b = row("level2", "linear", "correct", 50.0, 0.5);
-  for (json* r : {&a, &b}) (*r)["baseline"] = {{"measured", "in this run"}, {"note", "PyTorch runs on the reference (netlib) BLAS"}};
+  for (json* r : {&a, &b})
+    (*r)["baseline"] = {{"measured", "in this run"}, {"note", "PyTorch runs on the reference (netlib) BLAS"}};
   const std::string table = format_bench_table(results_of({a, b, row("level1", "relu", "correct", 1.1, 0.8)}));
   const size_t note = table.find("eager: PyTorch runs on the reference (netlib) BLAS");
   ASSERT_NE(note, std::string::npos) << table;
   EXPECT_EQ(table.find("eager: PyTorch runs", note + 1), std::string::npos) << table;
-  EXPECT_EQ(format_bench_table(results_of({row("level1", "relu", "correct", 1.1, 0.8)})).find("netlib"), std::string::npos);
+  EXPECT_EQ(format_bench_table(results_of({row("level1", "relu", "correct", 1.1, 0.8)})).find("netlib"),
+            std::string::npos);
 }
 
 class CandidateLookup : public ::testing::Test {
@@ -272,7 +287,8 @@ TEST_F(CandidateLookup, SuiteDefaultLevelLayoutAndFlatFolder) {
 
 TEST(BenchTable, SaysWhatWasScaledToFitMaxBytes) {
   json scaled = row("level1", "relu", "correct", 2.0, 0.5);
-  scaled["scale"] = {{"max_bytes", 16777216}, {"bytes", 12582912},
+  scaled["scale"] = {{"max_bytes", 16777216},
+                     {"bytes", 12582912},
                      {"constants", {{"batch_size", {4096, 1024}}, {"dim", {393216, 1536}}}}};
   json fits = row("level1", "small", "no_candidate");
   fits["reason"] = "no candidate file and no generator applies: op mish is not one the generators know";
@@ -291,7 +307,8 @@ TEST(MaxBytes, ParsesSizesWithBinaryUnits) {
   EXPECT_EQ(parse_byte_size("16MiB", "--max-bytes"), 16ull << 20);
   EXPECT_EQ(parse_byte_size("500k", "--max-bytes"), 500ull << 10);
   EXPECT_EQ(parse_byte_size("4096", "--max-bytes"), 4096u);
-  for (const char* bad : {"", "M", "-1M", "0", "12X"}) EXPECT_THROW(parse_byte_size(bad, "--max-bytes"), UserError) << bad;
+  for (const char* bad : {"", "M", "-1M", "0", "12X"})
+    EXPECT_THROW(parse_byte_size(bad, "--max-bytes"), UserError) << bad;
   EXPECT_EQ(format_byte_size(16ull << 20), "16M");
   EXPECT_EQ(format_byte_size(1000), "1000");
 }

@@ -68,8 +68,10 @@ def sample(kernelbench):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mblast", default=os.path.join(ROOT, "build", "bin", "mblast"))
-    ap.add_argument("--kernelbench", default=os.environ.get("MBLAST_KERNELBENCH")
-                    or os.path.join(os.path.dirname(ROOT), "shared", "kernelbench"))
+    ap.add_argument(
+        "--kernelbench",
+        default=os.environ.get("MBLAST_KERNELBENCH") or os.path.join(os.path.dirname(ROOT), "shared", "kernelbench"),
+    )
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "kernelbench-ci"))
     ap.add_argument("--baseline", default=BASELINE)
     ap.add_argument("--update", action="store_true", help="write the results as the new baseline")
@@ -89,10 +91,28 @@ def main():
         return 77
     os.makedirs(a.work, exist_ok=True)
     out = os.path.join(a.work, "results.json")
-    cmd = [a.mblast, "bench", *files, "--target", TARGET, "--max-bytes", MAX_BYTES,
-           "--optimize", "--optimize-from", "generated", "--optimize-evals", "1",
-           "--kb", os.path.join(a.work, "kb.sqlite"), "--work", a.work, "--out", out,
-           "--junit", os.path.join(a.work, "junit.xml")]
+    cmd = [
+        a.mblast,
+        "bench",
+        *files,
+        "--target",
+        TARGET,
+        "--max-bytes",
+        MAX_BYTES,
+        "--optimize",
+        "--optimize-from",
+        "generated",
+        "--optimize-evals",
+        "1",
+        "--kb",
+        os.path.join(a.work, "kb.sqlite"),
+        "--work",
+        a.work,
+        "--out",
+        out,
+        "--junit",
+        os.path.join(a.work, "junit.xml"),
+    ]
     if not a.update:
         threshold = THRESHOLD
         # Timings compare only on the kind of machine that made the baseline (another CPU, or another
@@ -101,8 +121,11 @@ def main():
             made_on = json.load(f).get("meta", {}).get("machine", {})
         here = {"cpu": this_cpu(), "cpus_online": os.cpu_count()}
         if (made_on.get("cpu"), made_on.get("cpus_online")) != (here["cpu"], here["cpus_online"]):
-            print(f"kernelbench_ci: the baseline was made on {made_on.get('cpu')} x {made_on.get('cpus_online')}, "
-                  f"this is {here['cpu']} x {here['cpus_online']}: correctness compared, timings not", flush=True)
+            print(
+                f"kernelbench_ci: the baseline was made on {made_on.get('cpu')} x {made_on.get('cpus_online')}, "
+                f"this is {here['cpu']} x {here['cpus_online']}: correctness compared, timings not",
+                flush=True,
+            )
             threshold = "1e9"
         cmd += ["--compare", a.baseline, "--compare-relative", "--threshold", threshold, "--noise-k", NOISE_K]
     print("kernelbench_ci: " + " ".join(cmd), flush=True)
@@ -112,14 +135,20 @@ def main():
     with open(out, encoding="utf-8") as f:
         results = json.load(f)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     results["meta"]["ci"] = {
         "commit": commit + ("+uncommitted changes" if dirty else ""),
-        "command": "tests/bench/kernelbench_ci.py --update  # runs: " + " ".join(
-            os.path.relpath(c, ROOT) if os.path.isabs(c) and c.startswith(ROOT) else
-            os.path.relpath(c, a.kernelbench) if os.path.isabs(c) and c.startswith(a.kernelbench) else c
-            for c in cmd),
+        "command": "tests/bench/kernelbench_ci.py --update  # runs: "
+        + " ".join(
+            os.path.relpath(c, ROOT)
+            if os.path.isabs(c) and c.startswith(ROOT)
+            else os.path.relpath(c, a.kernelbench)
+            if os.path.isabs(c) and c.startswith(a.kernelbench)
+            else c
+            for c in cmd
+        ),
         "sample_rule": "levels 1-3, the files numbered 1 modulo 10",
         "python": platform.python_version(),
     }

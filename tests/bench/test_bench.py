@@ -85,8 +85,22 @@ class BenchTest(unittest.TestCase):
         cls.work = os.path.join(cls.tmp, "work")
         cls.run1 = os.path.join(cls.tmp, "run1.json")
         cls.junit1 = os.path.join(cls.tmp, "run1.xml")
-        r = mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", cls.work,
-                   "--out", cls.run1, "--junit", cls.junit1, "--min-time", MIN_TIME)
+        r = mblast(
+            "bench",
+            SUITE,
+            "--target",
+            "pocl-cpu",
+            "--size",
+            "small",
+            "--work",
+            cls.work,
+            "--out",
+            cls.run1,
+            "--junit",
+            cls.junit1,
+            "--min-time",
+            MIN_TIME,
+        )
         if r.returncode != 0:
             raise AssertionError(f"mblast bench failed ({r.returncode}): {r.stdout}{r.stderr}")
         cls.table = r.stdout
@@ -98,9 +112,26 @@ class BenchTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def compare_run(self, previous, out, junit, *extra):
-        return mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", self.work,
-                      "--out", out, "--junit", junit, "--min-time", MIN_TIME, "--no-baseline",
-                      "--compare", previous, *extra)
+        return mblast(
+            "bench",
+            SUITE,
+            "--target",
+            "pocl-cpu",
+            "--size",
+            "small",
+            "--work",
+            self.work,
+            "--out",
+            out,
+            "--junit",
+            junit,
+            "--min-time",
+            MIN_TIME,
+            "--no-baseline",
+            "--compare",
+            previous,
+            *extra,
+        )
 
     # ---- one run ----
 
@@ -132,12 +163,28 @@ class BenchTest(unittest.TestCase):
         fixtures = os.path.join(ROOT, "tests", "python", "fixtures")
         out, none = os.path.join(self.tmp, "dirty.json"), os.path.join(self.tmp, "no_candidates")
         os.makedirs(none, exist_ok=True)
-        r = mblast("bench", os.path.join(fixtures, "sets_default_dtype.py"), os.path.join(fixtures, "relu.py"),
-                   "--target", "pocl-cpu", "--size", "small", "--work", os.path.join(self.tmp, "dirty_work"),
-                   "--candidates", none, "--no-baseline", "--out", out)
+        r = mblast(
+            "bench",
+            os.path.join(fixtures, "sets_default_dtype.py"),
+            os.path.join(fixtures, "relu.py"),
+            "--target",
+            "pocl-cpu",
+            "--size",
+            "small",
+            "--work",
+            os.path.join(self.tmp, "dirty_work"),
+            "--candidates",
+            none,
+            "--no-baseline",
+            "--out",
+            out,
+        )
         rows = {p["name"]: p for p in read_json(out)["problems"]}
-        self.assertEqual(rows["sets_default_dtype"]["import"]["settings_set_back"],
-                         ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"], r.stderr)
+        self.assertEqual(
+            rows["sets_default_dtype"]["import"]["settings_set_back"],
+            ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"],
+            r.stderr,
+        )
         self.assertNotIn("settings_set_back", rows["relu"]["import"])
         problem = read_json(os.path.join(rows["relu"]["problem_dir"], "problem.json"))
         self.assertEqual([t["dtype"] for t in problem["inputs"]], ["f32"])
@@ -180,6 +227,7 @@ class BenchTest(unittest.TestCase):
 
     def test_baselines_measured_in_this_run(self):
         import torch
+
         # in one helper process, whose first import imported torch
         imports = [p["baseline"]["helper_phases"]["import_torch_s"] for p in self.results["problems"]]
         self.assertEqual(imports, [0.0] * len(imports))
@@ -199,8 +247,9 @@ class BenchTest(unittest.TestCase):
         self.assertGreater(relu["speedup_vs_eager"], 0)
         self.assertAlmostEqual(relu["speedup_vs_eager"], relu["eager"]["median_us"] / relu["time"]["median"], places=9)
         if "median_us" in relu["compile"]:
-            self.assertAlmostEqual(relu["speedup_vs_compile"], relu["compile"]["median_us"] / relu["time"]["median"],
-                                   places=9)
+            self.assertAlmostEqual(
+                relu["speedup_vs_compile"], relu["compile"]["median_us"] / relu["time"]["median"], places=9
+            )
 
     def test_summary_follows_from_the_rows(self):
         rows = self.results["problems"]
@@ -239,6 +288,7 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(m["size"], "small")
         self.assertEqual(m["baselines"], "measured in this run")
         import torch
+
         self.assertEqual(m["torch"], torch.__version__)
         for key in ("mblast_version", "date", "machine", "runner_device", "python"):
             self.assertTrue(m[key], key)
@@ -332,9 +382,29 @@ class BenchTest(unittest.TestCase):
 
     def optimize_run(self, name, *extra):
         out = os.path.join(self.tmp, name + ".json")
-        r = mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", self.work,
-                   "--out", out, "--min-time", MIN_TIME, "--no-baseline", "--filter", "relu",
-                   "--optimize", "--optimize-evals", "2", "--kb", os.path.join(self.tmp, name + ".sqlite"), *extra)
+        r = mblast(
+            "bench",
+            SUITE,
+            "--target",
+            "pocl-cpu",
+            "--size",
+            "small",
+            "--work",
+            self.work,
+            "--out",
+            out,
+            "--min-time",
+            MIN_TIME,
+            "--no-baseline",
+            "--filter",
+            "relu",
+            "--optimize",
+            "--optimize-evals",
+            "2",
+            "--kb",
+            os.path.join(self.tmp, name + ".sqlite"),
+            *extra,
+        )
         self.assertEqual(r.returncode, 0, f"{r.stdout}{r.stderr}")
         res = read_json(out)
         self.assertEqual([p["key"] for p in res["problems"]], ["level1/relu"])
@@ -345,7 +415,9 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(row["status"], "correct", row.get("reason"))
         cand = row["candidate"]
         self.assertIn("mblast optimize (builtin, ", cand["origin"])
-        self.assertTrue(cand["origin"].endswith(" from " + self.rows["level1/relu"]["candidate"]["origin"]), cand["origin"])
+        self.assertTrue(
+            cand["origin"].endswith(" from " + self.rows["level1/relu"]["candidate"]["origin"]), cand["origin"]
+        )
         details = cand["details"]
         self.assertTrue(details["optimize_run"])
         self.assertGreaterEqual(details["speedup_vs_start"], 1.0)  # never worse than where it started
@@ -361,8 +433,9 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(row["status"], "correct", row.get("reason"))
         cand = row["candidate"]
         self.assertTrue(cand["origin"].endswith("from a generated kernel"), cand["origin"])
-        with open(cand["file"], encoding="utf-8") as f, \
-             open(os.path.join(SUITE, "candidates", "level1", "relu.opencl.cpp"), encoding="utf-8") as g:
+        with open(cand["file"], encoding="utf-8") as f, open(
+            os.path.join(SUITE, "candidates", "level1", "relu.opencl.cpp"), encoding="utf-8"
+        ) as g:
             self.assertNotEqual(f.read(), g.read())  # the suite's candidate played no part
 
     def test_optimize_from_rejects_other_values(self):
@@ -378,8 +451,25 @@ class BenchTest(unittest.TestCase):
 
         def run(name, keep_free):
             out = os.path.join(self.tmp, name + ".json")
-            r = mblast("bench", SUITE, "--target", "pocl-cpu", "--size", "small", "--work", work, "--out", out,
-                       "--no-baseline", "--candidates", empty, "--filter", "level1", "--keep-free", keep_free)
+            r = mblast(
+                "bench",
+                SUITE,
+                "--target",
+                "pocl-cpu",
+                "--size",
+                "small",
+                "--work",
+                work,
+                "--out",
+                out,
+                "--no-baseline",
+                "--candidates",
+                empty,
+                "--filter",
+                "level1",
+                "--keep-free",
+                keep_free,
+            )
             self.assertEqual(r.returncode, 0, f"{r.stdout}{r.stderr}")
             return r.stdout, self.rows_of(read_json(out))
 

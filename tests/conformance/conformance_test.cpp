@@ -11,9 +11,9 @@
 #include <fstream>
 
 #include "mblast/cache_evict.h"
+#include "mblast/driver/targets_command.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
-#include "mblast/driver/targets_command.h"
 #include "mblast/paths.h"
 #include "test_env.h"
 
@@ -54,7 +54,8 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
     RunnerClient client(RunnerAddress{});
     auto r = evaluate(p, t, cand, quick_timing(), &client);
     ASSERT_TRUE(r["correct"].get<bool>()) << r.value("failure_kind", nlohmann::json()).dump() << ": "
-                                          << r.value("reason", nlohmann::json()).dump() << "\n" << r.value("log", "");
+                                          << r.value("reason", nlohmann::json()).dump() << "\n"
+                                          << r.value("log", "");
     EXPECT_TRUE(r["failure_kind"].is_null());
     // Every seed x init x run x output was checked; without parameters, the one init the
     // others' identical expected outputs make them (data/MANIFEST.json).
@@ -65,7 +66,8 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
     // The worker says where its runs' time went: every step, within the runs' own wall time.
     const auto& worker = r["phases"]["worker"];
     double steps = 0;
-    for (const char* k : {"upload_s", "prepare_s", "poison_s", "calls_s", "download_s", "hash_inputs_s", "send_and_word_s"}) {
+    for (const char* k :
+         {"upload_s", "prepare_s", "poison_s", "calls_s", "download_s", "hash_inputs_s", "send_and_word_s"}) {
       ASSERT_TRUE(worker["verify_steps"].contains(k)) << k << ": " << worker.dump();
       EXPECT_GE(worker["verify_steps"][k].get<double>(), 0) << k;
       steps += worker["verify_steps"][k].get<double>();
@@ -110,7 +112,9 @@ TEST_P(Conformance, NaiveCandidateIsCorrectAndTimed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.backend + "_" + i.param.problem; });
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return i.param.backend + "_" + i.param.problem;
+                         });
 
 // Peaks are measured once per target and device, then cached; `mblast targets --measure-peaks`
 // measures them again (a figure taken while other work ran is too low), and the next evaluation
@@ -127,7 +131,8 @@ TEST_P(Peaks, MeasuredAgainOnRequestOrWhenBeatenAndUsedNext) {
   if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
   // A cache of its own: the figures planted below must not reach the tests that run beside this
   // one (ctest -j), nor a figure this test measured on a busy machine.
-  const fs::path own = fs::path(::testing::TempDir()) / ("mblast-peaks-" + GetParam() + "-" + std::to_string(::getpid()));
+  const fs::path own =
+      fs::path(::testing::TempDir()) / ("mblast-peaks-" + GetParam() + "-" + std::to_string(::getpid()));
   fs::remove_all(own);
   ASSERT_EQ(::setenv("MBLAST_CACHE_DIR", own.c_str(), 1), 0);
   const fs::path dir = testing::source_dir() / "problems" / "vec_add";
@@ -166,8 +171,10 @@ TEST_P(Peaks, MeasuredAgainOnRequestOrWhenBeatenAndUsedNext) {
         j["bandwidth_bytes_per_s"] = 1e3;
         j.erase("beaten_by");
         for (const auto& [k, v] : fields.items()) {
-          if (v.is_null()) j.erase(k);
-          else j[k] = v;
+          if (v.is_null())
+            j.erase(k);
+          else
+            j[k] = v;
         }
         std::ofstream(e.path()) << j.dump(2);
         ++planted;
@@ -176,7 +183,8 @@ TEST_P(Peaks, MeasuredAgainOnRequestOrWhenBeatenAndUsedNext) {
     };
     // As if measured on request: vec_add has it measured again, and the figure is kept; the
     // higher flops figure of the cache stands against the new measurement (a peak is the best seen).
-    ASSERT_GT(plant({{"fp32_flops_per_s", 1e18}}), 0) << "no cached peaks for " << t.name << " in " << (cache_dir() / "peaks");
+    ASSERT_GT(plant({{"fp32_flops_per_s", 1e18}}), 0)
+        << "no cached peaks for " << t.name << " in " << (cache_dir() / "peaks");
     auto again = evaluate(p, t, cand, quick_timing(), &client);
     ASSERT_TRUE(again["correct"].get<bool>()) << again.value("reason", nlohmann::json()).dump();
     EXPECT_TRUE(again["peak"].contains("remeasured")) << again["peak"].dump();
@@ -299,7 +307,8 @@ TEST(OpenclCacheFlush, ACpuDeviceEvictsOrSweepsAsTheTargetSays) {
                              std::to_string(static_cast<int>(kBusyAfterEviction * 1000)) + " ms of arithmetic";
     // auto: prefer_eviction's rule on the device's cache size, as the worker applies it
     const size_t cache = r["device"].value("cache_bytes", size_t{0});
-    EXPECT_NE(method.find(prefer_eviction(cache) ? busy : std::string("MiB (2x the device's cache)")), std::string::npos)
+    EXPECT_NE(method.find(prefer_eviction(cache) ? busy : std::string("MiB (2x the device's cache)")),
+              std::string::npos)
         << "cache " << cache << ": " << method;
     t.spec["device"]["cache_flush"] = "evict";
     r = evaluate(p, t, cand, quick_timing(), &client);
@@ -312,12 +321,15 @@ TEST(OpenclCacheFlush, ACpuDeviceEvictsOrSweepsAsTheTargetSays) {
     t.spec["device"]["cache_flush"] = "sweep";
     r = evaluate(p, t, cand, quick_timing(), &client);
     ASSERT_TRUE(r["correct"].get<bool>()) << r.dump();
-    EXPECT_NE(r["time"]["method"].get<std::string>().find("MiB (2x the device's cache)"), std::string::npos) << r["time"].dump();
+    EXPECT_NE(r["time"]["method"].get<std::string>().find("MiB (2x the device's cache)"), std::string::npos)
+        << r["time"].dump();
     t.spec["device"]["cache_flush"] = "often";
     r = evaluate(p, t, cand, quick_timing(), &client);
     EXPECT_FALSE(r["correct"].get<bool>());
     EXPECT_EQ(r.value("failure_kind", ""), "unavailable") << r.dump();
-    EXPECT_NE(r.value("reason", "").find("device.cache_flush is 'often'; it must be auto, evict or sweep"), std::string::npos) << r.dump();
+    EXPECT_NE(r.value("reason", "").find("device.cache_flush is 'often'; it must be auto, evict or sweep"),
+              std::string::npos)
+        << r.dump();
   }
   if (!ran) GTEST_SKIP() << "no OpenCL CPU target available";
 }
@@ -348,7 +360,8 @@ TEST(OpenclPinning, PoclThreadsArePinnedOnlyWhereEveryCpuIsAllowed) {
   bool ran = false;
   for (const Target& t : targets) {
     const auto& d = t.spec["device"];
-    if (d.value("type", "") != "cpu" || d.value("platform_contains", "").find("Portable") == std::string::npos) continue;
+    if (d.value("type", "") != "cpu" || d.value("platform_contains", "").find("Portable") == std::string::npos)
+      continue;
     SCOPED_TRACE("target " + t.name);
     ran = true;
     EXPECT_NE(method(t).find(pinned), std::string::npos);

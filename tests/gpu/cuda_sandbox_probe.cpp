@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Variant> variants = {
       {"no sandbox", [] { return std::string(); }},
-      {"no_new_privs only", [] { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 ? std::string() : std::string("prctl"); }},
+      {"no_new_privs only",
+       [] { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 ? std::string() : std::string("prctl"); }},
       {"landlock, write everywhere", with({"/"})},
       {"runner policy", with({})},
       {"+ write /proc", with({"/proc"})},

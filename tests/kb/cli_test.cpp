@@ -67,7 +67,8 @@ TEST_F(KbCli, StatsJsonCountsPerBackendSeedAndLearnedApart) {
   {
     kb::KnowledgeBase kb(kb_file);
     kb.add_target(kb::testing::target("h100", "cuda", "sm_90"));
-    const auto s = kb::testing::add_state(kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.5, 0.02));
+    const auto s = kb::testing::add_state(
+        kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.5, 0.02));
     kb::testing::add_experience(kb, s, "cuda.online-softmax", "h100", true, 1.4);
     kb::testing::add_experience(kb, s, "cuda.hopper-wgmma", "h100", false, 0, "build_failed");
   }
@@ -94,11 +95,14 @@ TEST_F(KbCli, QueryAnswersWhatWorkedForMemoryBoundSoftmaxOnSm90) {
   {
     kb::KnowledgeBase kb(kb_file);
     kb.add_target(kb::testing::target("h100", "cuda", "sm_90"));
-    const auto s = kb::testing::add_state(kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.45, 0.02));
+    const auto s = kb::testing::add_state(
+        kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.45, 0.02));
     for (int i = 0; i < 3; ++i)
-      kb::testing::add_experience(kb, s, "cuda.vectorized-global-access", "h100", true, 1.9, "", "v" + std::to_string(i));
+      kb::testing::add_experience(kb, s, "cuda.vectorized-global-access", "h100", true, 1.9, "",
+                                  "v" + std::to_string(i));
   }
-  const Result r = run({"kb", "query", "--target", "sm_90", "--op-class", "softmax", "--bottleneck", "memory", "--json"});
+  const Result r =
+      run({"kb", "query", "--target", "sm_90", "--op-class", "softmax", "--bottleneck", "memory", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["query"]["backend"], "cuda");
@@ -111,7 +115,8 @@ TEST_F(KbCli, QueryAnswersWhatWorkedForMemoryBoundSoftmaxOnSm90) {
   // By target name (from targets/*.json) and with a text filter; people's table too.
   const Result named = run({"kb", "query", "--target", "h100", "--text", "shuffle", "--json"});
   ASSERT_EQ(named.rc, 0) << named.err;
-  for (const auto& a : json::parse(named.out)["actions"]) EXPECT_NE(a["id"].get<std::string>().find("shuffle"), std::string::npos);
+  for (const auto& a : json::parse(named.out)["actions"])
+    EXPECT_NE(a["id"].get<std::string>().find("shuffle"), std::string::npos);
   const Result table = run({"kb", "query", "--backend", "rvv", "--op-class", "softmax", "-n", "5"});
   EXPECT_EQ(table.rc, 0);
   EXPECT_NE(table.out.find("rvv."), std::string::npos) << table.out;
@@ -142,7 +147,8 @@ TEST_F(KbCli, ExportImportRoundTripThroughFiles) {
   {
     kb::KnowledgeBase kb(kb_file);
     kb.add_target(kb::testing::target("h100", "cuda", "sm_90"));
-    const auto s = kb::testing::add_state(kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.5, 0.02));
+    const auto s = kb::testing::add_state(
+        kb, kb::testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.5, 0.02));
     kb::testing::add_experience(kb, s, "cuda.online-softmax", "h100", true, 1.4, "", "code");
   }
   const auto out1 = dir / "one.jsonl", out2 = dir / "two.jsonl", empty = dir / "empty.sqlite";
@@ -166,7 +172,8 @@ TEST_F(KbCli, MergeAndDiff) {
   {
     kb::KnowledgeBase kb(other);
     kb.add_target(kb::testing::target("a100", "cuda", "sm_80"));
-    const auto s = kb::testing::add_state(kb, kb::testing::signature("cuda", "sm_80", "a100", "matmul", "compute", 80, 0.2, 0.7));
+    const auto s =
+        kb::testing::add_state(kb, kb::testing::signature("cuda", "sm_80", "a100", "matmul", "compute", 80, 0.2, 0.7));
     kb::testing::add_experience(kb, s, "cuda.tensor-core-mma", "a100", true, 3.0, "", "mma kernel");
   }
   const Result d = run({"kb", "diff", other.string(), "--json"});
@@ -215,8 +222,10 @@ TEST_F(KbCli, EightConcurrentImportProcessesLoseNothing) {
     kb::KnowledgeBase part = kb::KnowledgeBase::in_memory();
     part.add_action(kb::testing::action("cuda.shared", "cuda"));
     part.add_target(kb::testing::target("h100", "cuda", "sm_90"));
-    const auto s = kb::testing::add_state(part, kb::testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.1 * w, 0.1));
-    for (int i = 0; i < 25; ++i, ++expected) kb::testing::add_experience(part, s, "cuda.shared", "h100", true, 1.0 + i * 0.01);
+    const auto s = kb::testing::add_state(
+        part, kb::testing::signature("cuda", "sm_90", "h100", "norm", "memory", 1, 0.1 * w, 0.1));
+    for (int i = 0; i < 25; ++i, ++expected)
+      kb::testing::add_experience(part, s, "cuda.shared", "h100", true, 1.0 + i * 0.01);
     files.push_back(dir / ("part" + std::to_string(w) + ".jsonl"));
     std::ofstream out(files.back());
     kb::write_jsonl(kb::export_records(part), out);

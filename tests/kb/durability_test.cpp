@@ -225,7 +225,8 @@ TEST(KbDurability, AFileWithoutWritePermissionGetsAClearErrorAndNoPartialWrite) 
           KnowledgeBase kb(file);
           // Reading still works: queries on a shared, read-only KB.
           if (kb.db().query_int("SELECT count(*) FROM actions") == 0 ||
-              kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1)).empty()) {
+              kb.ranked_actions(testing::signature("cuda", "sm_90", "h100", "softmax", "memory", 1, 0.5, 0.1))
+                  .empty()) {
             msg = "could not read the read-only KB";
             return 6;
           }
@@ -371,12 +372,14 @@ TEST(KbDurability, KillNineDuringWritesKeepsEveryCommittedRecord) {
       close(fds[0]);
       try {
         KnowledgeBase kb(file);
-        const auto s = testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "matmul", "compute", 8, 0.2, 0.6));
+        const auto s =
+            testing::add_state(kb, testing::signature("cuda", "sm_90", "h100", "matmul", "compute", 8, 0.2, 0.6));
         for (int i = 0;; ++i) {
           // Big transactions too, so the kill often lands in the middle of one.
           Transaction tx(kb.db());
           std::vector<std::string> ids;
-          for (int j = 0; j < 1 + (i % 7) * 20; ++j) ids.push_back(testing::add_experience(kb, s, "cuda.k", "h100", true, 1.1));
+          for (int j = 0; j < 1 + (i % 7) * 20; ++j)
+            ids.push_back(testing::add_experience(kb, s, "cuda.k", "h100", true, 1.1));
           tx.commit();
           std::string line;
           for (const auto& id : ids) line += id + "\n";
@@ -396,8 +399,10 @@ TEST(KbDurability, KillNineDuringWritesKeepsEveryCommittedRecord) {
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     while (std::chrono::steady_clock::now() < deadline) {
       const ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n > 0) got.append(buf, static_cast<size_t>(n));
-      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (n > 0)
+        got.append(buf, static_cast<size_t>(n));
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     kill(pid, SIGKILL);
     int status = 0;

@@ -80,7 +80,8 @@ TEST(KbExchange, ExportImportExportGivesTheSameLines) {
   EXPECT_TRUE(rep.conflicts.empty());
   EXPECT_EQ(as_text(export_records(b)), as_text(first));
   // Statistics are rebuilt by the importing KB, identical to the source's.
-  EXPECT_EQ(b.db().query_int("SELECT sum(tries) FROM policy_stats"), a.db().query_int("SELECT sum(tries) FROM policy_stats"));
+  EXPECT_EQ(b.db().query_int("SELECT sum(tries) FROM policy_stats"),
+            a.db().query_int("SELECT sum(tries) FROM policy_stats"));
   EXPECT_EQ(b.integrity_check(), "ok");
 }
 
@@ -174,7 +175,8 @@ TEST(KbExchange, ConflictingTextsAreBothKept) {
   std::set<std::string> trick;
   for (const auto& v : a.text_versions("action", "cuda.team-trick")) trick.insert(v.body);
   EXPECT_TRUE(trick.count("B describes the trick differently"));
-  EXPECT_EQ(a.db().query_int("SELECT summary = 'summary of cuda.team-trick' FROM actions WHERE id = 'cuda.team-trick'"), 1);
+  EXPECT_EQ(a.db().query_int("SELECT summary = 'summary of cuda.team-trick' FROM actions WHERE id = 'cuda.team-trick'"),
+            1);
 }
 
 TEST(KbExchange, DiffShowsWhatEachSideHasAlone) {

@@ -36,10 +36,14 @@ struct TargetInfo {
   const char* backend;
   const char* arch;
 };
-const TargetInfo kTargets[] = {{"h100", "cuda", "sm_90"},          {"a100", "cuda", "sm_80"},
-                               {"b200", "cuda", "sm_100"},         {"l40s", "cuda", "sm_89"},
-                               {"adreno-740", "opencl", "adreno-a7xx"}, {"pocl-cpu", "opencl", "generic"},
-                               {"rvv-qemu-256", "rvv", "rv64gcv-vlen256"}, {"spacemit-k1", "rvv", "rv64gcv_zvfh-vlen256"}};
+const TargetInfo kTargets[] = {{"h100", "cuda", "sm_90"},
+                               {"a100", "cuda", "sm_80"},
+                               {"b200", "cuda", "sm_100"},
+                               {"l40s", "cuda", "sm_89"},
+                               {"adreno-740", "opencl", "adreno-a7xx"},
+                               {"pocl-cpu", "opencl", "generic"},
+                               {"rvv-qemu-256", "rvv", "rv64gcv-vlen256"},
+                               {"spacemit-k1", "rvv", "rv64gcv_zvfh-vlen256"}};
 const char* kOps[] = {"elementwise", "softmax", "norm", "reduction", "matmul", "conv", "attention", "transpose"};
 const char* kBottlenecks[] = {"memory", "compute", "latency", "balanced"};
 
@@ -66,8 +70,9 @@ std::string filler(std::mt19937_64& rng, size_t n) {
 }
 
 // One loop step as the loop would record it: candidate, run, state, experience.
-void record_one(KnowledgeBase& kb, std::mt19937_64& rng, const std::vector<std::vector<std::string>>& actions_by_backend,
-                const std::string& state_id, const TargetInfo& t) {
+void record_one(KnowledgeBase& kb, std::mt19937_64& rng,
+                const std::vector<std::vector<std::string>>& actions_by_backend, const std::string& state_id,
+                const TargetInfo& t) {
   CandidateRecord c;
   c.backend = t.backend;
   c.source = filler(rng, 1500);
@@ -124,11 +129,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--retrieval-only")) retrieval_only = true;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--experiences")) n = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--writers")) writers = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--per-writer")) per_writer = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--kb")) url = argv[i + 1];
+    if (!std::strcmp(argv[i], "--experiences"))
+      n = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--writers"))
+      writers = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--per-writer"))
+      per_writer = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--kb"))
+      url = argv[i + 1];
   }
   fs::create_directories(dir);
   const fs::path file = url.empty() ? dir / "bench.sqlite" : fs::path(url);

@@ -135,15 +135,17 @@ std::vector<std::string> check_clauses(const std::string& sql) {
       i = sql.find('\'', i + 1);
       continue;
     }
-    if (sql.compare(i, 5, "CHECK") != 0 || (i > 0 && (std::isalnum(static_cast<unsigned char>(sql[i - 1])))))
-      continue;
+    if (sql.compare(i, 5, "CHECK") != 0 || (i > 0 && (std::isalnum(static_cast<unsigned char>(sql[i - 1]))))) continue;
     size_t open = sql.find('(', i);
     int depth = 0;
     size_t j = open;
     for (; j < sql.size(); ++j) {
-      if (sql[j] == '\'') j = sql.find('\'', j + 1);
-      else if (sql[j] == '(') ++depth;
-      else if (sql[j] == ')' && --depth == 0) break;
+      if (sql[j] == '\'')
+        j = sql.find('\'', j + 1);
+      else if (sql[j] == '(')
+        ++depth;
+      else if (sql[j] == ')' && --depth == 0)
+        break;
     }
     out.push_back(sql.substr(open, j - open + 1));
     i = j;
@@ -210,8 +212,9 @@ std::set<std::string> sqlite_schema_lines(const Database& db) {
         out.insert(fmt::format("index {} on {} ({}){}{}", ix.get_text(0), table, joined(ic, false),
                                ix.get_int(1) ? " unique" : "", ix.get_int(3) ? " partial" : ""));
     }
-    Statement fk(db, "SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?) "
-                     "ORDER BY id, seq");
+    Statement fk(db,
+                 "SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?) "
+                 "ORDER BY id, seq");
     fk.bind(1, table);
     std::map<int64_t, std::array<std::string, 5>> fks;
     while (fk.step()) {
@@ -266,10 +269,11 @@ std::set<std::string> postgresql_schema_lines(const Database& db) {
     out.insert(fmt::format("column {}.{} {}{}{}", c.get_text(0), c.get_text(1), c.get_text(2),
                            c.get_text(3) == "NO" ? " not null" : "", def.empty() ? "" : " default " + def));
   }
-  const std::string cols_of = "array_to_string(array(SELECT a.attname FROM unnest({0}) WITH ORDINALITY k(n, o) "
-                              "JOIN pg_attribute a ON a.attrelid = {1} AND a.attnum = k.n ORDER BY k.o), ',')";
-  Statement k(db, fmt::format(
-                      "SELECT con.contype, rel.relname, {}, coalesce(frel.relname, ''), {}, con.confupdtype, "
+  const std::string cols_of =
+      "array_to_string(array(SELECT a.attname FROM unnest({0}) WITH ORDINALITY k(n, o) "
+      "JOIN pg_attribute a ON a.attrelid = {1} AND a.attnum = k.n ORDER BY k.o), ',')";
+  Statement k(
+      db, fmt::format("SELECT con.contype, rel.relname, {}, coalesce(frel.relname, ''), {}, con.confupdtype, "
                       "con.confdeltype, con.condeferrable, pg_get_constraintdef(con.oid) FROM pg_constraint con "
                       "JOIN pg_class rel ON rel.oid = con.conrelid JOIN pg_namespace ns ON ns.oid = rel.relnamespace "
                       "LEFT JOIN pg_class frel ON frel.oid = con.confrelid "
@@ -280,7 +284,8 @@ std::set<std::string> postgresql_schema_lines(const Database& db) {
       {"a", "NO ACTION"}, {"r", "RESTRICT"}, {"c", "CASCADE"}, {"n", "SET NULL"}, {"d", "SET DEFAULT"}};
   while (k.step()) {
     const std::string type = k.get_text(0), table = k.get_text(1), cols = k.get_text(2);
-    if (type == "p") out.insert(fmt::format("primary key {} ({})", table, cols));
+    if (type == "p")
+      out.insert(fmt::format("primary key {} ({})", table, cols));
     else if (type == "u" && !(table == "states" && cols == "rowid"))
       out.insert(fmt::format("unique {} ({})", table, cols));
     else if (type == "f") {
@@ -298,30 +303,31 @@ std::set<std::string> postgresql_schema_lines(const Database& db) {
       out.insert(fmt::format("constraint of kind {} on {}", type, table));
     }
   }
-  Statement ix(db, "SELECT i.relname, t.relname, ix.indisunique, ix.indpred IS NOT NULL, "
-                   "array_to_string(array(SELECT coalesce(a.attname, '<expr>') FROM unnest(ix.indkey::int2[]) "
-                   "WITH ORDINALITY k(n, o) LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n "
-                   "ORDER BY k.o), ',') FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid "
-                   "JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace "
-                   "WHERE ns.nspname = current_schema() AND t.relname <> 'mblast_schema' AND NOT EXISTS "
-                   "(SELECT 1 FROM pg_constraint c WHERE c.conindid = ix.indexrelid AND c.conrelid = ix.indrelid "
-                   "AND c.contype IN ('p', 'u', 'x'))");
+  Statement ix(db,
+               "SELECT i.relname, t.relname, ix.indisunique, ix.indpred IS NOT NULL, "
+               "array_to_string(array(SELECT coalesce(a.attname, '<expr>') FROM unnest(ix.indkey::int2[]) "
+               "WITH ORDINALITY k(n, o) LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n "
+               "ORDER BY k.o), ',') FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid "
+               "JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace "
+               "WHERE ns.nspname = current_schema() AND t.relname <> 'mblast_schema' AND NOT EXISTS "
+               "(SELECT 1 FROM pg_constraint c WHERE c.conindid = ix.indexrelid AND c.conrelid = ix.indrelid "
+               "AND c.contype IN ('p', 'u', 'x'))");
   while (ix.step())
     out.insert(fmt::format("index {} on {} ({}){}{}", ix.get_text(0), ix.get_text(1), ix.get_text(4),
                            ix.get_text(2) == "t" ? " unique" : "", ix.get_text(3) == "t" ? " partial" : ""));
-  Statement tg(db, "SELECT tg.tgname, t.relname, tg.tgtype, array_to_string(array(SELECT a.attname FROM "
-                   "unnest(tg.tgattr::int2[]) k(n) JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n "
-                   "ORDER BY a.attname), ','), pg_get_triggerdef(tg.oid), tg.tgnargs FROM pg_trigger tg "
-                   "JOIN pg_class t ON t.oid = tg.tgrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace "
-                   "WHERE ns.nspname = current_schema() AND NOT tg.tgisinternal");
+  Statement tg(db,
+               "SELECT tg.tgname, t.relname, tg.tgtype, array_to_string(array(SELECT a.attname FROM "
+               "unnest(tg.tgattr::int2[]) k(n) JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n "
+               "ORDER BY a.attname), ','), pg_get_triggerdef(tg.oid), tg.tgnargs FROM pg_trigger tg "
+               "JOIN pg_class t ON t.oid = tg.tgrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace "
+               "WHERE ns.nspname = current_schema() AND NOT tg.tgisinternal");
   while (tg.step()) {
     const int64_t bits = tg.get_int(2);
     const std::string timing = bits & 2 ? "BEFORE" : bits & 64 ? "INSTEAD OF" : "AFTER";
     const std::string event = bits & 4 ? "INSERT" : bits & 8 ? "DELETE" : bits & 16 ? "UPDATE" : "TRUNCATE";
     const std::string def = tg.get_text(4);
     out.insert(fmt::format("trigger {} on {} {} {}{} for each {}{}", tg.get_text(0), tg.get_text(1), timing, event,
-                           tg.get_text(3).empty() ? "" : " of (" + tg.get_text(3) + ")",
-                           bits & 1 ? "row" : "statement",
+                           tg.get_text(3).empty() ? "" : " of (" + tg.get_text(3) + ")", bits & 1 ? "row" : "statement",
                            tg.get_int(5) ? " message '" + first_quoted(def, def.find("EXECUTE FUNCTION")) + "'" : ""));
   }
   return out;
@@ -343,25 +349,24 @@ TEST_F(Postgres, BothMigrationTextsDescribeTheSameSchema) {
   const auto a = sqlite_schema_lines(lite.db());
   const auto b = postgresql_schema_lines(pg.db());
   EXPECT_TRUE(a == b) << "only in the SQLite migrations:" << lines_only_in(a, b)
-                  << "\nonly in the PostgreSQL migrations:" << lines_only_in(b, a);
+                      << "\nonly in the PostgreSQL migrations:" << lines_only_in(b, a);
   std::map<std::string, int> kinds;
   for (const auto& l : a) ++kinds[l.substr(0, l.find(' '))];
   EXPECT_GT(kinds["column"], 100);
   for (const char* k : {"primary", "unique", "index", "foreign", "check", "trigger"}) EXPECT_GT(kinds[k], 0) << k;
   // The description sees a drift of every kind (each change rolled back after).
-  const char* drifts[] = {
-      "ALTER TABLE targets ALTER COLUMN arch SET DEFAULT 'generic'",
-      "ALTER TABLE runs ALTER COLUMN median_s TYPE real",
-      "ALTER TABLE problems ALTER COLUMN op_class DROP NOT NULL",
-      "DROP INDEX experiences_by_state",
-      "CREATE UNIQUE INDEX experiences_by_model ON experiences (model) WHERE model <> ''",
-      "ALTER TABLE text_versions DROP CONSTRAINT text_versions_version_check",
-      "ALTER TABLE constraints DROP CONSTRAINT constraints_effect_check, "
-      "ADD CHECK (effect IN ('exclude', 'demote', 'boost'))",
-      "ALTER TABLE constraint_evidence DROP CONSTRAINT constraint_evidence_experience_id_fkey, "
-      "ADD FOREIGN KEY (experience_id) REFERENCES experiences (id) ON DELETE CASCADE DEFERRABLE",
-      "DROP TRIGGER runs_are_immutable ON runs",
-      "ALTER TABLE provenance DROP CONSTRAINT provenance_kind_source_key"};
+  const char* drifts[] = {"ALTER TABLE targets ALTER COLUMN arch SET DEFAULT 'generic'",
+                          "ALTER TABLE runs ALTER COLUMN median_s TYPE real",
+                          "ALTER TABLE problems ALTER COLUMN op_class DROP NOT NULL",
+                          "DROP INDEX experiences_by_state",
+                          "CREATE UNIQUE INDEX experiences_by_model ON experiences (model) WHERE model <> ''",
+                          "ALTER TABLE text_versions DROP CONSTRAINT text_versions_version_check",
+                          "ALTER TABLE constraints DROP CONSTRAINT constraints_effect_check, "
+                          "ADD CHECK (effect IN ('exclude', 'demote', 'boost'))",
+                          "ALTER TABLE constraint_evidence DROP CONSTRAINT constraint_evidence_experience_id_fkey, "
+                          "ADD FOREIGN KEY (experience_id) REFERENCES experiences (id) ON DELETE CASCADE DEFERRABLE",
+                          "DROP TRIGGER runs_are_immutable ON runs",
+                          "ALTER TABLE provenance DROP CONSTRAINT provenance_kind_source_key"};
   for (const char* d : drifts) {
     Transaction tx(pg.db());
     pg.db().exec(d);

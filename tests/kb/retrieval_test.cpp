@@ -33,7 +33,8 @@ class KbRetrieval : public ::testing::Test {
     kb.add_target(testing::target("h200", "cuda", "sm_90"));
     kb.add_target(testing::target("a100", "cuda", "sm_80"));
     kb.add_target(testing::target("adreno-740", "opencl", "adreno-a7xx"));
-    for (const char* id : {"cuda.vec", "cuda.tile", "cuda.shuffle", "cuda.fancy"}) kb.add_action(testing::action(id, "cuda", 0.05));
+    for (const char* id : {"cuda.vec", "cuda.tile", "cuda.shuffle", "cuda.fancy"})
+      kb.add_action(testing::action(id, "cuda", 0.05));
     kb.add_action(testing::action("opencl.vec", "opencl", 0.05));
   }
   KnowledgeBase kb = KnowledgeBase::in_memory();
@@ -87,7 +88,8 @@ TEST_F(KbRetrieval, NearestStatesPreferTheSameTargetAndOrderByWeight) {
   const auto same = add_state(kb, q, "same target, same signature");
   const auto other_target = add_state(kb, signature("cuda", "sm_90", "h200", "softmax", "memory", 0.3, 0.4, 0.02));
   const auto far_same = add_state(kb, signature("cuda", "sm_90", "h100", "matmul", "compute", 60, 0.1, 0.8));
-  const auto other_backend = add_state(kb, signature("opencl", "adreno-a7xx", "adreno-740", "softmax", "memory", 0.3, 0.4, 0.02));
+  const auto other_backend =
+      add_state(kb, signature("opencl", "adreno-a7xx", "adreno-740", "softmax", "memory", 0.3, 0.4, 0.02));
   RetrievalOptions o;
   const auto near = kb.nearest_states(q, 10, o);
   ASSERT_EQ(near.size(), 4u);
@@ -156,14 +158,16 @@ TEST_F(KbRetrieval, WithoutEvidenceActionsRankByTheirPriors) {
   const auto q2 = signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.5, 0.02);
   const auto r2 = kb.ranked_actions(q2);
   const RetrievalOptions o;
-  EXPECT_NEAR(find(r2, "cuda.big")->prior_log_speedup, 0.3 * o.op_mismatch_factor * o.bottleneck_mismatch_factor, 1e-12);
+  EXPECT_NEAR(find(r2, "cuda.big")->prior_log_speedup, 0.3 * o.op_mismatch_factor * o.bottleneck_mismatch_factor,
+              1e-12);
   EXPECT_LT(rank_of(r2, "cuda.vec"), rank_of(r2, "cuda.big"));
 }
 
 TEST_F(KbRetrieval, EvidenceOnTheSameTargetOutweighsThePrior) {
   const auto q = signature("cuda", "sm_90", "h100", "softmax", "memory", 0.3, 0.4, 0.02);
   const auto s = add_state(kb, q);
-  for (int i = 0; i < 4; ++i) add_experience(kb, s, "cuda.shuffle", "h100", true, 1.8, "", "shuffle v" + std::to_string(i));
+  for (int i = 0; i < 4; ++i)
+    add_experience(kb, s, "cuda.shuffle", "h100", true, 1.8, "", "shuffle v" + std::to_string(i));
   add_experience(kb, s, "cuda.fancy", "h100", false, 0, "wrong_output");
   add_experience(kb, s, "cuda.fancy", "h100", false, 0, "wrong_output");
   const auto ranked = kb.ranked_actions(q);

@@ -14,7 +14,9 @@ namespace {
 
 using testing::ScratchDir;
 
-int64_t count(KnowledgeBase& kb, const std::string& table) { return kb.db().query_int("SELECT count(*) FROM " + table); }
+int64_t count(KnowledgeBase& kb, const std::string& table) {
+  return kb.db().query_int("SELECT count(*) FROM " + table);
+}
 
 TEST(KbSchema, MigrationsAreEmbeddedAndNumberedWithoutGaps) {
   const auto& ms = migrations();
@@ -38,9 +40,9 @@ TEST(KbSchema, FreshFileGetsTheNewestSchemaInWalMode) {
   Statement mode(kb.db(), "PRAGMA journal_mode");
   ASSERT_TRUE(mode.step());
   EXPECT_EQ(mode.get_text(0), "wal");
-  for (const char* table : {"provenance", "targets", "problems", "candidates", "build_logs", "runs", "states", "actions",
-                            "action_backends", "experiences", "constraints", "constraint_evidence", "text_versions",
-                            "policy_stats"})
+  for (const char* table :
+       {"provenance", "targets", "problems", "candidates", "build_logs", "runs", "states", "actions", "action_backends",
+        "experiences", "constraints", "constraint_evidence", "text_versions", "policy_stats"})
     EXPECT_EQ(kb.db().query_int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                 table + "'"),
               1)

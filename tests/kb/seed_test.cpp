@@ -45,13 +45,13 @@ TEST(KbSeed, EveryEntryIsCompleteSourcedAndSeed) {
 TEST(KbSeed, HopperAndBlackwellSpecificsArePresent) {
   std::set<std::string> ids;
   for (const auto& e : embedded_seed()) ids.insert(e.action.id);
-  for (const char* id : {"cuda.hopper-wgmma", "cuda.hopper-tma-tensor-copy", "cuda.hopper-thread-block-clusters",
-                         "cuda.hopper-distributed-shared-memory", "cuda.hopper-fp8", "cuda.blackwell-tcgen05-mma",
-                         "cuda.blackwell-tensor-memory", "cuda.blackwell-2cta-mma",
-                         "cuda.blackwell-fp4-fp6-block-scaled", "opencl.adreno-image-objects",
-                         "opencl.subgroup-reduce", "opencl.adreno-local-memory-only-for-reuse",
-                         "opencl.vector-load-store-128bit", "rvv.strip-mining-vsetvl", "rvv.lmul-large-for-streaming",
-                         "rvv.segment-loads-aos", "rvv.widening-fma", "rvv.unordered-float-reduction"})
+  for (const char* id :
+       {"cuda.hopper-wgmma", "cuda.hopper-tma-tensor-copy", "cuda.hopper-thread-block-clusters",
+        "cuda.hopper-distributed-shared-memory", "cuda.hopper-fp8", "cuda.blackwell-tcgen05-mma",
+        "cuda.blackwell-tensor-memory", "cuda.blackwell-2cta-mma", "cuda.blackwell-fp4-fp6-block-scaled",
+        "opencl.adreno-image-objects", "opencl.subgroup-reduce", "opencl.adreno-local-memory-only-for-reuse",
+        "opencl.vector-load-store-128bit", "rvv.strip-mining-vsetvl", "rvv.lmul-large-for-streaming",
+        "rvv.segment-loads-aos", "rvv.widening-fma", "rvv.unordered-float-reduction"})
     EXPECT_TRUE(ids.count(id)) << id;
 }
 
@@ -153,8 +153,7 @@ TEST(KbSeed, MalformedSeedLinesAreRejectedWithFileAndLine) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  const std::string ok =
-      R"("title": "t", "summary": "s", "when_helps": "h", "when_hurts": "x", "source": "a guide")";
+  const std::string ok = R"("title": "t", "summary": "s", "when_helps": "h", "when_hurts": "x", "source": "a guide")";
   expect_error("{not json", "JSON");
   expect_error(R"({"id": "cuda.a", "backends": ["cuda"], )" + ok + R"(, "colour": 1})", "unknown field");
   expect_error(R"({"id": "cuda.a", "backends": ["metal"], )" + ok + "}", "unknown backend");

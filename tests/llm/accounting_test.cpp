@@ -155,7 +155,7 @@ TEST(LlmPrices, TableLookup) {
   EXPECT_DOUBLE_EQ(t.find("claude-sonnet-4-5-20250929")->output_per_mtok, 15.00);  // dated snapshot
   EXPECT_DOUBLE_EQ(t.find("claude-opus-4-20250514")->input_per_mtok, 15.00);
   EXPECT_DOUBLE_EQ(t.find("claude-3-7-sonnet-latest")->input_per_mtok, 3.00);
-  EXPECT_FALSE(t.find("o3-pro"));      // not priced as o3: a different, dearer model
+  EXPECT_FALSE(t.find("o3-pro"));  // not priced as o3: a different, dearer model
   EXPECT_FALSE(t.find("gpt-5-pro"));
   EXPECT_FALSE(t.find("llama3.1:8b"));
   EXPECT_FALSE(t.find(""));
@@ -360,14 +360,17 @@ TEST(LlmCache, KeyIsStableAndCoversWhatItPromises) {
 TEST(LlmSecrets, TheKeyNeverAppearsInErrorsLogsOrCacheFiles) {
   const std::string key = kTestKey;
   // A server that echoes the key back in its error (as some do) and then answers.
-  MBLAST_FAKE_LLM_SERVER(server, json({{"mode", "sequence"},
-                                       {"responses", json::array({
-                                           {{"status", 401}, {"error_body", {{"error", {{"message", "Incorrect API key provided: " + key}}}}}},
-                                           {{"status", 500}, {"error_body", "upstream said " + key}, {"times", 2}},
-                                           {{"raw_body", "{\"oops\": \"" + key}},
-                                           {{"status", 400}, {"error_body", std::string(190, 'p') + key}},
-                                           {{"text", "fine"}},
-                                       })}}));
+  MBLAST_FAKE_LLM_SERVER(
+      server,
+      json({{"mode", "sequence"},
+            {"responses",
+             json::array({
+                 {{"status", 401}, {"error_body", {{"error", {{"message", "Incorrect API key provided: " + key}}}}}},
+                 {{"status", 500}, {"error_body", "upstream said " + key}, {"times", 2}},
+                 {{"raw_body", "{\"oops\": \"" + key}},
+                 {{"status", 400}, {"error_body", std::string(190, 'p') + key}},
+                 {{"text", "fine"}},
+             })}}));
   ScratchDir cache;
   ClientOptions o = fast_options();
   o.cache_mode = CacheMode::normal;

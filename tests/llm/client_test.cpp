@@ -62,7 +62,8 @@ TEST(LlmClient, OpenAiRequestAndAnswerFollowTheChatCompletionsFormat) {
   EXPECT_EQ(q["path"], "/v1/chat/completions");
   EXPECT_EQ(q["auth_header"], "authorization");
   EXPECT_EQ(q["auth_matches_expected_key"], true);
-  EXPECT_EQ(q["headers"]["authorization"], "<redacted:" + std::to_string(std::string("Bearer ").size() + std::string(kTestKey).size()) + ">");
+  EXPECT_EQ(q["headers"]["authorization"],
+            "<redacted:" + std::to_string(std::string("Bearer ").size() + std::string(kTestKey).size()) + ">");
   EXPECT_EQ(q["headers"]["content-type"], "application/json");
   EXPECT_FALSE(q["headers"].contains("x-api-key"));
   EXPECT_FALSE(q["headers"].contains("anthropic-version"));
@@ -80,7 +81,8 @@ TEST(LlmClient, AnthropicRequestAndAnswerFollowTheMessagesFormat) {
   MBLAST_FAKE_LLM_SERVER(server, one({{"text", "tile it"}, {"usage", {{"input", 200}, {"output", 40}}}}));
   Client client(config_for(server, "anthropic", "claude-test"), fast_options());
   Request r;
-  r.messages = {{"system", "Rule one."}, {"user", "first"}, {"assistant", "ok"}, {"system", "Rule two."}, {"user", "second"}};
+  r.messages = {
+      {"system", "Rule one."}, {"user", "first"}, {"assistant", "ok"}, {"system", "Rule two."}, {"user", "second"}};
   r.max_tokens = 1234;
   r.temperature = 0.5;
   const Response resp = client.complete(r);
@@ -276,8 +278,8 @@ TEST(LlmClient, GarbageAndMissingFieldsAreMalformed) {
                                       {{"raw_body", R"({"choices": [{"message": {"content": 42}}]})"}},
                                       {{"raw_body", ""}}}));
   Client client(config_for(server, "openai"), fast_options());
-  for (const char* want : {"not JSON (", "no \"choices\" array", "\"choices\" is empty", "content is not a string",
-                           "an empty body"}) {
+  for (const char* want :
+       {"not JSON (", "no \"choices\" array", "\"choices\" is empty", "content is not a string", "an empty body"}) {
     const LlmError e = expect_llm_error(client, simple_request(want));
     EXPECT_EQ(e.kind(), LlmErrorKind::malformed);
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
@@ -300,15 +302,18 @@ TEST(LlmClient, PersistentServerErrorReportsStatusAttemptsAndReason) {
 }
 
 TEST(LlmClient, ClientErrorsAreNotRetriedAndShowTheProvidersMessage) {
-  MBLAST_FAKE_LLM_SERVER(server, one({{"status", 400},
-                                      {"error_body", {{"type", "error"}, {"error", {{"type", "invalid_request_error"},
-                                                                                     {"message", "max_tokens: too large"}}}}},
-                                      {"times", 5}}));
+  MBLAST_FAKE_LLM_SERVER(
+      server,
+      one({{"status", 400},
+           {"error_body",
+            {{"type", "error"}, {"error", {{"type", "invalid_request_error"}, {"message", "max_tokens: too large"}}}}},
+           {"times", 5}}));
   Client client(config_for(server, "anthropic", "claude-x"), fast_options());
   const LlmError e = expect_llm_error(client, simple_request("hi"));
   EXPECT_EQ(e.kind(), LlmErrorKind::http);
   EXPECT_EQ(e.attempts(), 1);
-  EXPECT_EQ(std::string(e.what()), "LLM: anthropic " + server.base_url() + " claude-x: HTTP 400: max_tokens: too large");
+  EXPECT_EQ(std::string(e.what()),
+            "LLM: anthropic " + server.base_url() + " claude-x: HTTP 400: max_tokens: too large");
   EXPECT_EQ(server.requests().size(), 1u);
 }
 

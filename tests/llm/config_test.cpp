@@ -176,8 +176,8 @@ TEST_F(LlmConfigResolution, KeysMostSpecificFirst) {
 }
 
 TEST_F(LlmConfigResolution, MissingKeyNamesTheVariableToSet) {
-  for (const auto& [spec, var] : {std::pair{"openai:gpt-4o", "OPENAI_API_KEY"},
-                                  std::pair{"anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"}}) {
+  for (const auto& [spec, var] :
+       {std::pair{"openai:gpt-4o", "OPENAI_API_KEY"}, std::pair{"anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"}}) {
     try {
       resolve_llm_config(spec);
       ADD_FAILURE() << "no error for " << spec;
@@ -201,8 +201,8 @@ TEST_F(LlmConfigResolution, FileKeyOnlyForTheServerItWasConfiguredFor) {
   EXPECT_EQ(c->api_key, "sk-file");
   EXPECT_EQ(c->api_key_source, xdg_config().string());
   EXPECT_EQ(resolve_llm_config("anthropic:claude-opus-4-5")->api_key, "sk-file");  // same server
-  EXPECT_THROW(resolve_llm_config("openai:gpt-4o"), UserError);                      // not sent to OpenAI
-  EXPECT_EQ(resolve_llm_config("http://127.0.0.1:1/v1:m")->api_key, "");             // nor to a local server
+  EXPECT_THROW(resolve_llm_config("openai:gpt-4o"), UserError);                    // not sent to OpenAI
+  EXPECT_EQ(resolve_llm_config("http://127.0.0.1:1/v1:m")->api_key, "");           // nor to a local server
   env.set("ANTHROPIC_API_KEY", "sk-env");
   EXPECT_EQ(resolve_llm_config("")->api_key, "sk-env");  // the environment beats the file
 
@@ -222,7 +222,7 @@ TEST_F(LlmConfigResolution, FileSettings) {
   EXPECT_EQ(c->budget.max_tokens, 50000);
   EXPECT_EQ(c->budget.max_usd, 1.25);
   EXPECT_DOUBLE_EQ(c->prices.find("my-model")->output_per_mtok, 1.5);
-  EXPECT_DOUBLE_EQ(c->prices.find("gpt-4o")->input_per_mtok, 1);             // overridden
+  EXPECT_DOUBLE_EQ(c->prices.find("gpt-4o")->input_per_mtok, 1);              // overridden
   EXPECT_DOUBLE_EQ(c->prices.find("claude-haiku-4-5")->input_per_mtok, 1.0);  // defaults kept
 }
 

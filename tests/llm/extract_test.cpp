@@ -85,8 +85,9 @@ TEST(ExtractCandidate, PicksTheBlockThatDefinesTheEntryPoint) {
 }
 
 TEST(ExtractCandidate, TheLargestOfSeveralCandidates) {
-  const std::string small = "#include <mblast/abi.h>\nint mblast_run(const mblast_context* c, void* s, const mblast_tensor* i, "
-                            "int32_t ni, const mblast_tensor* p, int32_t np, mblast_tensor* o, int32_t no) { return 0; }\n";
+  const std::string small =
+      "#include <mblast/abi.h>\nint mblast_run(const mblast_context* c, void* s, const mblast_tensor* i, "
+      "int32_t ni, const mblast_tensor* p, int32_t np, mblast_tensor* o, int32_t no) { return 0; }\n";
   EXPECT_EQ(extract_candidate_code(fenced("c", small) + "or better:\n" + fenced("c", kRvv), "rvv"), kRvv);
   EXPECT_EQ(extract_candidate_code(fenced("c", kRvv) + "or simpler:\n" + fenced("c", small), "rvv"), kRvv);
 }
@@ -95,10 +96,12 @@ TEST(ExtractCandidate, OtherLanguagesAndMentionsDoNotCount) {
   EXPECT_FALSE(extract_candidate_code(fenced("python", "print('int mblast_run(void) { return 0; }')\n"), "cuda"));
   EXPECT_EQ(extract_candidate_code(fenced("python", "x = 1\n" + kCuda) + fenced("cuda", kCuda), "cuda"), kCuda);
   // Mentioned in a comment, declared but not defined, a longer name, a call: none defines it.
-  EXPECT_FALSE(extract_candidate_code(fenced("cpp", "// TODO: int mblast_run(...) { }\nint f() { return 1; }\n"), "cuda"));
+  EXPECT_FALSE(
+      extract_candidate_code(fenced("cpp", "// TODO: int mblast_run(...) { }\nint f() { return 1; }\n"), "cuda"));
   EXPECT_FALSE(extract_candidate_code(fenced("cpp", "int mblast_run(const mblast_context*, void*);\n"), "cuda"));
   EXPECT_FALSE(extract_candidate_code(fenced("cpp", "int mblast_run_helper(int x) { return x; }\n"), "cuda"));
-  EXPECT_FALSE(extract_candidate_code(fenced("cpp", "void f() { int r = mblast_run(0, 0, 0, 0, 0, 0, 0, 0); }\n"), "cuda"));
+  EXPECT_FALSE(
+      extract_candidate_code(fenced("cpp", "void f() { int r = mblast_run(0, 0, 0, 0, 0, 0, 0, 0); }\n"), "cuda"));
   EXPECT_FALSE(extract_candidate_code(fenced("cpp", "const char* s = \"int mblast_run() { }\";\n"), "cuda"));
 }
 
@@ -141,9 +144,10 @@ TEST(ExtractCandidate, OpenClMacroCountsOnlyForOpenCl) {
 }
 
 TEST(ExtractCandidate, EntryPointSpreadOverLines) {
-  const std::string code = "#include <mblast/abi.h>\nextern \"C\"\nint\nmblast_run (const mblast_context* c,\n"
-                           "    void* s, const mblast_tensor* i, int32_t ni, const mblast_tensor* p, int32_t np,\n"
-                           "    mblast_tensor* o, int32_t no)\n{\n  return 0;\n}\n";
+  const std::string code =
+      "#include <mblast/abi.h>\nextern \"C\"\nint\nmblast_run (const mblast_context* c,\n"
+      "    void* s, const mblast_tensor* i, int32_t ni, const mblast_tensor* p, int32_t np,\n"
+      "    mblast_tensor* o, int32_t no)\n{\n  return 0;\n}\n";
   EXPECT_EQ(extract_candidate_code(fenced("cpp", code), "cuda"), code);
 }
 
@@ -187,7 +191,8 @@ TEST(CheckCandidateAbi, ReasonsAreOneLine) {
   EXPECT_NE(reason("", "rvv").find("empty"), std::string::npos);
   EXPECT_NE(reason(kRvv, "metal").find("unknown backend"), std::string::npos);
 
-  EXPECT_NE(reason("#include <cuda_runtime.h>\n" + kRvv, "rvv").find("<cuda_runtime.h> (a CUDA header)"), std::string::npos);
+  EXPECT_NE(reason("#include <cuda_runtime.h>\n" + kRvv, "rvv").find("<cuda_runtime.h> (a CUDA header)"),
+            std::string::npos);
   EXPECT_NE(reason("#include <CL/cl.h>\n" + kRvv, "rvv").find("<CL/cl.h> (an OpenCL header)"), std::string::npos);
   EXPECT_NE(reason("#  include \"cuda_fp16.h\"\n" + kRvv, "rvv").find("cuda_fp16.h"), std::string::npos);
   EXPECT_NE(reason("__global__ void k(float* y) {}\n" + kRvv, "rvv").find("__global__"), std::string::npos);
@@ -197,14 +202,16 @@ TEST(CheckCandidateAbi, ReasonsAreOneLine) {
   EXPECT_EQ(reason("// #include <cuda_runtime.h>\n/* __global__ */\n" + kRvv, "rvv"), "");
 
   // Linkage: a .cu / .cpp candidate needs C linkage, a C candidate must not say extern "C" bare.
-  const std::string plain = "int mblast_run(const mblast_context* c, void* s, const mblast_tensor* i, int32_t ni, "
-                            "const mblast_tensor* p, int32_t np, mblast_tensor* o, int32_t no) { return 0; }\n";
+  const std::string plain =
+      "int mblast_run(const mblast_context* c, void* s, const mblast_tensor* i, int32_t ni, "
+      "const mblast_tensor* p, int32_t np, mblast_tensor* o, int32_t no) { return 0; }\n";
   EXPECT_NE(reason(plain, "cuda").find("C++ linkage"), std::string::npos);
   EXPECT_EQ(reason("extern \"C\" " + plain, "cuda"), "");
   EXPECT_EQ(reason("#include <mblast/abi.h>\n" + plain, "cuda"), "");
   EXPECT_EQ(reason(plain, "rvv"), "");
   EXPECT_NE(reason("extern \"C\" " + plain, "rvv").find("#ifdef __cplusplus"), std::string::npos);
-  EXPECT_EQ(reason("#ifdef __cplusplus\nextern \"C\" {\n#endif\n" + plain + "#ifdef __cplusplus\n}\n#endif\n", "rvv"), "");
+  EXPECT_EQ(reason("#ifdef __cplusplus\nextern \"C\" {\n#endif\n" + plain + "#ifdef __cplusplus\n}\n#endif\n", "rvv"),
+            "");
   std::string no_include = kOpenCl;
   no_include.erase(0, no_include.find('\n') + 1);
   EXPECT_NE(reason(no_include, "opencl").find("#include <mblast/opencl_candidate.h>"), std::string::npos);

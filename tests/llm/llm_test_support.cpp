@@ -28,8 +28,10 @@ ScratchDir::~ScratchDir() {
 
 EnvGuard::~EnvGuard() {
   for (const auto& [name, value] : saved_) {
-    if (value) ::setenv(name.c_str(), value->c_str(), 1);
-    else ::unsetenv(name.c_str());
+    if (value)
+      ::setenv(name.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
   }
 }
 
@@ -38,12 +40,15 @@ void EnvGuard::set(const std::string& name, const std::optional<std::string>& va
     const char* old = std::getenv(name.c_str());
     saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
   }
-  if (value) ::setenv(name.c_str(), value->c_str(), 1);
-  else ::unsetenv(name.c_str());
+  if (value)
+    ::setenv(name.c_str(), value->c_str(), 1);
+  else
+    ::unsetenv(name.c_str());
 }
 
 std::string find_python() {
-  if (const std::string configured = MBLAST_LLM_TEST_PYTHON; !configured.empty() && ::access(configured.c_str(), X_OK) == 0)
+  if (const std::string configured = MBLAST_LLM_TEST_PYTHON;
+      !configured.empty() && ::access(configured.c_str(), X_OK) == 0)
     return configured;
   const char* path = std::getenv("PATH");
   std::stringstream ss(path ? path : "/usr/bin:/bin");
@@ -60,8 +65,9 @@ FakeLlmServer::FakeLlmServer(const nlohmann::json& script, const std::string& ex
   const fs::path script_path = dir_ / "script.json";
   std::ofstream(script_path) << script.dump(2);
   SpawnOptions o;
-  o.argv = {find_python(), MBLAST_FAKE_LLM_SERVER_PY, "--script", script_path.string(), "--log",
-            log_path().string(), "--expect-key", expect_key, "--watch-stdin"};
+  o.argv = {find_python(),  MBLAST_FAKE_LLM_SERVER_PY, "--script",     script_path.string(),
+            "--log",        log_path().string(),       "--expect-key", expect_key,
+            "--watch-stdin"};
   o.pipe_stdin = true;
   o.pipe_stdout = true;
   child_ = spawn(o);
@@ -69,7 +75,8 @@ FakeLlmServer::FakeLlmServer(const nlohmann::json& script, const std::string& ex
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (line.find('\n') == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) throw std::runtime_error("the fake LLM server did not print its port within 10 s");
     pollfd pfd{child_.stdout_fd(), POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -143,7 +150,8 @@ int unused_port() {
 std::string read_tree(const fs::path& dir) {
   std::string all;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     std::ifstream in(it->path(), std::ios::binary);
     std::stringstream ss;

@@ -83,7 +83,7 @@ std::string read_tree(const std::filesystem::path& dir);
 }  // namespace mblast::llm::testing
 
 // Starts a fake server named `var`, or skips the test when python3 is missing.
-#define MBLAST_FAKE_LLM_SERVER(var, script)                                                      \
-  if (::mblast::llm::testing::find_python().empty())                                             \
-    GTEST_SKIP() << "python3 not found on PATH: the fake LLM server cannot run";                 \
+#define MBLAST_FAKE_LLM_SERVER(var, script)                                      \
+  if (::mblast::llm::testing::find_python().empty())                             \
+    GTEST_SKIP() << "python3 not found on PATH: the fake LLM server cannot run"; \
   ::mblast::llm::testing::FakeLlmServer var(script)

@@ -154,13 +154,17 @@ TEST_F(LoopTest, WrongAndBrokenAreRecordedNeverReturnedAndTheKbLearns) {
   EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE critic_text LIKE '%wrong answer%'"), 1);
   // the failed build became a learned constraint on that action for this target (the KB was
   // created with the seed, whose own constraints are not counted here)
-  const char* learned = "SELECT count(*) FROM constraints c JOIN provenance p ON p.id = c.provenance_id "
-                        "WHERE p.kind = 'learned' AND c.action_id = ";
+  const char* learned =
+      "SELECT count(*) FROM constraints c JOIN provenance p ON p.id = c.provenance_id "
+      "WHERE p.kind = 'learned' AND c.action_id = ";
   EXPECT_EQ(db.query_int(std::string(learned) + "'rvv.strip-mining-vsetvl'"), 1);
   // the wrong answer became a demotion of its action for this target and op class, saying where
   // and how the output was wrong, with the experience as evidence
-  EXPECT_EQ(db.query_int(std::string(learned) + "'rvv.lmul-large-for-streaming' AND c.effect = 'demote' "
-                         "AND c.text LIKE '%wrong answer on " + target_.name + "%elements%' "
+  EXPECT_EQ(db.query_int(std::string(learned) +
+                         "'rvv.lmul-large-for-streaming' AND c.effect = 'demote' "
+                         "AND c.text LIKE '%wrong answer on " +
+                         target_.name +
+                         "%elements%' "
                          "AND c.predicate LIKE '%op_class%'"),
             1);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM constraint_evidence ce JOIN experiences e ON e.id = ce.experience_id "
@@ -211,7 +215,8 @@ TEST_F(LoopTest, ASlowdownDemotesItsActionAndAnAnswerWithNoKernelTeachesNothing)
   EXPECT_EQ(db.query_int("SELECT count(*) FROM experiences WHERE action_id = 'rvv.unroll-it'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.unroll-it'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM constraints WHERE action_id = 'rvv.scalar-again' AND effect = 'demote' "
-                         "AND text LIKE '%slower on " + target_.name + "%'"),
+                         "AND text LIKE '%slower on " +
+                         target_.name + "%'"),
             1);
   RunStore run = RunStore::open(options_.runs_dir, r["run"]);
   int no_kernel = 0;
@@ -248,7 +253,8 @@ TEST_F(LoopTest, AWrongGeneratedStartGivesWayToTheNextOne) {
     optimize(in, idle, critic, options_);
     ADD_FAILURE() << "no correct start, and no error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("none of the 2 generated starting kernels is correct"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("none of the 2 generated starting kernels is correct"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("wrong_output"), std::string::npos) << e.what();
   }
 }
@@ -268,7 +274,7 @@ TEST_F(LoopTest, ResumeContinuesWhereTheRunStopped) {
   options_.resume = r1["run"];
   nlohmann::json r2 = optimize(input(), second, critic, options_);
   EXPECT_EQ(r2["run"], r1["run"]);
-  EXPECT_EQ(second.seen_tried, 2u);  // the start and the wrong one, from the first session
+  EXPECT_EQ(second.seen_tried, 2u);            // the start and the wrong one, from the first session
   EXPECT_EQ(r2["evaluations"].get<int>(), 2);  // the repeat is skipped, not evaluated again
   EXPECT_TRUE(r2["improved"].get<bool>());
   kb::KnowledgeBase kb(options_.kb_path);
@@ -304,7 +310,8 @@ TEST(BuiltinActorTest, FollowsWhatEachParameterValueDid) {
     return v;
   };
   // (lmul, unroll, cost) measured so far, against a start of cost 100
-  const std::vector<std::tuple<int, int, double>> measured = {{1, 1, 340}, {4, 1, 85}, {4, 4, 41}, {8, 1, 43}, {4, 2, 46}, {2, 1, 172}};
+  const std::vector<std::tuple<int, int, double>> measured = {{1, 1, 340}, {4, 1, 85}, {4, 4, 41},
+                                                              {8, 1, 43},  {4, 2, 46}, {2, 1, 172}};
   std::vector<policy::Variant> variants;
   std::vector<Known> history;
   ActorContext ctx;

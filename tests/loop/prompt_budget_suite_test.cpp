@@ -58,8 +58,10 @@ bool read_sections(const std::string& tmpl, const std::string& text,
   size_t pos = literals[0].size();
   for (size_t i = 0; i < names.size(); ++i) {
     size_t end;
-    if (i + 1 == names.size()) end = text.size() - literals.back().size();
-    else end = text.find(literals[i + 1], pos);
+    if (i + 1 == names.size())
+      end = text.size() - literals.back().size();
+    else
+      end = text.find(literals[i + 1], pos);
     if (end == std::string::npos || end < pos) return false;
     out->emplace_back(names[i], text.substr(pos, end - pos));
     pos = end + literals[i + 1].size();
@@ -161,10 +163,13 @@ TEST_F(PromptBudgetsOverTheSuite, EveryActorAndCriticRequestStaysWithinItsBudget
       start.measured.unit = "us";
       start.measured.bandwidth_fraction = 0.31;
       start.measured.compute_fraction = 0.07;
-      start.measured.eval = {{"device", {{"name", "a device with a long name " + filler("x", 200)},
-                                         {"compute_units", 132}, {"preferred_vector_width_float", 8},
-                                         {"native_vector_width_float", 8}, {"global_mem_bytes", 85899345920.0},
-                                         {"cache_bytes", 52428800.0}}},
+      start.measured.eval = {{"device",
+                              {{"name", "a device with a long name " + filler("x", 200)},
+                               {"compute_units", 132},
+                               {"preferred_vector_width_float", 8},
+                               {"native_vector_width_float", 8},
+                               {"global_mem_bytes", 85899345920.0},
+                               {"cache_bytes", 52428800.0}}},
                              {"peak", {{"peak_bandwidth_bytes_per_s", 3.35e12}, {"peak_fp32_flops_per_s", 6.7e13}}}};
       const kb::StateSignature sig = signature_of(problem, target, start.measured);
       start.state_text = describe_state(problem, target, start.measured, sig);
@@ -196,8 +201,8 @@ TEST_F(PromptBudgetsOverTheSuite, EveryActorAndCriticRequestStaysWithinItsBudget
       for (int i = 0; i < 12; ++i)
         ctx.recalled.push_back({filler("a memory-bound state", 300 + 10 * i), "problem" + std::to_string(i % 5),
                                 target.name, ctx.ranked[static_cast<size_t>(i) % ctx.ranked.size()].id,
-                                i % 3 ? "correct, 1.73x its parent" : "failed: wrong_output", 0.9 - 0.05 * i,
-                                i == 0, i % 2 == 0});
+                                i % 3 ? "correct, 1.73x its parent" : "failed: wrong_output", 0.9 - 0.05 * i, i == 0,
+                                i % 2 == 0});
       for (size_t i = 1; i <= 3; ++i) {
         ActorContext::PastKernel k;
         k.problem = "a-near-problem-" + std::to_string(i);
@@ -211,9 +216,9 @@ TEST_F(PromptBudgetsOverTheSuite, EveryActorAndCriticRequestStaysWithinItsBudget
       }
       for (int i = 0; i < 6; ++i) ctx.recent_feedback.push_back(filler("the critic's text", 400));
 
-      const RenderedPrompt actor = actor_prompt(ctx, start, 4, filler("the analysis", 3000),
-                                                feedback_text(ctx) + filler("- Your answer repeated a candidate", 600),
-                                                memory_sections(ctx));
+      const RenderedPrompt actor =
+          actor_prompt(ctx, start, 4, filler("the analysis", 3000),
+                       feedback_text(ctx) + filler("- Your answer repeated a candidate", 600), memory_sections(ctx));
       // Every memory section has content (none is the "(none)" of an empty KB).
       for (const char* empty : {"(nothing ranked)", "(no rules learned yet)", "(no earlier state is near this one)",
                                 "(none yet on this backend)", "(not measured)", "(none yet)"})
@@ -258,9 +263,11 @@ TEST_F(PromptBudgetsOverTheSuite, EveryActorAndCriticRequestStaysWithinItsBudget
       }
     }
   }
-  std::printf("%zu requests over %zu problems; the largest actor request %zu tokens (budget %zu), "
-              "critic %zu (budget %zu)\n", requests, problems.size(), largest_actor, prompt_budget_tokens("actor"),
-              largest_critic, prompt_budget_tokens("critic"));
+  std::printf(
+      "%zu requests over %zu problems; the largest actor request %zu tokens (budget %zu), "
+      "critic %zu (budget %zu)\n",
+      requests, problems.size(), largest_actor, prompt_budget_tokens("actor"), largest_critic,
+      prompt_budget_tokens("critic"));
 }
 
 }  // namespace

@@ -76,8 +76,11 @@ TEST(Prompts, TheActorPromptCarriesTheMemory) {
   start.measured.correct = true;
   start.measured.cost = 120;
   start.measured.unit = "us";
-  start.measured.eval = {{"device", {{"name", "pthread-cpu"}, {"compute_units", 8},
-                                     {"preferred_vector_width_float", 8}, {"global_mem_bytes", 17179869184.0}}},
+  start.measured.eval = {{"device",
+                          {{"name", "pthread-cpu"},
+                           {"compute_units", 8},
+                           {"preferred_vector_width_float", 8},
+                           {"global_mem_bytes", 17179869184.0}}},
                          {"peak", {{"peak_bandwidth_bytes_per_s", 2.0e10}, {"peak_fp32_flops_per_s", 3.0e11}}}};
   ActorContext ctx;
   ctx.problem = &problem;
@@ -115,11 +118,11 @@ TEST(Prompts, TheActorPromptCarriesTheMemory) {
   const RenderedPrompt p = actor_prompt(ctx, start, 1, "memory-bound", feedback_text(ctx), memory_sections(ctx));
   for (const char* needle :
        {"elementwise kernels with tiny work items", "kernels that already saturate the cores",
-        "5 tries, 4 correct, 3 wins",
-        "gave a wrong answer on pocl-cpu", "2 experiences", "opencl.images is excluded here: no image support",
-        "memory-bound gelu at 0.12 of peak", "opencl.vector-load-store-128bit -> correct, 1.80x its parent",
-        "gelu_best", "0.62 of peak bandwidth", "compute units: 8", "preferred float vector width: 8",
-        "20.0 GB/s memory bandwidth", "300.0 GFLOP/s", "global memory: 16.0 GiB", "1.2x slower", "relu_start"})
+        "5 tries, 4 correct, 3 wins", "gave a wrong answer on pocl-cpu", "2 experiences",
+        "opencl.images is excluded here: no image support", "memory-bound gelu at 0.12 of peak",
+        "opencl.vector-load-store-128bit -> correct, 1.80x its parent", "gelu_best", "0.62 of peak bandwidth",
+        "compute units: 8", "preferred float vector width: 8", "20.0 GB/s memory bandwidth", "300.0 GFLOP/s",
+        "global memory: 16.0 GiB", "1.2x slower", "relu_start"})
     EXPECT_NE(p.user.find(needle), std::string::npos) << needle << "\n" << p.user;
   // The nearest state appears once, with the action taken from it, not once per neighbour.
   EXPECT_EQ(p.user.find("memory-bound gelu at 0.12 of peak"), p.user.rfind("memory-bound gelu at 0.12 of peak"));

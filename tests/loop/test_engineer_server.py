@@ -31,8 +31,15 @@ VARIANTS = [
 ]
 
 
-def prompt(ranked="", constraints="(none)\n", memory="(no earlier state is near this one)\n",
-           past="(none yet on this backend)\n", feedback="(none yet)\n", sample=1, state="10.0% of peak bandwidth"):
+def prompt(
+    ranked="",
+    constraints="(none)\n",
+    memory="(no earlier state is near this one)\n",
+    past="(none yet on this backend)\n",
+    feedback="(none yet)\n",
+    sample=1,
+    state="10.0% of peak bandwidth",
+):
     return f"""[task: propose step 2 sample {sample}]
 
 ## Problem
@@ -60,9 +67,11 @@ This is sample {sample} of 2 for this step.
 """
 
 
-RANKED = ("- opencl.b (seed): B. b. Expected 1.50x from 0 tries (0 on this target, 0 transferred).\n"
-          "- opencl.a (seed): A. a. Expected 1.20x from 0 tries (0 on this target, 0 transferred).\n"
-          "- opencl.c (seed): C. c. Expected 1.10x from 0 tries (0 on this target, 0 transferred).\n")
+RANKED = (
+    "- opencl.b (seed): B. b. Expected 1.50x from 0 tries (0 on this target, 0 transferred).\n"
+    "- opencl.a (seed): A. a. Expected 1.20x from 0 tries (0 on this target, 0 transferred).\n"
+    "- opencl.c (seed): C. c. Expected 1.10x from 0 tries (0 on this target, 0 transferred).\n"
+)
 
 
 def answer(text):
@@ -81,31 +90,41 @@ class Engineer(unittest.TestCase):
     def test_skips_excluded_actions_and_tried_variants(self):
         cons = "- opencl.b is excluded here: no such unit\n"
         fb = "- a, width 4 [opencl.a]: 1.10x faster (10 us -> 9 us)\n"
-        self.assertEqual(answer(self.e.answer(prompt(RANKED, constraints=cons, feedback=fb)))[:2],
-                         ("opencl.a", "a, width 8"))
-        repeated = fb + ("- Your answer repeated a candidate this run has already evaluated (ACTION opencl.a, "
-                         "PLAN a, width 8). Propose a different rewrite: another action, or other parameters.\n")
+        self.assertEqual(
+            answer(self.e.answer(prompt(RANKED, constraints=cons, feedback=fb)))[:2], ("opencl.a", "a, width 8")
+        )
+        repeated = fb + (
+            "- Your answer repeated a candidate this run has already evaluated (ACTION opencl.a, "
+            "PLAN a, width 8). Propose a different rewrite: another action, or other parameters.\n"
+        )
         self.assertEqual(answer(self.e.answer(prompt(RANKED, constraints=cons, feedback=repeated)))[0], "opencl.c")
 
     def test_memory_of_wins_and_past_kernels_reorder_the_ranking(self):
-        memory = ("- from a state of gelu on this target (weight 0.80): memory-bound gelu\n"
-                  "    opencl.c -> correct, 3.00x its parent\n")
+        memory = (
+            "- from a state of gelu on this target (weight 0.80): memory-bound gelu\n"
+            "    opencl.c -> correct, 3.00x its parent\n"
+        )
         self.assertEqual(answer(self.e.answer(prompt(RANKED, memory=memory)))[0], "opencl.c")
-        past = ("### gelu on pocl-cpu, 5 us (0.60 of peak bandwidth), made by opencl.a\n"
-                "```\nkernel gelu width 8 vload8\n```\n")
+        past = (
+            "### gelu on pocl-cpu, 5 us (0.60 of peak bandwidth), made by opencl.a\n"
+            "```\nkernel gelu width 8 vload8\n```\n"
+        )
         # the action that made the nearest problem's best kernel, and its variant most like it
         ranked = RANKED.replace("1.50x", "1.21x")
         self.assertEqual(answer(self.e.answer(prompt(ranked, past=past)))[:2], ("opencl.a", "a, width 8"))
 
     def test_reuses_an_earlier_kernel_of_this_problem_nearer_the_peak(self):
-        past = ("### relu (this problem, an earlier run) on pocl-cpu, 2 us (0.70 of peak bandwidth), made by opencl.a\n"
-                "```\nkernel relu best\n```\n"
-                "### gelu on pocl-cpu, 5 us (0.60 of peak bandwidth), made by opencl.c\n```\nkernel gelu\n```\n")
+        past = (
+            "### relu (this problem, an earlier run) on pocl-cpu, 2 us (0.70 of peak bandwidth), made by opencl.a\n"
+            "```\nkernel relu best\n```\n"
+            "### gelu on pocl-cpu, 5 us (0.60 of peak bandwidth), made by opencl.c\n```\nkernel gelu\n```\n"
+        )
         action, plan, code = answer(self.e.answer(prompt(RANKED, past=past)))
         self.assertEqual((action, code), ("opencl.a", "kernel relu best"))
         # not when the current candidate is already nearer the peak
-        self.assertEqual(answer(self.e.answer(prompt(RANKED, past=past, state="80.0% of peak bandwidth")))[0],
-                         "opencl.b")
+        self.assertEqual(
+            answer(self.e.answer(prompt(RANKED, past=past, state="80.0% of peak bandwidth")))[0], "opencl.b"
+        )
 
     def test_other_tasks_get_no_knowledge_and_no_code(self):
         self.assertNotIn("```", self.e.answer("[task: repair step 1]\nsource"))

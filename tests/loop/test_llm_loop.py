@@ -87,25 +87,46 @@ def fenced(code, tag="c"):
 def script(backend, fast, wrong):
     """Match-mode answers keyed by the task line at the top of every prompt."""
     ext_tag = {"opencl": "cpp", "rvv": "c"}[backend]
-    return {"mode": "match", "responses": [
-        {"match": "[task: analyse", "text": "Memory-bound elementwise kernel; per-element overhead dominates."},
-        {"match": "[task: propose step 1 sample 1]",
-         "text": f"ACTION: {backend}.thread-coarsening\nPLAN: more work per item\n" + fenced(fast, ext_tag)
-                 if backend == "opencl" else
-                 "ACTION: rvv.lmul-large-for-streaming\nPLAN: vectorise at LMUL 8\n" + fenced(fast, ext_tag)},
-        {"match": "[task: propose step 1 sample 2]",
-         "text": f"ACTION: {backend}.loop-unroll\nPLAN: unroll by 4\n" + fenced(broken(backend), ext_tag)},
-        {"match": "[task: repair", "text": "Here is the fix:\n" + fenced(broken(backend).replace("xyz", "xyw"), ext_tag)},
-        {"match": "[task: propose step 1 sample 3]",
-         "text": f"ACTION: {backend}.wrong-idea\nPLAN: clamp differently\n" + fenced(wrong, ext_tag)},
-        {"match": "[task: propose step 2 sample 1]", "text": "I would vectorise further, but I have no code today."},
-        {"match": "[task: propose step 2", "status": 500},
-        {"match": "[task: critique", "text": "The rewrite changed the per-element overhead; keep the coarsening."},
-        {"match": "[task: update-knowledge]",
-         "text": json.dumps({"action": "opencl.thread-coarsening" if backend == "opencl" else "rvv.lmul-large-for-streaming",
-                             "field": "when_helps",
-                             "text": "Elementwise kernels on CPU-like devices gain when each item does thousands of elements."})},
-    ]}
+    return {
+        "mode": "match",
+        "responses": [
+            {"match": "[task: analyse", "text": "Memory-bound elementwise kernel; per-element overhead dominates."},
+            {
+                "match": "[task: propose step 1 sample 1]",
+                "text": f"ACTION: {backend}.thread-coarsening\nPLAN: more work per item\n" + fenced(fast, ext_tag)
+                if backend == "opencl"
+                else "ACTION: rvv.lmul-large-for-streaming\nPLAN: vectorise at LMUL 8\n" + fenced(fast, ext_tag),
+            },
+            {
+                "match": "[task: propose step 1 sample 2]",
+                "text": f"ACTION: {backend}.loop-unroll\nPLAN: unroll by 4\n" + fenced(broken(backend), ext_tag),
+            },
+            {
+                "match": "[task: repair",
+                "text": "Here is the fix:\n" + fenced(broken(backend).replace("xyz", "xyw"), ext_tag),
+            },
+            {
+                "match": "[task: propose step 1 sample 3]",
+                "text": f"ACTION: {backend}.wrong-idea\nPLAN: clamp differently\n" + fenced(wrong, ext_tag),
+            },
+            {
+                "match": "[task: propose step 2 sample 1]",
+                "text": "I would vectorise further, but I have no code today.",
+            },
+            {"match": "[task: propose step 2", "status": 500},
+            {"match": "[task: critique", "text": "The rewrite changed the per-element overhead; keep the coarsening."},
+            {
+                "match": "[task: update-knowledge]",
+                "text": json.dumps(
+                    {
+                        "action": "opencl.thread-coarsening" if backend == "opencl" else "rvv.lmul-large-for-streaming",
+                        "field": "when_helps",
+                        "text": "Elementwise kernels on CPU-like devices gain when each item does thousands of elements.",
+                    }
+                ),
+            },
+        ],
+    }
 
 
 def report_figures(test, r):
@@ -120,8 +141,9 @@ def report_figures(test, r):
     m = re.search(r"^- result: \*\*(.*)\*\*, ([0-9.]+)x the start", md, re.M)
     test.assertTrue(m, md)
     figures.update(improved=m[1] == "faster candidate found", speedup=float(m[2]))
-    m = re.search(r"^- LLM spend: \$([0-9.]+), (\d+) calls \((\d+) from the cache\), (\d+) input / (\d+) output tokens",
-                  md, re.M)
+    m = re.search(
+        r"^- LLM spend: \$([0-9.]+), (\d+) calls \((\d+) from the cache\), (\d+) input / (\d+) output tokens", md, re.M
+    )
     test.assertTrue(m, md)
     figures.update(usd=float(m[1]), calls=int(m[2]), cached=int(m[3]), input_tokens=int(m[4]), output_tokens=int(m[5]))
     m = re.search(r"^Learned: (\d+) experiences, (\d+) constraints and (\d+) text versions", md, re.M)
@@ -154,9 +176,12 @@ class FakeServer:
         self.log = os.path.join(tmp, "requests.jsonl")
         with open(self.script, "w") as f:
             json.dump(script_obj, f)
-        self.proc = subprocess.Popen([sys.executable, SERVER, "--script", self.script, "--log", self.log,
-                                      "--expect-key", key, "--watch-stdin"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, SERVER, "--script", self.script, "--log", self.log, "--expect-key", key, "--watch-stdin"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         line = self.proc.stdout.readline()
         assert line.startswith("PORT "), line
         self.port = int(line.split()[1])
@@ -180,18 +205,45 @@ class LlmLoop(unittest.TestCase):
             key = "sk-test-" + "x" * 24
             server = FakeServer(tmp, script(backend, fast, wrong), key)
             try:
-                env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-                           MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-                           MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+                env = dict(
+                    os.environ,
+                    MBLAST_HOME=HOME,
+                    MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+                    MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
+                    MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+                    MBLAST_LLM_API_KEY=key,
+                    MBLAST_CONFIG=os.path.join(tmp, "config.json"),
+                )
                 with open(env["MBLAST_CONFIG"], "w") as f:
                     json.dump({"max_retries": 1}, f)
                 spec = ("anthropic+" if api == "anthropic" else "") + f"http://127.0.0.1:{server.port}/v1:fake-model"
                 start_file = os.path.join(tmp, "start" + {"opencl": ".opencl.cpp", "rvv": ".rvv.c"}[backend])
                 with open(start_file, "w") as f:
                     f.write(start)
-                args = [BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", target, "--llm", spec,
-                        "--start", start_file, "--samples", "3", "--max-steps", "2", "--sol", "5", "--json",
-                        "--out", os.path.join(tmp, "out"), "--repeats", "5", "--min-time", "0.05"]
+                args = [
+                    BIN,
+                    "optimize",
+                    os.path.join(HOME, "problems", "relu"),
+                    "--target",
+                    target,
+                    "--llm",
+                    spec,
+                    "--start",
+                    start_file,
+                    "--samples",
+                    "3",
+                    "--max-steps",
+                    "2",
+                    "--sol",
+                    "5",
+                    "--json",
+                    "--out",
+                    os.path.join(tmp, "out"),
+                    "--repeats",
+                    "5",
+                    "--min-time",
+                    "0.05",
+                ]
                 p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
                 self.assertEqual(p.returncode, 0, p.stderr[-3000:])
                 self.assertTrue(p.stdout.startswith("{"), p.stdout[:500])
@@ -214,13 +266,20 @@ class LlmLoop(unittest.TestCase):
                     self.assertGreaterEqual(t["loop_s"], 0)
                     # The runner's share is the evaluations of this step's candidates: at least
                     # the wall time each evaluation measured itself, and not much more.
-                    evals = [c["measured"]["phases"]["total_s"] for c in events
-                             if c.get("type") == "candidate" and c.get("step") == e["step"]
-                             and "phases" in c.get("measured", {})]
+                    evals = [
+                        c["measured"]["phases"]["total_s"]
+                        for c in events
+                        if c.get("type") == "candidate"
+                        and c.get("step") == e["step"]
+                        and "phases" in c.get("measured", {})
+                    ]
                     self.assertGreaterEqual(t["evaluate_s"] + 1e-3, sum(evals))
                     self.assertLessEqual(t["evaluate_s"], sum(evals) + 0.25 * len(evals) + 1e-3)
-                    print(f"{target} step {e['step']}: step {t['step_s']:.3f} s = evaluate {t['evaluate_s']:.3f} + "
-                          f"llm {t['llm_s']:.3f} + loop {t['loop_s']:.3f}", file=sys.stderr)
+                    print(
+                        f"{target} step {e['step']}: step {t['step_s']:.3f} s = evaluate {t['evaluate_s']:.3f} + "
+                        f"llm {t['llm_s']:.3f} + loop {t['loop_s']:.3f}",
+                        file=sys.stderr,
+                    )
                 self.assertFalse(key in p.stderr or key in p.stdout, "the API key leaked into the output")
 
                 db = sqlite3.connect(env["MBLAST_KB"])
@@ -228,27 +287,40 @@ class LlmLoop(unittest.TestCase):
                 # start -> fast, broken, repair (broken), wrong: four experiences; the answer with no
                 # code is its own outcome (no_kernel), in the run's events and not in the KB
                 self.assertEqual(q("SELECT count(*) FROM experiences"), 4, p.stderr[-4000:])
-                no_kernel = [e for e in events if e.get("type") == "candidate"
-                             and e["measured"].get("failure_kind") == "no_kernel"]
+                no_kernel = [
+                    e
+                    for e in events
+                    if e.get("type") == "candidate" and e["measured"].get("failure_kind") == "no_kernel"
+                ]
                 self.assertEqual(len(no_kernel), 1)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE correct = 1 AND speedup > 1"), 1)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'build_failed'"), 2)
                 self.assertEqual(q("SELECT count(*) FROM experiences WHERE failure_kind = 'wrong_output'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences "
-                                   "WHERE failure_kind IN ('abi_error', 'no_kernel')"), 0)
+                self.assertEqual(
+                    q("SELECT count(*) FROM experiences " "WHERE failure_kind IN ('abi_error', 'no_kernel')"), 0
+                )
                 self.assertEqual(q(f"SELECT count(*) FROM constraints WHERE action_id = '{backend}.loop-unroll'"), 1)
                 self.assertGreaterEqual(q("SELECT count(*) FROM policy_stats"), 3)
                 # an action the LLM named that the KB did not know became a learned action
-                self.assertEqual(q(f"SELECT count(*) FROM actions WHERE id = '{backend}.llm-{backend}.wrong-idea' "
-                                   f"OR id = '{backend}.wrong-idea'"), 1)
-                self.assertEqual(q("SELECT count(*) FROM experiences "
-                                   "WHERE critic_text LIKE '%Critic: The rewrite%'"), 4)
-                self.assertEqual(q("SELECT count(*) FROM text_versions WHERE field = 'when_helps' AND author LIKE '%fake-model%'"), 1)
+                self.assertEqual(
+                    q(
+                        f"SELECT count(*) FROM actions WHERE id = '{backend}.llm-{backend}.wrong-idea' "
+                        f"OR id = '{backend}.wrong-idea'"
+                    ),
+                    1,
+                )
+                self.assertEqual(
+                    q("SELECT count(*) FROM experiences " "WHERE critic_text LIKE '%Critic: The rewrite%'"), 4
+                )
+                self.assertEqual(
+                    q("SELECT count(*) FROM text_versions WHERE field = 'when_helps' AND author LIKE '%fake-model%'"), 1
+                )
                 # The reports and the printed result agree with each other and with the KB.
                 agree = report_figures(self, r)
                 self.assertEqual(agree["experiences"], q("SELECT count(*) FROM experiences"))
-                self.assertEqual(agree["constraints"],
-                                 q("SELECT count(DISTINCT constraint_id) FROM constraint_evidence"))
+                self.assertEqual(
+                    agree["constraints"], q("SELECT count(DISTINCT constraint_id) FROM constraint_evidence")
+                )
                 self.assertGreaterEqual(agree["constraints"], 1)
                 self.assertEqual(agree["text_versions"], 1)
 
@@ -286,8 +358,11 @@ class LlmLoop(unittest.TestCase):
         launch = "const size_t global = static_cast<size_t>(n);"
         self.assertIn(body, naive)
         self.assertIn(launch, naive)
-        slow = naive.replace(body, "  if (get_global_id(0) != 0) return;\n  for (long j = 0; j < n; ++j) {\n"
-                                   "    const long i = (j * 4099) % n;\n    y[i] = fmax(x[i], 0.0f);\n  }\n")
+        slow = naive.replace(
+            body,
+            "  if (get_global_id(0) != 0) return;\n  for (long j = 0; j < n; ++j) {\n"
+            "    const long i = (j * 4099) % n;\n    y[i] = fmax(x[i], 0.0f);\n  }\n",
+        )
         slow = slow.replace(launch, "const size_t global = 1;")
         fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
         wrong = naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)")
@@ -333,10 +408,15 @@ class TrustedRuns(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="mblast-trusted-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.key = "sk-test-" + "y" * 24
-        self.env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
-                        MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"),
-                        MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
-                        MBLAST_LLM_API_KEY=self.key, MBLAST_CONFIG=os.path.join(self.tmp, "config.json"))
+        self.env = dict(
+            os.environ,
+            MBLAST_HOME=HOME,
+            MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
+            MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"),
+            MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
+            MBLAST_LLM_API_KEY=self.key,
+            MBLAST_CONFIG=os.path.join(self.tmp, "config.json"),
+        )
         with open(self.env["MBLAST_CONFIG"], "w") as f:
             json.dump({"max_retries": 0}, f)
         self.relu = os.path.join(HOME, "problems", "relu")
@@ -364,9 +444,27 @@ class TrustedRuns(unittest.TestCase):
             db.close()
 
     def optimize_llm(self, port, *extra):
-        return self.mblast("optimize", self.relu, "--target", "pocl-cpu", "--llm",
-                           f"http://127.0.0.1:{port}/v1:fake-model", "--max-steps", "2", "--samples", "2", "--sol", "5",
-                           "--json", "--repeats", "3", "--min-time", "0.02", "--no-confirm", *extra)
+        return self.mblast(
+            "optimize",
+            self.relu,
+            "--target",
+            "pocl-cpu",
+            "--llm",
+            f"http://127.0.0.1:{port}/v1:fake-model",
+            "--max-steps",
+            "2",
+            "--samples",
+            "2",
+            "--sol",
+            "5",
+            "--json",
+            "--repeats",
+            "3",
+            "--min-time",
+            "0.02",
+            "--no-confirm",
+            *extra,
+        )
 
     def test_an_actor_that_always_fails_fails_the_run(self):
         server = self.server({"mode": "match", "responses": [{"status": 500}]})
@@ -400,8 +498,20 @@ class TrustedRuns(unittest.TestCase):
         wrong = os.path.join(self.tmp, "wrong.opencl.cpp")
         with open(wrong, "w") as f:
             f.write(naive.replace("fmax(x[i], 0.0f)", "fmax(x[i], 1.0f)"))
-        p = self.mblast("optimize", self.relu, "--target", "pocl-cpu", "--policy", "builtin", "--start", wrong,
-                        "--repeats", "3", "--min-time", "0.02")
+        p = self.mblast(
+            "optimize",
+            self.relu,
+            "--target",
+            "pocl-cpu",
+            "--policy",
+            "builtin",
+            "--start",
+            wrong,
+            "--repeats",
+            "3",
+            "--min-time",
+            "0.02",
+        )
         self.assertEqual(p.returncode, 2, p.stderr[-3000:])
         self.assertIn("not correct", p.stderr)
         (run,) = self.runs()
@@ -427,8 +537,21 @@ class TrustedRuns(unittest.TestCase):
     def test_a_killed_run_is_shown_failed(self):
         # The actor's answer never comes in time: the run waits on the LLM when it is killed.
         server = self.server({"mode": "match", "responses": [{"delay_s": 120, "text": "late"}]})
-        args = [BIN, "optimize", self.relu, "--target", "pocl-cpu", "--llm",
-                f"http://127.0.0.1:{server.port}/v1:fake-model", "--repeats", "3", "--min-time", "0.02", "--sol", "5"]
+        args = [
+            BIN,
+            "optimize",
+            self.relu,
+            "--target",
+            "pocl-cpu",
+            "--llm",
+            f"http://127.0.0.1:{server.port}/v1:fake-model",
+            "--repeats",
+            "3",
+            "--min-time",
+            "0.02",
+            "--sol",
+            "5",
+        ]
         proc = subprocess.Popen(args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.time() + 300
@@ -459,29 +582,74 @@ class RepeatsAndCost(unittest.TestCase):
         key = "sk-test-" + "z" * 24
         fast = read(os.path.join(HOME, "tests", "loop", "fixtures", "coarsened_relu.opencl.cpp"))
         # The model always gives the same kernel: new at step 1, a repeat from then on.
-        server = FakeServer(tmp, {"mode": "match", "responses": [
-            {"match": "[task: analyse", "text": "Elementwise and memory-bound."},
-            {"match": "[task: propose",
-             "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp")},
-            {"match": "[task: critique", "text": "Fine."},
-            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        server = FakeServer(
+            tmp,
+            {
+                "mode": "match",
+                "responses": [
+                    {"match": "[task: analyse", "text": "Elementwise and memory-bound."},
+                    {
+                        "match": "[task: propose",
+                        "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp"),
+                    },
+                    {"match": "[task: critique", "text": "Fine."},
+                    {"match": "[task: update-knowledge]", "text": ""},
+                ],
+            },
+            key,
+        )
         self.addCleanup(server.close)
-        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        env = dict(
+            os.environ,
+            MBLAST_HOME=HOME,
+            MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+            MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
+            MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+            MBLAST_LLM_API_KEY=key,
+            MBLAST_CONFIG=os.path.join(tmp, "config.json"),
+        )
         with open(env["MBLAST_CONFIG"], "w") as f:
             json.dump({"max_retries": 0}, f)
-        p = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu", "--llm",
-                            f"http://127.0.0.1:{server.port}/v1:fake-model", "--samples", "1", "--max-steps", "3",
-                            "--patience", "9", "--sol", "5", "--json", "--repeats", "3", "--min-time", "0.02",
-                            "--no-confirm"], env=env, capture_output=True, text=True, timeout=900)
+        p = subprocess.run(
+            [
+                BIN,
+                "optimize",
+                os.path.join(HOME, "problems", "relu"),
+                "--target",
+                "pocl-cpu",
+                "--llm",
+                f"http://127.0.0.1:{server.port}/v1:fake-model",
+                "--samples",
+                "1",
+                "--max-steps",
+                "3",
+                "--patience",
+                "9",
+                "--sol",
+                "5",
+                "--json",
+                "--repeats",
+                "3",
+                "--min-time",
+                "0.02",
+                "--no-confirm",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         r = json.loads(p.stdout)
         self.assertTrue(r["stop_reason"].startswith("step budget spent"), r["stop_reason"])
         with open(os.path.join(r["run_dir"], "events.jsonl")) as f:
             events = [json.loads(line) for line in f]
-        stepped_in = [e for e in events if e.get("type") == "candidate"
-                      and e.get("description", "").startswith("the LLM repeated itself; builtin policy")]
+        stepped_in = [
+            e
+            for e in events
+            if e.get("type") == "candidate"
+            and e.get("description", "").startswith("the LLM repeated itself; builtin policy")
+        ]
         self.assertGreaterEqual(len(stepped_in), 1, p.stderr[-3000:])
         asked_again = [q for q in server.requests() if "repeated a candidate" in json.dumps(q["body"])]
         self.assertGreaterEqual(len(asked_again), 1)
@@ -502,14 +670,36 @@ class RepeatsAndCost(unittest.TestCase):
 
         # What the next run's first prompt would carry, from this KB: printed, nothing asked.
         n = len(server.requests())
-        sp = subprocess.run([BIN, "optimize", os.path.join(HOME, "problems", "relu"), "--target", "pocl-cpu",
-                             "--show-prompt", "--repeats", "3", "--min-time", "0.02"],
-                            env=env, capture_output=True, text=True, timeout=600)
+        sp = subprocess.run(
+            [
+                BIN,
+                "optimize",
+                os.path.join(HOME, "problems", "relu"),
+                "--target",
+                "pocl-cpu",
+                "--show-prompt",
+                "--repeats",
+                "3",
+                "--min-time",
+                "0.02",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         self.assertEqual(sp.returncode, 0, sp.stderr[-3000:])
         self.assertEqual(len(server.requests()), n)
-        for needle in ("### system", "[task: propose step 1 sample 1]", "## Nearest earlier states",
-                       "opencl.thread-coarsening -> correct", "(this problem, an earlier run)", "compute units:",
-                       "## Learned rules", "## Constraints that apply here"):
+        for needle in (
+            "### system",
+            "[task: propose step 1 sample 1]",
+            "## Nearest earlier states",
+            "opencl.thread-coarsening -> correct",
+            "(this problem, an earlier run)",
+            "compute units:",
+            "## Learned rules",
+            "## Constraints that apply here",
+        ):
             self.assertIn(needle, sp.stdout)
 
 
@@ -520,22 +710,58 @@ class BenchWithAnLlm(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="mblast-bench-llm-")
         self.addCleanup(shutil.rmtree, tmp, True)
         key = "sk-test-" + "b" * 24
-        server = FakeServer(tmp, {"mode": "match", "responses": [
-            {"match": "[task: analyse", "text": "memory-bound"},
-            {"match": "[task: propose", "text": "ACTION: opencl.nothing\nPLAN: nothing\nno code today"},
-            {"match": "[task: critique", "text": "ok"},
-            {"match": "[task: update-knowledge]", "text": ""}]}, key)
+        server = FakeServer(
+            tmp,
+            {
+                "mode": "match",
+                "responses": [
+                    {"match": "[task: analyse", "text": "memory-bound"},
+                    {"match": "[task: propose", "text": "ACTION: opencl.nothing\nPLAN: nothing\nno code today"},
+                    {"match": "[task: critique", "text": "ok"},
+                    {"match": "[task: update-knowledge]", "text": ""},
+                ],
+            },
+            key,
+        )
         self.addCleanup(server.close)
-        env = dict(os.environ, MBLAST_HOME=HOME, MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-                   MBLAST_RUNS_DIR=os.path.join(tmp, "runs"), MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-                   MBLAST_LLM_API_KEY=key, MBLAST_CONFIG=os.path.join(tmp, "config.json"))
+        env = dict(
+            os.environ,
+            MBLAST_HOME=HOME,
+            MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+            MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
+            MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+            MBLAST_LLM_API_KEY=key,
+            MBLAST_CONFIG=os.path.join(tmp, "config.json"),
+        )
         with open(env["MBLAST_CONFIG"], "w") as f:
             json.dump({"max_retries": 0}, f)
         spec = f"http://127.0.0.1:{server.port}/v1:fake-model"
-        p = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
-                            "--optimize", "--llm", spec, "--filter", "level1/23_relu", "--optimize-evals", "2",
-                            "--no-compile", "--min-time", "0.05", "--json", "--work", os.path.join(tmp, "work")],
-                           env=env, capture_output=True, text=True, timeout=900)
+        p = subprocess.run(
+            [
+                BIN,
+                "bench",
+                os.path.join(HOME, "benchmarks", "suite"),
+                "--target",
+                "pocl-cpu",
+                "--optimize",
+                "--llm",
+                spec,
+                "--filter",
+                "level1/23_relu",
+                "--optimize-evals",
+                "2",
+                "--no-compile",
+                "--min-time",
+                "0.05",
+                "--json",
+                "--work",
+                os.path.join(tmp, "work"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if p.returncode != 0 and "torch" in p.stderr:
             self.skipTest("no PyTorch for the baseline: " + p.stderr[-300:])
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
@@ -545,8 +771,13 @@ class BenchWithAnLlm(unittest.TestCase):
         self.assertGreater(row["candidate"]["details"]["spend"]["calls"], 0)
         self.assertTrue(server.requests())
         # --llm without --optimize is refused with a reason
-        bad = subprocess.run([BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu",
-                              "--llm", spec], env=env, capture_output=True, text=True, timeout=60)
+        bad = subprocess.run(
+            [BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu", "--llm", spec],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--llm goes with --optimize", bad.stderr)
 

@@ -41,8 +41,14 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, 
 class UserKernel(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="mblast-user-kernel-")
-        self.env = dict(os.environ, HOME=self.tmp, MBLAST_HOME=HOME, XDG_DATA_HOME=os.path.join(self.tmp, "data"),
-                        XDG_CACHE_HOME=os.path.join(self.tmp, "cache"), MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"))
+        self.env = dict(
+            os.environ,
+            HOME=self.tmp,
+            MBLAST_HOME=HOME,
+            XDG_DATA_HOME=os.path.join(self.tmp, "data"),
+            XDG_CACHE_HOME=os.path.join(self.tmp, "cache"),
+            MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
+        )
         for k in ("MBLAST_LLM", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MBLAST_CACHE_DIR"):
             self.env.pop(k, None)
 
@@ -112,8 +118,13 @@ class UserKernel(unittest.TestCase):
         kernel, spec = self.copy_fixture(spec='{"inputs": [{"name": "x", "dtype": "f32", "shape": [4]}], ')
         self.one_line_refusal(self.mblast("optimize", kernel, "--target", "pocl-cpu"), spec, "not valid JSON")
         with open(spec, "w") as f:
-            json.dump({"inputs": [{"name": "x", "dtype": "f33", "shape": [4]}],
-                       "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}]}, f)
+            json.dump(
+                {
+                    "inputs": [{"name": "x", "dtype": "f33", "shape": [4]}],
+                    "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
+                },
+                f,
+            )
         self.one_line_refusal(self.mblast("optimize", kernel, "--target", "pocl-cpu"), spec, "unknown dtype 'f33'")
         with open(spec, "w") as f:
             json.dump({"inputs": [], "outputs": [], "shapes": 1}, f)
@@ -124,16 +135,27 @@ class UserKernel(unittest.TestCase):
     def test_kernel_for_another_backend_or_broken(self):
         kernel, _ = self.copy_fixture()
         self.one_line_refusal(self.mblast("optimize", kernel, "--target", "rvv-qemu-128"), "opencl kernel", "rvv")
-        broken, _ = self.copy_fixture(kernel_text="#include <mblast/opencl_candidate.h>\nthis is not C++;\n", name="broken.cpp")
-        self.one_line_refusal(self.mblast("optimize", broken, "--target", "pocl-cpu"), "cannot be the reference",
-                              "build_failed")
+        broken, _ = self.copy_fixture(
+            kernel_text="#include <mblast/opencl_candidate.h>\nthis is not C++;\n", name="broken.cpp"
+        )
+        self.one_line_refusal(
+            self.mblast("optimize", broken, "--target", "pocl-cpu"), "cannot be the reference", "build_failed"
+        )
 
     def test_unwritten_element_cannot_be_the_reference(self):
-        spec = json.dumps({"inputs": [{"name": "x", "dtype": "f32", "shape": [64, 16]}],
-                           "outputs": [{"name": "y", "dtype": "f32", "shape": [64, 16]}]})
+        spec = json.dumps(
+            {
+                "inputs": [{"name": "x", "dtype": "f32", "shape": [64, 16]}],
+                "outputs": [{"name": "y", "dtype": "f32", "shape": [64, 16]}],
+            }
+        )
         kernel, _ = self.copy_fixture(kernel_text=RVV_UNWRITTEN, spec=spec, name="twice.c")
-        self.one_line_refusal(self.mblast("optimize", kernel, "--target", "rvv-qemu-128"), "cannot be the reference",
-                              "nan_or_inf", "[63, 15]")
+        self.one_line_refusal(
+            self.mblast("optimize", kernel, "--target", "rvv-qemu-128"),
+            "cannot be the reference",
+            "nan_or_inf",
+            "[63, 15]",
+        )
 
 
 if __name__ == "__main__":

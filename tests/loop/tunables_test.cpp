@@ -45,7 +45,7 @@ TEST(Tunables, TooManyCombinationsVaryOneKnobAtATime) {
   std::string src;
   for (int i = 0; i < 4; ++i) src += "#define K" + std::to_string(i) + " 1 // mblast:tune 1 2 3 4 5\n";
   auto vs = tunable_variants(src, "cuda", ".cuda.cu", 64);  // 5^4 = 625 > 64
-  EXPECT_EQ(vs.size(), 16u);  // 4 knobs x 4 other values
+  EXPECT_EQ(vs.size(), 16u);                                // 4 knobs x 4 other values
   for (const auto& v : vs) EXPECT_EQ(v.actions, (std::vector<std::string>{"cuda.block-size-tuning"}));
 }
 

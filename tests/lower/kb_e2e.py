@@ -28,8 +28,13 @@ def shrink(src: str, limit: int) -> str:
             a, b = value(n.left), value(n.right)
             if a is None or b is None:
                 return None
-            return {ast.Mult: a * b, ast.Add: a + b, ast.Sub: a - b,
-                    ast.FloorDiv: a // b if b else None, ast.Pow: a ** b}[type(n.op)]
+            return {
+                ast.Mult: a * b,
+                ast.Add: a + b,
+                ast.Sub: a - b,
+                ast.FloorDiv: a // b if b else None,
+                ast.Pow: a**b,
+            }[type(n.op)]
         return None
 
     for node in tree.body:
@@ -69,8 +74,10 @@ def one(a, path):
         if os.path.exists(done) and open(small).read() == shrink(src, limit):  # imported by an earlier run
             pdir = os.path.dirname(done)
             break
-        rc, so, se = run([a.mblast, "import", "kernelbench", small, "--out", out, "--seeds", "2", "--inits", "1",
-                          "--json"], a.timeout)
+        rc, so, se = run(
+            [a.mblast, "import", "kernelbench", small, "--out", out, "--seeds", "2", "--inits", "1", "--json"],
+            a.timeout,
+        )
         try:
             doc = json.loads(so)
             entries = doc if isinstance(doc, list) else doc.get("files", doc.get("results", [doc]))
@@ -85,7 +92,9 @@ def one(a, path):
     if not pdir:
         return "IMPORT_FAILED", why
     cand = os.path.join(work, "cand")
-    rc, so, se = run([a.mblast, "plan", pdir, "--target", a.target, "--pipeline", "--write-variants", cand, "--json"], 120)
+    rc, so, se = run(
+        [a.mblast, "plan", pdir, "--target", a.target, "--pipeline", "--write-variants", cand, "--json"], 120
+    )
     try:
         plan = json.loads(so)[0]
     except Exception:

@@ -30,13 +30,19 @@ TensorSpec spec(const std::string& name, std::vector<int64_t> shape, mblast::DTy
 }
 
 json ph(const std::string& name, const std::string& tensor, std::vector<int64_t> shape, const std::string& dt = "f32") {
-  return {{"name", name}, {"op", "placeholder"}, {"target", name}, {"tensor", tensor}, {"args", json::array()}, {"shape", shape}, {"dtype", dt}};
+  return {{"name", name},          {"op", "placeholder"}, {"target", name}, {"tensor", tensor},
+          {"args", json::array()}, {"shape", shape},      {"dtype", dt}};
 }
 
-json call(const std::string& name, const std::string& target, json args, std::vector<int64_t> shape, const std::string& dt = "f32",
-          json kwargs = json::object()) {
-  return {{"name", name}, {"op", "call_function"}, {"target", target}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)},
-          {"shape", shape}, {"dtype", dt}};
+json call(const std::string& name, const std::string& target, json args, std::vector<int64_t> shape,
+          const std::string& dt = "f32", json kwargs = json::object()) {
+  return {{"name", name},
+          {"op", "call_function"},
+          {"target", target},
+          {"args", std::move(args)},
+          {"kwargs", std::move(kwargs)},
+          {"shape", shape},
+          {"dtype", dt}};
 }
 
 json nref(const std::string& n) {
@@ -53,18 +59,21 @@ json args(A&&... a) {
   return v;
 }
 
-json output(json args) { return {{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", json::array({std::move(args)})}}; }
+json output(json args) {
+  return {{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", json::array({std::move(args)})}};
+}
 
 // Compiles the C dialect's candidate for this host and runs it once.
 struct Host {
   void* handle = nullptr;
   std::filesystem::path dir;
   explicit Host(const std::string& source) {
-    dir = std::filesystem::temp_directory_path() / ("mblast_lower_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+    dir = std::filesystem::temp_directory_path() /
+          ("mblast_lower_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "c.c") << source;
-    const std::string cmd = "cc -std=c11 -O1 -shared -fPIC -I" + std::string(MBLAST_SOURCE_DIR) + "/include -o " + (dir / "c.so").string() + " " +
-                            (dir / "c.c").string() + " -lm 2>" + (dir / "log").string();
+    const std::string cmd = "cc -std=c11 -O1 -shared -fPIC -I" + std::string(MBLAST_SOURCE_DIR) + "/include -o " +
+                            (dir / "c.so").string() + " " + (dir / "c.c").string() + " -lm 2>" + (dir / "log").string();
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream log(dir / "log");
       ADD_FAILURE() << "cc failed: " << std::string(std::istreambuf_iterator<char>(log), {}) << "\n" << source;
@@ -78,7 +87,8 @@ struct Host {
     std::filesystem::remove_all(dir);
   }
   // Returns mblast_run's result; outputs written into `outs`.
-  int run(const Problem& p, std::vector<std::vector<float>>& ins, std::vector<std::vector<float>>& pars, std::vector<std::vector<float>>& outs) {
+  int run(const Problem& p, std::vector<std::vector<float>>& ins, std::vector<std::vector<float>>& pars,
+          std::vector<std::vector<float>>& outs) {
     if (!handle) return -99;
     auto make = [](const std::vector<TensorSpec>& specs, std::vector<std::vector<float>>& data) {
       std::vector<mblast_tensor> ts(specs.size());
@@ -98,7 +108,8 @@ struct Host {
     outs.resize(p.outputs.size());
     auto out = make(p.outputs, outs);
     using Prep = int (*)(const mblast_context*, const mblast_tensor*, int32_t, void**);
-    using Run = int (*)(const mblast_context*, void*, const mblast_tensor*, int32_t, const mblast_tensor*, int32_t, mblast_tensor*, int32_t);
+    using Run = int (*)(const mblast_context*, void*, const mblast_tensor*, int32_t, const mblast_tensor*, int32_t,
+                        mblast_tensor*, int32_t);
     using Rel = void (*)(const mblast_context*, void*);
     auto prep = reinterpret_cast<Prep>(dlsym(handle, "mblast_prepare"));
     auto run = reinterpret_cast<Run>(dlsym(handle, "mblast_run"));
@@ -108,8 +119,8 @@ struct Host {
     ctx.backend = MBLAST_BACKEND_RVV;
     void* state = nullptr;
     if (prep(&ctx, par.data(), static_cast<int32_t>(par.size()), &state) != 0) return -98;
-    const int rc = run(&ctx, state, in.data(), static_cast<int32_t>(in.size()), par.data(), static_cast<int32_t>(par.size()), out.data(),
-                       static_cast<int32_t>(out.size()));
+    const int rc = run(&ctx, state, in.data(), static_cast<int32_t>(in.size()), par.data(),
+                       static_cast<int32_t>(par.size()), out.data(), static_cast<int32_t>(out.size()));
     rel(&ctx, state);
     return rc;
   }
@@ -138,8 +149,10 @@ TEST(Lower, MatmulWithTransposedBIsOneReductionKernel) {
   p.name = "mm_bt";
   p.inputs = {spec("in0", {3, 5}), spec("in1", {4, 5})};
   p.outputs = {spec("out", {3, 4})};
-  json g = {{"nodes", {ph("a", "in0", {3, 5}), ph("b", "in1", {4, 5}), call("t", "aten.permute.default", {nref("b"), {1, 0}}, {5, 4}),
-                       call("mm", "aten.mm.default", {nref("a"), nref("t")}, {3, 4}), output(nref("mm"))}}};
+  json g = {
+      {"nodes",
+       {ph("a", "in0", {3, 5}), ph("b", "in1", {4, 5}), call("t", "aten.permute.default", {nref("b"), {1, 0}}, {5, 4}),
+        call("mm", "aten.mm.default", {nref("a"), nref("t")}, {3, 4}), output(nref("mm"))}}};
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_EQ(s.kernels[0].reduce, ReduceOp::Sum);
@@ -162,8 +175,9 @@ TEST(Lower, SoftmaxIsTwoRowStatisticsAndOneFusedOutput) {
   p.name = "softmax";
   p.inputs = {spec("in0", {4, 7})};
   p.outputs = {spec("out", {4, 7})};
-  json g = {{"nodes", {ph("x", "in0", {4, 7}), call("h", "aten.mul.Tensor", args(nref("x"), 0.5), {4, 7}),
-                       call("sm", "aten._softmax.default", args(nref("h"), -1, false), {4, 7}), output(nref("sm"))}}};
+  json g = {{"nodes",
+             {ph("x", "in0", {4, 7}), call("h", "aten.mul.Tensor", args(nref("x"), 0.5), {4, 7}),
+              call("sm", "aten._softmax.default", args(nref("h"), -1, false), {4, 7}), output(nref("sm"))}}};
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 3u);  // row max, row sum of exp, the output (the cheap scaling inlined everywhere)
   EXPECT_EQ(s.kernels[0].reduce, ReduceOp::Max);
@@ -192,10 +206,11 @@ TEST(Lower, ConvolutionWithPaddingStrideAndGroups) {
   p.inputs = {spec("in0", {1, 4, 5, 5})};
   p.parameters = {spec("w", {6, 2, 3, 3}), spec("b", {6})};
   p.outputs = {spec("out", {1, 6, 3, 3})};
-  json g = {{"nodes", {ph("x", "in0", {1, 4, 5, 5}), ph("w", "w", {6, 2, 3, 3}), ph("b", "b", {6}),
-                       call("c", "aten.convolution.default", {nref("x"), nref("w"), nref("b"), {2, 2}, {1, 1}, {1, 1}, false, {0, 0}, 2},
-                            {1, 6, 3, 3}),
-                       call("r", "aten.relu.default", {nref("c")}, {1, 6, 3, 3}), output(nref("r"))}}};
+  json g = {{"nodes",
+             {ph("x", "in0", {1, 4, 5, 5}), ph("w", "w", {6, 2, 3, 3}), ph("b", "b", {6}),
+              call("c", "aten.convolution.default",
+                   {nref("x"), nref("w"), nref("b"), {2, 2}, {1, 1}, {1, 1}, false, {0, 0}, 2}, {1, 6, 3, 3}),
+              call("r", "aten.relu.default", {nref("c")}, {1, 6, 3, 3}), output(nref("r"))}}};
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 2u);  // the convolution, then bias + relu (its epilogue) into the output
   Host h(emit_rvv(s, p));
@@ -212,7 +227,8 @@ TEST(Lower, ConvolutionWithPaddingStrideAndGroups) {
             for (int kw = 0; kw < 3; ++kw) {
               const int ih = oh * 2 - 1 + kh, iw = ow * 2 - 1 + kw;
               if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
-              acc += static_cast<double>(x[static_cast<size_t>(((g0 * 2 + ic) * 5 + ih) * 5 + iw)]) * w[static_cast<size_t>(((oc * 2 + ic) * 3 + kh) * 3 + kw)];
+              acc += static_cast<double>(x[static_cast<size_t>(((g0 * 2 + ic) * 5 + ih) * 5 + iw)]) *
+                     w[static_cast<size_t>(((oc * 2 + ic) * 3 + kh) * 3 + kw)];
             }
         EXPECT_NEAR(outs[0][static_cast<size_t>((oc * 3 + oh) * 3 + ow)], std::max(acc, 0.0), 1e-4);
       }
@@ -224,11 +240,12 @@ TEST(Lower, CatSliceFlipAndArgmaxAsIndexMaps) {
   p.name = "idx";
   p.inputs = {spec("in0", {3, 4})};
   p.outputs = {spec("out", {3}, mblast::DType::i64)};
-  json g = {{"nodes", {ph("x", "in0", {3, 4}), call("s", "aten.slice.Tensor", {nref("x"), 1, 1, 4}, {3, 3}),
-                       call("f", "aten.flip.default", {nref("s"), {1}}, {3, 3}),
-                       call("c", "aten.cat.default", {json::array({nref("x"), nref("f")}), 1}, {3, 7}),
-                       call("neg", "aten.neg.default", {nref("c")}, {3, 7}),
-                       call("a", "aten.argmax.default", {nref("neg"), 1}, {3}, "i64"), output(nref("a"))}}};
+  json g = {{"nodes",
+             {ph("x", "in0", {3, 4}), call("s", "aten.slice.Tensor", {nref("x"), 1, 1, 4}, {3, 3}),
+              call("f", "aten.flip.default", {nref("s"), {1}}, {3, 3}),
+              call("c", "aten.cat.default", {json::array({nref("x"), nref("f")}), 1}, {3, 7}),
+              call("neg", "aten.neg.default", {nref("c")}, {3, 7}),
+              call("a", "aten.argmax.default", {nref("neg"), 1}, {3}, "i64"), output(nref("a"))}}};
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_EQ(s.kernels[0].reduce, ReduceOp::ArgMax);
@@ -244,13 +261,16 @@ TEST(Lower, UnknownOpIsNamedWithItsNode) {
   p.name = "bad";
   p.inputs = {spec("in0", {4})};
   p.outputs = {spec("out", {4})};
-  json g = {{"nodes", {ph("x", "in0", {4}), call("weird_1", "aten.frobnicate.default", {nref("x")}, {4}), output(nref("weird_1"))}}};
+  json g = {
+      {"nodes",
+       {ph("x", "in0", {4}), call("weird_1", "aten.frobnicate.default", {nref("x")}, {4}), output(nref("weird_1"))}}};
   const auto l = lower_graph(g, p);
   EXPECT_FALSE(l.program);
   EXPECT_EQ(l.error, "op aten.frobnicate.default has no lowering (node weird_1)");
   // An op nothing depends on is not lowered at all.
-  json g2 = {{"nodes", {ph("x", "in0", {4}), call("weird_1", "aten.frobnicate.default", {nref("x")}, {4}),
-                        call("e", "aten.exp.default", {nref("x")}, {4}), output(nref("e"))}}};
+  json g2 = {{"nodes",
+              {ph("x", "in0", {4}), call("weird_1", "aten.frobnicate.default", {nref("x")}, {4}),
+               call("e", "aten.exp.default", {nref("x")}, {4}), output(nref("e"))}}};
   EXPECT_TRUE(lower_graph(g2, p).program);
 }
 
@@ -298,11 +318,11 @@ TEST(Lower, ContractionsAreTiledPerWorkItem) {
   p.inputs = {spec("in0", {8, 12}), spec("in1", {12, 16}), spec("in2", {16, 12})};
   p.outputs = {spec("o1", {8, 16}), spec("o2", {8, 16})};
   json g = json::object();
-  g["nodes"] = args(ph("a", "in0", {8, 12}), ph("b", "in1", {12, 16}), ph("w", "in2", {16, 12}),
-                    call("mm1", "aten.mm.default", args(nref("a"), nref("b")), {8, 16}),
-                    call("t", "aten.permute.default", args(nref("w"), args(1, 0)), {12, 16}),
-                    call("mm2", "aten.mm.default", args(nref("a"), nref("t")), {8, 16}),
-                    output(args(nref("mm1"), nref("mm2"))));
+  g["nodes"] =
+      args(ph("a", "in0", {8, 12}), ph("b", "in1", {12, 16}), ph("w", "in2", {16, 12}),
+           call("mm1", "aten.mm.default", args(nref("a"), nref("b")), {8, 16}),
+           call("t", "aten.permute.default", args(nref("w"), args(1, 0)), {12, 16}),
+           call("mm2", "aten.mm.default", args(nref("a"), nref("t")), {8, 16}), output(args(nref("mm1"), nref("mm2"))));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 2u);
   EXPECT_EQ(s.kernels[0].lane_var, 1);  // the output's columns
@@ -335,8 +355,8 @@ TEST(Lower, RowMaxInPartialLanesKeepsNaN) {
   p.inputs = {spec("in0", {3, 16})};
   p.outputs = {spec("out", {3})};
   json g = json::object();
-  g["nodes"] = args(ph("x", "in0", {3, 16}), call("m", "aten.amax.default", args(nref("x"), args(1)), {3}),
-                    output(nref("m")));
+  g["nodes"] =
+      args(ph("x", "in0", {3, 16}), call("m", "aten.amax.default", args(nref("x"), args(1)), {3}), output(nref("m")));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_GT(s.kernels[0].lanes, 1);
@@ -348,8 +368,10 @@ TEST(Lower, RowMaxInPartialLanesKeepsNaN) {
   for (int r = 0; r < 3; ++r) {
     float want = -INFINITY;
     for (int j = 0; j < 16; ++j) want = std::max(want, x[static_cast<size_t>(r * 16 + j)]);
-    if (r == 1) EXPECT_TRUE(std::isnan(outs[0][1]));
-    else EXPECT_EQ(outs[0][static_cast<size_t>(r)], want);
+    if (r == 1)
+      EXPECT_TRUE(std::isnan(outs[0][1]));
+    else
+      EXPECT_EQ(outs[0][static_cast<size_t>(r)], want);
   }
 }
 
@@ -409,11 +431,11 @@ TEST(Lower, ScansWalkEachLineOnce) {
   p.inputs = {spec("in0", {4, 6})};
   p.outputs = {spec("o1", {4, 6}), spec("o2", {4, 6})};
   json g = json::object();
-  g["nodes"] = args(ph("x", "in0", {4, 6}), call("cs", "aten.cumsum.default", args(nref("x"), 1), {4, 6}),
-                    call("f", "aten.flip.default", args(nref("x"), args(0)), {4, 6}),
-                    call("cp", "aten.cumprod.default", args(nref("f"), 0), {4, 6}),
-                    call("g", "aten.flip.default", args(nref("cp"), args(0)), {4, 6}),
-                    output(args(nref("cs"), nref("g"))));
+  g["nodes"] =
+      args(ph("x", "in0", {4, 6}), call("cs", "aten.cumsum.default", args(nref("x"), 1), {4, 6}),
+           call("f", "aten.flip.default", args(nref("x"), args(0)), {4, 6}),
+           call("cp", "aten.cumprod.default", args(nref("f"), 0), {4, 6}),
+           call("g", "aten.flip.default", args(nref("cp"), args(0)), {4, 6}), output(args(nref("cs"), nref("g"))));
   const auto s = lowered(g, p);
   ASSERT_EQ(s.kernels.size(), 3u);  // two scans, the flip of the second into its output
   EXPECT_EQ(s.kernels[0].scan_dim, 1);
@@ -455,11 +477,12 @@ std::pair<Schedule, Problem> mixed_program() {
   p.parameters = {spec("w", {6, 2, 3, 3})};
   p.outputs = {spec("o1", {1, 6, 3, 3}), spec("o2", {1, 3, 3}, mblast::DType::i64)};
   json g = json::object();
-  g["nodes"] = args(ph("x", "in0", {1, 4, 5, 5}), ph("w", "w", {6, 2, 3, 3}),
-                    call("c", "aten.convolution.default", args(nref("x"), nref("w"), nullptr, args(2, 2), args(1, 1), args(1, 1), false, args(0, 0), 2),
-                         {1, 6, 3, 3}),
-                    call("sm", "aten._softmax.default", args(nref("c"), 1, false), {1, 6, 3, 3}),
-                    call("am", "aten.argmax.default", args(nref("c"), 1), {1, 3, 3}, "i64"), output(args(nref("sm"), nref("am"))));
+  g["nodes"] = args(
+      ph("x", "in0", {1, 4, 5, 5}), ph("w", "w", {6, 2, 3, 3}),
+      call("c", "aten.convolution.default",
+           args(nref("x"), nref("w"), nullptr, args(2, 2), args(1, 1), args(1, 1), false, args(0, 0), 2), {1, 6, 3, 3}),
+      call("sm", "aten._softmax.default", args(nref("c"), 1, false), {1, 6, 3, 3}),
+      call("am", "aten.argmax.default", args(nref("c"), 1), {1, 3, 3}, "i64"), output(args(nref("sm"), nref("am"))));
   const auto l = lower_graph(g, p);
   if (!l.program) ADD_FAILURE() << l.error;
   return {l.program ? schedule(*l.program) : Schedule{}, p};
@@ -479,7 +502,8 @@ TEST(LowerDialects, CudaCompilesWithNvcc) {
   const std::string src = emit_cuda(s, p);
   const auto file = write_temp("lower.cu", src);
   const std::string obj = file + ".o", log = file + ".log";
-  const std::string cmd = std::string(nvcc) + " -std=c++17 -c -Xcompiler -fPIC -I" + MBLAST_SOURCE_DIR + "/include -o " + obj + " " + file + " >" + log + " 2>&1";
+  const std::string cmd = std::string(nvcc) + " -std=c++17 -c -Xcompiler -fPIC -I" + MBLAST_SOURCE_DIR +
+                          "/include -o " + obj + " " + file + " >" + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream l(log);
   EXPECT_EQ(rc, 0) << std::string(std::istreambuf_iterator<char>(l), {}) << "\n" << src;
@@ -495,7 +519,8 @@ TEST(LowerDialects, OpenclHostCodeCompiles) {
   EXPECT_NE(src.find("clBuildProgram"), std::string::npos);
   const auto file = write_temp("lower.opencl.cpp", src);
   const std::string log = file + ".log";
-  const std::string cmd = std::string("c++ -std=c++17 -fsyntax-only -I") + MBLAST_SOURCE_DIR + "/include " + file + " >" + log + " 2>&1";
+  const std::string cmd =
+      std::string("c++ -std=c++17 -fsyntax-only -I") + MBLAST_SOURCE_DIR + "/include " + file + " >" + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream l(log);
   EXPECT_EQ(rc, 0) << std::string(std::istreambuf_iterator<char>(l), {}) << "\n" << src;

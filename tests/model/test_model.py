@@ -89,6 +89,7 @@ def torch_outputs(folder: str, inputs_file: str):
     optimized model was verified with (init 0 of the imported problem)."""
     import torch
     from safetensors.torch import load_file
+
     plan = json.load(open(os.path.join(folder, "plan.json")))
     pdir = os.path.join(folder, plan["model"]["problem"])
     problem = json.load(open(os.path.join(pdir, "problem.json")))
@@ -129,7 +130,9 @@ class ModelTest(unittest.TestCase):
         self.assertGreater(len(plan["groups"]), 1)
         shares = 0.0
         for g in plan["groups"]:
-            self.assertIn(g["kind"], {"conv", "matmul", "pooling", "norm", "softmax", "reduction", "elementwise", "data_movement"})
+            self.assertIn(
+                g["kind"], {"conv", "matmul", "pooling", "norm", "softmax", "reduction", "elementwise", "data_movement"}
+            )
             self.assertTrue(g["writes"])
             self.assertIsInstance(g["before"], float, g)  # every group timed alone
             self.assertGreater(g["before"], 0)
@@ -147,6 +150,7 @@ class ModelTest(unittest.TestCase):
     def run_and_compare(self, out: str, plan: dict):
         import torch
         from safetensors.torch import load_file, save_file
+
         pdir = os.path.join(out, plan["model"]["problem"])
         problem = json.load(open(os.path.join(pdir, "problem.json")))
         tol = problem["tolerance"]["f32"]
@@ -190,9 +194,19 @@ class ModelTest(unittest.TestCase):
 
     def test_bad_input(self):
         d = fresh("bad")
+
         def one_line_failure(path, *extra, expect=None):
-            r = mblast("optimize-model", path, "--target", "pocl-cpu", "--out", os.path.join(d, "o"), "--kb",
-                       os.path.join(d, "kb.sqlite"), *extra)
+            r = mblast(
+                "optimize-model",
+                path,
+                "--target",
+                "pocl-cpu",
+                "--out",
+                os.path.join(d, "o"),
+                "--kb",
+                os.path.join(d, "kb.sqlite"),
+                *extra,
+            )
             self.assertNotEqual(r.returncode, 0, r.stdout)
             lines = [x for x in r.stderr.splitlines() if x.strip()]
             self.assertEqual(len(lines), 1, r.stderr)
@@ -201,6 +215,7 @@ class ModelTest(unittest.TestCase):
                 self.assertIn(expect, lines[0])
             self.assertFalse(os.path.exists(os.path.join(d, "o")))  # nothing half-written
             return lines[0]
+
         onnx = os.path.join(d, "m.onnx")
         open(onnx, "wb").write(b"\x08\x07")
         one_line_failure(onnx, expect="ONNX")
@@ -210,6 +225,7 @@ class ModelTest(unittest.TestCase):
         # A real TorchScript file: make_fx traces it, with its weights as constants the lowering does not take
         # yet; the line says so (it must not be a crash or a half-made folder).
         import torch
+
         ts = os.path.join(d, "scripted.pt")
         torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())), ts)
         one_line_failure(ts, "--input-shape", "x=2x4", expect="TorchScript")
@@ -218,13 +234,17 @@ class ModelTest(unittest.TestCase):
         open(no_model, "w").write("import torch\ndef get_inputs():\n    return []\n")
         one_line_failure(no_model, expect="no class Model")
         broken = os.path.join(d, "broken.py")
-        open(broken, "w").write("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x)\n        return x\n"
-                                "def get_inputs():\n    return []\n")
+        open(broken, "w").write(
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x)\n        return x\n"
+            "def get_inputs():\n    return []\n"
+        )
         one_line_failure(broken)
         fft = os.path.join(d, "fft.py")
-        open(fft, "w").write("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                             "        return torch.fft.rfft(x).abs()\n"
-                             "def get_inputs():\n    return [torch.randn(4, 16)]\ndef get_init_inputs():\n    return []\n")
+        open(fft, "w").write(
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return torch.fft.rfft(x).abs()\n"
+            "def get_inputs():\n    return [torch.randn(4, 16)]\ndef get_init_inputs():\n    return []\n"
+        )
         one_line_failure(fft, expect="fft")
         # A family with no reachable target here: one line, non-zero.
         r = mblast("optimize-model", fft, "--target", "adreno", "--out", os.path.join(d, "o"))

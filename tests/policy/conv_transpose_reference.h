@@ -8,7 +8,8 @@ namespace mblast::policy {
 
 // NCHW transposed convolution in numpy (float64) by its definition, a scatter: input (ih, iw)
 // through tap (r, q) lands on (ih * sh - ph + r * dh, iw * sw - pw + q * dw); the generators gather.
-inline const std::string kConvTransposeReference = R"PY(def conv_transpose(x, wt, sh, sw, ph, pw, oph, opw, dh, dw, groups):
+inline const std::string kConvTransposeReference =
+    R"PY(def conv_transpose(x, wt, sh, sw, ph, pw, oph, opw, dh, dw, groups):
     n, cin, h, w = x.shape
     cig, cog, kh, kw = cin // groups, wt.shape[1], wt.shape[2], wt.shape[3]
     oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + 1 + oph

@@ -1,9 +1,9 @@
 // The CUDA generators of the builtin policy (src/policy/cuda/): the variants they make for the
 // hand-made problems and for the synthetic ones of gpu_test_support.h (a covering subset, or all
 // with MBLAST_TEST_EVERY_VARIANT=1: variant_subset.h) compile with nvcc for
-// sm_90a (the gencode of targets/h100.json and h200.json) with the flags of backends/cuda/cuda_backend.cpp (skipped when there is no nvcc), and,
-// where a CUDA device is available, are verified and timed through the real pipeline like the
-// OpenCL ones (skipped with the reason otherwise).
+// sm_90a (the gencode of targets/h100.json and h200.json) with the flags of backends/cuda/cuda_backend.cpp (skipped
+// when there is no nvcc), and, where a CUDA device is available, are verified and timed through the real pipeline like
+// the OpenCL ones (skipped with the reason otherwise).
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,10 +46,13 @@ TEST(CudaVariants, LargeFp32ProductsStartFromSplitTf32TensorCoresOnSm90a) {
   for (const auto& v : small) {
     if (v.family != "cuda.matmul.tf32x3") continue;
     // three TF32 products per k8 step, the small terms into a fresh partial sum added in FP32
-    EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(v.params.value("bn", 0)) + "k8.f32.tf32.tf32"),
+    EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(v.params.value("bn", 0)) +
+                            "k8.f32.tf32.tf32"),
               std::string::npos);
-    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_small + kk * 32), mb_desc(b_big + kk * 32), kk);"), std::string::npos);
-    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_big + kk * 32), mb_desc(b_small + kk * 32), 1);"), std::string::npos);
+    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_small + kk * 32), mb_desc(b_big + kk * 32), kk);"),
+              std::string::npos);
+    EXPECT_NE(v.source.find("mb_wgmma(part, mb_desc(a_big + kk * 32), mb_desc(b_small + kk * 32), 1);"),
+              std::string::npos);
     EXPECT_NE(v.source.find("acc[i] += part[i];"), std::string::npos);
     EXPECT_NE(v.source.find("mb_split_t<<<"), std::string::npos) << "B stored [k][n] is transposed while it is split";
   }
@@ -88,7 +91,8 @@ TEST(CudaVariants, LargeFp32ProductsStartFromSplitTf32TensorCoresOnSm90a) {
   Problem q = c.problem;
   q.inputs[0].shape = {256, 510};
   q.parameters[0].shape = {510, 384};
-  for (const auto& [vs, why] : {std::pair{cuda_variants(c.plan, c.problem, ampere), "sm_80"}, std::pair{cuda_variants(odd, q, generation_target("cuda")), "K = 510"}}) {
+  for (const auto& [vs, why] : {std::pair{cuda_variants(c.plan, c.problem, ampere), "sm_80"},
+                                std::pair{cuda_variants(odd, q, generation_target("cuda")), "K = 510"}}) {
     EXPECT_FALSE(vs.empty()) << why;
     for (const auto& v : vs) EXPECT_NE(v.family, "cuda.matmul.tf32x3") << why;
   }
@@ -115,8 +119,9 @@ TEST(CudaVariants, SoftmaxReadsTheRowOnceFirstAndLongRowsGoToLargeBlocks) {
   for (const auto& v : long_rows) {
     if (v.family == "cuda.reduce.row-per-block") order.emplace_back(v.params.value("block", 0), is_cached(v));
   }
-  EXPECT_EQ(order, (std::vector<std::pair<int, bool>>{
-                       {1024, true}, {512, true}, {256, true}, {1024, false}, {512, false}, {256, false}, {128, false}}));
+  EXPECT_EQ(order,
+            (std::vector<std::pair<int, bool>>{
+                {1024, true}, {512, true}, {256, true}, {1024, false}, {512, false}, {256, false}, {128, false}}));
   EXPECT_EQ(long_rows.front().family, "cuda.reduce.row-per-block");
   EXPECT_TRUE(std::is_partitioned(long_rows.begin(), long_rows.end(), is_cached));
   // Reductions keep their order: a warp per row first.
@@ -136,7 +141,9 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   EXPECT_TRUE(first.params.value("cache", false));
   EXPECT_NE(std::find(first.actions.begin(), first.actions.end(), "cuda.merge-kernels"), first.actions.end());
   size_t kernels = 0;
-  for (size_t at = first.source.find("__global__"); at != std::string::npos; at = first.source.find("__global__", at + 1)) ++kernels;
+  for (size_t at = first.source.find("__global__"); at != std::string::npos;
+       at = first.source.find("__global__", at + 1))
+    ++kernels;
   EXPECT_EQ(kernels, 1u);
   EXPECT_EQ(first.source.find("tmp["), std::string::npos);  // no temporary
   auto is_chain = [](const Variant& v) { return v.family == "cuda.chain"; };
@@ -159,7 +166,8 @@ TEST(CudaVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
   problem.outputs[0].shape = {3, 4096};
   std::vector<std::pair<int, bool>> order;  // (block, cached) of the row-per-block designs
   for (const auto& v : generate_variants(plan, problem, generation_target("cuda")))
-    if (v.family == "cuda.row-map.row-per-block") order.emplace_back(v.params.value("block", 0), v.params.value("cache", false));
+    if (v.family == "cuda.row-map.row-per-block")
+      order.emplace_back(v.params.value("block", 0), v.params.value("cache", false));
   ASSERT_FALSE(order.empty());
   EXPECT_EQ(order.front(), std::make_pair(1024, true));
 }
@@ -212,8 +220,10 @@ TEST(CudaVariants, ConvGoesThroughCudnnFirstWithItsMathModesApart) {
     EXPECT_EQ(v.source.find("CUDNN_DEFAULT_MATH") != std::string::npos, tf32);
     EXPECT_EQ(v.source.find("CUDNN_FMA_MATH") != std::string::npos, !tf32);
     // each strict design keeps to its own algorithms; the TF32 one takes any
-    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM") != std::string::npos, maths.back() == "fp32");
-    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING") != std::string::npos, maths.back() == "fp32-fft");
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM") != std::string::npos,
+              maths.back() == "fp32");
+    EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING") != std::string::npos,
+              maths.back() == "fp32-fft");
     EXPECT_EQ(v.source.find("a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED") != std::string::npos,
               maths.back() == "fp32-winograd");
     // the epilogue (bias, activation) runs in place after the convolution
@@ -250,14 +260,19 @@ TEST(CudaVariants, TransposedConvStartsFromCudnnDataGradient) {
     maths.push_back(v.params.value("math", ""));
     // the data gradient of the forward convolution from the 2x6x10x14 output back to the 2x4x5x4
     // input, through PyTorch's [cin, cout / groups, kh, kw] weight as that convolution's filter
-    EXPECT_NE(v.source.find("cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, par0, s->xd, in0, s->cd, s->algo, s->ws, s->ws_bytes, "
-                            "&beta, s->yd, out0)"),
-              std::string::npos)
+    EXPECT_NE(
+        v.source.find(
+            "cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, par0, s->xd, in0, s->cd, s->algo, s->ws, s->ws_bytes, "
+            "&beta, s->yd, out0)"),
+        std::string::npos)
         << v.source;
-    EXPECT_NE(v.source.find("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 4, 3, 3, 4)"), std::string::npos);
-    EXPECT_NE(v.source.find("cudnnSetConvolution2dDescriptor(s->cd, 1, 2, 2, 3, 1, 2, CUDNN_CROSS_CORRELATION"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 4, 3, 3, 4)"),
+              std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetConvolution2dDescriptor(s->cd, 1, 2, 2, 3, 1, 2, CUDNN_CROSS_CORRELATION"),
+              std::string::npos);
     EXPECT_NE(v.source.find("cudnnSetConvolutionGroupCount(s->cd, 2)"), std::string::npos);
-    EXPECT_NE(v.source.find("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 6, 10, 14)"), std::string::npos);
+    EXPECT_NE(v.source.find("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 6, 10, 14)"),
+              std::string::npos);
     EXPECT_NE(v.source.find("cudnnGetConvolution2dForwardOutputDim(s->cd, s->yd, s->wd"), std::string::npos);
     EXPECT_NE(v.source.find("if (on != 2 || oc != 4 || oh != 5 || ow != 4)"), std::string::npos);
     // cuDNN's non-deterministic algorithms only in the design that says so
@@ -280,14 +295,16 @@ TEST(CudaVariants, PointwiseConvStartsFromCublasPerImageProducts) {
   EXPECT_EQ(variants.front().family, "cuda.conv.cublas");
   EXPECT_EQ(variants.front().params.value("math", ""), "fp32");
   // column-major out^T (hw x cout) = x[n]^T (hw x cin) * W^T (cin x cout): x strided by image, W shared
-  EXPECT_NE(variants.front().source.find("cublasSgemmStridedBatched(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, 35, 6, 4, &alpha, in0, 35, 140LL, "
-                                         "par0, 4, 0LL, &beta, out0, 35, 210LL, 3)"),
+  EXPECT_NE(variants.front().source.find(
+                "cublasSgemmStridedBatched(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, 35, 6, 4, &alpha, in0, 35, 140LL, "
+                "par0, 4, 0LL, &beta, out0, 35, 210LL, 3)"),
             std::string::npos)
       << variants.front().source;
   EXPECT_NE(variants.front().source.find("mb_epilogue<<<"), std::string::npos);  // bias and relu in place
   // cuDNN's designs and the direct kernels follow; a 3x3 conv gets no cuBLAS design
   EXPECT_EQ(variants[2].family, "cuda.conv.cudnn");
-  for (const auto& v : cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
+  for (const auto& v :
+       cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
     EXPECT_NE(v.family, "cuda.conv.cublas");
 }
 
@@ -306,7 +323,8 @@ TEST(CudaVariants, DepthwiseConvStartsFromThePlaneInSharedMemory) {
   EXPECT_EQ(cv.front().family, "cuda.conv.depthwise");
   EXPECT_NE(cv.front().source.find("__shared__ float plane[24]"), std::string::npos) << cv.front().source;
   // a grouped conv with two channels per group is not
-  for (const auto& v : cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
+  for (const auto& v :
+       cuda_variants(load_case("pt_conv").plan, load_case("pt_conv").problem, generation_target("cuda")))
     EXPECT_NE(v.family, "cuda.conv.depthwise");
 }
 
@@ -324,7 +342,8 @@ TEST(CudaVariants, FewLongLayernormRowsAreSplitAcrossBlocks) {
   // split designs first (a long chain tries few of a cheap stage's designs); short rows
   // (pt_layernorm) are never split
   EXPECT_EQ(variants.front().family, "cuda.layernorm.split-row");
-  for (const auto& v : cuda_variants(load_case("pt_layernorm").plan, load_case("pt_layernorm").problem, generation_target("cuda")))
+  for (const auto& v :
+       cuda_variants(load_case("pt_layernorm").plan, load_case("pt_layernorm").problem, generation_target("cuda")))
     EXPECT_NE(v.family, "cuda.layernorm.split-row");
 }
 
@@ -354,11 +373,25 @@ TEST_P(CudaVariantsCompile, VariantsBuildForSm90a) {
     const fs::path src = write_variant("cuda", GetParam(), i, v);
     const fs::path so = fs::path(src).replace_extension(".so");
     // The flags of CudaBackend::build for a target with "gencode": "sm_90a".
-    std::vector<std::string> argv = {nvcc, "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-                                     "-lineinfo", "-gencode", "arch=compute_90a,code=sm_90a",
-                                     "-I" + (testing::source_dir() / "include").string(), src.string(), "-o", so.string(),
-                                     "-Xlinker", "--no-undefined"};
-    if (v.source.find("#include <cublas_v2.h>") != std::string::npos) argv.insert(argv.end(), {"-lcublas", "-lcublasLt"});
+    std::vector<std::string> argv = {nvcc,
+                                     "-std=c++17",
+                                     "-O3",
+                                     "-shared",
+                                     "-Xcompiler",
+                                     "-fPIC",
+                                     "-cudart",
+                                     "shared",
+                                     "-lineinfo",
+                                     "-gencode",
+                                     "arch=compute_90a,code=sm_90a",
+                                     "-I" + (testing::source_dir() / "include").string(),
+                                     src.string(),
+                                     "-o",
+                                     so.string(),
+                                     "-Xlinker",
+                                     "--no-undefined"};
+    if (v.source.find("#include <cublas_v2.h>") != std::string::npos)
+      argv.insert(argv.end(), {"-lcublas", "-lcublasLt"});
     if (v.source.find("#include <cudnn.h>") != std::string::npos) argv.push_back("-lcudnn");
     const auto r = run_command(argv, 300);
     EXPECT_TRUE(r.ok()) << label(v) << " does not build: " << shell_quote(argv) << "\n" << r.output;

@@ -20,13 +20,13 @@
 
 #include <gtest/gtest.h>
 
+#include "conv_transpose_reference.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/policy/variants.h"
 #include "mblast/problem.h"
-#include "conv_transpose_reference.h"
-#include "variant_subset.h"
 #include "test_env.h"
+#include "variant_subset.h"
 
 namespace mblast::policy::gpu_test {
 
@@ -103,7 +103,8 @@ inline KernelPlan elementwise(const std::vector<int64_t>& out, Expr e) {
   return p;
 }
 
-inline KernelPlan reduction(const std::string& kind, const std::string& op, ReduceShape r, std::vector<int64_t> out, Expr e) {
+inline KernelPlan reduction(const std::string& kind, const std::string& op, ReduceShape r, std::vector<int64_t> out,
+                            Expr e) {
   KernelPlan p;
   p.kind = kind;
   p.reduce_op = op;
@@ -117,7 +118,8 @@ inline KernelPlan reduction(const std::string& kind, const std::string& op, Redu
 
 // out[batch?, m, n] = epilogue(A @ B) with A = inputs[a], B = (b_is_param ? parameters : inputs)[b];
 // the caller sets the transposes and batching that differ from the plain case.
-inline KernelPlan matmul_plan(std::vector<int64_t> out, int a, int b, bool b_is_param, int64_t m, int64_t n, int64_t k, Expr e) {
+inline KernelPlan matmul_plan(std::vector<int64_t> out, int a, int b, bool b_is_param, int64_t m, int64_t n, int64_t k,
+                              Expr e) {
   KernelPlan p;
   p.kind = "matmul";
   p.out_shape = std::move(out);
@@ -181,19 +183,20 @@ inline std::string problem_json(const std::string& name, const std::string& op_c
   for (const auto* list : {&inputs, &params})
     for (const auto& t : *list) bytes += 4 * numel(t["shape"].get<std::vector<int64_t>>());
   bytes += 4 * numel(output["shape"].get<std::vector<int64_t>>());
-  nlohmann::json j = {{"format", 1},
-                      {"name", name},
-                      {"description", "synthetic problem of the policy tests (tests/policy/gpu_test_support.h)"},
-                      {"op_class", op_class},
-                      {"inputs", inputs},
-                      {"parameters", params},
-                      {"outputs", nlohmann::json::array({output})},
-                      {"tolerance", {{"f32", {{"atol", atol}, {"rtol", rtol}, {"min_match", 1.0}}}}},
-                      {"flops", flops},
-                      {"bytes", bytes},
-                      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
-                      {"inits", {0, 1}},
-                      {"provenance", {{"kind", "synthetic"}, {"source", "mblast tests"}, {"reference", "reference.py"}}}};
+  nlohmann::json j = {
+      {"format", 1},
+      {"name", name},
+      {"description", "synthetic problem of the policy tests (tests/policy/gpu_test_support.h)"},
+      {"op_class", op_class},
+      {"inputs", inputs},
+      {"parameters", params},
+      {"outputs", nlohmann::json::array({output})},
+      {"tolerance", {{"f32", {{"atol", atol}, {"rtol", rtol}, {"min_match", 1.0}}}}},
+      {"flops", flops},
+      {"bytes", bytes},
+      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
+      {"inits", {0, 1}},
+      {"provenance", {{"kind", "synthetic"}, {"source", "mblast tests"}, {"reference", "reference.py"}}}};
   return j.dump(1) + "\n";
 }
 
@@ -274,11 +277,14 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // gelu(x * s) + c[channel]: a scalar (broadcast) leaf, a per-channel (gathered) leaf, a tail
     Synthetic s;
     s.name = "pt_ew_bcast";
-    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {5, 10, 7})}, {tensor("s", {1}), tensor("c", {10, 1})},
-                                  tensor("y", {5, 10, 7}), 1e-5, 1e-5, 350 * 4);
+    s.problem_json =
+        problem_json(s.name, "elementwise", {tensor("x", {5, 10, 7})}, {tensor("s", {1}), tensor("c", {10, 1})},
+                     tensor("y", {5, 10, 7}), 1e-5, 1e-5, 350 * 4);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 10, 7), distribution, \"f32\", scale=2.0)}\n\n\n"
-                     "def make_params(rng):\n    return {\"s\": sample(rng, (1,), \"normal\", \"f32\"), \"c\": sample(rng, (10, 1), \"normal\", \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 10, 7), distribution, "
+                     "\"f32\", scale=2.0)}\n\n\n"
+                     "def make_params(rng):\n    return {\"s\": sample(rng, (1,), \"normal\", \"f32\"), \"c\": "
+                     "sample(rng, (10, 1), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    v = inputs[\"x\"].astype(np.float64) * params[\"s\"].astype(np.float64)[0]\n"
                      "    erf = np.vectorize(math.erf)\n"
@@ -292,14 +298,15 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // sigmoid(mean over dim 1) * w[col]: a column reduction (inner 33)
     Synthetic s;
     s.name = "pt_col_mean";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 33})}, {tensor("w", {33})}, tensor("y", {3, 33}), 1e-5,
-                                  1e-4, 3 * 50 * 33);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 33), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {\"w\": sample(rng, (33,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    m = inputs[\"x\"].astype(np.float64).mean(axis=1)\n"
-                     "    return {\"y\": 1.0 / (1.0 + np.exp(-m)) * params[\"w\"].astype(np.float64)[None, :]}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 33})}, {tensor("w", {33})},
+                                  tensor("y", {3, 33}), 1e-5, 1e-4, 3 * 50 * 33);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 33), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {\"w\": sample(rng, (33,), \"normal\", \"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    m = inputs[\"x\"].astype(np.float64).mean(axis=1)\n"
+        "    return {\"y\": 1.0 / (1.0 + np.exp(-m)) * params[\"w\"].astype(np.float64)[None, :]}\n";
     ExprBuilder b;
     b.binary("mul", b.unary("sigmoid", b.acc()), b.param(0, 1, 33));
     s.plan = reduction("reduce", "mean", {3, 50, 33}, {3, 33}, b.e);
@@ -310,17 +317,23 @@ inline std::vector<Synthetic> synthetic_problems() {
     for (const std::string op : {"max", "mean"}) {
       Synthetic s;
       s.name = "pt_col_" + op + "_48";
-      s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 48})}, {tensor("w", {48})}, tensor("y", {3, 48}), 1e-5,
-                                    1e-4, 3 * 50 * 48);
-      const std::string y = op == "max" ? "np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) + params[\"w\"].astype(np.float64)[None, :], 0.0)"
-                                        : "1.0 / (1.0 + np.exp(-inputs[\"x\"].astype(np.float64).mean(axis=1))) * params[\"w\"].astype(np.float64)[None, :]";
+      s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 50, 48})}, {tensor("w", {48})},
+                                    tensor("y", {3, 48}), 1e-5, 1e-4, 3 * 50 * 48);
+      const std::string y = op == "max" ? "np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) + "
+                                          "params[\"w\"].astype(np.float64)[None, :], 0.0)"
+                                        : "1.0 / (1.0 + np.exp(-inputs[\"x\"].astype(np.float64).mean(axis=1))) * "
+                                          "params[\"w\"].astype(np.float64)[None, :]";
       s.reference_py = head +
-                       "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 48), distribution, \"f32\")}\n\n\n"
+                       "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 50, 48), distribution, "
+                       "\"f32\")}\n\n\n"
                        "def make_params(rng):\n    return {\"w\": sample(rng, (48,), \"normal\", \"f32\")}\n\n\n"
-                       "def reference(inputs, params):\n    return {\"y\": " + y + "}\n";
+                       "def reference(inputs, params):\n    return {\"y\": " +
+                       y + "}\n";
       ExprBuilder b;
-      if (op == "max") b.unary("relu", b.binary("add", b.acc(), b.param(0, 1, 48)));
-      else b.binary("mul", b.unary("sigmoid", b.acc()), b.param(0, 1, 48));
+      if (op == "max")
+        b.unary("relu", b.binary("add", b.acc(), b.param(0, 1, 48)));
+      else
+        b.binary("mul", b.unary("sigmoid", b.acc()), b.param(0, 1, 48));
       s.plan = reduction("reduce", op, {3, 50, 48}, {3, 48}, b.e);
       v.push_back(s);
     }
@@ -330,11 +343,12 @@ inline std::vector<Synthetic> synthetic_problems() {
      // sum in float32 misses by 4-6e-4 here, PyTorch's CPU sum by ~1.3e-4, a compensated one by ~3e-5.
     Synthetic s;
     s.name = "pt_col_sum_long";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 16384, 40})}, nlohmann::json::array(), tensor("y", {2, 40}),
-                                  2e-4, 1e-4, 2 * 16384 * 40);
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 16384, 40})}, nlohmann::json::array(),
+                                  tensor("y", {2, 40}), 2e-4, 1e-4, 2 * 16384 * 40);
     s.reference_py = head +
                      "def make_inputs(rng, distribution):\n"
-                     "    a = sample(rng, (2, 8192, 40), \"normal\", \"f32\", scale=3.0)  # a random walk, whatever the seed's distribution\n"
+                     "    a = sample(rng, (2, 8192, 40), \"normal\", \"f32\", scale=3.0)  # a random walk, whatever "
+                     "the seed's distribution\n"
                      "    return {\"x\": np.concatenate([a, -a[:, ::-1, :]], axis=1)}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
@@ -347,13 +361,14 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // 2 * min over the last dim of 130 (130 % 4 == 2: vector tails)
     Synthetic s;
     s.name = "pt_row_min";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {37, 130})}, nlohmann::json::array(), tensor("y", {37}), 1e-6,
-                                  1e-6, 37 * 130);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": 2.0 * inputs[\"x\"].astype(np.float64).min(axis=1)}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {37, 130})}, nlohmann::json::array(),
+                                  tensor("y", {37}), 1e-6, 1e-6, 37 * 130);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": 2.0 * inputs[\"x\"].astype(np.float64).min(axis=1)}\n";
     ExprBuilder b;
     b.binary("mul", b.constant(2.0), b.acc());
     s.plan = reduction("reduce", "min", {37, 130, 1}, {37}, b.e);
@@ -362,13 +377,14 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // max over the last dim of 64, then relu(acc - 0.5)
     Synthetic s;
     s.name = "pt_row_max";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {20, 64})}, nlohmann::json::array(), tensor("y", {20}), 1e-6,
-                                  1e-6, 20 * 64);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 64), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) - 0.5, 0.0)}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {20, 64})}, nlohmann::json::array(),
+                                  tensor("y", {20}), 1e-6, 1e-6, 20 * 64);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 64), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).max(axis=1) - 0.5, 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("sub", b.acc(), b.constant(0.5)));
     s.plan = reduction("reduce", "max", {20, 64, 1}, {20}, b.e);
@@ -377,10 +393,11 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // log_softmax over the last dim of 75 (75 % 4 == 3)
     Synthetic s;
     s.name = "pt_log_softmax";
-    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(), tensor("y", {33, 75}), 1e-5,
-                                  1e-4, 33 * 75 * 5);
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(),
+                                  tensor("y", {33, 75}), 1e-5, 1e-4, 33 * 75 * 5);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, \"f32\", scale=4.0)}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, "
+                     "\"f32\", scale=4.0)}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
@@ -392,10 +409,11 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // softmax over dim 1 of [4, 20, 9] (columns), times x: the epilogue reads the source
     Synthetic s;
     s.name = "pt_softmax_inner";
-    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {4, 20, 9})}, nlohmann::json::array(), tensor("y", {4, 20, 9}),
-                                  1e-6, 1e-4, 4 * 20 * 9 * 6);
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {4, 20, 9})}, nlohmann::json::array(),
+                                  tensor("y", {4, 20, 9}), 1e-6, 1e-4, 4 * 20 * 9 * 6);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 20, 9), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 20, 9), distribution, "
+                     "\"f32\", scale=3.0)}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
@@ -410,10 +428,11 @@ inline std::vector<Synthetic> synthetic_problems() {
      // source while the write pass may read back the exps it stored in the output
     Synthetic s;
     s.name = "pt_softmax_rows_times_x";
-    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(), tensor("y", {33, 75}),
-                                  1e-6, 1e-4, 33 * 75 * 6);
+    s.problem_json = problem_json(s.name, "softmax", {tensor("x", {33, 75})}, nlohmann::json::array(),
+                                  tensor("y", {33, 75}), 1e-6, 1e-4, 33 * 75 * 6);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (33, 75), distribution, "
+                     "\"f32\", scale=3.0)}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
@@ -427,15 +446,19 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // relu(x @ W^T + bias): nn.Linear on a batch of A matrices, B shared and stored [n, k]
     Synthetic s;
     s.name = "pt_linear_relu";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 3, 40})}, {tensor("weight", {50, 40}), tensor("bias", {50})},
-                                  tensor("y", {2, 3, 50}), 1e-4, 1e-4, 2 * 6 * 50 * 40);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 40), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"weight\": sample(rng, (50, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (50,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
-                     "    return {\"y\": np.maximum(y, 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("x", {2, 3, 40})}, {tensor("weight", {50, 40}), tensor("bias", {50})},
+                     tensor("y", {2, 3, 50}), 1e-4, 1e-4, 2 * 6 * 50 * 40);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 40), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"weight\": sample(rng, (50, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (50,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + "
+        "params[\"bias\"].astype(np.float64)\n"
+        "    return {\"y\": np.maximum(y, 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 1, 50)));
     s.plan = matmul_plan({2, 3, 50}, 0, 0, true, 3, 50, 40, b.e);
@@ -447,15 +470,19 @@ inline std::vector<Synthetic> synthetic_problems() {
      // of a row's outputs (bias loaded as a vector), and its last row block half past M
     Synthetic s;
     s.name = "pt_linear_gelu_64";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 5, 40})}, {tensor("weight", {64, 40}), tensor("bias", {64})},
-                                  tensor("y", {2, 5, 64}), 1e-4, 1e-4, 2 * 10 * 64 * 40);
-    s.reference_py = head + "import math\n\n" +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 40), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"weight\": sample(rng, (64, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (64,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
-                     "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("x", {2, 5, 40})}, {tensor("weight", {64, 40}), tensor("bias", {64})},
+                     tensor("y", {2, 5, 64}), 1e-4, 1e-4, 2 * 10 * 64 * 40);
+    s.reference_py =
+        head + "import math\n\n" +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 40), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"weight\": sample(rng, (64, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (64,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + "
+        "params[\"bias\"].astype(np.float64)\n"
+        "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
     ExprBuilder b;
     b.unary("gelu", b.binary("add", b.acc(), b.param(1, 1, 64)));
     s.plan = matmul_plan({2, 5, 64}, 0, 0, true, 5, 64, 40, b.e);
@@ -467,14 +494,18 @@ inline std::vector<Synthetic> synthetic_problems() {
      // accumulators, the bias loaded along the lanes
     Synthetic s;
     s.name = "pt_mm_bias_tanh_32";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {12, 40})}, {tensor("w", {40, 32}), tensor("bias", {32})},
-                                  tensor("y", {12, 32}), 1e-5, 1e-4, 2 * 12 * 32 * 40);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 40), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (40, 32), \"normal\", \"f32\"), \"bias\": sample(rng, (32,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.tanh(inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) + params[\"bias\"].astype(np.float64))}\n";
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("x", {12, 40})}, {tensor("w", {40, 32}), tensor("bias", {32})},
+                     tensor("y", {12, 32}), 1e-5, 1e-4, 2 * 12 * 32 * 40);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 40), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (40, 32), \"normal\", \"f32\"), \"bias\": sample(rng, (32,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.tanh(inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) + "
+        "params[\"bias\"].astype(np.float64))}\n";
     ExprBuilder b;
     b.unary("tanh", b.binary("add", b.acc(), b.param(1, 1, 32)));
     s.plan = matmul_plan({12, 32}, 0, 0, true, 12, 32, 40, b.e);
@@ -483,11 +514,13 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // a^T b + r per batch: A stored [b, k, m], a residual input in the epilogue
     Synthetic s;
     s.name = "pt_bmm_at";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {3, 20, 17}), tensor("b", {3, 20, 23}), tensor("r", {3, 17, 23})},
-                                  nlohmann::json::array(), tensor("y", {3, 17, 23}), 1e-4, 1e-4, 2 * 3 * 17 * 23 * 20);
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("a", {3, 20, 17}), tensor("b", {3, 20, 23}), tensor("r", {3, 17, 23})},
+                     nlohmann::json::array(), tensor("y", {3, 17, 23}), 1e-4, 1e-4, 2 * 3 * 17 * 23 * 20);
     s.reference_py = head +
                      "def make_inputs(rng, distribution):\n"
-                     "    return {\"a\": sample(rng, (3, 20, 17), distribution, \"f32\"), \"b\": sample(rng, (3, 20, 23), distribution, \"f32\"),\n"
+                     "    return {\"a\": sample(rng, (3, 20, 17), distribution, \"f32\"), \"b\": sample(rng, (3, 20, "
+                     "23), distribution, \"f32\"),\n"
                      "            \"r\": sample(rng, (3, 17, 23), distribution, \"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
@@ -503,11 +536,12 @@ inline std::vector<Synthetic> synthetic_problems() {
      // work-item's 4 (13 % 4 == 1) and a k of 50 (vector tails) in the dot-rows kernels
     Synthetic s;
     s.name = "pt_matvec";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {2, 13, 50}), tensor("v", {2, 50, 1})}, nlohmann::json::array(),
-                                  tensor("y", {2, 13, 1}), 1e-4, 1e-4, 2 * 2 * 13 * 50);
+    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {2, 13, 50}), tensor("v", {2, 50, 1})},
+                                  nlohmann::json::array(), tensor("y", {2, 13, 1}), 1e-4, 1e-4, 2 * 2 * 13 * 50);
     s.reference_py = head +
                      "def make_inputs(rng, distribution):\n"
-                     "    return {\"a\": sample(rng, (2, 13, 50), distribution, \"f32\"), \"v\": sample(rng, (2, 50, 1), distribution, \"f32\")}\n\n\n"
+                     "    return {\"a\": sample(rng, (2, 13, 50), distribution, \"f32\"), \"v\": sample(rng, (2, 50, "
+                     "1), distribution, \"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    return {\"y\": inputs[\"a\"].astype(np.float64) @ inputs[\"v\"].astype(np.float64) + 0.5}\n";
@@ -521,21 +555,25 @@ inline std::vector<Synthetic> synthetic_problems() {
   auto layernorm_case = [&](const std::string& name, int64_t rows, int64_t cols, int64_t nparam, const std::string& y) {
     Synthetic s;
     s.name = name;
-    s.problem_json = problem_json(name, "norm", {tensor("x", {rows, cols})}, {tensor("w", {nparam}), tensor("b", {nparam})},
-                                  tensor("y", {rows, cols}), 1e-5, 1e-4, rows * cols * 8);
+    s.problem_json =
+        problem_json(name, "norm", {tensor("x", {rows, cols})}, {tensor("w", {nparam}), tensor("b", {nparam})},
+                     tensor("y", {rows, cols}), 1e-5, 1e-4, rows * cols * 8);
     const std::string shape = "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
     const std::string pshape = "(" + std::to_string(nparam) + ",)";
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, " + shape + ", distribution, \"f32\", scale=3.0)}\n\n\n"
+    s.reference_py = head + "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, " + shape +
+                     ", distribution, \"f32\", scale=3.0)}\n\n\n"
                      "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, " + pshape + ", \"normal\", \"f32\"), \"b\": sample(rng, " + pshape + ", \"normal\", \"f32\")}\n\n\n"
+                     "    return {\"w\": sample(rng, " +
+                     pshape + ", \"normal\", \"f32\"), \"b\": sample(rng, " + pshape +
+                     ", \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
                      "    m = x.mean(axis=1, keepdims=True)\n"
                      "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
                      "    xn = (x - m) / np.sqrt(v + 1e-5)\n"
                      "    w, b = params[\"w\"].astype(np.float64), params[\"b\"].astype(np.float64)\n"
-                     "    return {\"y\": " + y + "}\n";
+                     "    return {\"y\": " +
+                     y + "}\n";
     return s;
   };
   {  // layernorm over the last dim of 130 (130 % 4 == 2: vector tails), affine, then relu
@@ -562,14 +600,16 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // RMSNorm, x * rsqrt(mean(x^2) + eps) * w, as the planner makes it: a layernorm without the mean
     Synthetic s;
     s.name = "pt_rmsnorm";
-    s.problem_json = problem_json(s.name, "norm", {tensor("x", {37, 130})}, {tensor("w", {130})}, tensor("y", {37, 130}), 1e-5,
-                                  1e-4, 37 * 130 * 4);
+    s.problem_json = problem_json(s.name, "norm", {tensor("x", {37, 130})}, {tensor("w", {130})},
+                                  tensor("y", {37, 130}), 1e-5, 1e-4, 37 * 130 * 4);
     s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\", scale=3.0)}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, "
+                     "\"f32\", scale=3.0)}\n\n\n"
                      "def make_params(rng):\n    return {\"w\": sample(rng, (130,), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    x = inputs[\"x\"].astype(np.float64)\n"
-                     "    return {\"y\": x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * params[\"w\"].astype(np.float64)}\n";
+                     "    return {\"y\": x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * "
+                     "params[\"w\"].astype(np.float64)}\n";
     KernelPlan p = reduction("layernorm", "", {37, 130, 1}, {37, 130}, Expr{});
     p.eps = 1e-6;
     p.rms = true;
@@ -581,7 +621,8 @@ inline std::vector<Synthetic> synthetic_problems() {
   }
   {  // GroupNorm(1, 8) of 3 samples of 8 x 5000: three rows of 40000, each over several blocks
      // (a ragged last piece), the per-channel affine as the epilogue
-    Synthetic s = layernorm_case("pt_layernorm_long", 3, 40000, 8, "xn * w[np.repeat(np.arange(8), 5000)] + b[np.repeat(np.arange(8), 5000)]");
+    Synthetic s = layernorm_case("pt_layernorm_long", 3, 40000, 8,
+                                 "xn * w[np.repeat(np.arange(8), 5000)] + b[np.repeat(np.arange(8), 5000)]");
     KernelPlan p = reduction("layernorm", "", {3, 40000, 1}, {3, 40000}, Expr{});
     p.eps = 1e-5;
     ExprBuilder b;
@@ -590,18 +631,23 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.plan = p;
     v.push_back(s);
   }
-  {  // relu(conv2d(x, w, b, stride (2, 1), padding 1, dilation (1, 2), groups 2)): every geometry knob, the bias per channel
+  {  // relu(conv2d(x, w, b, stride (2, 1), padding 1, dilation (1, 2), groups 2)): every geometry knob, the bias per
+     // channel
     Synthetic s;
     s.name = "pt_conv";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 4, 9, 8})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
-                                  tensor("y", {2, 6, 5, 6}), 1e-5, 1e-4, 2 * 2 * 6 * 5 * 6 * 18);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 9, 8), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 1, 1, 1, 1, 2, 2)\n"
-                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {2, 4, 9, 8})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
+                     tensor("y", {2, 6, 5, 6}), 1e-5, 1e-4, 2 * 2 * 6 * 5 * 6 * 18);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 9, 8), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 1, 1, 1, 1, 2, 2)\n"
+        "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 30, 6)));
     s.plan = conv_plan({2, 6, 5, 6}, ConvShape{2, 4, 6, 2, 9, 8, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2}, 0, b.e);
@@ -611,32 +657,41 @@ inline std::vector<Synthetic> synthetic_problems() {
      // last vector of a row meets the right padding, which a bound one too loose reads past
     Synthetic s;
     s.name = "pt_conv_same_rows";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 3, 5, 16})}, {tensor("w", {8, 3, 3, 3}), tensor("b", {8})},
-                                  tensor("y", {1, 8, 5, 16}), 1e-5, 1e-4, 2 * 8 * 5 * 16 * 27);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 5, 16), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (8, 3, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (8,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 1)\n"
-                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {1, 3, 5, 16})}, {tensor("w", {8, 3, 3, 3}), tensor("b", {8})},
+                     tensor("y", {1, 8, 5, 16}), 1e-5, 1e-4, 2 * 8 * 5 * 16 * 27);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 5, 16), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (8, 3, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (8,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 1)\n"
+        "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 80, 8)));
     s.plan = conv_plan({1, 8, 5, 16}, ConvShape{1, 3, 8, 1, 5, 16, 5, 16, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
     v.push_back(s);
   }
-  {  // relu(conv2d(x, w, b, stride (1, 2), padding 1, dilation (2, 1))), one group: the im2col + GEMM path's batched case
+  {  // relu(conv2d(x, w, b, stride (1, 2), padding 1, dilation (2, 1))), one group: the im2col + GEMM path's batched
+     // case
     Synthetic s;
     s.name = "pt_conv_dense";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 7, 6})}, {tensor("w", {4, 3, 3, 2}), tensor("b", {4})},
-                                  tensor("y", {2, 4, 5, 4}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 18);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 7, 6), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (4, 3, 3, 2), \"normal\", \"f32\"), \"b\": sample(rng, (4,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 1, 1, 2, 1, 1)\n"
-                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {2, 3, 7, 6})}, {tensor("w", {4, 3, 3, 2}), tensor("b", {4})},
+                     tensor("y", {2, 4, 5, 4}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 18);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 7, 6), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (4, 3, 3, 2), \"normal\", \"f32\"), \"b\": sample(rng, (4,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 1, 1, 2, 1, 1)\n"
+        "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 20, 4)));
     s.plan = conv_plan({2, 4, 5, 4}, ConvShape{2, 3, 4, 1, 7, 6, 5, 4, 3, 2, 1, 2, 1, 1, 2, 1}, 0, b.e);
@@ -648,10 +703,12 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 5, 4, 3})}, {tensor("w", {6, 5, 1, 1})},
                                   tensor("y", {2, 6, 4, 3}), 1e-5, 1e-4, 2 * 2 * 6 * 12 * 5);
     s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 4, 3), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 4, 3), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {\"w\": sample(rng, (6, 5, 1, 1), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    return {\"y\": conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)}\n";
+                     "    return {\"y\": conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, "
+                     "1, 0, 0, 1, 1, 1)}\n";
     s.plan = conv_plan({2, 6, 4, 3}, ConvShape{2, 5, 6, 1, 4, 3, 4, 3, 1, 1, 1, 1, 0, 0, 1, 1}, 0, identity_epilogue());
     v.push_back(s);
   }
@@ -659,15 +716,19 @@ inline std::vector<Synthetic> synthetic_problems() {
      // bias and relu after them
     Synthetic s;
     s.name = "pt_conv_pointwise_bias";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {3, 4, 5, 7})}, {tensor("w", {6, 4, 1, 1}), tensor("b", {6})},
-                                  tensor("y", {3, 6, 5, 7}), 1e-5, 1e-4, 2 * 3 * 6 * 35 * 4);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 4, 5, 7), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (6, 4, 1, 1), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)\n"
-                     "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {3, 4, 5, 7})}, {tensor("w", {6, 4, 1, 1}), tensor("b", {6})},
+                     tensor("y", {3, 6, 5, 7}), 1e-5, 1e-4, 2 * 3 * 6 * 35 * 4);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 4, 5, 7), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (6, 4, 1, 1), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)\n"
+        "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 35, 6)));
     s.plan = conv_plan({3, 6, 5, 7}, ConvShape{3, 4, 6, 1, 5, 7, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1}, 0, b.e);
@@ -676,15 +737,19 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // sigmoid(conv2d(x, w, b, padding 1, groups 2)) of one sample: the GEMM path's per-group weights
     Synthetic s;
     s.name = "pt_conv_one_sample";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 4, 6, 5})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
-                                  tensor("y", {1, 6, 6, 5}), 1e-5, 1e-4, 2 * 6 * 30 * 18);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 6, 5), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 2)\n"
-                     "    return {\"y\": 1.0 / (1.0 + np.exp(-(y + params[\"b\"].astype(np.float64)[None, :, None, None])))}\n";
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {1, 4, 6, 5})}, {tensor("w", {6, 2, 3, 3}), tensor("b", {6})},
+                     tensor("y", {1, 6, 6, 5}), 1e-5, 1e-4, 2 * 6 * 30 * 18);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 6, 5), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (6, 2, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 2)\n"
+        "    return {\"y\": 1.0 / (1.0 + np.exp(-(y + params[\"b\"].astype(np.float64)[None, :, None, None])))}\n";
     ExprBuilder b;
     b.unary("sigmoid", b.binary("add", b.acc(), b.param(1, 30, 6)));
     s.plan = conv_plan({1, 6, 6, 5}, ConvShape{1, 4, 6, 2, 6, 5, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
@@ -694,15 +759,19 @@ inline std::vector<Synthetic> synthetic_problems() {
      // than one pass of a block's threads
     Synthetic s;
     s.name = "pt_conv_depthwise";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 19, 17})}, {tensor("w", {3, 1, 3, 3}), tensor("b", {3})},
-                                  tensor("y", {2, 3, 19, 17}), 1e-5, 1e-4, 2 * 2 * 3 * 323 * 9);
-    s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 19, 17), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (3, 1, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (3,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 3)\n"
-                     "    return {\"y\": np.clip(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0, 6.0)}\n";
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 19, 17})},
+                                  {tensor("w", {3, 1, 3, 3}), tensor("b", {3})}, tensor("y", {2, 3, 19, 17}), 1e-5,
+                                  1e-4, 2 * 2 * 3 * 323 * 9);
+    s.reference_py =
+        head + kConvReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 19, 17), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"w\": sample(rng, (3, 1, 3, 3), \"normal\", \"f32\"), \"b\": sample(rng, (3,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 3)\n"
+        "    return {\"y\": np.clip(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0, 6.0)}\n";
     ExprBuilder b;
     b.unary("relu6", b.binary("add", b.acc(), b.param(1, 323, 3)));
     s.plan = conv_plan({2, 3, 19, 17}, ConvShape{2, 3, 3, 3, 19, 17, 19, 17, 3, 3, 1, 1, 1, 1, 1, 1}, 0, b.e);
@@ -714,10 +783,12 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 1, 20})}, {tensor("w", {3, 1, 1, 3})},
                                   tensor("y", {2, 3, 1, 10}), 1e-5, 1e-4, 2 * 2 * 3 * 10 * 3);
     s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 1, 20), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 1, 20), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {\"w\": sample(rng, (3, 1, 1, 3), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 0, 3, 1, 2, 3, pw_right=1)\n"
+                     "    y = conv(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 1, 2, 0, 3, 1, "
+                     "2, 3, pw_right=1)\n"
                      "    return {\"y\": np.maximum(y, 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.acc());
@@ -729,13 +800,15 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // relu(max_pool2d(x, 3, stride 2, padding 1, dilation 2)): padding as -inf, odd sizes, a fused epilogue
     Synthetic s;
     s.name = "pt_maxpool";
-    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {2, 3, 11, 9})}, nlohmann::json::array(), tensor("y", {2, 3, 5, 4}),
-                                  1e-6, 1e-6, 2 * 3 * 5 * 4 * 9);
+    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {2, 3, 11, 9})}, nlohmann::json::array(),
+                                  tensor("y", {2, 3, 5, 4}), 1e-6, 1e-6, 2 * 3 * 5 * 4 * 9);
     s.reference_py = head + kPoolReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 11, 9), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 11, 9), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    return {\"y\": np.maximum(pool(inputs[\"x\"].astype(np.float64), 3, 3, 2, 2, 1, 1, 2, 2, \"max\", True), 0.0)}\n";
+                     "    return {\"y\": np.maximum(pool(inputs[\"x\"].astype(np.float64), 3, 3, 2, 2, 1, 1, 2, 2, "
+                     "\"max\", True), 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.acc());
     s.plan = pool_plan("max", {2, 3, 5, 4}, PoolShape{6, 11, 9, 5, 4, 3, 3, 2, 2, 1, 1, 2, 2, true}, b.e);
@@ -744,14 +817,17 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // avg_pool2d(x, (2, 3), stride (1, 2), padding 1, count_include_pad=False): the divisor counts the taps inside
     Synthetic s;
     s.name = "pt_avgpool";
-    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {1, 4, 7, 10})}, nlohmann::json::array(), tensor("y", {1, 4, 8, 5}),
-                                  1e-6, 1e-5, 4 * 8 * 5 * 6);
-    s.reference_py = head + kPoolReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 7, 10), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": pool(inputs[\"x\"].astype(np.float64), 2, 3, 1, 2, 1, 1, 1, 1, \"avg\", False)}\n";
-    s.plan = pool_plan("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}, identity_epilogue());
+    s.problem_json = problem_json(s.name, "pooling", {tensor("x", {1, 4, 7, 10})}, nlohmann::json::array(),
+                                  tensor("y", {1, 4, 8, 5}), 1e-6, 1e-5, 4 * 8 * 5 * 6);
+    s.reference_py =
+        head + kPoolReference +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 4, 7, 10), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": pool(inputs[\"x\"].astype(np.float64), 2, 3, 1, 2, 1, 1, 1, 1, \"avg\", False)}\n";
+    s.plan =
+        pool_plan("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}, identity_epilogue());
     v.push_back(s);
   }
   {  // relu(x.permute(2, 0, 3, 1, 4)[1]): the key heads of a fused QKV tensor [B, S, 3, H, Dh] made dense
@@ -759,11 +835,13 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.name = "pt_gather_heads";
     s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {2, 5, 3, 4, 6})}, nlohmann::json::array(),
                                   tensor("y", {2, 4, 5, 6}), 0.0, 0.0, 240);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 3, 4, 6), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).transpose(2, 0, 3, 1, 4)[1], 0.0)}\n";
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 5, 3, 4, 6), distribution, "
+        "\"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.maximum(inputs[\"x\"].astype(np.float64).transpose(2, 0, 3, 1, 4)[1], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.acc());
     KernelPlan g;
@@ -782,15 +860,19 @@ inline std::vector<Synthetic> synthetic_problems() {
      // row-vector kernels (OpenCL; one with the polynomial erf), A batched and the weight shared
     Synthetic s;
     s.name = "pt_linear_packed";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {2, 8, 40})}, {tensor("weight", {48, 40}), tensor("bias", {48})},
-                                  tensor("y", {2, 8, 48}), 1e-5, 1e-4, 2 * 16 * 48 * 40);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 8, 40), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"weight\": sample(rng, (48, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (48,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + params[\"bias\"].astype(np.float64)\n"
-                     "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("x", {2, 8, 40})}, {tensor("weight", {48, 40}), tensor("bias", {48})},
+                     tensor("y", {2, 8, 48}), 1e-5, 1e-4, 2 * 16 * 48 * 40);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 8, 40), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"weight\": sample(rng, (48, 40), \"normal\", \"f32\"), \"bias\": sample(rng, (48,), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    y = inputs[\"x\"].astype(np.float64) @ params[\"weight\"].astype(np.float64).T + "
+        "params[\"bias\"].astype(np.float64)\n"
+        "    return {\"y\": 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))}\n";
     ExprBuilder b;
     b.unary("gelu", b.binary("add", b.acc(), b.param(1, 1, 48)));
     s.plan = matmul_plan({2, 8, 48}, 0, 0, true, 8, 48, 40, b.e);
@@ -802,11 +884,12 @@ inline std::vector<Synthetic> synthetic_problems() {
      // call for the row-vector kernels (it is no parameter: preparation cannot do it)
     Synthetic s;
     s.name = "pt_mm_input_bt";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {24, 40}), tensor("b", {48, 40})}, nlohmann::json::array(),
-                                  tensor("y", {24, 48}), 1e-5, 1e-4, 2 * 24 * 48 * 40);
+    s.problem_json = problem_json(s.name, "matmul", {tensor("a", {24, 40}), tensor("b", {48, 40})},
+                                  nlohmann::json::array(), tensor("y", {24, 48}), 1e-5, 1e-4, 2 * 24 * 48 * 40);
     s.reference_py = head +
                      "def make_inputs(rng, distribution):\n"
-                     "    return {\"a\": sample(rng, (24, 40), distribution, \"f32\"), \"b\": sample(rng, (48, 40), distribution, \"f32\")}\n\n\n"
+                     "    return {\"a\": sample(rng, (24, 40), distribution, \"f32\"), \"b\": sample(rng, (48, 40), "
+                     "distribution, \"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {}\n\n\n"
                      "def reference(inputs, params):\n"
                      "    return {\"y\": inputs[\"a\"].astype(np.float64) @ inputs[\"b\"].astype(np.float64).T}\n";
@@ -819,13 +902,14 @@ inline std::vector<Synthetic> synthetic_problems() {
      // of most row designs (a carry); an uncompensated sequential sum drifts past it
     Synthetic s;
     s.name = "pt_cumsum_rows";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 4096})}, nlohmann::json::array(), tensor("y", {3, 4096}),
-                                  1e-5, 1e-4, 12288);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 4096), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) * 0.5}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {3, 4096})}, nlohmann::json::array(),
+                                  tensor("y", {3, 4096}), 1e-5, 1e-4, 12288);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 4096), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) * 0.5}\n";
     ExprBuilder b;
     b.binary("mul", b.acc(), b.constant(0.5));
     KernelPlan c = reduction("cumsum", "", {3, 4096, 1}, {3, 4096}, b.e);
@@ -835,13 +919,14 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // relu(cumsum(x, -1)) over rows of 1003: the vector row scans' scalar tail (1003 = 62 x 16 + 11)
     Synthetic s;
     s.name = "pt_cumsum_rows_tail";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {5, 1003})}, nlohmann::json::array(), tensor("y", {5, 1003}),
-                                  1e-5, 1e-4, 5015);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 1003), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.maximum(np.cumsum(inputs[\"x\"].astype(np.float64), axis=1), 0.0)}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {5, 1003})}, nlohmann::json::array(),
+                                  tensor("y", {5, 1003}), 1e-5, 1e-4, 5015);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (5, 1003), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.maximum(np.cumsum(inputs[\"x\"].astype(np.float64), axis=1), 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.acc());
     s.plan = reduction("cumsum", "", {5, 1003, 1}, {5, 1003}, b.e);
@@ -851,13 +936,15 @@ inline std::vector<Synthetic> synthetic_problems() {
      // enough rows that a carry summed without compensation drifts past atol 1e-5 somewhere
     Synthetic s;
     s.name = "pt_cumsum_rows_bias";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {48, 4096})}, {tensor("b", {4096})}, tensor("y", {48, 4096}), 1e-5,
-                                  1e-4, 196608);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (48, 4096), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {\"b\": sample(rng, (4096,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) + params[\"b\"].astype(np.float64)[None, :]}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {48, 4096})}, {tensor("b", {4096})},
+                                  tensor("y", {48, 4096}), 1e-5, 1e-4, 196608);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (48, 4096), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {\"b\": sample(rng, (4096,), \"normal\", \"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1) + "
+        "params[\"b\"].astype(np.float64)[None, :]}\n";
     ExprBuilder b;
     b.binary("add", b.acc(), b.param(0, 1, 4096));
     s.plan = reduction("cumsum", "", {48, 4096, 1}, {48, 4096}, b.e);
@@ -866,13 +953,14 @@ inline std::vector<Synthetic> synthetic_problems() {
   {  // cumsum(x, 1) of [2, 50, 7]: along a middle axis (inner 7)
     Synthetic s;
     s.name = "pt_cumsum_columns";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 50, 7})}, nlohmann::json::array(), tensor("y", {2, 50, 7}),
-                                  1e-5, 1e-5, 700);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 50, 7), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1)}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {2, 50, 7})}, nlohmann::json::array(),
+                                  tensor("y", {2, 50, 7}), 1e-5, 1e-5, 700);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 50, 7), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.cumsum(inputs[\"x\"].astype(np.float64), axis=1)}\n";
     s.plan = reduction("cumsum", "", {2, 50, 7}, {2, 50, 7}, identity_epilogue());
     v.push_back(s);
   }
@@ -900,24 +988,26 @@ inline std::vector<Synthetic> synthetic_problems() {
     s.name = "pt_argmax_columns";
     s.problem_json = problem_json(s.name, "reduction", {tensor("x", {4, 50, 6})}, nlohmann::json::array(),
                                   {{"name", "y"}, {"dtype", "i64"}, {"shape", {4, 6}}}, 0.0, 0.0, 1200);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 50, 6), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": np.argmax(inputs[\"x\"], axis=1).astype(np.int64)}\n";
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (4, 50, 6), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": np.argmax(inputs[\"x\"], axis=1).astype(np.int64)}\n";
     s.plan = reduction("argmax", "", {4, 50, 6}, {4, 6}, identity_epilogue());
     v.push_back(s);
   }
   {  // x.transpose(1, 2) * 0.5: a strided innermost dim (stride 9)
     Synthetic s;
     s.name = "pt_gather_transpose";
-    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {3, 7, 9})}, nlohmann::json::array(), tensor("y", {3, 9, 7}),
-                                  0.0, 0.0, 189);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 7, 9), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    return {\"y\": inputs[\"x\"].astype(np.float64).transpose(0, 2, 1) * 0.5}\n";
+    s.problem_json = problem_json(s.name, "elementwise", {tensor("x", {3, 7, 9})}, nlohmann::json::array(),
+                                  tensor("y", {3, 9, 7}), 0.0, 0.0, 189);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (3, 7, 9), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    return {\"y\": inputs[\"x\"].astype(np.float64).transpose(0, 2, 1) * 0.5}\n";
     ExprBuilder b;
     b.binary("mul", b.acc(), b.constant(0.5));
     KernelPlan g;
@@ -938,18 +1028,22 @@ inline std::vector<Synthetic> synthetic_problems() {
 inline std::vector<Synthetic> conv_transpose_problems() {
   std::vector<Synthetic> v;
   const std::string head = "import numpy as np\n\nfrom mblast_data import sample\n\n";
-  {  // relu(conv_transpose2d(x, w, b, stride (2, 3), padding (1, 2), output_padding (1, 2), dilation (1, 2), groups 2)):
-     // every geometry knob, taps that reach before the row (negative columns) and past it
+  {  // relu(conv_transpose2d(x, w, b, stride (2, 3), padding (1, 2), output_padding (1, 2), dilation (1, 2), groups
+     // 2)): every geometry knob, taps that reach before the row (negative columns) and past it
     Synthetic s;
     s.name = "pt_conv_transpose";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 4, 5, 4})}, {tensor("w", {4, 3, 3, 4}), tensor("b", {6})},
-                                  tensor("y", {2, 6, 10, 14}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 3 * 3 * 4);
+    s.problem_json =
+        problem_json(s.name, "convolution", {tensor("x", {2, 4, 5, 4})}, {tensor("w", {4, 3, 3, 4}), tensor("b", {6})},
+                     tensor("y", {2, 6, 10, 14}), 1e-5, 1e-4, 2 * 2 * 4 * 5 * 4 * 3 * 3 * 4);
     s.reference_py = head + kConvTransposeReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 5, 4), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 4, 5, 4), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n"
-                     "    return {\"w\": sample(rng, (4, 3, 3, 4), \"normal\", \"f32\"), \"b\": sample(rng, (6,), \"normal\", \"f32\")}\n\n\n"
+                     "    return {\"w\": sample(rng, (4, 3, 3, 4), \"normal\", \"f32\"), \"b\": sample(rng, (6,), "
+                     "\"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    y = conv_transpose(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 3, 1, 2, 1, 2, 1, 2, 2)\n"
+                     "    y = conv_transpose(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 3, "
+                     "1, 2, 1, 2, 1, 2, 2)\n"
                      "    return {\"y\": np.maximum(y + params[\"b\"].astype(np.float64)[None, :, None, None], 0.0)}\n";
     ExprBuilder b;
     b.unary("relu", b.binary("add", b.acc(), b.param(1, 140, 6)));
@@ -964,11 +1058,14 @@ inline std::vector<Synthetic> conv_transpose_problems() {
     s.problem_json = problem_json(s.name, "convolution", {tensor("x", {1, 3, 4, 16})}, {tensor("w", {3, 16, 4, 4})},
                                   tensor("y", {1, 16, 8, 32}), 1e-5, 1e-4, 2 * 3 * 4 * 16 * 16 * 16);
     s.reference_py = head + kConvTransposeReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 4, 16), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (1, 3, 4, 16), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n    return {\"w\": sample(rng, (3, 16, 4, 4), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    return {\"y\": conv_transpose(inputs[\"x\"].astype(np.float64), params[\"w\"].astype(np.float64), 2, 2, 1, 1, 0, 0, 1, 1, 1)}\n";
-    s.plan = conv_plan({1, 16, 8, 32}, ConvShape{1, 3, 16, 1, 4, 16, 8, 32, 4, 4, 2, 2, 1, 1, 1, 1}, 0, identity_epilogue());
+                     "    return {\"y\": conv_transpose(inputs[\"x\"].astype(np.float64), "
+                     "params[\"w\"].astype(np.float64), 2, 2, 1, 1, 0, 0, 1, 1, 1)}\n";
+    s.plan =
+        conv_plan({1, 16, 8, 32}, ConvShape{1, 3, 16, 1, 4, 16, 8, 32, 4, 4, 2, 2, 1, 1, 1, 1}, 0, identity_epilogue());
     s.plan.kind = "conv_transpose";
     v.push_back(s);
   }
@@ -996,15 +1093,16 @@ inline std::vector<Synthetic> chain_problems() {
   {  // softmax(x @ W * 0.5): a matrix product with an epilogue, then a softmax of its result
     Synthetic s;
     s.name = "pt_chain_mm_softmax";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {20, 40})}, {tensor("w", {40, 70})}, tensor("y", {20, 70}), 1e-5,
-                                  1e-4, 2 * 20 * 40 * 70);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 40), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {\"w\": sample(rng, (40, 70), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    z = inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) * 0.5\n"
-                     "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
-                     "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n";
+    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {20, 40})}, {tensor("w", {40, 70})},
+                                  tensor("y", {20, 70}), 1e-5, 1e-4, 2 * 20 * 40 * 70);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (20, 40), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {\"w\": sample(rng, (40, 70), \"normal\", \"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    z = inputs[\"x\"].astype(np.float64) @ params[\"w\"].astype(np.float64) * 0.5\n"
+        "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
+        "    return {\"y\": e / e.sum(axis=1, keepdims=True)}\n";
     ExprBuilder b;
     b.binary("mul", b.acc(), b.constant(0.5));
     KernelPlan mm = matmul_plan({20, 70}, 0, 0, true, 20, 70, 40, b.e);
@@ -1023,16 +1121,19 @@ inline std::vector<Synthetic> chain_problems() {
   {  // relu(rmsnorm(x) * g @ W^T): x*x, its row means (rsqrt(m + eps)), the scaling, a product
     Synthetic s;
     s.name = "pt_chain_rms_linear";
-    s.problem_json = problem_json(s.name, "matmul", {tensor("x", {12, 48})}, {tensor("g", {48}), tensor("weight", {30, 48})},
-                                  tensor("y", {12, 30}), 1e-5, 1e-4, 2 * 12 * 48 * 30);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 48), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n"
-                     "    return {\"g\": sample(rng, (48,), \"normal\", \"f32\"), \"weight\": sample(rng, (30, 48), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    x = inputs[\"x\"].astype(np.float64)\n"
-                     "    h = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * params[\"g\"].astype(np.float64)\n"
-                     "    return {\"y\": np.maximum(h @ params[\"weight\"].astype(np.float64).T, 0.0)}\n";
+    s.problem_json =
+        problem_json(s.name, "matmul", {tensor("x", {12, 48})}, {tensor("g", {48}), tensor("weight", {30, 48})},
+                     tensor("y", {12, 30}), 1e-5, 1e-4, 2 * 12 * 48 * 30);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (12, 48), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n"
+        "    return {\"g\": sample(rng, (48,), \"normal\", \"f32\"), \"weight\": sample(rng, (30, 48), \"normal\", "
+        "\"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    x = inputs[\"x\"].astype(np.float64)\n"
+        "    h = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * params[\"g\"].astype(np.float64)\n"
+        "    return {\"y\": np.maximum(h @ params[\"weight\"].astype(np.float64).T, 0.0)}\n";
     ExprBuilder sq;
     sq.binary("mul", sq.input(0, 1, 576), sq.input(0, 1, 576));
     KernelPlan s0 = elementwise({12, 48}, sq.e);
@@ -1061,19 +1162,24 @@ inline std::vector<Synthetic> chain_problems() {
   {  // conv1x1(relu(conv3x3(x))): two convolutions in one candidate (on CUDA two cuDNN stages, each with its own state)
     Synthetic s;
     s.name = "pt_chain_conv_conv";
-    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 8, 8})}, {tensor("w0", {4, 3, 3, 3}), tensor("w1", {5, 4, 1, 1})},
-                                  tensor("y", {2, 5, 8, 8}), 1e-5, 1e-4, 2 * 2 * 64 * (4 * 27 + 5 * 4));
+    s.problem_json = problem_json(s.name, "convolution", {tensor("x", {2, 3, 8, 8})},
+                                  {tensor("w0", {4, 3, 3, 3}), tensor("w1", {5, 4, 1, 1})}, tensor("y", {2, 5, 8, 8}),
+                                  1e-5, 1e-4, 2 * 2 * 64 * (4 * 27 + 5 * 4));
     s.reference_py = head + kConvReference +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 8, 8), distribution, \"f32\")}\n\n\n"
+                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (2, 3, 8, 8), distribution, "
+                     "\"f32\")}\n\n\n"
                      "def make_params(rng):\n"
-                     "    return {\"w0\": sample(rng, (4, 3, 3, 3), \"normal\", \"f32\"), \"w1\": sample(rng, (5, 4, 1, 1), \"normal\", \"f32\")}\n\n\n"
+                     "    return {\"w0\": sample(rng, (4, 3, 3, 3), \"normal\", \"f32\"), \"w1\": sample(rng, (5, 4, "
+                     "1, 1), \"normal\", \"f32\")}\n\n\n"
                      "def reference(inputs, params):\n"
-                     "    h = np.maximum(conv(inputs[\"x\"].astype(np.float64), params[\"w0\"].astype(np.float64), 1, 1, 1, 1, 1, 1, 1), 0.0)\n"
+                     "    h = np.maximum(conv(inputs[\"x\"].astype(np.float64), params[\"w0\"].astype(np.float64), 1, "
+                     "1, 1, 1, 1, 1, 1), 0.0)\n"
                      "    return {\"y\": conv(h, params[\"w1\"].astype(np.float64), 1, 1, 0, 0, 1, 1, 1)}\n";
     ExprBuilder re;
     re.unary("relu", re.acc());
     KernelPlan c0 = conv_plan({2, 4, 8, 8}, ConvShape{2, 3, 4, 1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1}, 0, re.e);
-    KernelPlan c1 = conv_plan({2, 5, 8, 8}, ConvShape{2, 4, 5, 1, 8, 8, 8, 8, 1, 1, 1, 1, 0, 0, 1, 1}, 1, identity_epilogue());
+    KernelPlan c1 =
+        conv_plan({2, 5, 8, 8}, ConvShape{2, 4, 5, 1, 8, 8, 8, 8, 1, 1, 1, 1, 0, 0, 1, 1}, 1, identity_epilogue());
     c1.source = 1;  // temporary 0
     KernelPlan p;
     p.kind = "chain";
@@ -1089,32 +1195,35 @@ inline std::vector<Synthetic> chain_problems() {
      // divided by it; x centred on 2, so that the sums are far from zero
     Synthetic s;
     s.name = "pt_chain_row_normalize";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {24, 512})}, {tensor("w", {512})}, tensor("y", {24, 512}), 1e-6,
-                                  1e-4, 3 * 24 * 512);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n"
-                     "    return {\"x\": (sample(rng, (24, 512), distribution, \"f32\") + 2.0).astype(np.float32)}\n\n\n"
-                     "def make_params(rng):\n    return {\"w\": sample(rng, (512,), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    x = inputs[\"x\"].astype(np.float64)\n"
-                     "    return {\"y\": x / x.sum(axis=1, keepdims=True) * params[\"w\"].astype(np.float64)}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {24, 512})}, {tensor("w", {512})},
+                                  tensor("y", {24, 512}), 1e-6, 1e-4, 3 * 24 * 512);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n"
+        "    return {\"x\": (sample(rng, (24, 512), distribution, \"f32\") + 2.0).astype(np.float32)}\n\n\n"
+        "def make_params(rng):\n    return {\"w\": sample(rng, (512,), \"normal\", \"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    x = inputs[\"x\"].astype(np.float64)\n"
+        "    return {\"y\": x / x.sum(axis=1, keepdims=True) * params[\"w\"].astype(np.float64)}\n";
     ExprBuilder m;
     m.binary("mul", m.binary("div", m.input(0, 1, 24 * 512), m.input(1, 512, 24)), m.param(0, 1, 512));
-    s.plan = reduce_then_map(reduction("reduce", "sum", {24, 512, 1}, {24, 1}, identity_epilogue()), elementwise({24, 512}, m.e));
+    s.plan = reduce_then_map(reduction("reduce", "sum", {24, 512, 1}, {24, 1}, identity_epilogue()),
+                             elementwise({24, 512}, m.e));
     v.push_back(s);
   }
   {  // x - (x.max(1, keepdims) * 0.5 + b): rows of 130 (no float4 loads), the reduction's epilogue
      // reading a per-row parameter
     Synthetic s;
     s.name = "pt_chain_row_max_center";
-    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {37, 130})}, {tensor("b", {37, 1})}, tensor("y", {37, 130}), 1e-5,
-                                  1e-4, 2 * 37 * 130);
-    s.reference_py = head +
-                     "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\")}\n\n\n"
-                     "def make_params(rng):\n    return {\"b\": sample(rng, (37, 1), \"normal\", \"f32\")}\n\n\n"
-                     "def reference(inputs, params):\n"
-                     "    x = inputs[\"x\"].astype(np.float64)\n"
-                     "    return {\"y\": x - (x.max(axis=1, keepdims=True) * 0.5 + params[\"b\"].astype(np.float64))}\n";
+    s.problem_json = problem_json(s.name, "reduction", {tensor("x", {37, 130})}, {tensor("b", {37, 1})},
+                                  tensor("y", {37, 130}), 1e-5, 1e-4, 2 * 37 * 130);
+    s.reference_py =
+        head +
+        "def make_inputs(rng, distribution):\n    return {\"x\": sample(rng, (37, 130), distribution, \"f32\")}\n\n\n"
+        "def make_params(rng):\n    return {\"b\": sample(rng, (37, 1), \"normal\", \"f32\")}\n\n\n"
+        "def reference(inputs, params):\n"
+        "    x = inputs[\"x\"].astype(np.float64)\n"
+        "    return {\"y\": x - (x.max(axis=1, keepdims=True) * 0.5 + params[\"b\"].astype(np.float64))}\n";
     ExprBuilder e;
     e.binary("add", e.binary("mul", e.acc(), e.constant(0.5)), e.param(0, 1, 37));
     ExprBuilder m;
@@ -1248,8 +1357,8 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
         // Reduced-precision math is offered as its own variant for the verifier to judge: a
         // wrong_output there is the tolerance speaking, not a generator bug.
         if (v.params.value("math", "") == "tf32" && r.value("failure_kind", nlohmann::json()) == "wrong_output") {
-          std::printf("[ policy ] %s: %s rejected by the tolerance (expected where it is tighter than TF32)\n", name.c_str(),
-                      label(v).c_str());
+          std::printf("[ policy ] %s: %s rejected by the tolerance (expected where it is tighter than TF32)\n",
+                      name.c_str(), label(v).c_str());
           continue;
         }
         // The CLBlast variant needs the library where the candidate is built (libclblast-dev).
@@ -1258,8 +1367,9 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
           std::printf("[ policy ] %s: %s not built: CLBlast is not installed here\n", name.c_str(), label(v).c_str());
           continue;
         }
-        ADD_FAILURE() << label(v) << " (" << file.string() << "): " << r.value("failure_kind", nlohmann::json()).dump() << ": "
-                      << r.value("reason", nlohmann::json()).dump() << "\n" << r.value("log", "");
+        ADD_FAILURE() << label(v) << " (" << file.string() << "): " << r.value("failure_kind", nlohmann::json()).dump()
+                      << ": " << r.value("reason", nlohmann::json()).dump() << "\n"
+                      << r.value("log", "");
         continue;
       }
       ++correct;
@@ -1290,7 +1400,8 @@ inline void evaluate_every_variant(const std::string& backend, const std::string
 // plan, the same source when generated again), a description, the candidate extension, a
 // source that opens with the comment naming family, params and plan, and actions that exist
 // in the seed knowledge.
-inline void check_variant_structure(const std::string& backend, const std::string& extension, const std::vector<std::string>& names) {
+inline void check_variant_structure(const std::string& backend, const std::string& extension,
+                                    const std::vector<std::string>& names) {
   const auto ids = seed_action_ids();
   ASSERT_GT(ids.size(), 20u) << "the seed knowledge was not found under " << testing::source_dir();
   for (const auto& name : names) {
@@ -1316,7 +1427,8 @@ inline void check_variant_structure(const std::string& backend, const std::strin
       // A row map names the one-kernel plan it makes of the chain.
       const auto fused = fuse_row_map(c.plan);
       const bool row_map = fused && v.family.find(".row-map.") != std::string::npos;
-      EXPECT_NE(v.source.find("// plan:    " + (row_map ? fused->summary() : c.plan.summary()) + "\n"), std::string::npos);
+      EXPECT_NE(v.source.find("// plan:    " + (row_map ? fused->summary() : c.plan.summary()) + "\n"),
+                std::string::npos);
       EXPECT_NE(v.source.find("mb_check_tensors(in, n_in, par, n_par, out, n_out)"), std::string::npos);
       ASSERT_FALSE(v.actions.empty());
       for (const auto& a : v.actions) {

@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu_common.h"
 #include "mblast/driver/plan_command.h"
 #include "mblast/error.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
-#include "gpu_common.h"
 #include "test_env.h"
 
 namespace mblast::policy {
@@ -122,8 +122,8 @@ TEST(KernelPlan, PerChannelBroadcastAndTorchExportNames) {
 }
 
 TEST(KernelPlan, LayerNormModuleAndFunction) {
-  Problem p = synthetic({{"in0", DType::f32, {6, 10, 32}}}, {{"ln.weight", DType::f32, {32}}, {"ln.bias", DType::f32, {32}}},
-                        {6, 10, 32});
+  Problem p = synthetic({{"in0", DType::f32, {6, 10, 32}}},
+                        {{"ln.weight", DType::f32, {32}}, {"ln.bias", DType::f32, {32}}}, {6, 10, 32});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
   nlohmann::json ln = node("ln", "call_module", "ln", {ref("x")});
@@ -208,8 +208,8 @@ TEST(KernelPlan, MatmulFlattensLeadingBatchDims) {
   const nlohmann::json g = {{"nodes",
                              {a, b, node("mm", "call_function", "torch.matmul", {ref("a"), ref("b")}),
                               node("output", "output", "output", {ref("mm")})}}};
-  KernelPlan plan =
-      plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {2, 3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
+  KernelPlan plan = plan_kernel(
+      synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {2, 3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
   ASSERT_EQ(plan.kind, "matmul") << plan.reason;
   EXPECT_EQ(plan.batch, 6);
   EXPECT_EQ(plan.m, 8);
@@ -223,7 +223,8 @@ TEST(KernelPlan, MatmulFlattensLeadingBatchDims) {
   EXPECT_EQ(plan.batch, 6);
   EXPECT_FALSE(plan.b_batched);
 
-  plan = plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
+  plan =
+      plan_kernel(synthetic({{"in0", DType::f32, {2, 3, 8, 4}}, {"in1", DType::f32, {3, 4, 5}}}, {}, {2, 3, 8, 5}), g);
   EXPECT_EQ(plan.kind, "unsupported");
   EXPECT_NE(plan.reason.find("batch dims differ"), std::string::npos) << plan.reason;
 }
@@ -232,8 +233,11 @@ TEST(KernelPlan, MatmulFlattensLeadingBatchDims) {
 // it carries is not read, so it does not stop the plan; in training mode it is refused.
 TEST(KernelPlan, BatchNormEval) {
   Problem p = synthetic({{"in0", DType::f32, {2, 3, 4, 5}}},
-                        {{"bn.weight", DType::f32, {3}}, {"bn.bias", DType::f32, {3}}, {"bn.running_mean", DType::f32, {3}},
-                         {"bn.running_var", DType::f32, {3}}, {"bn.num_batches_tracked", DType::i64, {1}}},
+                        {{"bn.weight", DType::f32, {3}},
+                         {"bn.bias", DType::f32, {3}},
+                         {"bn.running_mean", DType::f32, {3}},
+                         {"bn.running_var", DType::f32, {3}},
+                         {"bn.num_batches_tracked", DType::i64, {1}}},
                         {2, 3, 4, 5});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
@@ -245,9 +249,10 @@ TEST(KernelPlan, BatchNormEval) {
   }
   auto graph = [&](bool training) {
     nlohmann::json g = {{"nodes", nodes}};
-    g["nodes"].push_back(node("bn", "call_function", "torch.nn.functional.batch_norm",
-                              {ref("x"), ref("bn_running_mean"), ref("bn_running_var")},
-                              {{"weight", ref("bn_weight")}, {"bias", ref("bn_bias")}, {"training", training}, {"eps", 1e-5}}));
+    g["nodes"].push_back(
+        node("bn", "call_function", "torch.nn.functional.batch_norm",
+             {ref("x"), ref("bn_running_mean"), ref("bn_running_var")},
+             {{"weight", ref("bn_weight")}, {"bias", ref("bn_bias")}, {"training", training}, {"eps", 1e-5}}));
     g["nodes"].push_back(node("output", "output", "output", {ref("bn")}));
     return g;
   };
@@ -275,9 +280,10 @@ TEST(KernelPlan, LogSumExpAsAChain) {
     Problem p = synthetic({{"in0", DType::f32, {4, 6}}}, {}, out);
     nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
     x["tensor"] = "in0";
-    nlohmann::json g = {{"nodes",
-                         {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", keepdim}}),
-                          node("output", "output", "output", {ref("l")})}}};
+    nlohmann::json g = {
+        {"nodes",
+         {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", keepdim}}),
+          node("output", "output", "output", {ref("l")})}}};
     KernelPlan plan = plan_kernel(p, g);
     ASSERT_EQ(plan.kind, "chain") << plan.reason;
     ASSERT_EQ(plan.stages.size(), 3u) << plan.summary();
@@ -287,7 +293,8 @@ TEST(KernelPlan, LogSumExpAsAChain) {
     EXPECT_EQ(plan.temps[0].shape, (std::vector<int64_t>{4, 1}));
     bool reads_max = false;
     for (const auto& n : plan.stages[2].expr.nodes)
-      reads_max |= n.kind == ExprNode::Kind::Input && n.tensor == plan.first_temp && n.index.div == 1 && n.index.mod == 4;
+      reads_max |=
+          n.kind == ExprNode::Kind::Input && n.tensor == plan.first_temp && n.index.div == 1 && n.index.mod == 4;
     EXPECT_TRUE(reads_max) << plan.stages[2].to_json().dump();
   }
 }
@@ -297,8 +304,8 @@ TEST(KernelPlan, LogSumExpAsAChain) {
 TEST(KernelPlan, GroupNormModule) {
   for (int64_t groups : {4, 5}) {
     SCOPED_TRACE(groups);
-    Problem p = synthetic({{"in0", DType::f32, {2, 8, 3, 3}}}, {{"gn.weight", DType::f32, {8}}, {"gn.bias", DType::f32, {8}}},
-                          {2, 8, 3, 3});
+    Problem p = synthetic({{"in0", DType::f32, {2, 8, 3, 3}}},
+                          {{"gn.weight", DType::f32, {8}}, {"gn.bias", DType::f32, {8}}}, {2, 8, 3, 3});
     nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
     x["tensor"] = "in0";
     nlohmann::json gn = node("gn", "call_module", "gn", {ref("x")});
@@ -329,8 +336,9 @@ TEST(KernelPlan, MeanOverAdjacentDimsIsOneReduction) {
   x["tensor"] = "in0";
   auto plan_of = [&](const nlohmann::json& dim, bool keepdim, const std::vector<int64_t>& out) {
     Problem p = synthetic({{"in0", DType::f32, {2, 3, 4, 5}}}, {}, out);
-    return plan_kernel(p, {{"nodes", {x, node("m", "call_method", "mean", {ref("x")}, {{"dim", dim}, {"keepdim", keepdim}}),
-                                      node("output", "output", "output", {ref("m")})}}});
+    return plan_kernel(p, {{"nodes",
+                            {x, node("m", "call_method", "mean", {ref("x")}, {{"dim", dim}, {"keepdim", keepdim}}),
+                             node("output", "output", "output", {ref("m")})}}});
   };
   KernelPlan plan = plan_of({2, 3}, false, {2, 3});
   ASSERT_EQ(plan.kind, "reduce") << plan.reason;
@@ -352,7 +360,7 @@ TEST(KernelPlan, WindowOutputLength) {
   EXPECT_EQ(window_out(32, 3, 2, 1, 1), 16);  // 3x3 stride 2 pad 1
   EXPECT_EQ(window_out(11, 3, 2, 1, 2), 5);   // dilation 2
   EXPECT_EQ(window_out(3, 3, 2, 0, 1), 1);
-  EXPECT_EQ(window_out(2, 3, 2, 0, 1), 0);    // one element short: none, not one (truncation would say 1)
+  EXPECT_EQ(window_out(2, 3, 2, 0, 1), 0);   // one element short: none, not one (truncation would say 1)
   EXPECT_EQ(window_out(3, 5, 2, 0, 1), 0);   // floor(-2 / 2) + 1
   EXPECT_EQ(window_out(1, 5, 1, 0, 1), -3);  // floor(-4 / 1) + 1
 }
@@ -366,8 +374,9 @@ TEST(KernelPlan, Pooling) {
   mp["module"] = "torch.nn.modules.pooling.MaxPool2d";
   mp["attributes"] = {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"dilation", 1}, {"ceil_mode", false}};
   Problem p = synthetic({{"in0", DType::f32, {2, 4, 9, 9}}}, {}, {2, 4, 5, 5});
-  KernelPlan plan = plan_kernel(p, {{"nodes", {x, mp, node("r", "call_function", "torch.relu", {ref("mp")}),
-                                              node("output", "output", "output", {ref("r")})}}});
+  KernelPlan plan = plan_kernel(p, {{"nodes",
+                                     {x, mp, node("r", "call_function", "torch.relu", {ref("mp")}),
+                                      node("output", "output", "output", {ref("r")})}}});
   ASSERT_EQ(plan.kind, "pool") << plan.reason;
   EXPECT_EQ(plan.pool_op, "max");
   EXPECT_EQ(plan.pool.planes, 8);
@@ -378,10 +387,12 @@ TEST(KernelPlan, Pooling) {
   EXPECT_FALSE(plan.expr.is_identity_epilogue());
 
   Problem q = synthetic({{"in0", DType::f32, {1, 3, 8, 10}}}, {}, {1, 3, 4, 4});
-  plan = plan_kernel(q, {{"nodes", {x,
-                                    node("ap", "call_function", "torch.nn.functional.avg_pool2d", {ref("x"), nlohmann::json::array({2, 3})},
-                                         {{"stride", nlohmann::json::array({2, 2})}, {"count_include_pad", false}}),
-                                    node("output", "output", "output", {ref("ap")})}}});
+  plan = plan_kernel(
+      q, {{"nodes",
+           {x,
+            node("ap", "call_function", "torch.nn.functional.avg_pool2d", {ref("x"), nlohmann::json::array({2, 3})},
+                 {{"stride", nlohmann::json::array({2, 2})}, {"count_include_pad", false}}),
+            node("output", "output", "output", {ref("ap")})}}});
   ASSERT_EQ(plan.kind, "pool") << plan.reason;
   EXPECT_EQ(plan.pool_op, "avg");
   EXPECT_EQ(plan.pool.kh, 2);
@@ -402,7 +413,8 @@ TEST(KernelPlan, PadBeforeAConvBecomesItsPadding) {
   // the right, one kernel and no padded copy of x.
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  nlohmann::json pad = node("pd", "call_function", "torch.nn.functional.pad", {ref("x"), nlohmann::json::array({6, 0})});
+  nlohmann::json pad =
+      node("pd", "call_function", "torch.nn.functional.pad", {ref("x"), nlohmann::json::array({6, 0})});
   nlohmann::json c1 = node("c1", "call_module", "c1", {ref("pd")});
   c1["module"] = "torch.nn.modules.conv.Conv1d";
   c1["attributes"] = {{"kernel_size", {7}}, {"stride", {1}}, {"padding", {1}}, {"dilation", {1}}, {"groups", 3}};
@@ -417,8 +429,9 @@ TEST(KernelPlan, PadBeforeAConvBecomesItsPadding) {
 
   // Anything else reading the padded tensor is refused, not computed on the unpadded one.
   Problem q = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {}, {2, 3, 26});
-  plan = plan_kernel(q, {{"nodes", {x, pad, node("r", "call_function", "torch.relu", {ref("pd")}),
-                                    node("output", "output", "output", {ref("r")})}}});
+  plan = plan_kernel(q, {{"nodes",
+                          {x, pad, node("r", "call_function", "torch.relu", {ref("pd")}),
+                           node("output", "output", "output", {ref("r")})}}});
   EXPECT_EQ(plan.kind, "unsupported");
   EXPECT_NE(plan.reason.find("F.pad"), std::string::npos) << plan.reason;
   // and so are other modes
@@ -433,12 +446,13 @@ TEST(KernelPlan, ConvolutionModules) {
   x["tensor"] = "in0";
   nlohmann::json cv = node("cv", "call_module", "cv", {ref("x")});
   cv["module"] = "torch.nn.modules.conv.Conv2d";
-  cv["attributes"] = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}}, {"dilation", {1, 1}},
-                      {"groups", 2},       {"padding_mode", "zeros"}, {"transposed", false}};
-  Problem p = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}}, {{"cv.weight", DType::f32, {6, 2, 3, 3}}, {"cv.bias", DType::f32, {6}}},
-                        {1, 6, 4, 4});
-  KernelPlan plan = plan_kernel(p, {{"nodes", {x, cv, node("r", "call_function", "torch.relu", {ref("cv")}),
-                                              node("output", "output", "output", {ref("r")})}}});
+  cv["attributes"] = {{"kernel_size", {3, 3}}, {"stride", {2, 2}},        {"padding", {1, 1}},  {"dilation", {1, 1}},
+                      {"groups", 2},           {"padding_mode", "zeros"}, {"transposed", false}};
+  Problem p = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}},
+                        {{"cv.weight", DType::f32, {6, 2, 3, 3}}, {"cv.bias", DType::f32, {6}}}, {1, 6, 4, 4});
+  KernelPlan plan = plan_kernel(p, {{"nodes",
+                                     {x, cv, node("r", "call_function", "torch.relu", {ref("cv")}),
+                                      node("output", "output", "output", {ref("r")})}}});
   ASSERT_EQ(plan.kind, "conv") << plan.reason;
   EXPECT_EQ(plan.conv.groups, 2);
   EXPECT_EQ(plan.conv.out_h, 4);
@@ -463,16 +477,19 @@ TEST(KernelPlan, ConvolutionModules) {
   // A batch norm (eval) and an activation after the conv join its epilogue: one kernel, not a
   // chain (the per-channel statistics are smaller than the conv's result but broadcast to it).
   Problem bn = synthetic({{"in0", DType::f32, {1, 4, 8, 8}}},
-                         {{"cv.weight", DType::f32, {6, 2, 3, 3}}, {"cv.bias", DType::f32, {6}}, {"m", DType::f32, {6}},
+                         {{"cv.weight", DType::f32, {6, 2, 3, 3}},
+                          {"cv.bias", DType::f32, {6}},
+                          {"m", DType::f32, {6}},
                           {"v", DType::f32, {6}}},
                          {1, 6, 4, 4});
-  nlohmann::json m = node("m", "get_attr", "m", nlohmann::json::array()), v = node("v", "get_attr", "v", nlohmann::json::array());
+  nlohmann::json m = node("m", "get_attr", "m", nlohmann::json::array()),
+                 v = node("v", "get_attr", "v", nlohmann::json::array());
   m["tensor"] = "m";
   v["tensor"] = "v";
   plan = plan_kernel(bn, {{"nodes",
                            {x, m, v, cv,
-                            node("bn", "call_function", "torch.nn.functional.batch_norm", {ref("cv"), ref("m"), ref("v")},
-                                 {{"training", false}, {"eps", 1e-5}}),
+                            node("bn", "call_function", "torch.nn.functional.batch_norm",
+                                 {ref("cv"), ref("m"), ref("v")}, {{"training", false}, {"eps", 1e-5}}),
                             node("s", "call_function", "torch.nn.functional.silu", {ref("bn")}),
                             node("output", "output", "output", {ref("s")})}}});
   ASSERT_EQ(plan.kind, "conv") << plan.summary();
@@ -491,12 +508,15 @@ TEST(KernelPlan, TransposedConvolutionModules) {
   x["tensor"] = "in0";
   nlohmann::json ct = node("ct", "call_module", "ct", {ref("x")});
   ct["module"] = "torch.nn.modules.conv.ConvTranspose2d";
-  ct["attributes"] = {{"kernel_size", {3, 4}}, {"stride", {2, 3}}, {"padding", {1, 2}}, {"output_padding", {1, 2}},
-                      {"dilation", {1, 2}},    {"groups", 2},       {"padding_mode", "zeros"}, {"transposed", true}};
+  ct["attributes"] = {{"kernel_size", {3, 4}},    {"stride", {2, 3}},   {"padding", {1, 2}},
+                      {"output_padding", {1, 2}}, {"dilation", {1, 2}}, {"groups", 2},
+                      {"padding_mode", "zeros"},  {"transposed", true}};
   // out_h = (5 - 1) * 2 - 2 + 1 * 2 + 1 + 1 = 10, out_w = (4 - 1) * 3 - 4 + 2 * 3 + 1 + 2 = 14
-  Problem p = synthetic({{"in0", DType::f32, {2, 4, 5, 4}}}, {{"ct.weight", DType::f32, {4, 3, 3, 4}}, {"ct.bias", DType::f32, {6}}},
-                        {2, 6, 10, 14});
-  const nlohmann::json graph = {{"nodes", {x, ct, node("r", "call_function", "torch.relu", {ref("ct")}), node("output", "output", "output", {ref("r")})}}};
+  Problem p = synthetic({{"in0", DType::f32, {2, 4, 5, 4}}},
+                        {{"ct.weight", DType::f32, {4, 3, 3, 4}}, {"ct.bias", DType::f32, {6}}}, {2, 6, 10, 14});
+  const nlohmann::json graph = {
+      {"nodes",
+       {x, ct, node("r", "call_function", "torch.relu", {ref("ct")}), node("output", "output", "output", {ref("r")})}}};
   KernelPlan plan = plan_kernel(p, graph);
   ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
   EXPECT_EQ(plan.conv.cin, 4);
@@ -521,7 +541,8 @@ TEST(KernelPlan, TransposedConvolutionModules) {
   // ConvTranspose1d: height 1; and the functional form
   nlohmann::json c1 = node("c1", "call_module", "c1", {ref("x")});
   c1["module"] = "torch.nn.modules.conv.ConvTranspose1d";
-  c1["attributes"] = {{"kernel_size", {4}}, {"stride", {2}}, {"padding", {1}}, {"output_padding", {0}}, {"dilation", {1}}, {"groups", 1}};
+  c1["attributes"] = {{"kernel_size", {4}},    {"stride", {2}},   {"padding", {1}},
+                      {"output_padding", {0}}, {"dilation", {1}}, {"groups", 1}};
   Problem q = synthetic({{"in0", DType::f32, {2, 3, 20}}}, {{"c1.weight", DType::f32, {3, 5, 4}}}, {2, 5, 40});
   plan = plan_kernel(q, {{"nodes", {x, c1, node("output", "output", "output", {ref("c1")})}}});
   ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
@@ -530,10 +551,11 @@ TEST(KernelPlan, TransposedConvolutionModules) {
   EXPECT_EQ(plan.conv.out_w, 40);  // (20 - 1) * 2 - 2 + 3 + 1
   nlohmann::json w = node("w", "get_attr", "c1.weight", nlohmann::json::array());
   w["tensor"] = "c1.weight";
-  plan = plan_kernel(q, {{"nodes", {x, w,
-                                    node("f", "call_function", "torch.nn.functional.conv_transpose1d", {ref("x"), ref("w")},
-                                         {{"stride", 2}, {"padding", 1}}),
-                                    node("output", "output", "output", {ref("f")})}}});
+  plan = plan_kernel(q, {{"nodes",
+                          {x, w,
+                           node("f", "call_function", "torch.nn.functional.conv_transpose1d", {ref("x"), ref("w")},
+                                {{"stride", 2}, {"padding", 1}}),
+                           node("output", "output", "output", {ref("f")})}}});
   ASSERT_EQ(plan.kind, "conv_transpose") << plan.reason;
   EXPECT_EQ(plan.conv.out_w, 40);
 }
@@ -545,13 +567,13 @@ TEST(KernelPlan, SaysWhyItCannot) {
   EXPECT_EQ(plan_kernel(p, nlohmann::json::object()).kind, "unsupported");
   // Two branches of which the first is needed after the second started: the chain keeps only
   // a stage's latest value, so the first is lost; said, not guessed.
-  nlohmann::json branches = {{"nodes",
-                              {x, node("a", "call_function", "torch.relu", {ref("x")}),
-                               node("b", "call_function", "torch.tanh", {ref("x")}),
-                               node("s", "call_function", "torch.sum", {ref("b")}, {{"dim", 1}}),
-                               node("t", "call_function", "torch.sum", {ref("a")}, {{"dim", 1}}),
-                               node("o", "call_function", "torch.add", {ref("s"), ref("t")}),
-                               node("output", "output", "output", {ref("o")})}}};
+  nlohmann::json branches = {
+      {"nodes",
+       {x, node("a", "call_function", "torch.relu", {ref("x")}), node("b", "call_function", "torch.tanh", {ref("x")}),
+        node("s", "call_function", "torch.sum", {ref("b")}, {{"dim", 1}}),
+        node("t", "call_function", "torch.sum", {ref("a")}, {{"dim", 1}}),
+        node("o", "call_function", "torch.add", {ref("s"), ref("t")}),
+        node("output", "output", "output", {ref("o")})}}};
   KernelPlan plan = plan_kernel(p, branches);
   EXPECT_EQ(plan.kind, "unsupported");
   EXPECT_NE(plan.reason.find("not kept"), std::string::npos) << plan.reason;
@@ -592,8 +614,7 @@ nlohmann::json rms_norm_graph(const std::string& root, const std::string& op) {
   return {{"nodes",
            {x, w, node("sq", "call_method", "pow", {ref("x"), 2}),
             node("ms", "call_method", "mean", {ref("sq")}, {{"dim", -1}, {"keepdim", true}}),
-            node("e", "call_function", "operator.add", {ref("ms"), 1e-6}),
-            node("r", "call_function", root, {ref("e")}),
+            node("e", "call_function", "operator.add", {ref("ms"), 1e-6}), node("r", "call_function", root, {ref("e")}),
             node("y", "call_function", op, {ref("x"), ref("r")}),
             node("z", "call_function", "operator.mul", {ref("y"), ref("w")}),
             node("output", "output", "output", {ref("z")})}}};
@@ -637,12 +658,12 @@ TEST(KernelPlan, ChainsOfKernels) {
   Problem q = synthetic({{"in0", DType::f32, {16, 32}}}, {{"v", DType::f32, {32, 8}}}, {16, 8});
   nlohmann::json v = node("v", "get_attr", "v", nlohmann::json::array());
   v["tensor"] = "v";
-  nlohmann::json two = {{"nodes",
-                         {x, v, node("a", "call_function", "torch.softmax", {ref("x")}, {{"dim", -1}}),
-                          node("d", "call_function", "torch.nn.functional.dropout", {ref("a")}, {{"p", 0.1}, {"training", false}}),
-                          node("m", "call_function", "torch.matmul", {ref("d"), ref("v")}),
-                          node("r", "call_function", "torch.relu", {ref("m")}),
-                          node("output", "output", "output", {ref("r")})}}};
+  nlohmann::json two = {
+      {"nodes",
+       {x, v, node("a", "call_function", "torch.softmax", {ref("x")}, {{"dim", -1}}),
+        node("d", "call_function", "torch.nn.functional.dropout", {ref("a")}, {{"p", 0.1}, {"training", false}}),
+        node("m", "call_function", "torch.matmul", {ref("d"), ref("v")}),
+        node("r", "call_function", "torch.relu", {ref("m")}), node("output", "output", "output", {ref("r")})}}};
   plan = plan_kernel(q, two);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   ASSERT_EQ(plan.stages.size(), 2u);
@@ -682,8 +703,10 @@ TEST(KernelPlan, RmsNormModuleAndFunction) {
   EXPECT_EQ(m.expr.params_used(), (std::vector<int>{0}));
   nlohmann::json w = node("w", "get_attr", "norm.weight", nlohmann::json::array());
   w["tensor"] = "norm.weight";
-  KernelPlan f = plan_kernel(p, {{"nodes", {x, w, node("y", "call_function", "torch.nn.functional.rms_norm", {ref("x"), {32}, ref("w"), 1e-5}),
-                                            node("output", "output", "output", {ref("y")})}}});
+  KernelPlan f = plan_kernel(
+      p, {{"nodes",
+           {x, w, node("y", "call_function", "torch.nn.functional.rms_norm", {ref("x"), {32}, ref("w"), 1e-5}),
+            node("output", "output", "output", {ref("y")})}}});
   ASSERT_EQ(f.kind, "layernorm") << f.reason;
   EXPECT_TRUE(f.rms);
   EXPECT_DOUBLE_EQ(f.eps, 1e-5);
@@ -705,7 +728,7 @@ TEST(KernelPlan, RmsNormWrittenOutIsOneLayernormWithoutTheMean) {
   EXPECT_EQ(plan.rshape.inner, 1);
   EXPECT_EQ(plan.summary().rfind("rmsnorm over [16, 32, 1]", 0), 0u) << plan.summary();
   EXPECT_TRUE(plan.temps.empty());
-  EXPECT_TRUE(plan.expr.inputs_used().empty());       // x only as the source
+  EXPECT_TRUE(plan.expr.inputs_used().empty());               // x only as the source
   EXPECT_EQ(plan.expr.params_used(), (std::vector<int>{0}));  // acc * w
   EXPECT_TRUE(plan.to_json().value("rms", false));
   // A mean square read elsewhere too stays a chain: its temporary is still needed.
@@ -766,8 +789,10 @@ TEST(KernelPlan, ARowStatisticAndTheWorkThatReadsItFuseIntoOneRowMap) {
   Problem lse = synthetic({{"in0", DType::f32, {4, 6}}}, {}, {4, 1});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  const KernelPlan three = plan_kernel(lse, {{"nodes", {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", true}}),
-                                                        node("output", "output", "output", {ref("l")})}}});
+  const KernelPlan three = plan_kernel(
+      lse, {{"nodes",
+             {x, node("l", "call_function", "torch.logsumexp", {ref("x")}, {{"dim", -1}, {"keepdim", true}}),
+              node("output", "output", "output", {ref("l")})}}});
   ASSERT_EQ(three.kind, "chain") << three.reason;
   EXPECT_FALSE(fuse_row_map(three).has_value());
   EXPECT_FALSE(fuse_row_map(plan_kernel(p, row_map_graph("sum", "operator.truediv", -1, true)).stages[0]).has_value());
@@ -802,14 +827,16 @@ TEST(KernelPlan, AttentionHeadsAreViewsCopiedByGatherStages) {
   auto get = [](const std::string& name, const std::string& of, int i) {
     return node(name, "call_function", "_operator.getitem", {ref(of), i});
   };
-  nlohmann::json g = {{"nodes",
-                       {x, call("b", "size", {ref("x"), 0}), call("s", "size", {ref("x"), 1}),
-                        call("r", "reshape", {ref("x"), ref("b"), ref("s"), 3, H, Dh}), call("pm", "permute", {ref("r"), 2, 0, 3, 1, 4}),
-                        get("q", "pm", 0), get("k", "pm", 1), get("v", "pm", 2), call("kt", "transpose", {ref("k"), -2, -1}),
-                        node("sc", "call_function", "torch.matmul", {ref("q"), ref("kt")}),
-                        node("sm", "call_function", "torch.softmax", {ref("sc")}, {{"dim", -1}}),
-                        node("ctx", "call_function", "torch.matmul", {ref("sm"), ref("v")}), call("ct", "transpose", {ref("ctx"), 1, 2}),
-                        call("out", "reshape", {ref("ct"), ref("b"), ref("s"), D}), node("output", "output", "output", {ref("out")})}}};
+  nlohmann::json g = {
+      {"nodes",
+       {x, call("b", "size", {ref("x"), 0}), call("s", "size", {ref("x"), 1}),
+        call("r", "reshape", {ref("x"), ref("b"), ref("s"), 3, H, Dh}),
+        call("pm", "permute", {ref("r"), 2, 0, 3, 1, 4}), get("q", "pm", 0), get("k", "pm", 1), get("v", "pm", 2),
+        call("kt", "transpose", {ref("k"), -2, -1}), node("sc", "call_function", "torch.matmul", {ref("q"), ref("kt")}),
+        node("sm", "call_function", "torch.softmax", {ref("sc")}, {{"dim", -1}}),
+        node("ctx", "call_function", "torch.matmul", {ref("sm"), ref("v")}),
+        call("ct", "transpose", {ref("ctx"), 1, 2}), call("out", "reshape", {ref("ct"), ref("b"), ref("s"), D}),
+        node("output", "output", "output", {ref("out")})}}};
   KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   std::vector<std::string> kinds;
@@ -841,10 +868,12 @@ TEST(KernelPlan, AttentionHeadsAreViewsCopiedByGatherStages) {
   EXPECT_EQ(last.out_shape, (std::vector<int64_t>{B, S, D}));
 
   // A view used twice is copied once; an index past the end, slices and a permuted parameter are refused.
-  nlohmann::json twice = {{"nodes",
-                           {x, call("t", "transpose", {ref("x"), 0, 1}), node("a", "call_function", "torch.relu", {ref("t")}),
-                            node("e", "call_function", "torch.exp", {ref("t")}), node("m", "call_function", "operator.add", {ref("a"), ref("e")}),
-                            node("output", "output", "output", {ref("m")})}}};
+  nlohmann::json twice = {
+      {"nodes",
+       {x, call("t", "transpose", {ref("x"), 0, 1}), node("a", "call_function", "torch.relu", {ref("t")}),
+        node("e", "call_function", "torch.exp", {ref("t")}),
+        node("m", "call_function", "operator.add", {ref("a"), ref("e")}),
+        node("output", "output", "output", {ref("m")})}}};
   KernelPlan tw = plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {S, B, 3 * D}), twice);
   ASSERT_EQ(tw.kind, "chain") << tw.reason;
   ASSERT_EQ(tw.stages.size(), 2u) << tw.summary();
@@ -852,8 +881,10 @@ TEST(KernelPlan, AttentionHeadsAreViewsCopiedByGatherStages) {
   EXPECT_EQ(tw.stages[1].kind, "elementwise");
   nlohmann::json past = {{"nodes", {x, get("i", "x", 2), node("output", "output", "output", {ref("i")})}}};
   EXPECT_EQ(plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {S, 3 * D}), past).kind, "unsupported");
-  nlohmann::json sliced = {{"nodes", {x, node("i", "call_function", "_operator.getitem", {ref("x"), {{"slice", {nullptr, 1, nullptr}}}}),
-                                      node("output", "output", "output", {ref("i")})}}};
+  nlohmann::json sliced = {
+      {"nodes",
+       {x, node("i", "call_function", "_operator.getitem", {ref("x"), {{"slice", {nullptr, 1, nullptr}}}}),
+        node("output", "output", "output", {ref("i")})}}};
   KernelPlan sl = plan_kernel(synthetic({{"in0", DType::f32, {B, S, 3 * D}}}, {}, {1, S, 3 * D}), sliced);
   EXPECT_EQ(sl.kind, "unsupported");
   EXPECT_NE(sl.reason.find("slices"), std::string::npos) << sl.reason;
@@ -875,9 +906,10 @@ TEST(KernelPlan, APermutedOutputIsOneGather) {
   Problem m = synthetic({{"in0", DType::f32, {4, 6}}}, {}, {6, 4});
   nlohmann::json y = node("y", "placeholder", "y", nlohmann::json::array());
   y["tensor"] = "in0";
-  nlohmann::json h = {{"nodes",
-                       {y, node("t", "call_method", "t", {ref("y")}), node("r", "call_function", "torch.relu", {ref("t")}),
-                        node("output", "output", "output", {ref("r")})}}};
+  nlohmann::json h = {
+      {"nodes",
+       {y, node("t", "call_method", "t", {ref("y")}), node("r", "call_function", "torch.relu", {ref("t")}),
+        node("output", "output", "output", {ref("r")})}}};
   KernelPlan tr = plan_kernel(m, h);
   ASSERT_EQ(tr.kind, "chain") << tr.reason;
   EXPECT_EQ(tr.stages[0].kind, "gather");
@@ -889,9 +921,10 @@ TEST(KernelPlan, CumsumAlongADim) {
   Problem p = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 5, 6});
   nlohmann::json x = node("x", "placeholder", "x", nlohmann::json::array());
   x["tensor"] = "in0";
-  nlohmann::json g = {{"nodes",
-                       {x, node("c", "call_function", "torch.cumsum", {ref("x")}, {{"dim", 1}}),
-                        node("r", "call_function", "torch.relu", {ref("c")}), node("output", "output", "output", {ref("r")})}}};
+  nlohmann::json g = {
+      {"nodes",
+       {x, node("c", "call_function", "torch.cumsum", {ref("x")}, {{"dim", 1}}),
+        node("r", "call_function", "torch.relu", {ref("c")}), node("output", "output", "output", {ref("r")})}}};
   KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "cumsum") << plan.reason;
   EXPECT_EQ(plan.rshape.outer, 4);
@@ -922,21 +955,25 @@ TEST(KernelPlan, ArgmaxOnlyAsTheOutput) {
   Problem f = p;
   f.outputs[0].dtype = DType::f32;
   EXPECT_EQ(plan_kernel(f, g).kind, "unsupported");
-  nlohmann::json more = {{"nodes",
-                          {x, node("a", "call_function", "torch.argmax", {ref("x")}, {{"dim", 1}, {"keepdim", true}}),
-                           node("m", "call_function", "operator.mul", {ref("a"), 2}), node("output", "output", "output", {ref("m")})}}};
+  nlohmann::json more = {
+      {"nodes",
+       {x, node("a", "call_function", "torch.argmax", {ref("x")}, {{"dim", 1}, {"keepdim", true}}),
+        node("m", "call_function", "operator.mul", {ref("a"), 2}), node("output", "output", "output", {ref("m")})}}};
   KernelPlan m = plan_kernel(p, more);
   EXPECT_EQ(m.kind, "unsupported");
   EXPECT_NE(m.reason.find("argmax"), std::string::npos) << m.reason;
   // an int64 output that is not an argmax's
-  nlohmann::json relu = {{"nodes", {x, node("r", "call_function", "torch.relu", {ref("x")}), node("output", "output", "output", {ref("r")})}}};
+  nlohmann::json relu = {
+      {"nodes",
+       {x, node("r", "call_function", "torch.relu", {ref("x")}), node("output", "output", "output", {ref("r")})}}};
   Problem q = synthetic({{"in0", DType::f32, {4, 5, 6}}}, {}, {4, 5, 6});
   q.outputs[0].dtype = DType::i64;
   EXPECT_EQ(plan_kernel(q, relu).kind, "unsupported");
 }
 
 TEST(PlanCommand, WritesEveryGeneratedVariantForATarget) {
-  const std::filesystem::path out = std::filesystem::temp_directory_path() / ("mblast_plan_write_" + std::to_string(::getpid()));
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("mblast_plan_write_" + std::to_string(::getpid()));
   std::filesystem::remove_all(out);
   PlanArgs a;
   a.problems = {(testing::source_dir() / "problems" / "softmax").string()};
@@ -972,11 +1009,11 @@ TEST(ChainCombinations, AlignedOnesMoveEveryStageThatOffersAValueTogether) {
   // an elementwise stage: FFT for the two that offer it at once; TF32 for all three; the block
   // size of the one elementwise stage moves nothing together, nor does a parameter that the
   // last stage's first design lacks (its direct kernel's block).
-  const std::vector<std::vector<J>> params = {
-      {J{{"math", "fp32"}}, J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}},
-      {J{{"block", 128}}, J{{"block", 256}}},
-      {J{{"math", "fp32"}}, J{{"math", "tf32"}}},
-      {J{{"math", "fp32"}}, J{{"math", "fp32-winograd"}}, J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}, J{{"block", 256}}}};
+  const std::vector<std::vector<J>> params = {{J{{"math", "fp32"}}, J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}},
+                                              {J{{"block", 128}}, J{{"block", 256}}},
+                                              {J{{"math", "fp32"}}, J{{"math", "tf32"}}},
+                                              {J{{"math", "fp32"}}, J{{"math", "fp32-winograd"}},
+                                               J{{"math", "fp32-fft"}}, J{{"math", "tf32"}}, J{{"block", 256}}}};
   const auto aligned = gpu::aligned_combinations(params);
   EXPECT_EQ(aligned, (std::vector<std::vector<size_t>>{{1, 0, 0, 2}, {2, 0, 1, 3}}));
   EXPECT_EQ(gpu::aligned_combinations(params, 1).size(), 1u);
@@ -1017,13 +1054,14 @@ TEST(ChainCombinations, TheCostlyStagesDesignsComeFirstAndFurtherDown) {
 TEST(KernelPlan, RoughCostRanksAConvAboveTheNormAfterIt) {
   KernelPlan conv;
   conv.kind = "conv";
-  conv.conv = ConvShape{.n = 32, .cin = 512, .cout = 512, .h = 1, .w = 2048, .out_h = 1, .out_w = 2048, .kh = 1, .kw = 3};
+  conv.conv =
+      ConvShape{.n = 32, .cin = 512, .cout = 512, .h = 1, .w = 2048, .out_h = 1, .out_w = 2048, .kh = 1, .kw = 3};
   conv.out_numel = 32 * 512 * 2048;
   KernelPlan norm;
   norm.kind = "layernorm";
   norm.rshape = ReduceShape{.outer = 32, .reduce = 512 * 2048, .inner = 1};
   norm.out_numel = 32 * 512 * 2048;
-  EXPECT_DOUBLE_EQ(norm.rough_cost(), 4.0 * 2 * 32 * 512 * 2048);  // bytes: read once, write once
+  EXPECT_DOUBLE_EQ(norm.rough_cost(), 4.0 * 2 * 32 * 512 * 2048);             // bytes: read once, write once
   EXPECT_DOUBLE_EQ(conv.rough_cost(), 2.0 * 32 * 512 * 2048 * 512 * 3 / 16);  // FLOPs / 16
   EXPECT_GT(conv.rough_cost(), 10 * norm.rough_cost());
   KernelPlan chain;

@@ -49,8 +49,8 @@ TEST(OpenclVariants, ConvAsGemmWhereOneStridePerOperandHolds) {
   ASSERT_TRUE(pointwise);
   EXPECT_EQ(pointwise->source.find("mb_im2col"), std::string::npos);
   EXPECT_EQ(pointwise->source.find("mb_epilogue"), std::string::npos);  // nothing to apply
-  EXPECT_TRUE(gemm_of("pt_conv_one_sample"));  // groups of one sample: W's groups in turn
-  EXPECT_FALSE(gemm_of("pt_conv"));            // two groups and two samples: no single stride for W
+  EXPECT_TRUE(gemm_of("pt_conv_one_sample"));                           // groups of one sample: W's groups in turn
+  EXPECT_FALSE(gemm_of("pt_conv"));  // two groups and two samples: no single stride for W
 }
 
 // The same designs on every OpenCL device, in another order on a CPU: a work-item per row
@@ -77,8 +77,10 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   // the widest block (1 x float4 was 10x slower), first in work-groups of two column slabs (B,
   // 512 x 384, is the larger operand: each work-group streams half of it, all 32 row groups)
   EXPECT_EQ(mm_cpu.front().params, nlohmann::json({{"rm", 8}, {"slabs", 2}, {"vec", 16}}));
-  EXPECT_NE(mm_cpu.front().source.find("const size_t local[3] = {12, 32, 1};"), std::string::npos);  // 384 / 16 / 2, 256 / 8
-  EXPECT_EQ(mm_cpu.at(2).params, nlohmann::json({{"rm", 8}, {"vec", 16}})) << "and with the implementation's work-groups";
+  EXPECT_NE(mm_cpu.front().source.find("const size_t local[3] = {12, 32, 1};"),
+            std::string::npos);  // 384 / 16 / 2, 256 / 8
+  EXPECT_EQ(mm_cpu.at(2).params, nlohmann::json({{"rm", 8}, {"vec", 16}}))
+      << "and with the implementation's work-groups";
   // A taller than B is wide: no slabs (level1/02 small: 328 us, 2 slabs 542). 512 rows: a
   // work-group of two slabs would still fit (12 x 64 work-items).
   KernelPlan tall = mm.plan;
@@ -103,7 +105,8 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   EXPECT_EQ(ew_cpu.front().family, "opencl.elementwise.vector");
   EXPECT_EQ(ew_cpu.front().params.value("math", ""), "vector");
   EXPECT_EQ(ew_cpu.front().params.value("vec", 0), 16);
-  EXPECT_EQ(opencl_variants(ew.plan, ew.problem, find_target("nvidia-opencl")).front().family, "opencl.elementwise.scalar");
+  EXPECT_EQ(opencl_variants(ew.plan, ew.problem, find_target("nvidia-opencl")).front().family,
+            "opencl.elementwise.scalar");
   // with a GELU in it, the polynomial erf first on a CPU (PoCL's vectorised erf: level1/21 1.3 ms
   // against 0.35 ms); only expressions that call erf get those variants
   EXPECT_FALSE(ew_cpu.front().params.contains("erf")) << ew.plan.summary();
@@ -125,7 +128,8 @@ TEST(OpenclVariants, RowKernelsOnACpuDeviceStartWithAWorkItemPerRow) {
   const auto bt_cpu = opencl_variants(bt.plan, bt.problem, find_target("pocl-cpu"));
   ASSERT_FALSE(bt_cpu.empty());
   EXPECT_EQ(bt_cpu.front().family, "opencl.matmul.transposed-row-vector");
-  EXPECT_EQ(bt_cpu.front().source.find("mb_prepare_enqueue(ctx, s, par)"), std::string::npos);  // nothing at preparation
+  EXPECT_EQ(bt_cpu.front().source.find("mb_prepare_enqueue(ctx, s, par)"),
+            std::string::npos);                       // nothing at preparation
   const std::string& bt_src = bt_cpu.front().source;  // enqueued on each call, the transpose first
   ASSERT_NE(bt_src.find("clEnqueueNDRangeKernel(mb_matmul)"), std::string::npos);
   EXPECT_LT(bt_src.find("clEnqueueNDRangeKernel(mb_pack_b)"), bt_src.find("clEnqueueNDRangeKernel(mb_matmul)"));
@@ -149,7 +153,8 @@ TEST(OpenclVariants, ARowStatisticAndTheWorkThatReadsItRunAsOneKernelFirst) {
     for (const auto& v : vs) {
       if (!is_map(v)) continue;
       size_t kernels = 0;
-      for (size_t at = v.source.find("__kernel"); at != std::string::npos; at = v.source.find("__kernel", at + 1)) ++kernels;
+      for (size_t at = v.source.find("__kernel"); at != std::string::npos; at = v.source.find("__kernel", at + 1))
+        ++kernels;
       EXPECT_EQ(kernels, 1u) << label(v);
     }
   }
@@ -170,7 +175,9 @@ TEST(OpenclVariants, CandidateRejectsOtherShapes) {
   const nlohmann::json r = evaluate(softmax.problem, targets.front(), file, o, &client);
   EXPECT_FALSE(r.value("correct", true));
   EXPECT_EQ(r.value("failure_kind", nlohmann::json()), "launch_failed") << r.dump();
-  EXPECT_NE(r.value("reason", nlohmann::json("")).dump().find("this candidate was generated for 2048"), std::string::npos) << r.dump();
+  EXPECT_NE(r.value("reason", nlohmann::json("")).dump().find("this candidate was generated for 2048"),
+            std::string::npos)
+      << r.dump();
 }
 
 class OpenclVariantsOnTarget : public ::testing::TestWithParam<std::string> {};

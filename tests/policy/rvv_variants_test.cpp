@@ -24,11 +24,11 @@
 
 #include <fmt/format.h>
 
+#include "conv_transpose_reference.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/policy/kernel_plan.h"
 #include "mblast/policy/variants.h"
-#include "conv_transpose_reference.h"
 #include "test_env.h"
 #include "variant_subset.h"
 
@@ -102,7 +102,8 @@ KernelPlan elementwise(const Problem& p, Expr e) {
   return k;
 }
 
-KernelPlan reduction(const Problem& p, const std::string& kind, const std::string& op, ReduceShape r, Expr e = identity()) {
+KernelPlan reduction(const Problem& p, const std::string& kind, const std::string& op, ReduceShape r,
+                     Expr e = identity()) {
   KernelPlan k;
   k.kind = kind;
   k.reduce_op = op;
@@ -228,8 +229,8 @@ Outcome eval_file(const Problem& p, const Target& t, const fs::path& file, Runne
   o.correct = r.value("correct", false);
   if (o.correct && r.contains("time")) o.insns = r["time"].value("median", 0.0);
   if (!o.correct)
-    o.why = r.value("failure_kind", nlohmann::json()).dump() + ": " + r.value("reason", nlohmann::json()).dump() + "\n" +
-            r.value("log", "");
+    o.why = r.value("failure_kind", nlohmann::json()).dump() + ": " + r.value("reason", nlohmann::json()).dump() +
+            "\n" + r.value("log", "");
   return o;
 }
 
@@ -241,9 +242,9 @@ std::optional<Target> rvv_target(int vlen, std::string* why) {
   return std::nullopt;
 }
 
-#define REQUIRE_RVV(target, vlen)                                              \
-  std::string why_##vlen;                                                      \
-  auto target = rvv_target(vlen, &why_##vlen);                                 \
+#define REQUIRE_RVV(target, vlen)              \
+  std::string why_##vlen;                      \
+  auto target = rvv_target(vlen, &why_##vlen); \
   if (!target) GTEST_SKIP() << "backend unavailable: " << why_##vlen;
 
 // ---- what every variant list must satisfy ---------------------------------------------------
@@ -271,14 +272,16 @@ void check_variant_list(const std::vector<Variant>& vs, const KernelPlan& plan) 
     EXPECT_TRUE(v.family.starts_with("rvv."));
     EXPECT_FALSE(v.description.empty());
     ASSERT_FALSE(v.actions.empty());
-    for (const auto& a : v.actions) EXPECT_TRUE(ids.count(a)) << "action " << a << " is not in kb_schema/seed/rvv.jsonl";
+    for (const auto& a : v.actions)
+      EXPECT_TRUE(ids.count(a)) << "action " << a << " is not in kb_schema/seed/rvv.jsonl";
     EXPECT_TRUE(keys.insert(v.family + v.params.dump()).second) << "family + params identify a variant";
     // The source names its family, params and plan up front.
     const std::string head = v.source.substr(0, v.source.find("#include"));
     EXPECT_NE(head.find(v.family), std::string::npos);
     EXPECT_NE(head.find(v.params.dump()), std::string::npos);
     // A row map names the one-kernel plan it makes of the chain.
-    EXPECT_NE(head.find(fused && v.family.starts_with("rvv.row-map.") ? fused->summary() : plan.summary()), std::string::npos);
+    EXPECT_NE(head.find(fused && v.family.starts_with("rvv.row-map.") ? fused->summary() : plan.summary()),
+              std::string::npos);
     EXPECT_NE(v.source.find("int mblast_run("), std::string::npos);
   }
 }
@@ -298,7 +301,8 @@ TEST_P(HandMade, VariantsAreCorrect) {
   const char* report = std::getenv("MBLAST_RVV_REPORT");
   const bool reporting = report && std::string(report) == "1";
   const std::vector<size_t> chosen = variants_to_evaluate(variants, reporting || every_variant_requested());
-  std::printf("[ policy ] rvv/%s: %zu of %zu variants evaluated at VLEN 256\n", p.name.c_str(), chosen.size(), variants.size());
+  std::printf("[ policy ] rvv/%s: %zu of %zu variants evaluated at VLEN 256\n", p.name.c_str(), chosen.size(),
+              variants.size());
   double best = 0;
   const Variant* best_v = nullptr;
   std::map<std::string, const Variant*> first_of_family;
@@ -337,9 +341,10 @@ TEST_P(HandMade, VariantsAreCorrect) {
     const fs::path cands = p.dir / "candidates";
     Outcome naive = eval_file(p, *t, cands / "naive.rvv.c", &client);
     Outcome autovec = eval_file(p, *t, cands / "autovec.rvv.c", &client);
-    const std::string line = fmt::format("{:<10} VLEN {:>3}: best {} {} = {:.0f} insns; naive {:.0f} ({:.2f}x); autovec {:.0f} ({:.2f}x)",
-                                         p.name, vlen, best_v->family, best_v->params.dump(), best_at[vlen], naive.insns,
-                                         naive.insns / best_at[vlen], autovec.insns, autovec.insns / best_at[vlen]);
+    const std::string line =
+        fmt::format("{:<10} VLEN {:>3}: best {} {} = {:.0f} insns; naive {:.0f} ({:.2f}x); autovec {:.0f} ({:.2f}x)",
+                    p.name, vlen, best_v->family, best_v->params.dump(), best_at[vlen], naive.insns,
+                    naive.insns / best_at[vlen], autovec.insns, autovec.insns / best_at[vlen]);
     std::cout << "[rvv report] " << line << std::endl;
     RecordProperty("vlen" + std::to_string(vlen), line);
   }
@@ -353,7 +358,7 @@ INSTANTIATE_TEST_SUITE_P(Problems, HandMade,
 
 struct Synthetic {
   std::string name;
-  nlohmann::json inputs, params, output;  // [{"name", "dtype", "shape"}]
+  nlohmann::json inputs, params, output;            // [{"name", "dtype", "shape"}]
   std::string make_inputs, make_params, reference;  // bodies of the python functions
   double atol = 1e-5, rtol = 1e-5;
 };
@@ -369,24 +374,28 @@ Problem write_problem(const Synthetic& s) {
   int64_t bytes = 4 * numel(s.output);
   for (const auto* list : {&s.inputs, &s.params})
     for (const auto& t : *list) bytes += 4 * numel(t);
-  nlohmann::json j = {{"format", 1},
-                      {"flops", numel(s.output)},
-                      {"bytes", bytes},
-                      {"name", s.name},
-                      {"description", "synthetic problem of the rvv generator tests"},
-                      {"op_class", "elementwise"},
-                      {"inputs", s.inputs},
-                      {"parameters", s.params},
-                      {"outputs", nlohmann::json::array({s.output})},
-                      {"tolerance", {{"f32", {{"atol", s.atol}, {"rtol", s.rtol}, {"min_match", 1.0}}}}},
-                      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
-                      {"inits", {0}},
-                      {"provenance", {{"kind", "hand-made"}, {"source", "tests/policy/rvv_variants_test.cpp"}}}};
+  nlohmann::json j = {
+      {"format", 1},
+      {"flops", numel(s.output)},
+      {"bytes", bytes},
+      {"name", s.name},
+      {"description", "synthetic problem of the rvv generator tests"},
+      {"op_class", "elementwise"},
+      {"inputs", s.inputs},
+      {"parameters", s.params},
+      {"outputs", nlohmann::json::array({s.output})},
+      {"tolerance", {{"f32", {{"atol", s.atol}, {"rtol", s.rtol}, {"min_match", 1.0}}}}},
+      {"seeds", {{{"seed", 0}, {"distribution", "normal"}}, {{"seed", 1}, {"distribution", "signed_uniform"}}}},
+      {"inits", {0}},
+      {"provenance", {{"kind", "hand-made"}, {"source", "tests/policy/rvv_variants_test.cpp"}}}};
   std::ofstream(dir / "problem.json") << j.dump(2);
   std::ofstream(dir / "reference.py") << "import math\nimport numpy as np\nfrom mblast_data import sample\n\n"
-                                      << "def make_inputs(rng, distribution):\n" << s.make_inputs << "\n\n"
-                                      << "def make_params(rng):\n" << s.make_params << "\n\n"
-                                      << "def reference(inputs, params):\n" << s.reference << "\n";
+                                      << "def make_inputs(rng, distribution):\n"
+                                      << s.make_inputs << "\n\n"
+                                      << "def make_params(rng):\n"
+                                      << s.make_params << "\n\n"
+                                      << "def reference(inputs, params):\n"
+                                      << s.reference << "\n";
   return load_problem(dir);
 }
 
@@ -432,30 +441,30 @@ class SyntheticProblems : public ::testing::Test {
 // Every epilogue op, per-column (contiguous), per-row (one value per row) and scalar parameters,
 // a uniform sub-expression (c * c + 1) computed in scalar C, fused multiply-adds.
 TEST_F(SyntheticProblems, ElementwiseEveryOp) {
-  Synthetic s{"ew_ops",
-              nlohmann::json::array({spec("x", {48, 80})}),
-              nlohmann::json::array({spec("s", {80}), spec("r", {48, 1}), spec("c", {1})}),
-              spec("y", {48, 80}),
-              "    return {'x': sample(rng, (48, 80), distribution, 'f32')}",
-              "    return {'s': sample(rng, (80,), 'normal', 'f32'), 'r': sample(rng, (48, 1), 'normal', 'f32'),\n"
-              "            'c': sample(rng, (1,), 'normal', 'f32')}",
-              "    x = inputs['x'].astype(np.float64); s = params['s'].astype(np.float64)[None, :]\n"
-              "    r = params['r'].astype(np.float64); c = float(params['c'][0])\n"
-              "    erf = np.vectorize(math.erf)\n"
-              "    xs = x * s\n"
-              "    gelu = 0.5 * xs * (1 + erf(xs / math.sqrt(2)))\n"
-              "    gelu_tanh = x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))\n"
-              "    silu = x / (1 + np.exp(-x))\n"
-              "    softplus = np.where(3 * x > 20, 3 * x, np.log1p(np.exp(3 * x)))\n"
-              "    y = (gelu + gelu_tanh - silu * c + softplus + np.log(np.abs(x) + 0.1) + np.sqrt(np.abs(x))\n"
-              "         + 1 / np.sqrt(x * x + 1) + 1 / (1 + np.exp(-2 * x)) + 0.25 * np.exp(x) + np.tanh(x * r)\n"
-              "         + np.where(x > 0, x, -0.2 * x) + np.clip(x, -0.5, 0.5) + np.clip(8 * x, 0, 6) + (-x) / 2.5\n"
-              "         + np.maximum(x, r) + np.minimum(x, c) + np.abs(x) - x / (c * c + 1) + np.where(x > 0, x, 3 * x)\n"
-              "         + np.where(x > 0, x, 0.3 * x) + np.maximum(x, 0) + np.clip(x, -1, 1) - 2 * x * s + x * s * x - 0.5 - x)\n"
-              "    return {'y': y}",
-              // Two dozen terms of up to ~60 summed in float32: this checks the plumbing (a wrong op is off by
-              // O(1)); VectorMathIsAccurate checks the accuracy of each function.
-              2e-4, 1e-4};
+  Synthetic s{
+      "ew_ops", nlohmann::json::array({spec("x", {48, 80})}),
+      nlohmann::json::array({spec("s", {80}), spec("r", {48, 1}), spec("c", {1})}), spec("y", {48, 80}),
+      "    return {'x': sample(rng, (48, 80), distribution, 'f32')}",
+      "    return {'s': sample(rng, (80,), 'normal', 'f32'), 'r': sample(rng, (48, 1), 'normal', 'f32'),\n"
+      "            'c': sample(rng, (1,), 'normal', 'f32')}",
+      "    x = inputs['x'].astype(np.float64); s = params['s'].astype(np.float64)[None, :]\n"
+      "    r = params['r'].astype(np.float64); c = float(params['c'][0])\n"
+      "    erf = np.vectorize(math.erf)\n"
+      "    xs = x * s\n"
+      "    gelu = 0.5 * xs * (1 + erf(xs / math.sqrt(2)))\n"
+      "    gelu_tanh = x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))\n"
+      "    silu = x / (1 + np.exp(-x))\n"
+      "    softplus = np.where(3 * x > 20, 3 * x, np.log1p(np.exp(3 * x)))\n"
+      "    y = (gelu + gelu_tanh - silu * c + softplus + np.log(np.abs(x) + 0.1) + np.sqrt(np.abs(x))\n"
+      "         + 1 / np.sqrt(x * x + 1) + 1 / (1 + np.exp(-2 * x)) + 0.25 * np.exp(x) + np.tanh(x * r)\n"
+      "         + np.where(x > 0, x, -0.2 * x) + np.clip(x, -0.5, 0.5) + np.clip(8 * x, 0, 6) + (-x) / 2.5\n"
+      "         + np.maximum(x, r) + np.minimum(x, c) + np.abs(x) - x / (c * c + 1) + np.where(x > 0, x, 3 * x)\n"
+      "         + np.where(x > 0, x, 0.3 * x) + np.maximum(x, 0) + np.clip(x, -1, 1) - 2 * x * s + x * s * x - 0.5 - "
+      "x)\n"
+      "    return {'y': y}",
+      // Two dozen terms of up to ~60 summed in float32: this checks the plumbing (a wrong op is off by
+      // O(1)); VectorMathIsAccurate checks the accuracy of each function.
+      2e-4, 1e-4};
   const Problem p = write_problem(s);
   const int64_t n = 48 * 80;
   ExprBuilder b;
@@ -508,8 +517,8 @@ TEST_F(SyntheticProblems, ElementwiseGatheredLeaf) {
   const Problem p = write_problem(s);
   ExprBuilder b;
   int x = b.in(0, 1, 480);
-  const KernelPlan plan =
-      elementwise(p, b.done(b.b("add", b.u("relu", b.b("mul", x, b.pr(0, 10, 12))), b.b("mul", b.in(0, 1, 480), b.c(0.25)))));
+  const KernelPlan plan = elementwise(
+      p, b.done(b.b("add", b.u("relu", b.b("mul", x, b.pr(0, 10, 12))), b.b("mul", b.in(0, 1, 480), b.c(0.25)))));
   const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
   ASSERT_FALSE(vs.empty());
   EXPECT_NE(vs[0].source.find("vluxei32"), std::string::npos) << "the per-channel leaf is read with an indexed load";
@@ -565,7 +574,8 @@ TEST_F(SyntheticProblems, LayerNormAffineRelu) {
               "    v = ((x - m) ** 2).mean(axis=1, keepdims=True)\n"
               "    y = (x - m) / np.sqrt(v + 1e-5) * params['w'].astype(np.float64) + params['b'].astype(np.float64)\n"
               "    return {'y': np.maximum(y, 0.0)}",
-              1e-5, 1e-4};
+              1e-5,
+              1e-4};
   const Problem p = write_problem(s);
   ExprBuilder b;
   KernelPlan plan = reduction(p, "layernorm", "", {19, 130, 1},
@@ -582,15 +592,17 @@ TEST_F(SyntheticProblems, LayerNormAffineRelu) {
 // RMSNorm (a layernorm without the mean, as the planner makes of x * rsqrt(mean(x^2) + eps) * w):
 // the two-pass form only, the mean 0.
 TEST_F(SyntheticProblems, RmsNormWeight) {
-  Synthetic s{"rmsnorm",
-              nlohmann::json::array({spec("x", {19, 130})}),
-              nlohmann::json::array({spec("w", {130})}),
-              spec("y", {19, 130}),
-              "    return {'x': sample(rng, (19, 130), distribution, 'f32', scale=3.0)}",
-              "    return {'w': sample(rng, (130,), 'normal', 'f32')}",
-              "    x = inputs['x'].astype(np.float64)\n"
-              "    return {'y': x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * params['w'].astype(np.float64)}",
-              1e-5, 1e-4};
+  Synthetic s{
+      "rmsnorm",
+      nlohmann::json::array({spec("x", {19, 130})}),
+      nlohmann::json::array({spec("w", {130})}),
+      spec("y", {19, 130}),
+      "    return {'x': sample(rng, (19, 130), distribution, 'f32', scale=3.0)}",
+      "    return {'w': sample(rng, (130,), 'normal', 'f32')}",
+      "    x = inputs['x'].astype(np.float64)\n"
+      "    return {'y': x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-6) * params['w'].astype(np.float64)}",
+      1e-5,
+      1e-4};
   const Problem p = write_problem(s);
   ExprBuilder b;
   KernelPlan plan = reduction(p, "layernorm", "", {19, 130, 1}, b.done(b.b("mul", b.acc(), b.pr(0, 1, 130))));
@@ -615,7 +627,8 @@ TEST_F(SyntheticProblems, ReduceShortRowsMax) {
               "    x = inputs['x'].astype(np.float64)\n    return {'y': x.max(axis=1) * 2 - 1}"};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  const KernelPlan plan = reduction(p, "reduce", "max", {300, 12, 1}, b.done(b.b("sub", b.b("mul", b.acc(), b.c(2)), b.c(1))));
+  const KernelPlan plan =
+      reduction(p, "reduce", "max", {300, 12, 1}, b.done(b.b("sub", b.b("mul", b.acc(), b.c(2)), b.c(1))));
   const auto vs = rvv_variants(plan, p, target_named("rvv-qemu-256"));
   std::set<std::string> families;
   for (const auto& v : vs) families.insert(v.family);
@@ -641,7 +654,8 @@ TEST_F(SyntheticProblems, ReduceRowsMinAndSumWithTranscendentalEpilogue) {
   t.reference = "    x = inputs['x'].astype(np.float64)\n    return {'y': np.tanh(x.sum(axis=1) * 0.1)}";
   const Problem q = write_problem(t);
   ExprBuilder c;
-  expect_variants_correct(q, reduction(q, "reduce", "sum", {20, 300, 1}, c.done(c.u("tanh", c.b("mul", c.acc(), c.c(0.1))))));
+  expect_variants_correct(
+      q, reduction(q, "reduce", "sum", {20, 300, 1}, c.done(c.u("tanh", c.b("mul", c.acc(), c.c(0.1))))));
 }
 
 TEST_F(SyntheticProblems, SoftmaxInnerAxis) {
@@ -653,11 +667,13 @@ TEST_F(SyntheticProblems, SoftmaxInnerAxis) {
               "    return {'b': sample(rng, (20,), 'normal', 'f32')}",
               "    x = inputs['x'].astype(np.float64)\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
               "    return {'y': 2 * e / e.sum(axis=1, keepdims=True) + params['b'].astype(np.float64)}",
-              1e-6, 1e-4};
+              1e-6,
+              1e-4};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  expect_variants_correct(p, reduction(p, "softmax", "", {4, 30, 20}, b.done(b.b("add", b.b("mul", b.acc(), b.c(2)), b.pr(0, 1, 20)))),
-                          /*all=*/true);
+  expect_variants_correct(
+      p, reduction(p, "softmax", "", {4, 30, 20}, b.done(b.b("add", b.b("mul", b.acc(), b.c(2)), b.pr(0, 1, 20)))),
+      /*all=*/true);
 }
 
 TEST_F(SyntheticProblems, LogSoftmaxRowsAndInnerAxis) {
@@ -670,10 +686,12 @@ TEST_F(SyntheticProblems, LogSoftmaxRowsAndInnerAxis) {
               "    x = inputs['x'].astype(np.float64); g = params['g'].astype(np.float64)\n"
               "    m = x.max(axis=1, keepdims=True)\n"
               "    return {'y': (x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))) * g[None, :]}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  expect_variants_correct(p, reduction(p, "log_softmax", "", {16, 100, 1}, b.done(b.b("mul", b.acc(), b.pr(0, 1, 100)))),
+  expect_variants_correct(p,
+                          reduction(p, "log_softmax", "", {16, 100, 1}, b.done(b.b("mul", b.acc(), b.pr(0, 1, 100)))),
                           /*all=*/true);
 
   Synthetic t{"log_softmax_inner",
@@ -684,7 +702,8 @@ TEST_F(SyntheticProblems, LogSoftmaxRowsAndInnerAxis) {
               "    return {}",
               "    x = inputs['x'].astype(np.float64)\n    m = x.max(axis=1, keepdims=True)\n"
               "    return {'y': np.exp(x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True)))}",
-              1e-6, 1e-4};
+              1e-6,
+              1e-4};
   const Problem q = write_problem(t);
   ExprBuilder c;
   expect_variants_correct(q, reduction(q, "log_softmax", "", {3, 25, 16}, c.done(c.u("exp", c.acc()))));
@@ -698,12 +717,14 @@ TEST_F(SyntheticProblems, LinearWithBiasAndGelu) {
               nlohmann::json::array({spec("weight", {24, 40}), spec("bias", {24})}),
               spec("y", {33, 24}),
               "    return {'a': sample(rng, (33, 40), distribution, 'f32')}",
-              "    return {'weight': sample(rng, (24, 40), 'normal', 'f32', scale=0.15), 'bias': sample(rng, (24,), 'normal', 'f32')}",
+              "    return {'weight': sample(rng, (24, 40), 'normal', 'f32', scale=0.15), 'bias': sample(rng, (24,), "
+              "'normal', 'f32')}",
               "    a = inputs['a'].astype(np.float64); w = params['weight'].astype(np.float64)\n"
               "    z = a @ w.T + params['bias'].astype(np.float64)[None, :]\n"
               "    erf = np.vectorize(math.erf)\n"
               "    return {'y': 0.5 * z * (1 + erf(z / math.sqrt(2)))}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
   ExprBuilder b;
   const KernelPlan plan = matmul(p, {.a = 0, .b = 0, .b_param = true, .b_t = true, .m = 33, .n = 24, .k = 40},
@@ -721,14 +742,25 @@ TEST_F(SyntheticProblems, BatchedTransposedOperands) {
               nlohmann::json::array({spec("at", {2, 20, 17}), spec("bt", {2, 30, 20})}),
               nlohmann::json::array(),
               spec("y", {2, 17, 30}),
-              "    return {'at': sample(rng, (2, 20, 17), distribution, 'f32'), 'bt': sample(rng, (2, 30, 20), distribution, 'f32')}",
+              "    return {'at': sample(rng, (2, 20, 17), distribution, 'f32'), 'bt': sample(rng, (2, 30, 20), "
+              "distribution, 'f32')}",
               "    return {}",
-              "    a = inputs['at'].astype(np.float64).transpose(0, 2, 1); b = inputs['bt'].astype(np.float64).transpose(0, 2, 1)\n"
+              "    a = inputs['at'].astype(np.float64).transpose(0, 2, 1); b = "
+              "inputs['bt'].astype(np.float64).transpose(0, 2, 1)\n"
               "    return {'y': a @ b}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
-  expect_variants_correct(p, matmul(p, {.a = 0, .b = 1, .a_t = true, .b_t = true, .a_batched = true, .b_batched = true,
-                                        .batch = 2, .m = 17, .n = 30, .k = 20}));
+  expect_variants_correct(p, matmul(p, {.a = 0,
+                                        .b = 1,
+                                        .a_t = true,
+                                        .b_t = true,
+                                        .a_batched = true,
+                                        .b_batched = true,
+                                        .batch = 2,
+                                        .m = 17,
+                                        .n = 30,
+                                        .k = 20}));
 }
 
 // Batched A with one B shared by every batch, ReLU epilogue.
@@ -741,11 +773,20 @@ TEST_F(SyntheticProblems, BatchedAWithSharedB) {
               "    return {'w': sample(rng, (16, 21), 'normal', 'f32')}",
               "    a = inputs['a'].astype(np.float64); w = params['w'].astype(np.float64)\n"
               "    return {'y': np.maximum(a @ w, 0)}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  expect_variants_correct(p, matmul(p, {.a = 0, .b = 0, .b_param = true, .a_batched = true, .b_batched = false, .batch = 3,
-                                        .m = 10, .n = 21, .k = 16},
+  expect_variants_correct(p, matmul(p,
+                                    {.a = 0,
+                                     .b = 0,
+                                     .b_param = true,
+                                     .a_batched = true,
+                                     .b_batched = false,
+                                     .batch = 3,
+                                     .m = 10,
+                                     .n = 21,
+                                     .k = 16},
                                     b.done(b.u("relu", b.acc()))));
 }
 
@@ -768,32 +809,40 @@ KernelPlan pool(const std::string& op, std::vector<int64_t> out, PoolShape shape
 std::string pool_reference(const std::string& geometry, const std::string& reduce_taps) {
   return "    x = inputs['x'].astype(np.float64)\n"
          "    n, c, h, w = x.shape\n"
-         "    " + geometry + "\n"
+         "    " +
+         geometry +
+         "\n"
          "    out = np.empty((n, c, oh, ow))\n"
          "    for i in range(oh):\n"
          "        for j in range(ow):\n"
-         "            taps = [x[:, :, i * sh - ph + r * dh, j * sw - pw + q * dw] for r in range(kh) for q in range(kw)\n"
+         "            taps = [x[:, :, i * sh - ph + r * dh, j * sw - pw + q * dw] for r in range(kh) for q in "
+         "range(kw)\n"
          "                    if 0 <= i * sh - ph + r * dh < h and 0 <= j * sw - pw + q * dw < w]\n"
          "            t = np.stack(taps, axis=-1)\n"
-         "            out[:, :, i, j] = " + reduce_taps + "\n";
+         "            out[:, :, i, j] = " +
+         reduce_taps + "\n";
 }
 
 // Max pooling with padding (as -inf), stride 2 and dilation 2, odd sizes, a ReLU epilogue: the
 // strided strips, the border columns in scalar C, and the scalar variant.
 TEST_F(SyntheticProblems, MaxPoolPaddedDilatedWithRelu) {
-  Synthetic s{"pool_max",
-              nlohmann::json::array({spec("x", {2, 3, 11, 9})}),
-              nlohmann::json::array(),
-              spec("y", {2, 3, 5, 4}),
-              "    return {'x': sample(rng, (2, 3, 11, 9), distribution, 'f32')}",
-              "    return {}",
-              pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 5, 4, 3, 3, 2, 2, 1, 1, 2, 2", "t.max(axis=-1)") +
-                  "    return {'y': np.maximum(out, 0.0)}",
-              1e-6, 1e-6};
+  Synthetic s{
+      "pool_max",
+      nlohmann::json::array({spec("x", {2, 3, 11, 9})}),
+      nlohmann::json::array(),
+      spec("y", {2, 3, 5, 4}),
+      "    return {'x': sample(rng, (2, 3, 11, 9), distribution, 'f32')}",
+      "    return {}",
+      pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 5, 4, 3, 3, 2, 2, 1, 1, 2, 2", "t.max(axis=-1)") +
+          "    return {'y': np.maximum(out, 0.0)}",
+      1e-6,
+      1e-6};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  expect_variants_correct(p, pool("max", {2, 3, 5, 4}, PoolShape{6, 11, 9, 5, 4, 3, 3, 2, 2, 1, 1, 2, 2, true}, b.done(b.u("relu", b.acc()))),
-                          true);
+  expect_variants_correct(
+      p,
+      pool("max", {2, 3, 5, 4}, PoolShape{6, 11, 9, 5, 4, 3, 3, 2, 2, 1, 1, 2, 2, true}, b.done(b.u("relu", b.acc()))),
+      true);
 }
 
 // Average pooling of a 2x3 window, stride (1, 2), padding 1, count_include_pad=False: the divisor
@@ -805,9 +854,11 @@ TEST_F(SyntheticProblems, AvgPoolExcludingPadding) {
               spec("y", {1, 4, 8, 5}),
               "    return {'x': sample(rng, (1, 4, 7, 10), distribution, 'f32')}",
               "    return {}",
-              pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 8, 5, 2, 3, 1, 2, 1, 1, 1, 1", "t.sum(axis=-1) / len(taps)") +
+              pool_reference("oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = 8, 5, 2, 3, 1, 2, 1, 1, 1, 1",
+                             "t.sum(axis=-1) / len(taps)") +
                   "    return {'y': out}",
-              1e-6, 1e-5};
+              1e-6,
+              1e-5};
   const Problem p = write_problem(s);
   expect_variants_correct(p, pool("avg", {1, 4, 8, 5}, PoolShape{4, 7, 10, 8, 5, 2, 3, 1, 2, 1, 1, 1, 1, false}), true);
 }
@@ -833,7 +884,8 @@ TEST_F(SyntheticProblems, ConvGroupedStridedDilatedWithBiasSilu) {
               "                y[:, co] += np.einsum('nchw,c->nhw', patch, wt[co, :, r, q])\n"
               "    z = y + params['b'].astype(np.float64)[None, :, None, None]\n"
               "    return {'y': z / (1.0 + np.exp(-z))}",
-              1e-5, 1e-4};
+              1e-5,
+              1e-4};
   const Problem p = write_problem(s);
   KernelPlan plan;
   plan.kind = "conv";
@@ -879,13 +931,16 @@ TEST_F(SyntheticProblems, ConvTransposeStridedGroupedWithBiasRelu) {
               spec("y", {2, 6, 10, 14}),
               "    return {'x': sample(rng, (2, 4, 5, 4), distribution, 'f32')}",
               "    return {'w': sample(rng, (4, 3, 3, 4), 'normal', 'f32'), 'b': sample(rng, (6,), 'normal', 'f32')}",
-              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), 2, 3, 1, 2, 1, 2, 1, 2, 2)\n") +
+              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), "
+                                       "2, 3, 1, 2, 1, 2, 1, 2, 2)\n") +
                   "    return {'y': np.maximum(y + params['b'].astype(np.float64)[None, :, None, None], 0.0)}",
-              1e-5, 1e-4};
+              1e-5,
+              1e-4};
   const Problem p = write_problem(s);
   ExprBuilder b;
-  const KernelPlan plan = conv_transpose_plan({2, 6, 10, 14}, ConvShape{2, 4, 6, 2, 5, 4, 10, 14, 3, 4, 2, 3, 1, 2, 1, 2},
-                                              b.done(b.u("relu", b.b("add", b.acc(), b.pr(1, 140, 6)))));
+  const KernelPlan plan =
+      conv_transpose_plan({2, 6, 10, 14}, ConvShape{2, 4, 6, 2, 5, 4, 10, 14, 3, 4, 2, 3, 1, 2, 1, 2},
+                          b.done(b.u("relu", b.b("add", b.acc(), b.pr(1, 140, 6)))));
   expect_variants_correct(p, plan, true);
 }
 
@@ -898,11 +953,14 @@ TEST_F(SyntheticProblems, ConvTranspose1dUnitStride) {
               spec("y", {1, 2, 1, 11}),
               "    return {'x': sample(rng, (1, 3, 1, 9), distribution, 'f32')}",
               "    return {'w': sample(rng, (3, 2, 1, 3), 'normal', 'f32')}",
-              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), 1, 1, 0, 1, 0, 0, 1, 2, 1)\n") +
+              conv_transpose_reference("conv_transpose(inputs['x'].astype(np.float64), params['w'].astype(np.float64), "
+                                       "1, 1, 0, 1, 0, 0, 1, 2, 1)\n") +
                   "    return {'y': y}",
-              1e-5, 1e-4};
+              1e-5,
+              1e-4};
   const Problem p = write_problem(s);
-  const KernelPlan plan = conv_transpose_plan({1, 2, 1, 11}, ConvShape{1, 3, 2, 1, 1, 9, 1, 11, 1, 3, 1, 1, 0, 1, 1, 2}, identity());
+  const KernelPlan plan =
+      conv_transpose_plan({1, 2, 1, 11}, ConvShape{1, 3, 2, 1, 1, 9, 1, 11, 1, 3, 1, 1, 0, 1, 1, 2}, identity());
   expect_variants_correct(p, plan, true);
 }
 
@@ -922,7 +980,8 @@ TEST_F(SyntheticProblems, ConvDepthwiseCausalPaddedUnevenly) {
               "    for q in range(3):\n"
               "        y += xp[..., 2 * q:2 * q + 19:2] * wt[:, 0, 0, q][None, :, None, None]\n"
               "    return {'y': np.maximum(y, 0.0)}",
-              1e-5, 1e-4};
+              1e-5,
+              1e-4};
   const Problem p = write_problem(s);
   KernelPlan plan;
   plan.kind = "conv";
@@ -939,8 +998,8 @@ TEST_F(SyntheticProblems, ConvDepthwiseCausalPaddedUnevenly) {
 
 // ---- chains: several kernels joined by temporaries (planned from a graph) --------------------
 
-nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target, nlohmann::json args,
-                          nlohmann::json kwargs = nlohmann::json::object()) {
+nlohmann::json graph_node(const std::string& name, const std::string& op, const std::string& target,
+                          nlohmann::json args, nlohmann::json kwargs = nlohmann::json::object()) {
   return {{"name", name}, {"op", op}, {"target", target}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}};
 }
 
@@ -963,15 +1022,15 @@ TEST_F(SyntheticProblems, ChainMatmulThenSoftmax) {
               "    z = inputs['x'].astype(np.float64) @ params['w'].astype(np.float64) * 0.5\n"
               "    e = np.exp(z - z.max(axis=1, keepdims=True))\n"
               "    return {'y': e / e.sum(axis=1, keepdims=True)}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
-  const nlohmann::json g = {
-      {"nodes",
-       {graph_tensor("x", "placeholder", "x"), graph_tensor("w", "get_attr", "w"),
-        graph_node("mm", "call_function", "torch.matmul", {graph_ref("x"), graph_ref("w")}),
-        graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
-        graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
-        graph_node("output", "output", "output", {graph_ref("sm")})}}};
+  const nlohmann::json g = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"), graph_tensor("w", "get_attr", "w"),
+                              graph_node("mm", "call_function", "torch.matmul", {graph_ref("x"), graph_ref("w")}),
+                              graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
+                              graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
+                              graph_node("output", "output", "output", {graph_ref("sm")})}}};
   const KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   expect_variants_correct(p, plan);
@@ -988,7 +1047,8 @@ TEST_F(SyntheticProblems, ChainLogSumExp) {
               "    return {}",
               "    x = inputs['x'].astype(np.float64); m = x.max(axis=1)\n"
               "    return {'y': np.log(np.exp(x - m[:, None]).sum(axis=1)) + m}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
   const nlohmann::json g = {{"nodes",
                              {graph_tensor("x", "placeholder", "x"),
@@ -1011,7 +1071,8 @@ TEST_F(SyntheticProblems, ChainRowSumThenDivideIsOneRowMapFirst) {
               "    return {}",
               "    x = inputs['x'].astype(np.float64)\n"
               "    return {'y': x / (x.sum(axis=1, keepdims=True) + 1.0)}",
-              1e-6, 1e-5};
+              1e-6,
+              1e-5};
   const Problem p = write_problem(s);
   const nlohmann::json g = {{"nodes",
                              {graph_tensor("x", "placeholder", "x"),
@@ -1047,24 +1108,28 @@ TEST_F(SyntheticProblems, ChainAttentionHeadsThroughViews) {
               "    e = np.exp(z - z.max(axis=-1, keepdims=True))\n"
               "    ctx = (e / e.sum(axis=-1, keepdims=True)) @ t[2]\n"
               "    return {'y': ctx.transpose(0, 2, 1, 3).reshape(2, 5, 24)}",
-              1e-5, 1e-5};
+              1e-5,
+              1e-5};
   const Problem p = write_problem(s);
   auto method = [](const std::string& name, const std::string& fn, nlohmann::json args) {
     return graph_node(name, "call_method", fn, std::move(args));
   };
-  auto item = [](const std::string& name, int i) { return graph_node(name, "call_function", "_operator.getitem", {graph_ref("pm"), i}); };
-  const nlohmann::json g = {
-      {"nodes",
-       {graph_tensor("x", "placeholder", "x"), method("b", "size", {graph_ref("x"), 0}), method("s", "size", {graph_ref("x"), 1}),
-        method("r", "reshape", {graph_ref("x"), graph_ref("b"), graph_ref("s"), 3, 4, 6}),
-        method("pm", "permute", {graph_ref("r"), 2, 0, 3, 1, 4}), item("q", 0), item("k", 1), item("v", 2),
-        method("kt", "transpose", {graph_ref("k"), -2, -1}),
-        graph_node("mm", "call_function", "torch.matmul", {graph_ref("q"), graph_ref("kt")}),
-        graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
-        graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
-        graph_node("ctx", "call_function", "torch.matmul", {graph_ref("sm"), graph_ref("v")}),
-        method("ct", "transpose", {graph_ref("ctx"), 1, 2}), method("y", "reshape", {graph_ref("ct"), graph_ref("b"), graph_ref("s"), 24}),
-        graph_node("output", "output", "output", {graph_ref("y")})}}};
+  auto item = [](const std::string& name, int i) {
+    return graph_node(name, "call_function", "_operator.getitem", {graph_ref("pm"), i});
+  };
+  const nlohmann::json g = {{"nodes",
+                             {graph_tensor("x", "placeholder", "x"), method("b", "size", {graph_ref("x"), 0}),
+                              method("s", "size", {graph_ref("x"), 1}),
+                              method("r", "reshape", {graph_ref("x"), graph_ref("b"), graph_ref("s"), 3, 4, 6}),
+                              method("pm", "permute", {graph_ref("r"), 2, 0, 3, 1, 4}), item("q", 0), item("k", 1),
+                              item("v", 2), method("kt", "transpose", {graph_ref("k"), -2, -1}),
+                              graph_node("mm", "call_function", "torch.matmul", {graph_ref("q"), graph_ref("kt")}),
+                              graph_node("z", "call_function", "operator.mul", {graph_ref("mm"), 0.5}),
+                              graph_node("sm", "call_function", "torch.softmax", {graph_ref("z")}, {{"dim", -1}}),
+                              graph_node("ctx", "call_function", "torch.matmul", {graph_ref("sm"), graph_ref("v")}),
+                              method("ct", "transpose", {graph_ref("ctx"), 1, 2}),
+                              method("y", "reshape", {graph_ref("ct"), graph_ref("b"), graph_ref("s"), 24}),
+                              graph_node("output", "output", "output", {graph_ref("y")})}}};
   const KernelPlan plan = plan_kernel(p, g);
   ASSERT_EQ(plan.kind, "chain") << plan.reason;
   ASSERT_EQ(plan.stages.size(), 7u) << plan.summary();
@@ -1081,7 +1146,8 @@ TEST_F(SyntheticProblems, GatherTransposedWithEpilogue) {
               "    return {'x': sample(rng, (3, 7, 9), distribution, 'f32')}",
               "    return {}",
               "    return {'y': inputs['x'].astype(np.float64).transpose(0, 2, 1) * 0.5}",
-              0.0, 0.0};
+              0.0,
+              0.0};
   const Problem p = write_problem(s);
   KernelPlan plan;
   plan.kind = "gather";
@@ -1106,7 +1172,8 @@ TEST_F(SyntheticProblems, CumsumRowsAndColumns) {
                  "    return {'x': sample(rng, (2, 4096), distribution, 'f32')}",
                  "    return {}",
                  "    return {'y': np.cumsum(inputs['x'].astype(np.float64), axis=1) * 0.5}",
-                 1e-5, 1e-4};
+                 1e-5,
+                 1e-4};
   const Problem p = write_problem(rows);
   const nlohmann::json g = {{"nodes",
                              {graph_tensor("x", "placeholder", "x"),
@@ -1125,12 +1192,13 @@ TEST_F(SyntheticProblems, CumsumRowsAndColumns) {
                  "    return {'x': sample(rng, (2, 50, 7), distribution, 'f32')}",
                  "    return {}",
                  "    return {'y': np.cumsum(inputs['x'].astype(np.float64), axis=1)}",
-                 1e-5, 1e-5};
+                 1e-5,
+                 1e-5};
   const Problem q = write_problem(cols);
-  const nlohmann::json h = {{"nodes",
-                             {graph_tensor("x", "placeholder", "x"),
-                              graph_node("c", "call_method", "cumsum", {graph_ref("x"), 1}),
-                              graph_node("output", "output", "output", {graph_ref("c")})}}};
+  const nlohmann::json h = {
+      {"nodes",
+       {graph_tensor("x", "placeholder", "x"), graph_node("c", "call_method", "cumsum", {graph_ref("x"), 1}),
+        graph_node("output", "output", "output", {graph_ref("c")})}}};
   const KernelPlan cp = plan_kernel(q, h);
   ASSERT_EQ(cp.kind, "cumsum") << cp.reason;
   EXPECT_EQ(cp.rshape.inner, 7);
@@ -1141,16 +1209,18 @@ TEST_F(SyntheticProblems, CumsumRowsAndColumns) {
 // (PyTorch's rule: the first maximum, a NaN above all, the first NaN), int64 indices; and along
 // a middle axis (the scalar variant), both planned from their graphs.
 TEST_F(SyntheticProblems, ArgmaxRowsWithTiesAndNaNAndColumns) {
-  Synthetic rows{"argmax_rows",
-                 nlohmann::json::array({spec("x", {4, 700})}),
-                 nlohmann::json::array(),
-                 {{"name", "y"}, {"dtype", "i64"}, {"shape", {4}}},
-                 "    x = sample(rng, (4, 700), distribution, 'f32')\n"
-                 "    x[1, 3] = x[1, 650] = 50.0\n    x[2, 100] = np.nan\n    x[2, 300] = np.nan\n    x[3, 699] = np.inf\n"
-                 "    return {'x': x}",
-                 "    return {}",
-                 "    return {'y': np.argmax(inputs['x'], axis=1).astype(np.int64)}",
-                 0.0, 0.0};
+  Synthetic rows{
+      "argmax_rows",
+      nlohmann::json::array({spec("x", {4, 700})}),
+      nlohmann::json::array(),
+      {{"name", "y"}, {"dtype", "i64"}, {"shape", {4}}},
+      "    x = sample(rng, (4, 700), distribution, 'f32')\n"
+      "    x[1, 3] = x[1, 650] = 50.0\n    x[2, 100] = np.nan\n    x[2, 300] = np.nan\n    x[3, 699] = np.inf\n"
+      "    return {'x': x}",
+      "    return {}",
+      "    return {'y': np.argmax(inputs['x'], axis=1).astype(np.int64)}",
+      0.0,
+      0.0};
   const Problem p = write_problem(rows);
   const nlohmann::json g = {{"nodes",
                              {graph_tensor("x", "placeholder", "x"),
@@ -1167,12 +1237,13 @@ TEST_F(SyntheticProblems, ArgmaxRowsWithTiesAndNaNAndColumns) {
                  "    return {'x': sample(rng, (4, 50, 6), distribution, 'f32')}",
                  "    return {}",
                  "    return {'y': np.argmax(inputs['x'], axis=1).astype(np.int64)}",
-                 0.0, 0.0};
+                 0.0,
+                 0.0};
   const Problem q = write_problem(cols);
-  const nlohmann::json h = {{"nodes",
-                             {graph_tensor("x", "placeholder", "x"),
-                              graph_node("a", "call_method", "argmax", {graph_ref("x")}, {{"dim", 1}}),
-                              graph_node("output", "output", "output", {graph_ref("a")})}}};
+  const nlohmann::json h = {
+      {"nodes",
+       {graph_tensor("x", "placeholder", "x"), graph_node("a", "call_method", "argmax", {graph_ref("x")}, {{"dim", 1}}),
+        graph_node("output", "output", "output", {graph_ref("a")})}}};
   const KernelPlan cp = plan_kernel(q, h);
   ASSERT_EQ(cp.kind, "argmax") << cp.reason;
   expect_variants_correct(q, cp, true);
@@ -1198,7 +1269,8 @@ TEST_F(SyntheticProblems, VectorMathIsAccurate) {
       {"silu", "np.linspace(-100, 100, N)", "x / (1 + np.exp(-x))"},
       {"gelu", "np.concatenate([np.linspace(-15, 15, N // 2), np.linspace(-0.01, 0.01, N // 2)])",
        "0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2))"},
-      {"gelu_tanh", "np.linspace(-10, 10, N)", "x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))", 2e-6},
+      {"gelu_tanh", "np.linspace(-10, 10, N)", "x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))",
+       2e-6},
       {"softplus", "np.linspace(-100, 100, N)", "np.where(x > 20, x, np.log1p(np.exp(x)))"},
   };
   std::string why;
@@ -1213,7 +1285,8 @@ TEST_F(SyntheticProblems, VectorMathIsAccurate) {
                 "    N = 65536\n    return {'x': (" + c.grid + ").astype(np.float32)}",
                 "    return {}",
                 "    x = inputs['x'].astype(np.float64)\n    return {'y': " + c.reference + "}",
-                1e-10, c.rtol};
+                1e-10,
+                c.rtol};
     const Problem p = write_problem(s);
     ExprBuilder b;
     int x = b.in(0, 1, 65536);
@@ -1221,7 +1294,9 @@ TEST_F(SyntheticProblems, VectorMathIsAccurate) {
     const auto vs = rvv_variants(plan, p, *t);
     ASSERT_FALSE(vs.empty());
     for (const auto& v : vs) {
-      if (v.params.value("unroll", 1) != 1 || (v.params.value("lmul", "") != "m1" && v.params.value("lmul", "") != "m8")) continue;
+      if (v.params.value("unroll", 1) != 1 ||
+          (v.params.value("lmul", "") != "m1" && v.params.value("lmul", "") != "m8"))
+        continue;
       SCOPED_TRACE(v.params.dump());
       Outcome o = eval_file(p, *t, write_variant(p, v), &client);
       EXPECT_TRUE(o.correct) << o.why;
@@ -1265,7 +1340,8 @@ TEST(RvvVariants, SameFamilyAndParamsGiveTheSameSource) {
     const auto a = rvv_variants(plan, p, target_named("rvv-qemu-128"));
     const auto b = rvv_variants(plan, p, target_named("rvv-qemu-512"));
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].source, b[i].source) << "VLEN-agnostic: one source for every rvv target";
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i].source, b[i].source) << "VLEN-agnostic: one source for every rvv target";
   }
 }
 

@@ -33,7 +33,8 @@ inline std::set<std::string> variant_features(const Variant& v) {
 }
 
 // Indices into `vs`, ascending: all of them when `every`, else the covering subset.
-inline std::vector<size_t> variants_to_evaluate(const std::vector<Variant>& vs, bool every = every_variant_requested()) {
+inline std::vector<size_t> variants_to_evaluate(const std::vector<Variant>& vs,
+                                                bool every = every_variant_requested()) {
   if (every) {
     std::vector<size_t> all(vs.size());
     for (size_t i = 0; i < vs.size(); ++i) all[i] = i;

@@ -55,8 +55,9 @@ def main():
         for p in list(new.parameters()) + list(ref.parameters()):
             p.mul_(0.5)
     compare(sets[-1])
-    print(json.dumps({"ok": True, "device": device, "sets": len(sets), "max_abs_diff": worst,
-                      "torch": torch.__version__}))
+    print(
+        json.dumps({"ok": True, "device": device, "sets": len(sets), "max_abs_diff": worst, "torch": torch.__version__})
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ except Exception as e:  # ImportError, or a broken install
 
 
 def helper(*args, env=None):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          env=env, timeout=900)
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, env=env, timeout=900)
 
 
 def mblast(*args):
@@ -73,6 +72,7 @@ def opencl_device_here():
 def from_tools(module, name):
     """`name` from tools/<module> (the helper's own code, imported as the helper imports it)."""
     import importlib
+
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     try:
         return getattr(importlib.import_module(module), name)
@@ -176,10 +176,10 @@ class ImportTest(unittest.TestCase):
         self.assertEqual(prov["kind"], "kernelbench")
         self.assertEqual(prov["source"], os.path.join(self.tmp, "src", "relu.py"))
         self.assertEqual(prov["torch"], torch.__version__)
-        with open(os.path.join(d, "model.py"), "rb") as f, \
-                open(os.path.join(FIXTURES, "relu.py"), "rb") as g:
+        with open(os.path.join(d, "model.py"), "rb") as f, open(os.path.join(FIXTURES, "relu.py"), "rb") as g:
             self.assertEqual(f.read(), g.read())
         import hashlib
+
         man = read_json(os.path.join(d, "data", "MANIFEST.json"))
         self.assertEqual(len(man["files"]), 3 + 2 + 6)
         for name, digest in man["files"].items():
@@ -205,7 +205,11 @@ class ImportTest(unittest.TestCase):
         # (a hard link, the same hash); linear_gelu's inits differ and keep files of their own.
         def entry(name, s, i):
             path = os.path.join(self.out, name, "data", f"expected.seed{s}.init{i}.safetensors")
-            return os.stat(path).st_ino, read_json(os.path.join(self.out, name, "data", "MANIFEST.json"))["files"][os.path.basename(path)]
+            return (
+                os.stat(path).st_ino,
+                read_json(os.path.join(self.out, name, "data", "MANIFEST.json"))["files"][os.path.basename(path)],
+            )
+
         for s in range(3):
             self.assertEqual(entry("relu", s, 0), entry("relu", s, 1))
             ino0, hash0 = entry("linear_gelu", s, 0)
@@ -288,18 +292,24 @@ class ImportTest(unittest.TestCase):
         self.assertIn("is not a KernelBench import", r.stderr)
 
     def test_directory_with_bad_files_continues(self):
-        src = copy_fixtures(os.path.join(self.tmp, "mixed"),
-                            ["relu.py", "syntax_error.py", "forward_raises.py"])
+        src = copy_fixtures(os.path.join(self.tmp, "mixed"), ["relu.py", "syntax_error.py", "forward_raises.py"])
         out = os.path.join(self.tmp, "mixed_out")
         r = helper("import", src, "--out", out)
         self.assertEqual(r.returncode, 1)
         self.assertIn("imported 1, failed 2", r.stdout)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         self.assertEqual(len(lines), 2, r.stderr)
-        self.assertTrue(any(ln.startswith(f"mblast_kernelbench: {src}/syntax_error.py: ") and
-                            "SyntaxError" in ln for ln in lines), r.stderr)
-        self.assertTrue(any(ln.startswith(f"mblast_kernelbench: {src}/forward_raises.py: ") and
-                            "this model always fails" in ln for ln in lines), r.stderr)
+        self.assertTrue(
+            any(ln.startswith(f"mblast_kernelbench: {src}/syntax_error.py: ") and "SyntaxError" in ln for ln in lines),
+            r.stderr,
+        )
+        self.assertTrue(
+            any(
+                ln.startswith(f"mblast_kernelbench: {src}/forward_raises.py: ") and "this model always fails" in ln
+                for ln in lines
+            ),
+            r.stderr,
+        )
         self.assertEqual(sorted(os.listdir(out)), ["relu"])
 
     def test_missing_pieces_get_one_line_reasons(self):
@@ -308,7 +318,9 @@ class ImportTest(unittest.TestCase):
         with open(os.path.join(src, "no_model.py"), "w") as f:
             f.write("def get_inputs():\n    return []\n")
         with open(os.path.join(src, "dropout.py"), "w") as f:
-            f.write(textwrap.dedent("""\
+            f.write(
+                textwrap.dedent(
+                    """\
                 import torch
                 class Model(torch.nn.Module):
                     def forward(self, x):
@@ -317,7 +329,9 @@ class ImportTest(unittest.TestCase):
                     return [torch.rand(64)]
                 def get_init_inputs():
                     return []
-                """))
+                """
+                )
+            )
         r = helper("import", src, "--out", os.path.join(self.tmp, "odd_out"))
         self.assertEqual(r.returncode, 1)
         self.assertIn("defines no Model", r.stderr)
@@ -345,8 +359,10 @@ class ImportTest(unittest.TestCase):
         # sets_default_dtype.py, imported before tuple_out.py, sets float64 as the default dtype
         # at module level: tuple_out's inputs (torch.rand) are still float32
         dirty = next(f for f in summary["files"] if f["file"].endswith("sets_default_dtype.py"))
-        self.assertEqual(dirty["settings_set_back"],
-                         ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"])
+        self.assertEqual(
+            dirty["settings_set_back"],
+            ["default dtype (torch.float64 -> torch.float32)", "cudnn.benchmark (True -> False)"],
+        )
         with open(os.path.join(out, "tuple_out", "problem.json"), encoding="utf-8") as fh:
             self.assertEqual([t["dtype"] for t in json.load(fh)["inputs"]], ["f32", "f32"])
         r = mblast("import", "kernelbench", "--help")
@@ -356,12 +372,14 @@ class ImportTest(unittest.TestCase):
     @unittest.skipUnless(pocl_available(), "mblast or the pocl-cpu target is not available here")
     def test_eval_relu_candidates(self):
         pdir = os.path.join(self.out, "relu")
-        r = mblast("eval", pdir, os.path.join(FIXTURES, "relu.opencl.cpp"), "--target", "pocl-cpu",
-                   "--json", "--no-timing")
+        r = mblast(
+            "eval", pdir, os.path.join(FIXTURES, "relu.opencl.cpp"), "--target", "pocl-cpu", "--json", "--no-timing"
+        )
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(json.loads(r.stdout)["correct"])
-        r = mblast("eval", pdir, os.path.join(FIXTURES, "identity.opencl.cpp"), "--target", "pocl-cpu",
-                   "--json", "--no-timing")
+        r = mblast(
+            "eval", pdir, os.path.join(FIXTURES, "identity.opencl.cpp"), "--target", "pocl-cpu", "--json", "--no-timing"
+        )
         self.assertEqual(r.returncode, 1)
         res = json.loads(r.stdout)
         self.assertFalse(res["correct"])
@@ -370,9 +388,15 @@ class ImportTest(unittest.TestCase):
 
     @unittest.skipUnless(pocl_available(), "mblast or the pocl-cpu target is not available here")
     def test_eval_linear_gelu_candidate(self):
-        r = mblast("eval", os.path.join(self.out, "linear_gelu"),
-                   os.path.join(FIXTURES, "linear_gelu.opencl.cpp"), "--target", "pocl-cpu", "--json",
-                   "--no-timing")
+        r = mblast(
+            "eval",
+            os.path.join(self.out, "linear_gelu"),
+            os.path.join(FIXTURES, "linear_gelu.opencl.cpp"),
+            "--target",
+            "pocl-cpu",
+            "--json",
+            "--no-timing",
+        )
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
@@ -391,8 +415,19 @@ class BaselineTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_helper_baseline_cpu(self):
-        r = helper("baseline", self.pdir, "--device", "cpu", "--compile", "--warmup", "2",
-                   "--repeats", "20", "--min-seconds", "0.05")
+        r = helper(
+            "baseline",
+            self.pdir,
+            "--device",
+            "cpu",
+            "--compile",
+            "--warmup",
+            "2",
+            "--repeats",
+            "20",
+            "--min-seconds",
+            "0.05",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         res = json.loads(r.stdout)
         e = res["eager"]
@@ -428,8 +463,13 @@ class BaselineTest(unittest.TestCase):
                     os.dup2(src, dst)
                 os.set_inheritable(dst, True)
 
-        proc = subprocess.Popen([sys.executable, TOOL, "serve"], preexec_fn=child_fds, close_fds=False,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, TOOL, "serve"],
+            preexec_fn=child_fds,
+            close_fds=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         os.close(req_r)
         os.close(ans_w)
         requests, answers = os.fdopen(req_w, "w"), os.fdopen(ans_r, "r")
@@ -440,29 +480,81 @@ class BaselineTest(unittest.TestCase):
             return json.loads(answers.readline())
 
         outs = [os.path.join(self.tmp, f"served{i}.json") for i in range(2)]
-        good = ["baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5",
-                "--min-seconds", "0.01"]
+        good = ["baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5", "--min-seconds", "0.01"]
         try:
             self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[0]]})), {"exit": 0})
-            self.assertNotEqual(ask(json.dumps({"argv": ["baseline", os.path.join(self.tmp, "nowhere"),
-                                                         "--device", "cpu"]}))["exit"], 0)
+            self.assertNotEqual(
+                ask(json.dumps({"argv": ["baseline", os.path.join(self.tmp, "nowhere"), "--device", "cpu"]}))["exit"], 0
+            )
             served = os.path.join(self.tmp, "served")
             summary = os.path.join(self.tmp, "served_import.json")
-            self.assertEqual(ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", served,
-                                                      "--json-out", summary]})), {"exit": 0})
+            self.assertEqual(
+                ask(
+                    json.dumps(
+                        {"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", served, "--json-out", summary]}
+                    )
+                ),
+                {"exit": 0},
+            )
             # A model file that changes PyTorch's default dtype at module level: the relu import
             # after it must still make float32 inputs (torch.rand with the default dtype).
             dirty = os.path.join(self.tmp, "served_dirty")
-            ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "sets_default_dtype.py"), "--out", dirty,
-                                     "--json-out", os.path.join(self.tmp, "served_dirty.json")]}))
+            ask(
+                json.dumps(
+                    {
+                        "argv": [
+                            "import",
+                            os.path.join(FIXTURES, "sets_default_dtype.py"),
+                            "--out",
+                            dirty,
+                            "--json-out",
+                            os.path.join(self.tmp, "served_dirty.json"),
+                        ]
+                    }
+                )
+            )
             # ... and its baseline, which loads the file again: the server sets them back
-            self.assertEqual(ask(json.dumps({"argv": ["baseline", os.path.join(dirty, "sets_default_dtype"),
-                                                      "--device", "cpu", "--warmup", "1", "--repeats", "5",
-                                                      "--min-seconds", "0.01", "--json-out",
-                                                      os.path.join(self.tmp, "dirty_baseline.json")]})), {"exit": 0})
+            self.assertEqual(
+                ask(
+                    json.dumps(
+                        {
+                            "argv": [
+                                "baseline",
+                                os.path.join(dirty, "sets_default_dtype"),
+                                "--device",
+                                "cpu",
+                                "--warmup",
+                                "1",
+                                "--repeats",
+                                "5",
+                                "--min-seconds",
+                                "0.01",
+                                "--json-out",
+                                os.path.join(self.tmp, "dirty_baseline.json"),
+                            ]
+                        }
+                    )
+                ),
+                {"exit": 0},
+            )
             again = os.path.join(self.tmp, "served_again")
-            self.assertEqual(ask(json.dumps({"argv": ["import", os.path.join(FIXTURES, "relu.py"), "--out", again,
-                                                      "--json-out", os.path.join(self.tmp, "again.json")]})), {"exit": 0})
+            self.assertEqual(
+                ask(
+                    json.dumps(
+                        {
+                            "argv": [
+                                "import",
+                                os.path.join(FIXTURES, "relu.py"),
+                                "--out",
+                                again,
+                                "--json-out",
+                                os.path.join(self.tmp, "again.json"),
+                            ]
+                        }
+                    )
+                ),
+                {"exit": 0},
+            )
             self.assertNotEqual(ask(json.dumps({"argv": ["export", "--problem", self.pdir]}))["exit"], 0)
             self.assertNotEqual(ask("not json")["exit"], 0)
             self.assertEqual(ask(json.dumps({"argv": good + ["--json-out", outs[1]]})), {"exit": 0})
@@ -484,16 +576,35 @@ class BaselineTest(unittest.TestCase):
         self.assertEqual(imported["phases"]["import_torch_s"], 0.0)
         # every step of the import is timed, and the steps add up to no more than the import
         steps = {k: v for k, v in imported["phases"].items() if k != "import_torch_s"}
-        self.assertEqual(set(steps), {"load_and_inputs_s", "models_s", "reference_s", "determinism_s",
-                                      "calibrate_s", "graph_s", "flops_s", "write_s"})
+        self.assertEqual(
+            set(steps),
+            {
+                "load_and_inputs_s",
+                "models_s",
+                "reference_s",
+                "determinism_s",
+                "calibrate_s",
+                "graph_s",
+                "flops_s",
+                "write_s",
+            },
+        )
         self.assertTrue(all(v >= 0 for v in steps.values()), steps)
         self.assertLessEqual(sum(steps.values()), imported["seconds"] + 1e-6)
         # what the dirty model file changed was set back, and said so
-        self.assertIn(b"sets_default_dtype.py: the model file changed PyTorch's default dtype (torch.float64 -> torch.float32), "
-                      b"cudnn.benchmark (True -> False); set back", err)
-        self.assertIn(b"serve: the request changed PyTorch's default dtype (torch.float64 -> torch.float32), "
-                      b"cudnn.benchmark (True -> False); set back", err)
-        self.assertEqual([t["dtype"] for t in read_json(os.path.join(again, "relu", "problem.json"))["inputs"]], ["f32"])
+        self.assertIn(
+            b"sets_default_dtype.py: the model file changed PyTorch's default dtype (torch.float64 -> torch.float32), "
+            b"cudnn.benchmark (True -> False); set back",
+            err,
+        )
+        self.assertIn(
+            b"serve: the request changed PyTorch's default dtype (torch.float64 -> torch.float32), "
+            b"cudnn.benchmark (True -> False); set back",
+            err,
+        )
+        self.assertEqual(
+            [t["dtype"] for t in read_json(os.path.join(again, "relu", "problem.json"))["inputs"]], ["f32"]
+        )
 
     def test_baseline_caches_cold_as_the_runner_makes_them(self):
         # With mblast's eviction library the CPU baseline evicts its own memory before each timed
@@ -502,8 +613,7 @@ class BaselineTest(unittest.TestCase):
         lib = os.path.join(os.path.dirname(os.path.dirname(MBLAST)), "lib", "mblast", "libmblast_evict.so")
         if not os.path.exists(lib):
             self.skipTest(f"{lib} is not built")
-        common = ("baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5",
-                  "--min-seconds", "0.01")
+        common = ("baseline", self.pdir, "--device", "cpu", "--warmup", "1", "--repeats", "5", "--min-seconds", "0.01")
         methods = {}
         for mode in ("evict", "sweep"):
             r = helper(*common, "--cache-flush", mode, "--evict-library", lib)
@@ -532,8 +642,12 @@ class BaselineTest(unittest.TestCase):
         # OpenBLAS's pthread build beside PyTorch's OpenMP threads: erratic eager products
         pthread = [d + "openblas-pthread/libopenblasp-r0.3.21.so", d + "openblas-pthread/libblas.so.3"]
         self.assertIn("libopenblas0-openmp", blas_info(pthread, torch_openmp=True)["blas_note"])
-        self.assertNotIn("blas_note", blas_info([d + "openblas-openmp/libopenblasp-r0.3.21.so", d + "openblas-openmp/libblas.so.3"],
-                                                torch_openmp=True))
+        self.assertNotIn(
+            "blas_note",
+            blas_info(
+                [d + "openblas-openmp/libopenblasp-r0.3.21.so", d + "openblas-openmp/libblas.so.3"], torch_openmp=True
+            ),
+        )
 
     def test_helper_prefers_the_openmp_openblas(self):
         # Re-run with Debian's OpenMP OpenBLAS first on the loader path when it is installed and
@@ -548,7 +662,9 @@ class BaselineTest(unittest.TestCase):
         self.assertIsNone(openmp_blas_env(env, ma, exists=installed, realpath=pthread))  # already re-run
         self.assertIsNone(openmp_blas_env({"MBLAST_TORCH_BLAS": "system"}, ma, exists=installed, realpath=pthread))
         self.assertIsNone(openmp_blas_env({}, ma, exists=lambda p: False, realpath=pthread))  # not installed
-        self.assertIsNone(openmp_blas_env({}, ma, exists=installed, realpath=lambda p: f"/usr/lib/{ma}/openblas-openmp/libblas.so.3"))
+        self.assertIsNone(
+            openmp_blas_env({}, ma, exists=installed, realpath=lambda p: f"/usr/lib/{ma}/openblas-openmp/libblas.so.3")
+        )
 
     def test_timing_loop_budget_counts_the_flushes(self):
         # The runner's rule: at least `repeats` calls, and the loop (calls and the flushes between
@@ -600,6 +716,7 @@ class BaselineTest(unittest.TestCase):
         # In `serve`, baselines follow an import in the same process: they must find PyTorch's
         # own TF32 settings, while the import's reference ran in strict FP32.
         import argparse
+
         importer = sys.modules[from_tools("kernelbench.importer", "cmd_import").__module__]
         flags, on, off = tf32_flags()
         before = [getattr(o, n) for o, n in flags]
@@ -615,8 +732,9 @@ class BaselineTest(unittest.TestCase):
             for o, n in flags:
                 setattr(o, n, on)
             importer.import_file = import_file
-            a = argparse.Namespace(src=os.path.join(FIXTURES, "relu.py"), out=out, seeds=2, inits=1,
-                                   device="cuda", json_out=None)
+            a = argparse.Namespace(
+                src=os.path.join(FIXTURES, "relu.py"), out=out, seeds=2, inits=1, device="cuda", json_out=None
+            )
             self.assertEqual(importer.cmd_import(a), 1)
             self.assertEqual(seen, [[off, off]])
             self.assertEqual([getattr(o, n) for o, n in flags], [on, on])
@@ -631,8 +749,19 @@ class BaselineTest(unittest.TestCase):
         path = os.path.join(self.pdir, "baselines.json")
         with open(path, "w") as f:
             json.dump({"format": 1, "baselines": {"h200": {"eager": {"median_us": 1.0}}}}, f)
-        r = mblast("baseline", self.pdir, "--target", "pocl-cpu", "--json", "--repeats", "10",
-                   "--min-time", "0.02", "--warmup", "1")
+        r = mblast(
+            "baseline",
+            self.pdir,
+            "--target",
+            "pocl-cpu",
+            "--json",
+            "--repeats",
+            "10",
+            "--min-time",
+            "0.02",
+            "--warmup",
+            "1",
+        )
         self.assertEqual(r.returncode, 0, r.stderr)
         entry = json.loads(r.stdout)
         self.assertEqual(entry["target"], "pocl-cpu")
@@ -681,10 +810,8 @@ class ExportTest(unittest.TestCase):
 
     def export(self, candidate, out, backend="opencl"):
         if have_mblast():
-            return mblast("export", candidate, "--problem", self.pdir, "--format", "kernelbench",
-                          "--out", out)
-        return helper("export", "--problem", self.pdir, "--candidate", candidate, "--backend", backend,
-                      "--out", out)
+            return mblast("export", candidate, "--problem", self.pdir, "--format", "kernelbench", "--out", out)
+        return helper("export", "--problem", self.pdir, "--candidate", candidate, "--backend", backend, "--out", out)
 
     def test_exported_opencl_file_matches_model_on_cpu(self):
         if not os.path.exists("/usr/include/CL/cl.h"):
@@ -703,8 +830,14 @@ class ExportTest(unittest.TestCase):
         self.assertIn("MBLAST_ABI_VERSION", text)  # the ABI header is inlined
         self.assertNotIn("#include <mblast/abi.h>", text)
         env = dict(os.environ, TORCH_EXTENSIONS_DIR=self.ext_dir)
-        r = subprocess.run([sys.executable, CHECK_EXPORT, out, self.pdir, "cpu"], capture_output=True,
-                           text=True, env=env, timeout=900, cwd=self.tmp)
+        r = subprocess.run(
+            [sys.executable, CHECK_EXPORT, out, self.pdir, "cpu"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            cwd=self.tmp,
+        )
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         res = json.loads(r.stdout.strip().splitlines()[-1])
         self.assertTrue(res["ok"])
@@ -719,15 +852,22 @@ class ExportTest(unittest.TestCase):
             r = self.export(rvv, out)
             self.assertEqual(r.returncode, 2)
             self.assertIn("rvv candidate cannot be exported", r.stderr)
-            r = mblast("export", os.path.join(FIXTURES, "relu.opencl.cpp"), "--problem",
-                       os.path.join(ROOT, "problems", "relu"), "--format", "kernelbench", "--out", out)
+            r = mblast(
+                "export",
+                os.path.join(FIXTURES, "relu.opencl.cpp"),
+                "--problem",
+                os.path.join(ROOT, "problems", "relu"),
+                "--format",
+                "kernelbench",
+                "--out",
+                out,
+            )
             self.assertEqual(r.returncode, 2)
             self.assertIn("no model.py", r.stderr)
         not_abi = os.path.join(self.tmp, "empty.opencl.cpp")
         with open(not_abi, "w") as f:
             f.write("int main() { return 0; }\n")
-        r = helper("export", "--problem", self.pdir, "--candidate", not_abi, "--backend", "opencl",
-                   "--out", out)
+        r = helper("export", "--problem", self.pdir, "--candidate", not_abi, "--backend", "opencl", "--out", out)
         self.assertEqual(r.returncode, 2)
         self.assertIn("does not define mblast_run", r.stderr)
         self.assertFalse(os.path.exists(out))
@@ -736,9 +876,11 @@ class ExportTest(unittest.TestCase):
         out = os.path.join(self.tmp, "cuda_new.py")
         cand = os.path.join(self.tmp, "naive.cuda.cu")
         with open(cand, "w") as f:
-            f.write('#include <mblast/abi.h>\nextern "C" int mblast_run(const mblast_context*, void*, '
-                    'const mblast_tensor*, int32_t, const mblast_tensor*, int32_t, mblast_tensor*, '
-                    'int32_t) { return 0; }\n')
+            f.write(
+                '#include <mblast/abi.h>\nextern "C" int mblast_run(const mblast_context*, void*, '
+                "const mblast_tensor*, int32_t, const mblast_tensor*, int32_t, mblast_tensor*, "
+                "int32_t) { return 0; }\n"
+            )
         r = self.export(cand, out, backend="cuda")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(out) as f:

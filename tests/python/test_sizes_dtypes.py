@@ -17,8 +17,17 @@ import textwrap
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kernelbench import (FIXTURES, ROOT, SKIP, copy_fixtures, from_tools, helper,  # noqa: E402
-                              mblast, pocl_available, read_json)
+from test_kernelbench import (
+    FIXTURES,
+    ROOT,
+    SKIP,
+    copy_fixtures,
+    from_tools,
+    helper,  # noqa: E402
+    mblast,
+    pocl_available,
+    read_json,
+)
 
 KERNELBENCH = os.environ.get("MBLAST_KERNELBENCH") or os.path.join(os.path.dirname(ROOT), "shared", "kernelbench")
 
@@ -72,10 +81,12 @@ class ParseBytesTest(unittest.TestCase):
 class MaxBytesKernelBenchTest(unittest.TestCase):
     """A matmul, a convolution, an attention block and a level-3 network, imported at 8M."""
 
-    FILES = ["level1/1_Square_matrix_multiplication_.py",
-             "level1/63_conv_standard_2D__square_input__square_kernel.py",
-             "level3/44_MiniGPTBlock.py",
-             "level3/4_LeNet5.py"]
+    FILES = [
+        "level1/1_Square_matrix_multiplication_.py",
+        "level1/63_conv_standard_2D__square_input__square_kernel.py",
+        "level3/44_MiniGPTBlock.py",
+        "level3/4_LeNet5.py",
+    ]
     N = 8 << 20
 
     @classmethod
@@ -111,9 +122,11 @@ class MaxBytesKernelBenchTest(unittest.TestCase):
                 for name, (was, now) in scale["constants"].items():
                     self.assertLess(now, was, name)
                 # The recorded bytes are what the data holds.
-                held = sum(t.numel() * t.element_size() for file in ("inputs.seed0", "params.init0",
-                                                                      "expected.seed0.init0")
-                           for t in load_file(os.path.join(pdir, "data", f"{file}.safetensors")).values())
+                held = sum(
+                    t.numel() * t.element_size()
+                    for file in ("inputs.seed0", "params.init0", "expected.seed0.init0")
+                    for t in load_file(os.path.join(pdir, "data", f"{file}.safetensors")).values()
+                )
                 self.assertEqual(held, p["bytes"])
                 with open(os.path.join(pdir, "model.py"), encoding="utf-8") as fh:
                     self.assertIn("mblast import --max-bytes 8M", fh.read())
@@ -139,7 +152,9 @@ class MaxBytesRuleTest(unittest.TestCase):
         return path
 
     def test_heads_keep_dividing_and_equal_sizes_stay_equal(self):
-        f = self.write("heads.py", """
+        f = self.write(
+            "heads.py",
+            """
             import torch
             import torch.nn as nn
 
@@ -167,7 +182,8 @@ class MaxBytesRuleTest(unittest.TestCase):
 
             def get_init_inputs():
                 return [embed, heads, kernel]
-            """)
+            """,
+        )
         out = os.path.join(self.tmp, "out")
         r = helper("import", f, "--out", out, "--max-bytes", "256K")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -182,7 +198,9 @@ class MaxBytesRuleTest(unittest.TestCase):
         run_reference(os.path.join(out, "heads"))
 
     def test_what_cannot_fit_says_why_in_one_line(self):
-        f = self.write("fixed.py", """
+        f = self.write(
+            "fixed.py",
+            """
             import torch
             import torch.nn as nn
 
@@ -201,7 +219,8 @@ class MaxBytesRuleTest(unittest.TestCase):
 
             def get_init_inputs():
                 return []
-            """)
+            """,
+        )
         r = helper("import", f, "--out", os.path.join(self.tmp, "out"), "--max-bytes", "1M")
         self.assertEqual(r.returncode, 1)
         lines = [ln for ln in r.stderr.splitlines() if "fixed.py" in ln]
@@ -269,8 +288,16 @@ class IntegerAndBoolTest(unittest.TestCase):
 
     @unittest.skipUnless(pocl_available(), "mblast or the pocl-cpu target is not available here")
     def test_naive_candidate_is_correct_and_timed(self):
-        r = mblast("eval", self.pdir, os.path.join(FIXTURES, "gather_mask.opencl.cpp"), "--target", "pocl-cpu",
-                   "--json", "--min-time", "0.05")
+        r = mblast(
+            "eval",
+            self.pdir,
+            os.path.join(FIXTURES, "gather_mask.opencl.cpp"),
+            "--target",
+            "pocl-cpu",
+            "--json",
+            "--min-time",
+            "0.05",
+        )
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         res = json.loads(r.stdout)
         self.assertTrue(res["correct"], res.get("reason"))
@@ -280,13 +307,14 @@ class IntegerAndBoolTest(unittest.TestCase):
     def test_wrong_candidates_are_seen(self):
         cases = {
             "PICK": ("((j + 1) % cols)", "out0"),  # gathers the neighbour
-            "TRUE_BYTE": ("2", "out1"),            # a true that is not 1
-            "ONE": ("0", "out2"),                  # an integer off by one
+            "TRUE_BYTE": ("2", "out1"),  # a true that is not 1
+            "ONE": ("0", "out2"),  # an integer off by one
         }
         for name, (value, output) in cases.items():
             with self.subTest(name):
-                r = mblast("eval", self.pdir, self.candidate(**{name: value}), "--target", "pocl-cpu", "--json",
-                           "--no-timing")
+                r = mblast(
+                    "eval", self.pdir, self.candidate(**{name: value}), "--target", "pocl-cpu", "--json", "--no-timing"
+                )
                 self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                 res = json.loads(r.stdout)
                 self.assertFalse(res["correct"])

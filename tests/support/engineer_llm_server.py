@@ -94,8 +94,12 @@ class Variants:
         if not os.path.isdir(pdir):
             return []
         out = os.path.join(self.tmp, target)
-        p = subprocess.run([self.mblast, "plan", pdir, "--target", target, "--json", "--write-variants", out],
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [self.mblast, "plan", pdir, "--target", target, "--json", "--write-variants", out],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if p.returncode != 0:
             return []
         doc = json.loads(p.stdout)
@@ -160,10 +164,17 @@ def parse_past_kernels(body):
         fr = [float(x) for x in re.findall(r"([0-9.]+) of peak (?:bandwidth|compute)", head)]
         act = re.search(r", made by (\S+)$", head)
         tgt = re.search(r" on (\S+?)(?:,|$| \()", head)
-        out.append({"problem": head.split(" ", 1)[0], "same_problem": "(this problem" in head,
-                    "target": tgt.group(1) if tgt else "", "fraction": max(fr) if fr else None,
-                    "action": act.group(1) if act else "", "source": src,
-                    "complete": "more characters not shown]" not in src})
+        out.append(
+            {
+                "problem": head.split(" ", 1)[0],
+                "same_problem": "(this problem" in head,
+                "target": tgt.group(1) if tgt else "",
+                "fraction": max(fr) if fr else None,
+                "action": act.group(1) if act else "",
+                "source": src,
+                "complete": "more characters not shown]" not in src,
+            }
+        )
     return out
 
 
@@ -256,8 +267,9 @@ class Engineer:
             # (its vector width, tiling, unrolling), else like any best earlier kernel, first;
             # with none shown, the generators' own order.
             models = [k["source"] for k in past if k["action"] == a] or [k["source"] for k in past]
-            ranked_variants = sorted(enumerate(variants), key=lambda iv: -max(
-                [similarity(iv[1]["source"], m) for m in models] or [0.0]))
+            ranked_variants = sorted(
+                enumerate(variants), key=lambda iv: -max([similarity(iv[1]["source"], m) for m in models] or [0.0])
+            )
             for i, v in ranked_variants:
                 if i in used or not v["actions"] or v["actions"][0] != a:
                     continue
@@ -286,6 +298,7 @@ class Engineer:
 
 class EngineerScript:
     """Answers every request through the Engineer (the interface of fake_llm_server.Script)."""
+
     mode = "match"
 
     def __init__(self, engineer):
@@ -309,6 +322,7 @@ def main():
     server = fake_llm_server.Server((args.host, args.port), script, args.log, None)
     print("PORT %d" % server.server_address[1], flush=True)
     if args.watch_stdin:
+
         def watch():
             try:
                 while sys.stdin.buffer.read(4096):
@@ -316,6 +330,7 @@ def main():
             except OSError:
                 pass
             server.shutdown()
+
         threading.Thread(target=watch, daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.05)

@@ -117,15 +117,20 @@ def openai_answer(entry, body, n):
         "object": "chat.completion",
         "created": int(time.time()),
         "model": (body or {}).get("model", "fake-model"),
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": entry.get("text", "")},
-            "finish_reason": entry.get("finish_reason") or "stop",
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": entry.get("text", "")},
+                "finish_reason": entry.get("finish_reason") or "stop",
+            }
+        ],
     }
     if usage is not None:
-        doc["usage"] = {"prompt_tokens": usage.get("input", 0), "completion_tokens": usage.get("output", 0),
-                        "total_tokens": usage.get("input", 0) + usage.get("output", 0)}
+        doc["usage"] = {
+            "prompt_tokens": usage.get("input", 0),
+            "completion_tokens": usage.get("output", 0),
+            "total_tokens": usage.get("input", 0) + usage.get("output", 0),
+        }
     return doc
 
 
@@ -206,7 +211,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if entry is None:
             if srv.script.mode == "match":
-                self._send(400, json.dumps(error_answer(api, 400, "fake server: no scripted response matches")).encode())
+                self._send(
+                    400, json.dumps(error_answer(api, 400, "fake server: no scripted response matches")).encode()
+                )
             else:
                 self._send(500, json.dumps(error_answer(api, 500, "fake server: script exhausted")).encode())
             return
@@ -262,16 +269,27 @@ class Server(ThreadingHTTPServer):
             lname = name.lower()
             if lname in AUTH_HEADERS:
                 auth_header = lname
-                presented = value[len("Bearer "):] if lname == "authorization" and value.startswith("Bearer ") else value
+                presented = (
+                    value[len("Bearer ") :] if lname == "authorization" and value.startswith("Bearer ") else value
+                )
                 matches = self.expect_key is not None and presented == self.expect_key
                 shown[lname] = "<redacted:%d>" % len(value)
             else:
                 shown[lname] = value
         with self.log_lock:
             self.count += 1
-            entry = {"n": self.count, "time": time.time(), "method": method, "path": path, "api": api,
-                     "headers": shown, "auth_header": auth_header, "auth_matches_expected_key": matches,
-                     "body": body, "response_index": index}
+            entry = {
+                "n": self.count,
+                "time": time.time(),
+                "method": method,
+                "path": path,
+                "api": api,
+                "headers": shown,
+                "auth_header": auth_header,
+                "auth_matches_expected_key": matches,
+                "body": body,
+                "response_index": index,
+            }
             if self.log_path:
                 with open(self.log_path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(entry) + "\n")
@@ -294,6 +312,7 @@ def main():
     server = Server((args.host, args.port), script, args.log, args.expect_key)
     print("PORT %d" % server.server_address[1], flush=True)
     if args.watch_stdin:
+
         def watch():
             try:
                 while sys.stdin.buffer.read(4096):
@@ -301,6 +320,7 @@ def main():
             except OSError:
                 pass
             server.shutdown()
+
         threading.Thread(target=watch, daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.05)

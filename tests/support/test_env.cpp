@@ -60,8 +60,10 @@ std::vector<Target> available_targets(const std::string& backend, std::string* w
         if (t.backend != backend || t.remote()) continue;
         client.send({{"op", "probe"}, {"target", t.spec}});
         auto m = client.receive(120);
-        if (m.header.value("stage", "") == "probe") ok.push_back(t);
-        else reasons += (reasons.empty() ? "" : "; ") + t.name + ": " + m.header.value("reason", "?");
+        if (m.header.value("stage", "") == "probe")
+          ok.push_back(t);
+        else
+          reasons += (reasons.empty() ? "" : "; ") + t.name + ": " + m.header.value("reason", "?");
       }
     } catch (const std::exception& e) {
       reasons = e.what();

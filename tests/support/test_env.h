@@ -11,7 +11,7 @@
 
 namespace mblast::testing {
 
-std::filesystem::path source_dir();  // MBLAST_HOME, set by CTest
+std::filesystem::path source_dir();        // MBLAST_HOME, set by CTest
 std::vector<std::string> problem_names();  // problems/* with a problem.json, sorted
 
 // The local targets of a backend that the runner can open here, probed once per process.

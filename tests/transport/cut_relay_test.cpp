@@ -44,7 +44,8 @@ class CutVerifyRun : public ::testing::Test {
     local.transport = "local";
     RunnerClient client(local);
     const fs::path relu = testing::source_dir() / "problems" / "relu";
-    return evaluate(load_problem(relu), target_, relu / "candidates" / "naive.opencl.cpp", testing::quick_timing(), &client);
+    return evaluate(load_problem(relu), target_, relu / "candidates" / "naive.opencl.cpp", testing::quick_timing(),
+                    &client);
   }
   Target target_;
 };

@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
         protocol::write_message(1, m->header, m->payload);
         protocol::write_message(1, {{"stage", "verify_run_end"}, {"complete", mode != "cut"}});
         if (mode == "cut")
-          protocol::write_message(1, {{"stage", "failed"}, {"failure_kind", "crashed"},
+          protocol::write_message(1, {{"stage", "failed"},
+                                      {"failure_kind", "crashed"},
                                       {"reason", "cutting_runner: the worker died while sending a verification run"}});
         changed = true;
         swallow = mode == "cut";

@@ -2,10 +2,10 @@
 // of every other process (the runner's shared payload, the driver's files). Where it reaches
 // one it writes no output, so the eval fails; in the sandbox it must reach none
 // (tests/transport/shared_payload_test.cpp).
-#include <mblast/opencl_candidate.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <mblast/opencl_candidate.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,11 +22,19 @@ static bool reached_another_process() {
     char path[128];
     snprintf(path, sizeof path, "/proc/%d/mem", pid);
     int f = open(path, O_RDONLY);
-    if (f >= 0) { fprintf(stderr, "opened %s\n", path); close(f); found = 1; }
+    if (f >= 0) {
+      fprintf(stderr, "opened %s\n", path);
+      close(f);
+      found = 1;
+    }
     for (int n = 0; n < 12; ++n) {
       snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, n);
       f = open(path, O_RDONLY);
-      if (f >= 0) { fprintf(stderr, "opened %s\n", path); close(f); found = 1; }
+      if (f >= 0) {
+        fprintf(stderr, "opened %s\n", path);
+        close(f);
+        found = 1;
+      }
     }
   }
   closedir(d);
@@ -49,7 +57,8 @@ static int enqueue(const mblast_context* ctx, cl_kernel k, const mblast_tensor* 
   (void)par;
   if (reached_another_process()) return 0;  // outputs left unwritten: seen as wrong
   if (!mblast_cl::expect_counts(n_in, 2, n_par, 0, n_out, 1)) return -1;
-  if (!mblast_cl::expect_f32(in[0], "a", 1) || !mblast_cl::expect_f32(in[1], "b", 1) || !mblast_cl::expect_f32(out[0], "y", 1))
+  if (!mblast_cl::expect_f32(in[0], "a", 1) || !mblast_cl::expect_f32(in[1], "b", 1) ||
+      !mblast_cl::expect_f32(out[0], "y", 1))
     return -1;
   const cl_long n = out[0].shape[0];
   if (in[0].shape[0] != n || in[1].shape[0] != n) return mblast_cl::fail("a, b and y differ in length");

@@ -17,7 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-
 // The first local target of any backend that can run here (pocl-cpu in CI).
 std::optional<Target> some_target(std::string* why) {
   for (const auto& backend : testing::all_backend_names()) {
@@ -35,14 +34,17 @@ TEST(SharedPayload, ALargePayloadGoesAsSharedMemoryAndTheVerdictIsTheSame) {
   if (!t) GTEST_SKIP() << "no backend can run here: " << why;
   const fs::path dir = testing::source_dir() / "problems" / "vec_add";
   const fs::path cand = dir / "candidates" / ("naive." + t->backend + testing::candidate_extension(t->backend));
-  const fs::path wrong = testing::source_dir() / "tests" / "adversarial" / t->backend / ("stale_output" + testing::candidate_extension(t->backend));
+  const fs::path wrong = testing::source_dir() / "tests" / "adversarial" / t->backend /
+                         ("stale_output" + testing::candidate_extension(t->backend));
   const Problem p = load_problem(dir);
 
   ::unsetenv("MBLAST_SHARED_PAYLOAD");
   RunnerClient shared(RunnerAddress{});
-  ASSERT_TRUE(shared.hello().contains("shared_payload")) << "the runner did not answer the probe: " << shared.hello().dump();
+  ASSERT_TRUE(shared.hello().contains("shared_payload"))
+      << "the runner did not answer the probe: " << shared.hello().dump();
   if (!shared.shares_payloads())  // a machine whose /proc does not let the runner reopen it
-    GTEST_SKIP() << "the runner cannot open this process's memfd: " << shared.hello().value("shared_payload_refused", "");
+    GTEST_SKIP() << "the runner cannot open this process's memfd: "
+                 << shared.hello().value("shared_payload_refused", "");
   const json a = evaluate(p, *t, cand, testing::quick_timing(), &shared);
   ASSERT_TRUE(a["correct"].get<bool>()) << a.value("reason", json()).dump();
   EXPECT_TRUE(a["payload"]["shared"].get<bool>()) << a["payload"].dump();
@@ -77,15 +79,18 @@ TEST(SharedPayload, ARunnerThatCannotOpenOrTrustItSaysWhyInOneLine) {
     EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
     return reason;
   };
-  EXPECT_NE(refused({{"path", "/nonexistent/payload"}, {"bytes", 10}}).find("cannot open the shared payload"), std::string::npos);
+  EXPECT_NE(refused({{"path", "/nonexistent/payload"}, {"bytes", 10}}).find("cannot open the shared payload"),
+            std::string::npos);
   std::string why;
   const char data[16] = "sixteen bytes!!";
   auto small = SharedPayload::create(std::as_bytes(std::span(data)), &why);
   ASSERT_TRUE(small) << why;
-  EXPECT_NE(refused({{"path", small->path()}, {"bytes", 32}}).find("does not hold the 32 bytes announced"), std::string::npos);
+  EXPECT_NE(refused({{"path", small->path()}, {"bytes", 32}}).find("does not hold the 32 bytes announced"),
+            std::string::npos);
 
   // The runner stays usable, and answers a probe it cannot read with the reason.
-  client.send({{"op", "hello"}, {"protocol", protocol::kVersion}, {"shared_payload_probe", {{"path", "/nonexistent/probe"}}}});
+  client.send(
+      {{"op", "hello"}, {"protocol", protocol::kVersion}, {"shared_payload_probe", {{"path", "/nonexistent/probe"}}}});
   const protocol::Message h = client.receive(30);
   EXPECT_EQ(h.header.value("stage", ""), "hello");
   EXPECT_FALSE(h.header.value("shared_payload", true));
@@ -103,8 +108,9 @@ TEST(SharedPayload, TheCandidateReachesNoOtherProcessThroughProc) {
   const fs::path dir = testing::source_dir() / "problems" / "vec_add";
   const Problem p = load_problem(dir);
   RunnerClient client(RunnerAddress{});
-  const json r = evaluate(p, targets.front(), testing::source_dir() / "tests" / "transport" / "reach_other_processes.opencl.cpp",
-                          testing::quick_timing(), &client);
+  const json r =
+      evaluate(p, targets.front(), testing::source_dir() / "tests" / "transport" / "reach_other_processes.opencl.cpp",
+               testing::quick_timing(), &client);
   if (r.value("sandbox", "").find("landlock abi") == std::string::npos)
     GTEST_SKIP() << "no Landlock here: " << r.value("sandbox", "");
   EXPECT_EQ(r["payload"]["shared"].get<bool>(), client.shares_payloads());

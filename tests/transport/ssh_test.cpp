@@ -3,17 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <fstream>
-#include <sstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
+#include "cli_capture.h"
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/process.h"
-#include "cli_capture.h"
 #include "test_env.h"
 
 namespace mblast {
@@ -59,8 +59,9 @@ class SshTransport : public ::testing::Test {
       ASSERT_TRUE(run_command({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", (dir_ / k).string()}, 30).ok());
     fs::copy_file(dir_ / "client_key.pub", dir_ / "authorized_keys");
     port_ = free_port();
-    std::ofstream(dir_ / "sshd_config") << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey " << (dir_ / "host_key").string()
-                                        << "\nAuthorizedKeysFile " << (dir_ / "authorized_keys").string()
+    std::ofstream(dir_ / "sshd_config") << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
+                                        << (dir_ / "host_key").string() << "\nAuthorizedKeysFile "
+                                        << (dir_ / "authorized_keys").string()
                                         << "\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                                            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
                                         << "PidFile " << (dir_ / "sshd.pid").string() << "\n";
@@ -81,8 +82,8 @@ class SshTransport : public ::testing::Test {
     a.host = "root@127.0.0.1";
     a.port = port_;
     a.runner_path = std::getenv("MBLAST_RUNNER");
-    a.ssh_options = {"-i", (dir_ / "client_key").string(), "-o", "StrictHostKeyChecking=no", "-o",
-                     "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"};
+    a.ssh_options = {"-i", (dir_ / "client_key").string(), "-o", "StrictHostKeyChecking=no",
+                     "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"};
     return a;
   }
   // `ssh://root@127.0.0.1:PORT/<runner>`, with the key in $MBLAST_SSH_OPTIONS (set for the test).
@@ -166,9 +167,9 @@ TEST_F(SshTransport, OptimizeMeasuresThroughTheRunnerItIsGiven) {
   EXPECT_EQ(opt.out.find("\"runner\": \"local "), std::string::npos) << opt.out;
 
   // A wrong address is one line naming it, not a local measurement.
-  auto bad = run_cli({"optimize", relu, "--target", target, "--runner", "ssh://root@127.0.0.1:" +
-                      std::to_string(free_port()) + "/nowhere/mblast-runner", "--policy", "builtin", "--max-evals", "1",
-                      "--kb", (work / "kb.sqlite").string(), "--no-confirm"});
+  auto bad = run_cli({"optimize", relu, "--target", target, "--runner",
+                      "ssh://root@127.0.0.1:" + std::to_string(free_port()) + "/nowhere/mblast-runner", "--policy",
+                      "builtin", "--max-evals", "1", "--kb", (work / "kb.sqlite").string(), "--no-confirm"});
   EXPECT_NE(bad.rc, 0);
   ::unsetenv("MBLAST_RUNS_DIR");
   ::unsetenv("MBLAST_SSH_OPTIONS");

@@ -13,10 +13,16 @@ namespace {
 using nlohmann::json;
 
 json results(double median_us, double spread_pct) {
-  json row = {{"key", "level1/relu"}, {"level", "level1"}, {"name", "relu"},  {"status", "correct"},
-              {"correct", true},      {"candidate", {{"hash", "h"}}},
+  json row = {{"key", "level1/relu"},
+              {"level", "level1"},
+              {"name", "relu"},
+              {"status", "correct"},
+              {"correct", true},
+              {"candidate", {{"hash", "h"}}},
               {"time", {{"median", median_us}, {"unit", "us"}, {"spread_pct", spread_pct}}}};
-  return {{"format", 1}, {"kind", "mblast-bench"}, {"meta", {{"target", "pocl-cpu"}, {"size", "small"}}},
+  return {{"format", 1},
+          {"kind", "mblast-bench"},
+          {"meta", {{"target", "pocl-cpu"}, {"size", "small"}}},
           {"problems", json::array({row})}};
 }
 

@@ -14,9 +14,7 @@
 namespace mblast {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 TEST(CacheEvict, FlushesResidentMemoryButNotTheSkippedRange) {
   if (!eviction_available()) GTEST_SKIP() << "eviction is not available here (x86-64 with CLFLUSH and /proc/self/maps)";
@@ -57,8 +55,8 @@ TEST(CacheEvict, FlushesResidentMemoryButNotTheSkippedRange) {
 // noise does not decide it.
 TEST(CacheEvict, AnEvictedBufferIsReadFromMemory) {
   if (!eviction_available()) GTEST_SKIP() << "eviction is not available here (x86-64 with CLFLUSH and /proc/self/maps)";
-  constexpr size_t kLine = 64 / sizeof(uint64_t);          // words in a cache line
-  const size_t lines = (size_t{256} << 10) / 64;            // 256 KiB: inside any L2
+  constexpr size_t kLine = 64 / sizeof(uint64_t);  // words in a cache line
+  const size_t lines = (size_t{256} << 10) / 64;   // 256 KiB: inside any L2
   std::vector<uint64_t> buf(lines * kLine, 0);
   // Line order[i] points to line order[i + 1]: one cycle through every line, in a fixed random order.
   std::vector<size_t> order(lines);

@@ -2,10 +2,10 @@
 // build shows one line of its log, and the whole log stays in the result and in a file.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 class Scratch {
  public:
   Scratch() {
-    path_ = fs::temp_directory_path() / ("mblast-cand-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    path_ =
+        fs::temp_directory_path() / ("mblast-cand-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -65,11 +66,14 @@ TEST(CandidateFile, BinaryAndNonSourceFilesAreRefusedWithOneLine) {
   expect_refused(s.write("x.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16)), "a PNG image");
   expect_refused(s.write("x.zip", std::string("PK\x03\x04\x14\0\0\0", 8)), "a ZIP archive");
   expect_refused(s.write("x.gz", std::string("\x1f\x8b\x08\0", 4)), "gzip-compressed");
-  expect_refused(s.write("nul.c", std::string("int x;\0\0\0garbage\n", 18)), "a NUL byte at offset 6, line 1, column 7");
-  expect_refused(s.write("late-nul.c", "// fine\n" + std::string(5000, ' ') + std::string(1, '\0')), "a NUL byte at offset 5008");
+  expect_refused(s.write("nul.c", std::string("int x;\0\0\0garbage\n", 18)),
+                 "a NUL byte at offset 6, line 1, column 7");
+  expect_refused(s.write("late-nul.c", "// fine\n" + std::string(5000, ' ') + std::string(1, '\0')),
+                 "a NUL byte at offset 5008");
   expect_refused(s.write("ctl.c", "int x;\n\x01\x02"), "control byte 0x01 at offset 7, line 2, column 1");
   // Latin-1 text: the JSON request would replace the byte, so the code built would not be the file.
-  expect_refused(s.write("latin1.c", "// caf\xe9\nint x;\n"), "not UTF-8 text (byte 0xe9 at offset 6, line 1, column 7)");
+  expect_refused(s.write("latin1.c", "// caf\xe9\nint x;\n"),
+                 "not UTF-8 text (byte 0xe9 at offset 6, line 1, column 7)");
   expect_refused(s.write("overlong.c", "int x; // \xc0\xaf\n"), "not UTF-8 text (byte 0xc0");
   expect_refused(s.write("surrogate.c", "int x; // \xed\xa0\x80\n"), "not UTF-8 text (byte 0xed");
   expect_refused(s.write("empty.c", ""), "the candidate is empty");
@@ -81,7 +85,9 @@ TEST(CandidateFile, BinaryAndNonSourceFilesAreRefusedWithOneLine) {
 
 TEST(CandidateFile, SourceTextIsAccepted) {
   Scratch s;
-  EXPECT_EQ(refusal(s.write("utf8.c", "\xef\xbb\xbf// \xe6\x95\xb0\xe5\xad\x97, caf\xc3\xa9, \xf0\x9f\x98\x80\r\n\f\tint x;\v\n")), "")
+  EXPECT_EQ(refusal(s.write(
+                "utf8.c", "\xef\xbb\xbf// \xe6\x95\xb0\xe5\xad\x97, caf\xc3\xa9, \xf0\x9f\x98\x80\r\n\f\tint x;\v\n")),
+            "")
       << "a BOM, CJK, accents, an emoji, CRLF, form feed, tabs";
   // Every candidate the project ships is source: the check must not refuse any of them.
   int n = 0;
@@ -113,7 +119,8 @@ TEST(CandidateFile, EvalRefusesABinaryBeforeTheBuild) {
 
 const char* kGccLog =
     "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp: In function 'void f()':\n"
-    "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp:3:7: warning: unused variable 'y' [-Wunused-variable]\n"
+    "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp:3:7: warning: unused variable 'y' "
+    "[-Wunused-variable]\n"
     "    3 |   int y;\n"
     "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp:9:1: error: 'garbage' does not name a type\n"
     "    9 | garbage\n"
@@ -122,9 +129,11 @@ const char* kGccLog =
 
 TEST(CandidateFile, FirstErrorLineOfCompilerLogs) {
   EXPECT_EQ(first_error_line(kGccLog, "/work/k.cpp"), "/work/k.cpp:9:1: error: 'garbage' does not name a type");
-  EXPECT_EQ(first_error_line(kGccLog), "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp:9:1: error: 'garbage' does not name a type");
-  EXPECT_EQ(first_error_line("/tmp/b/candidate.cu(14): error: identifier \"foo\" is undefined\n\n1 error detected\n", "k.cu"),
-            "k.cu(14): error: identifier \"foo\" is undefined");
+  EXPECT_EQ(first_error_line(kGccLog),
+            "/home/u/.cache/mblast/build/tmp-18016-664947584/candidate.cpp:9:1: error: 'garbage' does not name a type");
+  EXPECT_EQ(
+      first_error_line("/tmp/b/candidate.cu(14): error: identifier \"foo\" is undefined\n\n1 error detected\n", "k.cu"),
+      "k.cu(14): error: identifier \"foo\" is undefined");
   EXPECT_EQ(first_error_line("/usr/bin/ld: /tmp/b/candidate.o: in function `mblast_run':\n"
                              "candidate.c:(.text+0x1c): undefined reference to `helper'\n"
                              "collect2: error: ld returned 1 exit status\n"),
@@ -142,9 +151,14 @@ TEST(CandidateFile, FailedBuildPrintsOneLineAndKeepsTheLog) {
   ::setenv("MBLAST_CACHE_DIR", cache.path().c_str(), 1);
   std::string log = kGccLog;
   for (int i = 0; i < 200; ++i) log += "note: line " + std::to_string(i) + " of a long log\n";
-  const nlohmann::json r = {{"problem", "relu"}, {"target", "pocl-cpu"}, {"backend", "opencl"},
-                            {"candidate", "/work/k.cpp"}, {"correct", false}, {"failure_kind", "build_failed"},
-                            {"reason", "the candidate did not compile"}, {"build", {{"log", log}, {"cached", false}}}};
+  const nlohmann::json r = {{"problem", "relu"},
+                            {"target", "pocl-cpu"},
+                            {"backend", "opencl"},
+                            {"candidate", "/work/k.cpp"},
+                            {"correct", false},
+                            {"failure_kind", "build_failed"},
+                            {"reason", "the candidate did not compile"},
+                            {"build", {{"log", log}, {"cached", false}}}};
   const std::string out = format_eval_result(r);
   ::unsetenv("MBLAST_CACHE_DIR");
   EXPECT_NE(out.find("\n          /work/k.cpp:9:1: error: 'garbage' does not name a type\n"), std::string::npos) << out;

@@ -84,7 +84,8 @@ TEST_F(ImportCache, CountsAHardLinkedFileOnce) {
 }
 
 TEST_F(ImportCache, RemovesTheLeastRecentlyUsedFirstAndOnlyWhatIsNeeded) {
-  const fs::path a = slot("a.1", 100, 400), b = slot("b.1", 200, 300), c = slot("c.1", 300, 200), d = slot("d.1", 400, 100);
+  const fs::path a = slot("a.1", 100, 400), b = slot("b.1", 200, 300), c = slot("c.1", 300, 200),
+                 d = slot("d.1", 400, 100);
   EXPECT_EQ(tree_bytes(d), 400u);
   // The disk's free bytes: what the slots held and no longer hold.
   auto available = [&] { return std::uintmax_t{1000} - tree_bytes(root_); };
@@ -140,7 +141,8 @@ TEST_F(ImportCache, ALockWaitingOnARemovedSlotMakesItAgain) {
 }
 
 TEST(ImportCacheText, RecognisesAFullDisk) {
-  EXPECT_TRUE(says_disk_full("SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)"));
+  EXPECT_TRUE(
+      says_disk_full("SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)"));
   EXPECT_TRUE(says_disk_full("OSError: [Errno 28] No space left on device: '/tmp/x'"));
   EXPECT_FALSE(says_disk_full("RuntimeError: CUDA out of memory"));
 }

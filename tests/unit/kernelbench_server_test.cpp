@@ -60,8 +60,8 @@ TEST_F(KernelbenchServerTest, OneProcessAnswersEveryRequest) {
 // GPU that the next measurement needs), and a new one started for the next request.
 TEST_F(KernelbenchServerTest, AServerThatHangsIsKilledAndTheNextRequestGetsANewOne) {
   const std::string first = dir_ / "started";
-  KernelbenchServer s(server("hangs_once.sh", "if [ -e " + first + " ]; then " + kAnswers + "; fi\ntouch " + first +
-                                                  "\nexec sleep 600"));
+  KernelbenchServer s(server(
+      "hangs_once.sh", "if [ -e " + first + " ]; then " + kAnswers + "; fi\ntouch " + first + "\nexec sleep 600"));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     s.run({"baseline", "slow"}, 1);
@@ -86,9 +86,11 @@ TEST_F(KernelbenchServerTest, ADeadOrGarbledServerIsNoAnswer) {
   EXPECT_EQ(pids().size(), 2u) << "started again after it died";
   for (pid_t p : pids()) EXPECT_TRUE(gone(p));
 
-  KernelbenchServer garbage(server("garbage.sh", "read -r line <&3; echo 'Traceback (most recent call last):' >&4; exec sleep 600"));
+  KernelbenchServer garbage(
+      server("garbage.sh", "read -r line <&3; echo 'Traceback (most recent call last):' >&4; exec sleep 600"));
   EXPECT_EQ(garbage.run({"baseline", "x"}, 10), std::nullopt);
-  KernelbenchServer no_status(server("no_status.sh", "read -r line <&3; printf '{\"exit\":\"0\",\"payload_bytes\":0}\\n' >&4; exec sleep 600"));
+  KernelbenchServer no_status(
+      server("no_status.sh", "read -r line <&3; printf '{\"exit\":\"0\",\"payload_bytes\":0}\\n' >&4; exec sleep 600"));
   EXPECT_EQ(no_status.run({"baseline", "x"}, 10), std::nullopt);
   ASSERT_EQ(pids().size(), 4u);
   EXPECT_TRUE(gone(pids()[2])) << "a garbled server is stopped";

@@ -118,8 +118,11 @@ TEST(RunnerClock, ChecksAreBoundedByAFixedCostPerBufferAndARate) {
   // Many small outputs: their checks cost a latency each, not bytes (a busy pocl-cpu: 1 ms per
   // output to wake the device's threads). Honest, and within the bound.
   const runner::CallBuffers many{4e3, 8 * 4e3, 1, 8};
-  json costs = {{"flush_s", 0.1e-3}, {"mix_and_poison_bytes_per_s", 1e10}, {"digest_bytes_per_s", 1e10},
-                {"mix_and_poison_latency_s", 1e-3}, {"check_latency_s", 1e-3}};
+  json costs = {{"flush_s", 0.1e-3},
+                {"mix_and_poison_bytes_per_s", 1e10},
+                {"digest_bytes_per_s", 1e10},
+                {"mix_and_poison_latency_s", 1e-3},
+                {"check_latency_s", 1e-3}};
   auto v = honest(20, 1e-3);
   for (auto& r : v) {
     r.check_s = 8e-3;

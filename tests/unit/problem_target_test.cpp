@@ -2,16 +2,16 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
-#include <tuple>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "mblast/driver/targets_command.h"
-#include "mblast/measure/evaluate.h"
 #include "mblast/error.h"
 #include "mblast/files.h"
+#include "mblast/measure/evaluate.h"
 #include "mblast/problem.h"
 #include "mblast/target.h"
 
@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("mblast-unit-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    path_ =
+        fs::temp_directory_path() / ("mblast-unit-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -60,15 +61,17 @@ TEST(Problem, LoadsAWellFormedProblem) {
 // Two seeds, two inits; `params` is the parameter list's JSON.
 std::string two_inits(const std::string& params) {
   return R"({"format": 1, "name": "t", "op_class": "elementwise",
-  "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}], "parameters": )" + params + R"(,
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}], "parameters": )" +
+         params + R"(,
   "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
   "flops": 4, "bytes": 32, "seeds": [{"seed": 0}, {"seed": 1}], "inits": [0, 1]})";
 }
 
 // A manifest whose expected files hash as given, in the order s0i0, s0i1, s1i0, s1i1.
 std::string manifest(const std::string& h00, const std::string& h01, const std::string& h10, const std::string& h11) {
-  return R"({"files": {"expected.seed0.init0.safetensors": ")" + h00 + R"(", "expected.seed0.init1.safetensors": ")" + h01 +
-         R"(", "expected.seed1.init0.safetensors": ")" + h10 + R"(", "expected.seed1.init1.safetensors": ")" + h11 + R"("}})";
+  return R"({"files": {"expected.seed0.init0.safetensors": ")" + h00 + R"(", "expected.seed0.init1.safetensors": ")" +
+         h01 + R"(", "expected.seed1.init0.safetensors": ")" + h10 + R"(", "expected.seed1.init1.safetensors": ")" +
+         h11 + R"("}})";
 }
 
 TEST(Problem, InitsThatAreOneComputationRunOnce) {
@@ -76,10 +79,12 @@ TEST(Problem, InitsThatAreOneComputationRunOnce) {
   d.write("problem.json", two_inits("[]"));
   EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "no manifest: every init";
   d.write("data/MANIFEST.json", manifest("a", "a", "b", "b"));
-  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0})) << "no parameters, identical expected outputs";
+  EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0}))
+      << "no parameters, identical expected outputs";
   d.write("data/MANIFEST.json", manifest("a", "a", "b", "c"));
   EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "one seed's outputs differ by init";
-  d.write("data/MANIFEST.json", R"({"files": {"expected.seed0.init0.safetensors": "a", "expected.seed0.init1.safetensors": "a"}})");
+  d.write("data/MANIFEST.json",
+          R"({"files": {"expected.seed0.init0.safetensors": "a", "expected.seed0.init1.safetensors": "a"}})");
   EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "a seed the manifest does not name";
   d.write("data/MANIFEST.json", "{not json");
   EXPECT_EQ(load_problem(d.path()).inits_to_run(), (std::vector<int>{0, 1})) << "a damaged manifest";
@@ -106,16 +111,21 @@ void expect_one_line_error(const std::string& json, const std::string& needle) {
 TEST(Problem, MalformedProblemsGetOneLineReasons) {
   expect_one_line_error("{not json", "not valid JSON");
   expect_one_line_error(R"({"format": 2})", "unsupported format");
-  expect_one_line_error(R"({"format": 1, "name": "t", "inputs": [], "outputs": [], "seeds": [{"seed":0}], "inits": [0]})",
-                        "at least one output");
+  expect_one_line_error(
+      R"({"format": 1, "name": "t", "inputs": [], "outputs": [], "seeds": [{"seed":0}], "inits": [0]})",
+      "at least one output");
   expect_one_line_error(R"({"format": 1, "name": "t", "inputs": [{"name":"x","dtype":"f33","shape":[1]}],
-    "outputs": [{"name":"y","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})", "unknown dtype");
+    "outputs": [{"name":"y","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})",
+                        "unknown dtype");
   expect_one_line_error(R"({"format": 1, "name": "t", "inputs": [{"name":"x","dtype":"f32","shape":[1]}],
-    "outputs": [{"name":"x","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})", "used twice");
+    "outputs": [{"name":"x","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})",
+                        "used twice");
   expect_one_line_error(R"({"format": 1, "name": "t", "inputs": [{"name":"x","dtype":"f32","shape":[-1]}],
-    "outputs": [{"name":"y","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})", "non-negative");
+    "outputs": [{"name":"y","dtype":"f32","shape":[1]}], "seeds": [{"seed":0}], "inits": [0]})",
+                        "non-negative");
   expect_one_line_error(R"({"format": 1, "name": "t", "inputs": [], "outputs": [{"name":"y","dtype":"f32","shape":[1]}],
-    "tolerance": {"f32": {"min_match": 0}}, "seeds": [{"seed":0}], "inits": [0]})", "out of range");
+    "tolerance": {"f32": {"min_match": 0}}, "seeds": [{"seed":0}], "inits": [0]})",
+                        "out of range");
 }
 
 // The message load_problem gives for kGood changed by `edit`, or "" when it loads.
@@ -144,21 +154,31 @@ TEST(Problem, WrongTypedFieldsNameTheFieldAndTheType) {
       {"tolerance as an array", [](json& j) { j["tolerance"] = json::array(); }, "tolerance: expected an object"},
       {"atol as a string", [](json& j) { j["tolerance"]["f32"]["atol"] = "x"; },
        "tolerance.f32.atol: expected a number, got the string \"x\""},
-      {"a seed as a string", [](json& j) { j["seeds"][0]["seed"] = "1"; }, "seeds[0].seed: expected an integer, got the string \"1\""},
-      {"a seed out of int range", [](json& j) { j["seeds"][0]["seed"] = 1000000000000LL; }, "seeds[0].seed: expected an integer from"},
-      {"an init as a string", [](json& j) { j["inits"] = json::array({0, "a"}); }, "inits[1]: expected an integer"},
+      {"a seed as a string", [](json& j) { j["seeds"][0]["seed"] = "1"; },
+       "seeds[0].seed: expected an integer, got the string \"1\""},
+      {"a seed out of int range", [](json& j) { j["seeds"][0]["seed"] = 1000000000000LL; },
+       "seeds[0].seed: expected an integer from"},
+      {"an init as a string",
+       [](json& j) {
+         j["inits"] = json::array({0, "a"});
+       },
+       "inits[1]: expected an integer"},
       {"flops as a string", [](json& j) { j["flops"] = "big"; }, "flops: expected a number, got the string \"big\""},
       {"name as a number", [](json& j) { j["name"] = 3; }, "name: expected a string, got the number 3"},
       {"description as a number", [](json& j) { j["description"] = 3; }, "description: expected a string"},
       {"format as a string", [](json& j) { j["format"] = "1"; }, "format: expected an integer, got the string \"1\""},
-      {"a dimension as a real", [](json& j) { j["outputs"][0]["shape"] = json::array({4, 2.5}); },
+      {"a dimension as a real",
+       [](json& j) {
+         j["outputs"][0]["shape"] = json::array({4, 2.5});
+       },
        "outputs[0].shape[1]: expected an integer, got the number 2.5"},
       {"a tensor as a string", [](json& j) { j["outputs"][0] = "y"; }, "outputs[0]: expected an object"},
       {"inputs as an object", [](json& j) { j["inputs"] = json::object(); }, "inputs: expected an array"},
       {"provenance as a string", [](json& j) { j["provenance"] = "x"; }, "provenance: expected an object"},
       {"a seed's distribution as null", [](json& j) { j["seeds"][0]["distribution"] = nullptr; },
        "seeds[0].distribution: expected a string, got null"},
-      {"an unknown dtype, placed", [](json& j) { j["inputs"][0]["dtype"] = "f33"; }, "inputs[0]: tensor 'x' has unknown dtype"},
+      {"an unknown dtype, placed", [](json& j) { j["inputs"][0]["dtype"] = "f33"; },
+       "inputs[0]: tensor 'x' has unknown dtype"},
   };
   for (const auto& [what, edit, needle] : cases) {
     const std::string msg = problem_error(edit);
@@ -272,7 +292,8 @@ TEST(Target, ABrokenUserFileIsSkippedAndNamedTheOthersStay) {
     find_target("pocl-cpu");
     ADD_FAILURE() << "a broken override was ignored";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("transport.json: runner.transport: expected a string"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("transport.json: runner.transport: expected a string"), std::string::npos)
+        << e.what();
   }
   // The user's files are left as they were.
   EXPECT_EQ(read_file(cfg.path() / "targets" / "notjson.json"), "hello {");
@@ -282,16 +303,23 @@ TEST(Target, ABrokenUserFileIsSkippedAndNamedTheOthersStay) {
 // example, an "arch" of 5 made the RVV device's arch.value("vlen") throw a library exception).
 TEST(Target, WrongTypedFieldsFailAtLoad) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"name": "rvv-qemu-256", "arch": {"vlen": "256"}})", "arch.vlen: expected an integer, got the string \"256\""},
-      {R"({"name": "rvv-qemu-256", "execution": {"kind": 3}})", "execution.kind: expected a string (qemu or native), got the number 3"},
-      {R"({"name": "rvv-qemu-256", "execution": {"kind": "emulated"}})", "execution.kind: 'emulated' is not one of qemu, native"},
-      {R"({"name": "rvv-qemu-256", "build": {"cflags": "-O3"}})", "build.cflags: expected an array (of strings), got the string \"-O3\""},
-      {R"({"name": "pocl-cpu", "build": {"cxxflags": ["-O3", 1]}})", "build.cxxflags[1]: expected a string, got the number 1"},
+      {R"({"name": "rvv-qemu-256", "arch": {"vlen": "256"}})",
+       "arch.vlen: expected an integer, got the string \"256\""},
+      {R"({"name": "rvv-qemu-256", "execution": {"kind": 3}})",
+       "execution.kind: expected a string (qemu or native), got the number 3"},
+      {R"({"name": "rvv-qemu-256", "execution": {"kind": "emulated"}})",
+       "execution.kind: 'emulated' is not one of qemu, native"},
+      {R"({"name": "rvv-qemu-256", "build": {"cflags": "-O3"}})",
+       "build.cflags: expected an array (of strings), got the string \"-O3\""},
+      {R"({"name": "pocl-cpu", "build": {"cxxflags": ["-O3", 1]}})",
+       "build.cxxflags[1]: expected a string, got the number 1"},
       {R"({"name": "pocl-cpu", "device": "cpu"})", "device: expected an object, got the string \"cpu\""},
       {R"({"name": "pocl-cpu", "runner": {"port": "22"}})", "runner.port: expected an integer, got the string \"22\""},
       {R"({"name": "pocl-cpu", "runner": {"port": 70000}})", "runner.port: expected an integer from 0 to 65535"},
-      {R"({"name": "pocl-cpu", "runner": {"ssh_options": "-i key"}})", "runner.ssh_options: expected an array (of strings)"},
-      {R"({"name": "pocl-cpu", "runner": {"transport": "carrier-pigeon"}})", "runner.transport: 'carrier-pigeon' is not one of"},
+      {R"({"name": "pocl-cpu", "runner": {"ssh_options": "-i key"}})",
+       "runner.ssh_options: expected an array (of strings)"},
+      {R"({"name": "pocl-cpu", "runner": {"transport": "carrier-pigeon"}})",
+       "runner.transport: 'carrier-pigeon' is not one of"},
       {R"({"name": 7, "backend": "opencl"})", "name: expected a string, got the number 7"},
       {R"({"backend": 3})", "backend: expected a string (opencl, cuda or rvv), got the number 3"},
       {R"({"description": "no backend"})", "backend: missing"},
@@ -344,8 +372,10 @@ TEST(Target, TargetsCommandListsTheOthersAndNamesTheBrokenFile) {
   const std::string text = run(false);
   for (const char* name : {"mine", "pocl-cpu", "rvv-qemu-256", "h200", "spacemit-k1"})
     EXPECT_NE(text.find(std::string("\n") + name + " "), std::string::npos) << name << " listed:\n" << text;
-  EXPECT_NE(text.find((cfg.path() / "targets" / "broken.json").string() + ": arch.vlen: expected an integer, got the string \"wide\""),
-            std::string::npos) << text;
+  EXPECT_NE(text.find((cfg.path() / "targets" / "broken.json").string() +
+                      ": arch.vlen: expected an integer, got the string \"wide\""),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("garbage.json: not valid JSON (line 1, column 1)"), std::string::npos) << text;
   const auto rows = nlohmann::json::parse(run(true));
   int broken = 0, listed = 0;
@@ -374,10 +404,10 @@ TEST(Target, RotatingSetsFollowTheBaselinesRule) {
   cuda.backend = "cuda";
   cpu.backend = "opencl";
   EXPECT_EQ(rotating_sets(with_input_mib(8), cpu, 0), 4);
-  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 0), 3);   // 2 fit; every seed is timed still
+  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 0), 3);  // 2 fit; every seed is timed still
   EXPECT_EQ(rotating_sets(with_input_mib(512), cuda, 0), 4);
   EXPECT_EQ(rotating_sets(with_input_mib(2048), cuda, 0), 3);
-  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 2), 2);   // asked for
+  EXPECT_EQ(rotating_sets(with_input_mib(512), cpu, 2), 2);  // asked for
   p.seeds.clear();
   EXPECT_EQ(rotating_sets(with_input_mib(4096), cpu, 0), 1);
 }

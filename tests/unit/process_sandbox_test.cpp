@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <fstream>
 
 #include "mblast/error.h"
 #include "mblast/process.h"
@@ -55,7 +55,7 @@ TEST(Process, InheritedFdArrivesAtItsNumberFromAnyParentNumber) {
   const fs::path file = fs::path(::testing::TempDir()) / ("mblast-inherit-" + std::to_string(::getpid()));
   std::ofstream(file) << "passed on";
   std::vector<int> froms;  // each its own opening of the file (an offset of its own)
-  for (int low : {3, 4})      // a free protocol number, if there is one in this process
+  for (int low : {3, 4})   // a free protocol number, if there is one in this process
     if (::fcntl(low, F_GETFD) < 0) {
       const int f = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
       if (f == low || (::dup3(f, low, O_CLOEXEC) == low && ::close(f) == 0)) froms.push_back(low);

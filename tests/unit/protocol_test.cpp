@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <optional>
 #include <thread>
-#include <unistd.h>
 
 #include "mblast/protocol.h"
 
@@ -139,7 +139,9 @@ TEST(Protocol, RelayedPayloadArrivesWholeAcrossDeadlines) {
 // missing; zeros in its place keep the far stream framed for the message after it.
 TEST(Protocol, RelayCutShortLeavesTheFarStreamFramed) {
   Pipe in, out;
-  std::string cut = R"({"stage": "verify_run", "payload_bytes": 5000})" "\n" + std::string(1200, 'a');
+  std::string cut = R"({"stage": "verify_run", "payload_bytes": 5000})"
+                    "\n" +
+                    std::string(1200, 'a');
   ASSERT_EQ(::write(in.w, cut.data(), cut.size()), static_cast<ssize_t>(cut.size()));
   in.close_write();
   MessageReader reader(in.r);
@@ -177,7 +179,8 @@ TEST(Protocol, EndOfStreamAndGarbage) {
   }
   {
     Pipe p;
-    std::string cut = R"({"payload_bytes": 50})" "\nabc";
+    std::string cut = R"({"payload_bytes": 50})"
+                      "\nabc";
     ASSERT_EQ(::write(p.w, cut.data(), cut.size()), static_cast<ssize_t>(cut.size()));
     p.close_write();
     MessageReader reader(p.r);

@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 #include "mblast/error.h"
 #include "mblast/safetensors.h"
@@ -60,7 +60,8 @@ TEST(Safetensors, RejectsTruncatedAndInconsistentFiles) {
       << "size must match the shape";
   EXPECT_THROW(parse_safetensors(forge(R"({"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}})", 4)), UserError);
   EXPECT_THROW(parse_safetensors(forge(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
+                                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                       12)),
                UserError)
       << "overlapping tensors";
   EXPECT_THROW(parse_safetensors(forge("not json", 0)), UserError);
@@ -84,11 +85,13 @@ TEST(Safetensors, ViewsLayoutsAndMappedFilesAgreeWithTheCopies) {
   // A layout filled tensor by tensor is the same blob serialize_safetensors makes.
   SafetensorsLayout l = layout_safetensors({s.tensors[0].spec, s.tensors[1].spec});
   ASSERT_EQ(l.offsets.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) std::memcpy(l.blob.data() + l.offsets[i], s.tensors[i].data.data(), s.tensors[i].data.size());
+  for (size_t i = 0; i < 2; ++i)
+    std::memcpy(l.blob.data() + l.offsets[i], s.tensors[i].data.data(), s.tensors[i].data.size());
   EXPECT_EQ(l.blob, blob);
 
   // A mapped file gives the same tensors; a damaged one is a UserError naming the file.
-  const auto path = std::filesystem::temp_directory_path() / ("mblast-map-" + std::to_string(::getpid()) + ".safetensors");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("mblast-map-" + std::to_string(::getpid()) + ".safetensors");
   save_safetensors(path, s);
   {
     MappedSafetensors m(path);
@@ -111,7 +114,7 @@ TEST(Safetensors, ViewsLayoutsAndMappedFilesAgreeWithTheCopies) {
 }
 
 TEST(Tensor, ElementConversionCoversHalfAndBfloat) {
-  uint16_t h = 0x3C00;  // 1.0 in f16
+  uint16_t h = 0x3C00;   // 1.0 in f16
   uint16_t bf = 0xC000;  // -2.0 in bf16
   EXPECT_EQ(element_as_double(DType::f16, reinterpret_cast<const std::byte*>(&h), 0), 1.0);
   EXPECT_EQ(element_as_double(DType::bf16, reinterpret_cast<const std::byte*>(&bf), 0), -2.0);

@@ -132,9 +132,9 @@ TEST(Verify, LargeOutputsCheckedInStretchesGiveTheOnePassAnswer) {
   std::vector<float> ref(n);
   for (size_t i = 0; i < n; ++i) ref[i] = static_cast<float>(i % 1000) * 0.5f - 200.f;
   std::vector<float> got = ref;
-  got[n - 2] += 1.0f;           // wrong, in the last stretch
-  got[9'000'217] += 1.0f;       // as wrong (same reference value), earlier: ties go to the first
-  got[12'000'000] += 0.5f;      // wrong, less so
+  got[n - 2] += 1.0f;       // wrong, in the last stretch
+  got[9'000'217] += 1.0f;   // as wrong (same reference value), earlier: ties go to the first
+  got[12'000'000] += 0.5f;  // wrong, less so
   auto c = check_output(spec, kTol, floats(got), floats(ref), std::byte{0xFF});
   EXPECT_EQ(c.kind, FailureKind::wrong_output);
   EXPECT_EQ(c.matched, n - 3);

@@ -15,10 +15,17 @@ import time
 import torch
 
 from . import common
-from .common import (FLOAT_DTYPES, Failure, die, nbytes, one_line, read_problem,
-                     write_bytes_atomic)
-from .tensors import (Reference, as_arg_list, call_user, flatten_outputs,
-                      load_kernelbench_module, seed_all, to_storable, torch_version)
+from .common import FLOAT_DTYPES, Failure, die, nbytes, one_line, read_problem, write_bytes_atomic
+from .tensors import (
+    Reference,
+    as_arg_list,
+    call_user,
+    flatten_outputs,
+    load_kernelbench_module,
+    seed_all,
+    to_storable,
+    torch_version,
+)
 
 
 def _quantile(sorted_v, q):
@@ -32,9 +39,16 @@ def _summary(samples_us, includes: str) -> dict:
     v = sorted(samples_us)
     med = _quantile(v, 0.5)
     p25, p75 = _quantile(v, 0.25), _quantile(v, 0.75)
-    return {"median_us": med, "p25_us": p25, "p75_us": p75, "min_us": v[0], "max_us": v[-1],
-            "spread_pct": 100.0 * (p75 - p25) / med if med > 0 else 0.0,
-            "samples": len(v), "includes": includes}
+    return {
+        "median_us": med,
+        "p25_us": p25,
+        "p75_us": p75,
+        "min_us": v[0],
+        "max_us": v[-1],
+        "spread_pct": 100.0 * (p75 - p25) / med if med > 0 else 0.0,
+        "samples": len(v),
+        "includes": includes,
+    }
 
 
 def _cpu_cache_bytes() -> int:
@@ -73,11 +87,15 @@ def blas_info(mapped_paths, torch_openmp: bool = False) -> dict:
             libs.append(path)
     info = {"blas": libs}
     if any(os.path.basename(p).startswith("libblas.so") and _REFERENCE_BLAS_DIR in p for p in libs):
-        info["blas_note"] = ("PyTorch runs on the reference (netlib) BLAS, so eager matrix products are far slower "
-                             "than an optimised BLAS makes them; install one (Debian: libopenblas0-openmp)")
+        info["blas_note"] = (
+            "PyTorch runs on the reference (netlib) BLAS, so eager matrix products are far slower "
+            "than an optimised BLAS makes them; install one (Debian: libopenblas0-openmp)"
+        )
     elif any("openblas-pthread/" in p for p in libs) and torch_openmp:
-        info["blas_note"] = ("PyTorch's OpenMP threads run beside OpenBLAS's own pthreads, which makes eager matrix "
-                             "products erratic and slow; install libopenblas0-openmp (the helper then uses it)")
+        info["blas_note"] = (
+            "PyTorch's OpenMP threads run beside OpenBLAS's own pthreads, which makes eager matrix "
+            "products erratic and slow; install libopenblas0-openmp (the helper then uses it)"
+        )
     return info
 
 
@@ -87,8 +105,9 @@ def _cpu_blas() -> dict:
     torch.mm(a, a)
     try:
         with open("/proc/self/maps") as f:
-            return blas_info((ln.split()[-1] for ln in f if len(ln.split()) >= 6),
-                             "OpenMP" in torch.__config__.parallel_info())
+            return blas_info(
+                (ln.split()[-1] for ln in f if len(ln.split()) >= 6), "OpenMP" in torch.__config__.parallel_info()
+            )
     except OSError:
         return {"blas": []}
 
@@ -135,11 +154,17 @@ class _Timer:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2 = int(getattr(props, "L2_cache_size", 0) or 0)
             self.flush_bytes = max(2 * l2, 16 << 20)
-            self.info = {"type": "cuda", "name": props.name,
-                         "capability": f"{props.major}.{props.minor}",
-                         "l2_bytes": l2, "memory_bytes": int(props.total_memory),
-                         "allow_tf32": {"matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                                        "cudnn": bool(torch.backends.cudnn.allow_tf32)}}
+            self.info = {
+                "type": "cuda",
+                "name": props.name,
+                "capability": f"{props.major}.{props.minor}",
+                "l2_bytes": l2,
+                "memory_bytes": int(props.total_memory),
+                "allow_tf32": {
+                    "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+                    "cudnn": bool(torch.backends.cudnn.allow_tf32),
+                },
+            }
             self.start = torch.cuda.Event(enable_timing=True)
             self.end = torch.cuda.Event(enable_timing=True)
         else:
@@ -151,8 +176,13 @@ class _Timer:
             want = int(os.environ.get("MBLAST_TORCH_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
             if want > 0 and torch.get_num_threads() != want:
                 torch.set_num_threads(want)
-            self.info = {"type": "cpu", "name": _cpu_name(), "cache_bytes": cache,
-                         "torch_threads": torch.get_num_threads(), **_cpu_blas()}
+            self.info = {
+                "type": "cpu",
+                "name": _cpu_name(),
+                "cache_bytes": cache,
+                "torch_threads": torch.get_num_threads(),
+                **_cpu_blas(),
+            }
             self.evict = _evictor(cache_flush, evict_library, cache)  # (evict, seconds busy after it)
         self.flush_buf = None if self.evict else torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         # 256 KiB: large enough that PyTorch splits sin over its threads, small next to any L2.
@@ -162,15 +192,16 @@ class _Timer:
             "CUDA events on the current stream: start event before the call; after it "
             "torch.cuda.synchronize() (device-wide), then the end event; L2 flushed before "
             f"each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x L2)"
-            if device == "cuda" else
-            "time.perf_counter() around the call (CPU ops are synchronous); caches cold before "
+            if device == "cuda"
+            else "time.perf_counter() around the call (CPU ops are synchronous); caches cold before "
             "each timed call: every cache line of the process's resident data memory flushed "
             f"(CLFLUSHOPT, libmblast_evict), then {round(self.evict[1] * 1000)} ms of arithmetic on "
             "PyTorch's threads"
-            if self.evict else
-            "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
+            if self.evict
+            else "time.perf_counter() around the call (CPU ops are synchronous); caches flushed "
             f"before each timed call by reading and writing {self.flush_bytes >> 20} MiB (2x the largest "
-            "CPU cache)")
+            "CPU cache)"
+        )
 
     def flush(self):
         self.flushes += 1
@@ -234,10 +265,14 @@ def tf32_settings():
     flags."""
     b = torch.backends
     if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
-        return [("cudnn.conv.fp32_precision", b.cudnn.conv, "fp32_precision", "ieee"),
-                ("cuda.matmul.fp32_precision", b.cuda.matmul, "fp32_precision", "ieee")]
-    return [("cudnn.allow_tf32", b.cudnn, "allow_tf32", False),
-            ("cuda.matmul.allow_tf32", b.cuda.matmul, "allow_tf32", False)]
+        return [
+            ("cudnn.conv.fp32_precision", b.cudnn.conv, "fp32_precision", "ieee"),
+            ("cuda.matmul.fp32_precision", b.cuda.matmul, "fp32_precision", "ieee"),
+        ]
+    return [
+        ("cudnn.allow_tf32", b.cudnn, "allow_tf32", False),
+        ("cuda.matmul.allow_tf32", b.cuda.matmul, "allow_tf32", False),
+    ]
 
 
 @contextlib.contextmanager
@@ -295,12 +330,15 @@ def settings_kept(on_change):
             on_change(changed)
 
 
-TF32_OFF_NOTE = ("timed with TF32 off (cuDNN convolutions and matmuls in IEEE FP32): "
-                 "PyTorch's default output is outside the problem's tolerance (eager_default)")
+TF32_OFF_NOTE = (
+    "timed with TF32 off (cuDNN convolutions and matmuls in IEEE FP32): "
+    "PyTorch's default output is outside the problem's tolerance (eager_default)"
+)
 
 
 def _check_against_expected(out, pdir, problem, seed, init) -> dict:
     from safetensors.torch import load_file
+
     exp = load_file(os.path.join(pdir, "data", f"expected.seed{seed}.init{init}.safetensors"))
     outs, _ = flatten_outputs(out, "forward")
     worst, ok = 0.0, True
@@ -320,9 +358,18 @@ def _check_against_expected(out, pdir, problem, seed, init) -> dict:
     return {"within_tolerance": ok, "max_abs_error": worst, "seed": seed, "init": init}
 
 
-def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats: int,
-                 min_seconds: float, cache_flush: str = "auto", evict_library: str | None = None) -> dict:
+def run_baseline(
+    pdir: str,
+    device: str,
+    do_compile: bool,
+    warmup: int,
+    repeats: int,
+    min_seconds: float,
+    cache_flush: str = "auto",
+    evict_library: str | None = None,
+) -> dict:
     from safetensors.torch import load_file
+
     t_start = time.perf_counter()
     # Where the helper's time goes, in seconds (import_torch_s: measured by the entry script).
     phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS}
@@ -334,8 +381,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
         text = f.read()
     mod = load_kernelbench_module(model_path, text)
     seed_all(0)
-    init_args = as_arg_list(call_user("get_init_inputs()", mod.get_init_inputs),
-                             "get_init_inputs()")
+    init_args = as_arg_list(call_user("get_init_inputs()", mod.get_init_inputs), "get_init_inputs()")
     init = problem["inits"][0]
     ref = Reference(mod, init_args, init, device)
     params = load_file(os.path.join(pdir, "data", f"params.init{init}.safetensors"))
@@ -343,8 +389,7 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     with torch.no_grad():
         for d in problem["parameters"]:
             if d["name"] not in by_name or d["name"] not in params:
-                raise Failure(f"parameter '{d['name']}' is missing from model.py's Model or "
-                              "from the data")
+                raise Failure(f"parameter '{d['name']}' is missing from model.py's Model or " "from the data")
             t = by_name[d["name"]]
             src = params[d["name"]]
             if d.get("torch_dtype") == "bool":
@@ -384,12 +429,22 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
 
     timer = _Timer(device, cache_flush, evict_library)
     phases["setup_s"] = time.perf_counter() - t_start  # model, parameters, inputs on the device
-    result = {"problem": problem["name"], "torch": torch.__version__, "phases": phases,
-              "python": platform.python_version(), "device": timer.info,
-              "timing": {"method": timer.method, "warmup": warmup, "min_repeats": repeats,
-                         "min_seconds": min_seconds, "rotating_sets": n_sets,
-                         "parameters": f"data/params.init{init}.safetensors",
-                         "module_mode": "train" if model.training else "eval"}}
+    result = {
+        "problem": problem["name"],
+        "torch": torch.__version__,
+        "phases": phases,
+        "python": platform.python_version(),
+        "device": timer.info,
+        "timing": {
+            "method": timer.method,
+            "warmup": warmup,
+            "min_repeats": repeats,
+            "min_seconds": min_seconds,
+            "rotating_sets": n_sets,
+            "parameters": f"data/params.init{init}.safetensors",
+            "module_mode": "train" if model.training else "eval",
+        },
+    }
 
     def eager(*args):
         with torch.no_grad():
@@ -398,15 +453,17 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     t_eager = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            check = _check_against_expected(eager(*make_args(seed_sets[0])), pdir, problem,
-                                            problem["seeds"][0]["seed"], init)
+            check = _check_against_expected(
+                eager(*make_args(seed_sets[0])), pdir, problem, problem["seeds"][0]["seed"], init
+            )
             samples = _measure(timer, eager, sets, warmup, repeats, min_seconds)
         except Exception as e:
             raise Failure(f"eager forward raised {one_line(e)}")
     eager_includes = (
         "Python dispatch of every op + one kernel launch per op (per-op CPU kernels on the "
         "CPU) + the kernels; excludes copies to the device; the device is synchronised "
-        "before the clock stops")
+        "before the clock stops"
+    )
     result["eager"] = _summary(samples, eager_includes)
     result["eager"]["check"] = check
 
@@ -417,8 +474,9 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     if device == "cuda" and not check.get("within_tolerance", True):
         try:  # a failure here keeps the default's figures, with the reason
             with contextlib.redirect_stdout(sys.stderr), tf32_off():
-                check32 = _check_against_expected(eager(*make_args(seed_sets[0])), pdir, problem,
-                                                  problem["seeds"][0]["seed"], init)
+                check32 = _check_against_expected(
+                    eager(*make_args(seed_sets[0])), pdir, problem, problem["seeds"][0]["seed"], init
+                )
                 if check32["within_tolerance"]:
                     samples32 = _measure(timer, eager, sets, warmup, repeats, min_seconds)
                     result["eager_default"] = result["eager"]
@@ -435,15 +493,15 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     if not do_compile:
         result["compile"] = {"unavailable": "not requested (pass --compile)"}
     elif not hasattr(torch, "compile"):
-        result["compile"] = {"unavailable": f"torch {'.'.join(map(str, torch_version()))} "
-                                            "has no torch.compile"}
+        result["compile"] = {"unavailable": f"torch {'.'.join(map(str, torch_version()))} " "has no torch.compile"}
     else:
         t_compile = time.perf_counter()
         try:
             # the same precision as the eager baseline, for the compilation too
             with tf32_off() if strict else contextlib.nullcontext():
-                result["compile"] = _time_compiled(model, make_args, seed_sets, pdir, problem, init,
-                                                   timer, device, warmup, repeats, min_seconds, sets)
+                result["compile"] = _time_compiled(
+                    model, make_args, seed_sets, pdir, problem, init, timer, device, warmup, repeats, min_seconds, sets
+                )
             if strict:
                 result["compile"]["tf32"] = TF32_OFF_NOTE.replace(" (eager_default)", "")
         except Exception as e:
@@ -452,8 +510,9 @@ def run_baseline(pdir: str, device: str, do_compile: bool, warmup: int, repeats:
     return result
 
 
-def _time_compiled(model, make_args, seed_sets, pdir, problem, init, timer, device, warmup,
-                   repeats, min_seconds, sets) -> dict:
+def _time_compiled(
+    model, make_args, seed_sets, pdir, problem, init, timer, device, warmup, repeats, min_seconds, sets
+) -> dict:
     """torch.compile of the model: compiled on the first call (timed apart), checked, timed."""
     compiled = torch.compile(model)
 
@@ -469,11 +528,15 @@ def _time_compiled(model, make_args, seed_sets, pdir, problem, init, timer, devi
         compile_s = time.perf_counter() - t0
         check = _check_against_expected(out, pdir, problem, problem["seeds"][0]["seed"], init)
         samples = _measure(timer, comp, sets, warmup, repeats, min_seconds)
-    r = _summary(samples, (
-        "the torch.compile'd module (default mode): Python/guard overhead of the "
-        "compiled graph + its generated kernels' launches + the kernels; compilation "
-        "itself excluded (first call, reported as compile_seconds); excludes copies to "
-        "the device; the device is synchronised before the clock stops"))
+    r = _summary(
+        samples,
+        (
+            "the torch.compile'd module (default mode): Python/guard overhead of the "
+            "compiled graph + its generated kernels' launches + the kernels; compilation "
+            "itself excluded (first call, reported as compile_seconds); excludes copies to "
+            "the device; the device is synchronised before the clock stops"
+        ),
+    )
     r["compile_seconds"] = compile_s
     r["check"] = check
     return r
@@ -483,8 +546,9 @@ def cmd_baseline(a) -> int:
     if a.warmup < 0 or a.repeats < 1 or a.min_seconds < 0:
         die("--warmup >= 0, --repeats >= 1, --min-seconds >= 0")
     try:
-        r = run_baseline(a.problem, a.device, a.compile, a.warmup, a.repeats, a.min_seconds,
-                         a.cache_flush, a.evict_library)
+        r = run_baseline(
+            a.problem, a.device, a.compile, a.warmup, a.repeats, a.min_seconds, a.cache_flush, a.evict_library
+        )
     except Failure as e:
         die(f"{a.problem}: {e}")
     text = json.dumps(r, indent=2)

@@ -78,8 +78,7 @@ _SHORT_LIST = re.compile(r"\[\s*([-+0-9.eE]+(?:,\s*[-+0-9.eE]+)*)?\s*\]")
 def json_bytes(obj) -> bytes:
     """Indented JSON with lists of numbers (shapes) kept on one line."""
     text = json.dumps(obj, indent=2)
-    text = _SHORT_LIST.sub(lambda m: "[" + re.sub(r"\s+", " ", m.group(1) or "").strip() + "]",
-                           text)
+    text = _SHORT_LIST.sub(lambda m: "[" + re.sub(r"\s+", " ", m.group(1) or "").strip() + "]", text)
     return (text + "\n").encode("utf-8")
 
 
@@ -98,6 +97,7 @@ def read_problem(pdir: str) -> dict:
     if not isinstance(p, dict) or p.get("format") != FORMAT:
         raise Failure("problem.json is not a format-1 problem")
     if not os.path.isfile(os.path.join(pdir, p.get("model") or "model.py")):
-        raise Failure("has no model.py (only problems made by `mblast import kernelbench` "
-                      "carry their PyTorch module)")
+        raise Failure(
+            "has no model.py (only problems made by `mblast import kernelbench` " "carry their PyTorch module)"
+        )
     return p

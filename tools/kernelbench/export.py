@@ -33,9 +33,25 @@ def _py_literal(text: str) -> str:
 
 # torch's headers (glog or c10's logging) define these short macros; a candidate may define or
 # use its own, so they are dropped before the candidate's code (torch's headers are parsed).
-_UNDEF_LOGGING = "".join(f"#undef {m}\n" for m in (
-    "CHECK", "CHECK_EQ", "CHECK_NE", "CHECK_LT", "CHECK_LE", "CHECK_GT", "CHECK_GE",
-    "CHECK_NOTNULL", "DCHECK", "DCHECK_EQ", "DCHECK_NE", "LOG", "VLOG", "LOG_IF"))
+_UNDEF_LOGGING = "".join(
+    f"#undef {m}\n"
+    for m in (
+        "CHECK",
+        "CHECK_EQ",
+        "CHECK_NE",
+        "CHECK_LT",
+        "CHECK_LE",
+        "CHECK_GT",
+        "CHECK_GE",
+        "CHECK_NOTNULL",
+        "DCHECK",
+        "DCHECK_EQ",
+        "DCHECK_NE",
+        "LOG",
+        "VLOG",
+        "LOG_IF",
+    )
+)
 
 
 def _decl_text(lst) -> str:
@@ -59,8 +75,7 @@ def run_export(pdir: str, candidate: str, backend: str, out: str, abi_header: st
     if not re.search(r"\bmblast_run\b|\bMBLAST_OPENCL_CANDIDATE\b", cand):
         raise Failure(f"{candidate} does not define mblast_run (include/mblast/abi.h)")
     if abi_header is None:
-        abi_header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                  "include", "mblast", "abi.h")
+        abi_header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mblast", "abi.h")
     try:
         with open(abi_header, encoding="utf-8") as f:
             abi = f.read()
@@ -75,10 +90,11 @@ def run_export(pdir: str, candidate: str, backend: str, out: str, abi_header: st
                 helper = _ABI_INCLUDE.sub("/* mblast/abi.h: inlined above */", f.read())
         except OSError as e:
             raise Failure(f"cannot read {helper_path}: {e.strerror}")
-        cand = helper_re.sub(lambda _m: "// ---- include/mblast/opencl_candidate.h (inlined) ----\n" + helper, cand, count=1)
+        cand = helper_re.sub(
+            lambda _m: "// ---- include/mblast/opencl_candidate.h (inlined) ----\n" + helper, cand, count=1
+        )
     cand = _ABI_INCLUDE.sub("/* mblast/abi.h: inlined above */", cand)
-    abi_block = ("// ---- include/mblast/abi.h (inlined) ----\n" + abi +
-                 "\n// ---- end of abi.h ----\n" + _UNDEF_LOGGING)
+    abi_block = "// ---- include/mblast/abi.h (inlined) ----\n" + abi + "\n// ---- end of abi.h ----\n" + _UNDEF_LOGGING
     cand_block = f"// ---- candidate {os.path.basename(candidate)} ----\n" + cand + "\n"
     wrapper = _template("wrapper_common.cpp.in") + _template(f"wrapper_{backend}.cpp.in")
     libs = []
@@ -89,26 +105,38 @@ def run_export(pdir: str, candidate: str, backend: str, out: str, abi_header: st
     digest = sha256_bytes((abi + cand + wrapper + backend).encode("utf-8"))[:12]
     ext_name = "mblast_" + re.sub(r"\W", "_", problem["name"])[:40] + "_" + backend + "_" + digest
     spec = {
-        "problem": problem["name"], "backend": backend, "extension": ext_name,
-        "candidate": os.path.basename(candidate), "extra_libs": libs,
-        "inputs": problem["inputs"], "parameters": problem.get("parameters", []),
-        "outputs": problem["outputs"], "constants": problem.get("constants", []),
+        "problem": problem["name"],
+        "backend": backend,
+        "extension": ext_name,
+        "candidate": os.path.basename(candidate),
+        "extra_libs": libs,
+        "inputs": problem["inputs"],
+        "parameters": problem.get("parameters", []),
+        "outputs": problem["outputs"],
+        "constants": problem.get("constants", []),
         "arguments": problem.get("arguments") or [d["name"] for d in problem["inputs"]],
         "returns": problem.get("returns", "tensor"),
     }
     tail = _template("modelnew.py.in")
     for k, v in {
-        "@@CANDIDATE_NAME@@": os.path.basename(candidate), "@@BACKEND@@": backend,
-        "@@PROBLEM@@": problem["name"], "@@INPUTS@@": _decl_text(spec["inputs"]),
-        "@@PARAMS@@": _decl_text(spec["parameters"]), "@@OUTPUTS@@": _decl_text(spec["outputs"]),
-        "@@SPEC@@": _py_literal(json.dumps(spec, indent=1)), "@@ABI@@": _py_literal(abi_block),
-        "@@CANDIDATE@@": _py_literal(cand_block), "@@WRAPPER@@": _py_literal(wrapper),
+        "@@CANDIDATE_NAME@@": os.path.basename(candidate),
+        "@@BACKEND@@": backend,
+        "@@PROBLEM@@": problem["name"],
+        "@@INPUTS@@": _decl_text(spec["inputs"]),
+        "@@PARAMS@@": _decl_text(spec["parameters"]),
+        "@@OUTPUTS@@": _decl_text(spec["outputs"]),
+        "@@SPEC@@": _py_literal(json.dumps(spec, indent=1)),
+        "@@ABI@@": _py_literal(abi_block),
+        "@@CANDIDATE@@": _py_literal(cand_block),
+        "@@WRAPPER@@": _py_literal(wrapper),
     }.items():
         tail = tail.replace(k, v)
-    header = (f"# KernelBench submission written by `mblast export` from problem "
-              f"{problem['name']} and candidate {os.path.basename(candidate)} ({backend}).\n"
-              f"# The problem's model.py follows verbatim (Model, get_inputs, "
-              f"get_init_inputs, constants); ModelNew is at the end.\n\n")
+    header = (
+        f"# KernelBench submission written by `mblast export` from problem "
+        f"{problem['name']} and candidate {os.path.basename(candidate)} ({backend}).\n"
+        f"# The problem's model.py follows verbatim (Model, get_inputs, "
+        f"get_init_inputs, constants); ModelNew is at the end.\n\n"
+    )
     text = header + model_py.rstrip("\n") + "\n" + tail
     try:
         compile(text, out, "exec")

@@ -20,6 +20,7 @@ def _qualified(target) -> str:
         return target
     try:
         from torch.fx.node import _get_qualified_name
+
         return _get_qualified_name(target)
     except Exception:
         mod = getattr(target, "__module__", None) or ""
@@ -74,7 +75,8 @@ def _module_attributes(m) -> dict:
         if k.startswith("_") or k == "training":
             continue
         if isinstance(v, (bool, int, float, str)) or (
-                isinstance(v, tuple) and all(isinstance(x, (bool, int, float, str)) for x in v)):
+            isinstance(v, tuple) and all(isinstance(x, (bool, int, float, str)) for x in v)
+        ):
             out[k] = list(v) if isinstance(v, tuple) else v
     for k in ("weight", "bias"):
         if hasattr(m, k) and isinstance(getattr(m, k, None), (torch.Tensor, type(None))):
@@ -108,6 +110,7 @@ def trace_graph(model, args, tensor_names, param_names):
 def _trace_fx(model, args, tensor_names, param_names):
     import torch.fx as fx
     from torch.fx.passes.shape_prop import ShapeProp
+
     model = copy.deepcopy(model)
     concrete = {}
     try:
@@ -154,8 +157,7 @@ def _trace_fx(model, args, tensor_names, param_names):
         elif isinstance(meta, list):
             e["outputs"] = meta
         nodes.append(e)
-    return {"format": 1, "method": "torch.fx.symbolic_trace + ShapeProp",
-            "torch": torch.__version__, "nodes": nodes}
+    return {"format": 1, "method": "torch.fx.symbolic_trace + ShapeProp", "torch": torch.__version__, "nodes": nodes}
 
 
 def _trace_export(model, args, tensor_names):
@@ -166,8 +168,7 @@ def _trace_export(model, args, tensor_names):
     user_inputs = list(getattr(sig, "user_inputs", []) or [])
     nodes = []
     for n in ep.graph_module.graph.nodes:
-        e = {"name": n.name, "op": n.op, "target": _qualified(n.target) if n.op != "call_function"
-             else str(n.target)}
+        e = {"name": n.name, "op": n.op, "target": _qualified(n.target) if n.op != "call_function" else str(n.target)}
         if n.op == "placeholder":
             if n.name in p_map:
                 e["tensor"] = p_map[n.name]
@@ -184,43 +185,175 @@ def _trace_export(model, args, tensor_names):
         elif isinstance(meta, list):
             e["outputs"] = meta
         nodes.append(e)
-    return {"format": 1, "method": "torch.export (aten level)", "torch": torch.__version__,
-            "nodes": nodes}
+    return {"format": 1, "method": "torch.export (aten level)", "torch": torch.__version__, "nodes": nodes}
 
 
 # op classes, by the name of what a node calls (fx functions, methods, module types, aten
 # ops), lower-cased without leading/trailing underscores: (class, exact names, substrings)
-_SHAPE_OPS = {"view", "reshape", "permute", "transpose", "t", "flatten", "unflatten", "squeeze",
-              "unsqueeze", "contiguous", "getitem", "size", "expand", "expand_as", "getattr",
-              "to", "type", "float", "half", "double", "clone", "detach", "chunk", "split",
-              "cat", "stack", "narrow", "select", "slice", "assert", "eq", "dim", "numel",
-              "identity", "dropout", "alias", "to_copy", "empty_like", "zeros_like",
-              "ones_like", "repeat", "tile", "flip", "roll", "pad", "movedim", "view_as",
-              "reshape_as", "sym_size", "lift_fresh_copy", "copy", "cpu", "cuda", "unbind",
-              "split_with_sizes", "unsafe_view", "clone", "empty", "zeros", "ones", "arange",
-              "full", "scalar_tensor", "item", "len"}
+_SHAPE_OPS = {
+    "view",
+    "reshape",
+    "permute",
+    "transpose",
+    "t",
+    "flatten",
+    "unflatten",
+    "squeeze",
+    "unsqueeze",
+    "contiguous",
+    "getitem",
+    "size",
+    "expand",
+    "expand_as",
+    "getattr",
+    "to",
+    "type",
+    "float",
+    "half",
+    "double",
+    "clone",
+    "detach",
+    "chunk",
+    "split",
+    "cat",
+    "stack",
+    "narrow",
+    "select",
+    "slice",
+    "assert",
+    "eq",
+    "dim",
+    "numel",
+    "identity",
+    "dropout",
+    "alias",
+    "to_copy",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "repeat",
+    "tile",
+    "flip",
+    "roll",
+    "pad",
+    "movedim",
+    "view_as",
+    "reshape_as",
+    "sym_size",
+    "lift_fresh_copy",
+    "copy",
+    "cpu",
+    "cuda",
+    "unbind",
+    "split_with_sizes",
+    "unsafe_view",
+    "clone",
+    "empty",
+    "zeros",
+    "ones",
+    "arange",
+    "full",
+    "scalar_tensor",
+    "item",
+    "len",
+}
 _CLASS_RULES = [
-    ("attention", (), ("scaled_dot_product_attention", "multiheadattention",
-                       "efficient_attention", "flash_attention")),
+    ("attention", (), ("scaled_dot_product_attention", "multiheadattention", "efficient_attention", "flash_attention")),
     ("conv", (), ("conv",)),
-    ("matmul", ("mm", "bmm", "dot", "mv", "outer", "einsum", "addmm", "baddbmm", "addbmm",
-                "addmv", "tensordot"),
-     ("linear", "matmul", "bilinear", "lstm", "gru", "rnn")),
-    ("norm", (), ("batch_norm", "batchnorm", "layer_norm", "layernorm", "group_norm",
-                  "groupnorm", "instance_norm", "instancenorm", "rms_norm", "rmsnorm",
-                  "normalize", "local_response_norm", "localresponsenorm")),
+    (
+        "matmul",
+        ("mm", "bmm", "dot", "mv", "outer", "einsum", "addmm", "baddbmm", "addbmm", "addmv", "tensordot"),
+        ("linear", "matmul", "bilinear", "lstm", "gru", "rnn"),
+    ),
+    (
+        "norm",
+        (),
+        (
+            "batch_norm",
+            "batchnorm",
+            "layer_norm",
+            "layernorm",
+            "group_norm",
+            "groupnorm",
+            "instance_norm",
+            "instancenorm",
+            "rms_norm",
+            "rmsnorm",
+            "normalize",
+            "local_response_norm",
+            "localresponsenorm",
+        ),
+    ),
     ("softmax", ("softmin",), ("softmax",)),
     ("pooling", (), ("pool",)),
-    ("reduction", ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod",
-                   "cumsum", "cumprod", "var", "std", "norm", "logsumexp", "all", "any",
-                   "var_mean", "std_mean", "cummax", "cummin", "nll", "kl_div",
-                   "cross_entropy", "cosine_similarity", "pairwise_distance", "dist"),
-     ("loss",)),
-    ("activation", ("relu", "gelu", "sigmoid", "tanh", "silu", "elu", "selu", "leaky_relu",
-                    "leakyrelu", "hardtanh", "softplus", "softsign", "hardsigmoid",
-                    "hardswish", "mish", "relu6", "threshold", "prelu", "celu", "glu",
-                    "logsigmoid", "tanhshrink", "softshrink", "hardshrink", "swish",
-                    "rrelu", "relu_", "sigmoid_", "tanh_"), ()),
+    (
+        "reduction",
+        (
+            "sum",
+            "mean",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "argmax",
+            "argmin",
+            "prod",
+            "cumsum",
+            "cumprod",
+            "var",
+            "std",
+            "norm",
+            "logsumexp",
+            "all",
+            "any",
+            "var_mean",
+            "std_mean",
+            "cummax",
+            "cummin",
+            "nll",
+            "kl_div",
+            "cross_entropy",
+            "cosine_similarity",
+            "pairwise_distance",
+            "dist",
+        ),
+        ("loss",),
+    ),
+    (
+        "activation",
+        (
+            "relu",
+            "gelu",
+            "sigmoid",
+            "tanh",
+            "silu",
+            "elu",
+            "selu",
+            "leaky_relu",
+            "leakyrelu",
+            "hardtanh",
+            "softplus",
+            "softsign",
+            "hardsigmoid",
+            "hardswish",
+            "mish",
+            "relu6",
+            "threshold",
+            "prelu",
+            "celu",
+            "glu",
+            "logsigmoid",
+            "tanhshrink",
+            "softshrink",
+            "hardshrink",
+            "swish",
+            "rrelu",
+            "relu_",
+            "sigmoid_",
+            "tanh_",
+        ),
+        (),
+    ),
 ]
 _HEAVY = ("attention", "conv", "matmul")
 
@@ -324,8 +457,10 @@ def analytic_flops(graph, model) -> int | None:
                 w = shape_of(args[1])
                 if w:
                     total += 2 * numel * w[-1]
-            elif key in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                         "conv_transpose3d") and len(args) >= 2:
+            elif (
+                key in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+                and len(args) >= 2
+            ):
                 xs, ws = shape_of(args[0]), shape_of(args[1])
                 if xs and ws:
                     total += conv_flops(xs, ws, out, "transpose" in key)
@@ -337,6 +472,7 @@ def count_flops(model_ref: Reference, args, graph):
     if torch_version() >= (2, 1):
         try:
             from torch.utils.flop_counter import FlopCounterMode
+
             model_ref.restore()
             with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
                 with FlopCounterMode(display=False) as fc:
@@ -355,20 +491,36 @@ def count_flops(model_ref: Reference, args, graph):
 
 # Composite ops the lowering has no rule for are decomposed into primitive aten ops; what
 # stays composite on purpose (softmax, convolution, pooling, mm) has a lowering of its own.
-_KEEP_COMPOSITE = {"_softmax", "_log_softmax", "convolution", "mm", "bmm", "addmm",
-                   "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d",
-                   "avg_pool3d", "embedding", "native_dropout", "_adaptive_avg_pool2d",
-                   "_adaptive_avg_pool3d"}
+_KEEP_COMPOSITE = {
+    "_softmax",
+    "_log_softmax",
+    "convolution",
+    "mm",
+    "bmm",
+    "addmm",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "avg_pool2d",
+    "avg_pool3d",
+    "embedding",
+    "native_dropout",
+    "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d",
+}
 
 
 def _decomposition_table():
     import torch._decomp as decomp
+
     core = getattr(decomp, "core_aten_decompositions", None)
     if core is not None:
         table = dict(core())
     else:  # torch 1.13: the aten -> aten decompositions only (torch._refs goes down to prims)
-        table = {op: fn for op, fn in decomp.decomposition_table.items()
-                 if getattr(fn, "__module__", "") == "torch._decomp.decompositions"}
+        table = {
+            op: fn
+            for op, fn in decomp.decomposition_table.items()
+            if getattr(fn, "__module__", "") == "torch._decomp.decompositions"
+        }
     out = {}
     for op, fn in table.items():
         name = getattr(op, "_schema", None)
@@ -409,8 +561,11 @@ def trace_aten(model, args, tensor_names, param_names):
 def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")):
     nodes = []
     for n in graph.nodes:
-        e = {"name": n.name, "op": n.op,
-             "target": _aten_target(n.target) if n.op == "call_function" else _qualified(n.target)}
+        e = {
+            "name": n.name,
+            "op": n.op,
+            "target": _aten_target(n.target) if n.op == "call_function" else _qualified(n.target),
+        }
         if n.op == "placeholder":
             t = placeholder_tensor(n)
             if t is not None:
@@ -437,6 +592,7 @@ def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")
 def _aten_make_fx(model, args, tensor_names, param_names):
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.utils import stateless
+
     model = copy.deepcopy(model)
     named = [(n, p) for n, p in model.named_parameters()] + [(n, b) for n, b in model.named_buffers()]
     named = [(n, t) for n, t in named if n in param_names]
@@ -461,8 +617,12 @@ def _aten_make_fx(model, args, tensor_names, param_names):
         t = by_node.get(n.name)
         return t if t is not None and (t in param_names or t in tensor_names) else None
 
-    return {"format": 1, "method": "make_fx + torch._decomp (aten level)",
-            "torch": torch.__version__, "nodes": _aten_nodes(gm.graph, ph)}
+    return {
+        "format": 1,
+        "method": "make_fx + torch._decomp (aten level)",
+        "torch": torch.__version__,
+        "nodes": _aten_nodes(gm.graph, ph),
+    }
 
 
 def _aten_export(model, args, tensor_names, param_names):
@@ -483,8 +643,12 @@ def _aten_export(model, args, tensor_names, param_names):
                 return f"in{tensor_positions[i]}"
         return None
 
-    return {"format": 1, "method": "torch.export + run_decompositions (aten level)",
-            "torch": torch.__version__, "nodes": _aten_nodes(ep.graph_module.graph, ph)}
+    return {
+        "format": 1,
+        "method": "torch.export + run_decompositions (aten level)",
+        "torch": torch.__version__,
+        "nodes": _aten_nodes(ep.graph_module.graph, ph),
+    }
 
 
 def with_aten(graph, note, model, args, tensor_names, param_names):

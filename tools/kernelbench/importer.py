@@ -18,13 +18,37 @@ import time
 import torch
 
 from . import common, sizes
-from .common import (FLOAT_DTYPES, FORMAT, GENERATOR, PROG, VERSION, Failure, die, fsync_path,
-                     json_bytes, nbytes, one_line, sha256_bytes, sha256_file, write_bytes_atomic)
+from .common import (
+    FLOAT_DTYPES,
+    FORMAT,
+    GENERATOR,
+    PROG,
+    VERSION,
+    Failure,
+    die,
+    fsync_path,
+    json_bytes,
+    nbytes,
+    one_line,
+    sha256_bytes,
+    sha256_file,
+    write_bytes_atomic,
+)
 from .baseline import settings_kept, tf32_off
 from .graph import count_flops, guess_op_class, trace_graph, with_aten
-from .tensors import (PARAM_SEED_BASE, Reference, all_finite, as_arg_list, call_user,
-                      flatten_outputs, json_constant, load_kernelbench_module, seed_all,
-                      tensor_entry, to_storable)
+from .tensors import (
+    PARAM_SEED_BASE,
+    Reference,
+    all_finite,
+    as_arg_list,
+    call_user,
+    flatten_outputs,
+    json_constant,
+    load_kernelbench_module,
+    seed_all,
+    tensor_entry,
+    to_storable,
+)
 
 # The fixed relative tolerance and the floor of the absolute one, per output dtype (see
 # docs/kernelbench.md "Tolerance"): atol = max(floor, CALIBRATION_MARGIN x the absolute error
@@ -68,12 +92,10 @@ def _calibrate(ref: Reference, args, outs, decl_outs):
     ({dtype: atol needed beside the fixed rtol}, {dtype: max |error|}). Raises on failure."""
     model64 = copy.deepcopy(ref.model)
     with torch.no_grad():
-        for (_, t), s in zip(list(model64.named_parameters()) + list(model64.named_buffers()),
-                             ref.snapshot):
+        for (_, t), s in zip(list(model64.named_parameters()) + list(model64.named_buffers()), ref.snapshot):
             t.copy_(s)
     model64 = model64.double()
-    args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-              for a in args]
+    args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
@@ -104,7 +126,7 @@ def _max_errors(o, o64, rtol: float, chunk: int = 1 << 22):
     a, b = o.detach().reshape(-1), o64.detach().reshape(-1)
     excess = err = 0.0
     for i in range(0, a.numel(), chunk):
-        ac, bc = a[i:i + chunk].cpu().double(), b[i:i + chunk].cpu().double()
+        ac, bc = a[i : i + chunk].cpu().double(), b[i : i + chunk].cpu().double()
         e = (ac - bc).abs()
         err = max(err, float(e.max()))
         excess = max(excess, float((e - rtol * bc.abs()).clamp(min=0).max()))
@@ -127,26 +149,37 @@ def _pick_signed_variant(s, args, refs, inits, calibrate, own_calibration):
         for i in inits:
             outs, kind = refs[i].forward(sargs, f"forward (seed {s}, signed variant, init {i})")
             if not all_finite(outs):
-                notes.append(f"the signed variant ({'; '.join(changes)}) makes the reference "
-                             f"NaN/Inf under init {i}")
+                notes.append(
+                    f"the signed variant ({'; '.join(changes)}) makes the reference " f"NaN/Inf under init {i}"
+                )
                 break
             done[i] = (outs, kind)
         else:
             calib = None
             if not mild:
                 calib, own = calibrate(sargs, done[inits[0]][0]), own_calibration()
-                if (not isinstance(own, Exception) and not isinstance(calib, Exception)
-                        and _capped(calib[0]) and not _capped(own[0])):
-                    notes.append(f"the signed variant ({'; '.join(changes)}) makes the model "
-                                 f"ill-conditioned (the reference's own error against float64 "
-                                 f"needs atol {max(calib[0].values()):.3g}, the file's inputs do not)")
+                if (
+                    not isinstance(own, Exception)
+                    and not isinstance(calib, Exception)
+                    and _capped(calib[0])
+                    and not _capped(own[0])
+                ):
+                    notes.append(
+                        f"the signed variant ({'; '.join(changes)}) makes the model "
+                        f"ill-conditioned (the reference's own error against float64 "
+                        f"needs atol {max(calib[0].values()):.3g}, the file's inputs do not)"
+                    )
                     continue
             return sargs, done, calib, "; ".join(notes + changes)
     if notes:
         return None, {}, None, "; ".join(notes) + ": this seed keeps the file's own distribution"
     if any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args):
-        return None, {}, None, ("every float input already takes negative values: "
-                                "this seed keeps the file's own distribution")
+        return (
+            None,
+            {},
+            None,
+            ("every float input already takes negative values: " "this seed keeps the file's own distribution"),
+        )
     return None, {}, None, "no float input: nothing to make signed"
 
 
@@ -156,7 +189,7 @@ def _round_up_125(x: float) -> float:
         return 0.0
     e = math.floor(math.log10(x))
     for m in (1, 2, 5, 10):
-        v = m * 10.0 ** e
+        v = m * 10.0**e
         if v >= x * (1 - 1e-12):
             return float(f"{v:.3g}")
     return float(f"{10.0 ** (e + 1):.3g}")
@@ -196,8 +229,15 @@ class _Phases:
             self.t += took
 
 
-def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str,
-                phases: dict | None = None, max_bytes: int | None = None) -> str:
+def import_file(
+    src: str,
+    out_root: str,
+    n_seeds: int,
+    n_inits: int,
+    device: str,
+    phases: dict | None = None,
+    max_bytes: int | None = None,
+) -> str:
     """Imports one file into out_root/<stem>/. Returns that directory. Raises Failure. PHASES, if
     given, receives the seconds of each step (_Phases). MAX_BYTES: the file's size constants are
     scaled down until one seed's inputs, parameters and outputs fit (sizes.fit)."""
@@ -223,8 +263,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         _check_replaceable(pdir)
 
     seed_all(0)
-    init_args = as_arg_list(call_user("get_init_inputs()", mod.get_init_inputs),
-                             "get_init_inputs()")
+    init_args = as_arg_list(call_user("get_init_inputs()", mod.get_init_inputs), "get_init_inputs()")
     init_args_json = []
     for i, a in enumerate(init_args):
         if isinstance(a, torch.Tensor):
@@ -250,14 +289,16 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         if isinstance(a, torch.Tensor):
             layout.append(("tensor", tensor_entry(f"in{i}", a, f"get_inputs()[{i}]")))
         else:
-            layout.append(("constant", {"name": f"in{i}", "position": i,
-                                        "value": json_constant(a, f"get_inputs()[{i}]")}))
+            layout.append(
+                ("constant", {"name": f"in{i}", "position": i, "value": json_constant(a, f"get_inputs()[{i}]")})
+            )
     if not any(k == "tensor" for k, _ in layout):
         raise Failure("get_inputs() returns no tensor")
     for s in seeds[1:]:
         if len(seed_args[s]) != len(layout):
-            raise Failure(f"get_inputs() returns {len(seed_args[s])} items under seed {s} but "
-                          f"{len(layout)} under seed 0")
+            raise Failure(
+                f"get_inputs() returns {len(seed_args[s])} items under seed {s} but " f"{len(layout)} under seed 0"
+            )
         for i, (a, (kind, e)) in enumerate(zip(seed_args[s], layout)):
             if kind == "tensor":
                 if not isinstance(a, torch.Tensor):
@@ -307,13 +348,13 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         done = {}
         if s == signed_seed:
             sargs, done, calib, note = _pick_signed_variant(
-                s, args, refs, inits, calibrate, lambda: calibration_of(seeds[0]))
+                s, args, refs, inits, calibrate, lambda: calibration_of(seeds[0])
+            )
             seed_info[s]["note"] = note
             if sargs is not None:
                 args = sargs
                 seed_info[s]["distribution"] = "signed-variant"
-                seed_args[s] = [a.detach().cpu() if isinstance(a, torch.Tensor) else a
-                                for a in sargs]
+                seed_args[s] = [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in sargs]
                 if calib is not None:
                     calibrated[s] = calib
         for i in inits:
@@ -323,8 +364,7 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             if return_kind is None:
                 return_kind, output_decl = kind, decl
             elif kind != return_kind or decl != output_decl:
-                raise Failure(f"{what} returns other outputs (count, shape or dtype) than "
-                              "seed 0, init 0")
+                raise Failure(f"{what} returns other outputs (count, shape or dtype) than " "seed 0, init 0")
             if not all_finite(outs):
                 raise Failure(f"{what} gives NaN/Inf on the file's own inputs")
             expected[(s, i)] = outs
@@ -339,12 +379,14 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             continue
         deterministic = False
         if output_decl[k]["dtype"] not in FLOAT_DTYPES or not bool(
-                ((a.double() - b.double()).abs() <=
-                 KERNELBENCH_TOL + KERNELBENCH_TOL * a.double().abs()).all()):
+            ((a.double() - b.double()).abs() <= KERNELBENCH_TOL + KERNELBENCH_TOL * a.double().abs()).all()
+        ):
             diff = float((a.double() - b.double()).abs().max())
-            raise Failure(f"forward is not deterministic: out{k} differs between two runs on "
-                          f"the same inputs (max |diff| {diff:.3g}); dropout or other "
-                          "randomness cannot be matched by a kernel")
+            raise Failure(
+                f"forward is not deterministic: out{k} differs between two runs on "
+                f"the same inputs (max |diff| {diff:.3g}); dropout or other "
+                "randomness cannot be matched by a kernel"
+            )
 
     ph.end("determinism_s")
 
@@ -371,24 +413,29 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
         calib["max_abs_error"] = {dt: raw.get(dt, 0.0) for dt in float_dtypes}
         calib["atol_needed"] = {dt: need.get(dt, 0.0) for dt in float_dtypes}
         if "capped" in calib:
-            calib["note"] = ("the reference's own float error asks for more than KernelBench's "
-                             f"atol {KERNELBENCH_TOL}: capped there")
+            calib["note"] = (
+                "the reference's own float error asks for more than KernelBench's "
+                f"atol {KERNELBENCH_TOL}: capped there"
+            )
     except Exception as e:
         for dt in float_dtypes:
             tol[dt] = {"atol": KERNELBENCH_TOL, "rtol": KERNELBENCH_TOL, "min_match": 1.0}
-        calib = {"method": "none", "note": f"the model does not run in float64 "
-                 f"({one_line(e)}): KernelBench's atol = rtol = {KERNELBENCH_TOL} kept"}
+        calib = {
+            "method": "none",
+            "note": f"the model does not run in float64 "
+            f"({one_line(e)}): KernelBench's atol = rtol = {KERNELBENCH_TOL} kept",
+        }
 
     # Graph, FLOPs, op class.
     tensor_names = {e["name"] for e in input_decl}
     param_names = {e["name"] for e in param_decl}
     ph.end("calibrate_s")
     refs[inits[0]].restore()
-    graph, graph_note = trace_graph(refs[inits[0]].model, on_device(seed_args[seeds[0]]),
-                                    tensor_names, param_names)
+    graph, graph_note = trace_graph(refs[inits[0]].model, on_device(seed_args[seeds[0]]), tensor_names, param_names)
     refs[inits[0]].restore()
-    graph, graph_note = with_aten(graph, graph_note, refs[inits[0]].model, on_device(seed_args[seeds[0]]),
-                                  tensor_names, param_names)
+    graph, graph_note = with_aten(
+        graph, graph_note, refs[inits[0]].model, on_device(seed_args[seeds[0]]), tensor_names, param_names
+    )
     refs[inits[0]].restore()
     ph.end("graph_s")
     flops, flops_method = count_flops(refs[inits[0]], on_device(seed_args[seeds[0]]), graph)
@@ -397,23 +444,28 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
     total_bytes = sum(nbytes(e) for e in input_decl + param_decl + output_decl)
     if scale is not None:
         if total_bytes > max_bytes:  # the estimate missed what the import holds: never exceed N
-            raise Failure(f"--max-bytes {sizes.format_bytes(max_bytes)}: the scaled problem takes "
-                          f"{total_bytes} bytes (estimated {scale['bytes_estimated']})")
+            raise Failure(
+                f"--max-bytes {sizes.format_bytes(max_bytes)}: the scaled problem takes "
+                f"{total_bytes} bytes (estimated {scale['bytes_estimated']})"
+            )
         scale["bytes"] = total_bytes
 
     # problem.json
     doc = _first_doc_line(mod.Model).rstrip(".")
     shapes = ", ".join(f"{e['name']} {e['dtype']}{e['shape']}" for e in input_decl)
     oshapes = ", ".join(f"{e['name']} {e['dtype']}{e['shape']}" for e in output_decl)
-    description = (f"KernelBench-format PyTorch module {stem}" + (f": {doc}" if doc else "") +
-                   f". Inputs {shapes}; outputs {oshapes}; {len(param_decl)} parameter/buffer "
-                   f"tensors. The reference is the Model itself ({device}, its own dtypes).")
+    description = (
+        f"KernelBench-format PyTorch module {stem}"
+        + (f": {doc}" if doc else "")
+        + f". Inputs {shapes}; outputs {oshapes}; {len(param_decl)} parameter/buffer "
+        f"tensors. The reference is the Model itself ({device}, its own dtypes)."
+    )
     counting = {
         "torch.flop_counter": "torch.utils.flop_counter.FlopCounterMode over one forward "
-                              "(matmul-, convolution- and attention-family ops only)",
+        "(matmul-, convolution- and attention-family ops only)",
         "analytic-fx": "2*M*N*K per matmul/linear/bmm/addmm and 2*N*K*C*R*S*P*Q per "
-                       "convolution, from the fx graph's shapes (the ops torch's flop counter "
-                       "counts; elementwise work is not counted)",
+        "convolution, from the fx graph's shapes (the ops torch's flop counter "
+        "counts; elementwise work is not counted)",
         "unknown": "no flop counter in this torch and no traced graph: flops not counted",
     }[flops_method] + "; bytes = every input, parameter/buffer and output once"
     problem = {
@@ -448,9 +500,10 @@ def import_file(src: str, out_root: str, n_seeds: int, n_inits: int, device: str
             "python": platform.python_version(),
             "device": device,
             "init_inputs": init_args_json,
-            "reference": (f"the Model itself, in its own dtypes, on {device} (torch "
-                          f"{torch.__version__}); not float64"
-                          + ("; TF32 disabled" if device == "cuda" else "")),
+            "reference": (
+                f"the Model itself, in its own dtypes, on {device} (torch "
+                f"{torch.__version__}); not float64" + ("; TF32 disabled" if device == "cuda" else "")
+            ),
             "generator": GENERATOR,
         },
     }
@@ -479,8 +532,7 @@ def _check_replaceable(pdir: str) -> None:
             return
     except (OSError, ValueError, AttributeError):
         pass
-    raise Failure(f"{pdir} exists and is not a KernelBench import (remove it or choose "
-                  "another --out)")
+    raise Failure(f"{pdir} exists and is not a KernelBench import (remove it or choose " "another --out)")
 
 
 def _same_bytes(a, b) -> bool:
@@ -491,8 +543,7 @@ def _same_bytes(a, b) -> bool:
     for x, y in zip(a, b):
         if x.dtype != y.dtype or x.shape != y.shape or x.device != y.device:
             return False
-        if not torch.equal(x.contiguous().reshape(-1).view(torch.uint8),
-                           y.contiguous().reshape(-1).view(torch.uint8)):
+        if not torch.equal(x.contiguous().reshape(-1).view(torch.uint8), y.contiguous().reshape(-1).view(torch.uint8)):
             return False
     return True
 
@@ -503,6 +554,7 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
     and other files already in the directory are kept; baselines.json is kept only when
     model.py did not change."""
     from safetensors.torch import save_file
+
     os.makedirs(pdir, exist_ok=True)
     tag = f".tmp{os.getpid()}"
     new_data = os.path.join(pdir, f".data{tag}")
@@ -551,8 +603,12 @@ def _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, 
                 save(name, {f"out{k}": o for k, o in enumerate(expected[(s, i)])})
         files = {name: f.result() for name, f in files.items()}  # an OSError of a thread is raised here
         pj_bytes = json_bytes(problem)
-        man = {"generator": GENERATOR, "version": VERSION,
-               "problem_sha256": sha256_bytes(pj_bytes + text), "files": files}
+        man = {
+            "generator": GENERATOR,
+            "version": VERSION,
+            "problem_sha256": sha256_bytes(pj_bytes + text),
+            "files": files,
+        }
         write_bytes_atomic(os.path.join(new_data, "MANIFEST.json"), json_bytes(man))
 
         old_model = os.path.join(pdir, "model.py")
@@ -589,8 +645,9 @@ def cmd_import(a) -> int:
             die(f"--max-bytes: {e}")
     src = a.src
     if os.path.isdir(src):
-        files = sorted(os.path.join(src, f) for f in os.listdir(src)
-                       if f.endswith(".py") and not f.startswith((".", "_")))
+        files = sorted(
+            os.path.join(src, f) for f in os.listdir(src) if f.endswith(".py") and not f.startswith((".", "_"))
+        )
         if not files:
             die(f"{src}: no .py files")
     elif os.path.isfile(src):
@@ -623,12 +680,19 @@ def cmd_import(a) -> int:
             seconds = time.perf_counter() - t0
             if pj.get("scale"):
                 entry["scale"] = pj["scale"]
-            entry.update({"ok": True, "problem": os.path.abspath(pdir), "op_class": pj["op_class"],
-                          "graph": bool(pj.get("graph")), "graph_note": pj.get("graph_note"),
-                          "flops_method": pj["flops_method"], "seconds": seconds})
+            entry.update(
+                {
+                    "ok": True,
+                    "problem": os.path.abspath(pdir),
+                    "op_class": pj["op_class"],
+                    "graph": bool(pj.get("graph")),
+                    "graph_note": pj.get("graph_note"),
+                    "flops_method": pj["flops_method"],
+                    "seconds": seconds,
+                }
+            )
             graph = "graph" if pj.get("graph") else "no graph"
-            print(f"{PROG}: {f}: imported to {pdir} ({pj['op_class']}, {graph}, "
-                  f"{seconds:.1f} s)", flush=True)
+            print(f"{PROG}: {f}: imported to {pdir} ({pj['op_class']}, {graph}, " f"{seconds:.1f} s)", flush=True)
         except Failure as e:
             failed += 1
             entry.update({"ok": False, "reason": str(e)})
@@ -645,8 +709,7 @@ def cmd_import(a) -> int:
     if len(files) > 1 or failed:
         print(f"{PROG}: imported {ok}, failed {failed}", flush=True)
     if a.json_out:
-        summary = {"imported": ok, "failed": failed, "torch": torch.__version__,
-                   "device": a.device, "files": results}
+        summary = {"imported": ok, "failed": failed, "torch": torch.__version__, "device": a.device, "files": results}
         try:
             write_bytes_atomic(a.json_out, json_bytes(summary))
         except OSError as e:

@@ -95,8 +95,8 @@ class Slots:
             self.tree = ast.parse(text)
         except SyntaxError as e:
             raise Failure(f"loading failed: {one_line(e)}")
-        self.nodes: dict = {}   # key -> [node]
-        self.deps: dict = {}    # name -> names its module-level assignments read
+        self.nodes: dict = {}  # key -> [node]
+        self.deps: dict = {}  # name -> names its module-level assignments read
         for st in _module_statements(self.tree.body):
             if isinstance(st, ast.Assign):
                 targets, value = st.targets, st.value
@@ -109,13 +109,17 @@ class Slots:
                 if isinstance(t, ast.Name):
                     self._add(t.id, (), value)
                     self.deps.setdefault(t.id, set()).update(reads)
-                elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
-                        and len(t.elts) == len(value.elts):
+                elif (
+                    isinstance(t, (ast.Tuple, ast.List))
+                    and isinstance(value, (ast.Tuple, ast.List))
+                    and len(t.elts) == len(value.elts)
+                ):
                     for tt, vv in zip(t.elts, value.elts):
                         if isinstance(tt, ast.Name):
                             self._add(tt.id, (), vv)
                             self.deps.setdefault(tt.id, set()).update(
-                                n.id for n in ast.walk(vv) if isinstance(n, ast.Name))
+                                n.id for n in ast.walk(vv) if isinstance(n, ast.Name)
+                            )
 
     def _add(self, name, path, node):
         if _int_value(node) is not None:
@@ -181,6 +185,7 @@ class Slots:
 def load_text(path: str, text: bytes):
     """TEXT executed as the module of file PATH; Failure when it does not load."""
     from .tensors import load_kernelbench_module
+
     return load_kernelbench_module(path, text, check=False)
 
 
@@ -200,8 +205,13 @@ def _fake_limit(e: BaseException) -> bool:
     """Whether an error under fake tensors is theirs (an op without a shape function, a value
     read from data) rather than the file's (shapes that do not fit together)."""
     text = str(e)
-    return isinstance(e, NotImplementedError) or "Meta" in text or "meta" in text or "Fake" in text \
+    return (
+        isinstance(e, NotImplementedError)
+        or "Meta" in text
+        or "meta" in text
+        or "Fake" in text
         or type(e).__name__.startswith("DataDependent")
+    )
 
 
 def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow: bool = False):
@@ -212,6 +222,7 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
     steps took 340 s of fake forwards to scale, its real forward at that size well under one)."""
     from torch._subclasses import FakeTensorMode
     from .tensors import seed_all
+
     try:
         mod = load_text(path, text)
     except Failure as e:
@@ -267,6 +278,7 @@ def _measure_real(mod, budget: int, sink):
     position tables). The inputs and parameters are made for real, as an import without
     --max-bytes would; the forward only once they fit."""
     from .tensors import seed_all
+
     seed_all(0)
     try:
         with contextlib.redirect_stdout(sink), torch.no_grad():
@@ -312,16 +324,21 @@ def fit(path: str, text: bytes, max_bytes: int):
         live = [k for k in values if k not in frozen and halve(values[k], halvings[k]) >= 2]
         if not live:
             what = "inputs and parameters" if kind == "big" else "inputs, parameters and outputs"
-            head = (f"--max-bytes {format_bytes(max_bytes)}: cannot fit (one seed's {what} take "
-                    f"{format_bytes(got)} at the smallest sizes the rule reaches)")
+            head = (
+                f"--max-bytes {format_bytes(max_bytes)}: cannot fit (one seed's {what} take "
+                f"{format_bytes(got)} at the smallest sizes the rule reaches)"
+            )
             if not why_kept:
                 raise Failure(head + ": no size constant of get_inputs()/get_init_inputs() left to halve")
             failures = {w.split(" fails: ", 1)[1] for w in why_kept.values() if " fails: " in w}
             if len(failures) == 1 and len(why_kept) == len(values):  # the same error whatever shrinks
                 raise Failure(head + f": every halving tried fails, with {failures.pop()}")
             first = next(iter(why_kept))
-            raise Failure(head + f": halving {_key_name(first)} {why_kept[first]}"
-                          + (f" (and {len(why_kept) - 1} more kept)" if len(why_kept) > 1 else ""))
+            raise Failure(
+                head
+                + f": halving {_key_name(first)} {why_kept[first]}"
+                + (f" (and {len(why_kept) - 1} more kept)" if len(why_kept) > 1 else "")
+            )
         now = {k: halve(values[k], halvings[k]) for k in live}
         top = max(now.values())
         group = [k for k in live if now[k] == top]
@@ -340,8 +357,9 @@ def fit(path: str, text: bytes, max_bytes: int):
         if tkind == "bad" or (tkind == kind and tgot >= got):
             for k in group:
                 frozen.add(k)
-                why_kept[k] = (f"({top}) fails: {tgot}" if tkind == "bad"
-                               else f"({top}) does not make the problem smaller")
+                why_kept[k] = (
+                    f"({top}) fails: {tgot}" if tkind == "bad" else f"({top}) does not make the problem smaller"
+                )
             continue
         halvings, kind, got = trial, tkind, tgot
     changed = {_key_name(k): [values[k], halve(values[k], halvings[k])] for k in values if halvings[k]}
@@ -351,9 +369,13 @@ def fit(path: str, text: bytes, max_bytes: int):
         record["kept"] = {_key_name(k): "halving it " + why for k, why in why_kept.items()}
     if not changed:
         return text, record
-    note = "\n".join([f"# mblast import --max-bytes {format_bytes(max_bytes)}: the file's size constants, "
-                      "scaled to fit (problem.json \"scale\"):"] +
-                     [f"#   {n}: {a} -> {b}" for n, (a, b) in changed.items()])
+    note = "\n".join(
+        [
+            f"# mblast import --max-bytes {format_bytes(max_bytes)}: the file's size constants, "
+            'scaled to fit (problem.json "scale"):'
+        ]
+        + [f"#   {n}: {a} -> {b}" for n, (a, b) in changed.items()]
+    )
     return slots.rewrite(halvings, note), record
 
 

@@ -25,8 +25,17 @@ def torch_version():
 
 def dtype_tables():
     t = torch
-    to_mb = {t.float32: "f32", t.float16: "f16", t.bfloat16: "bf16", t.float64: "f64",
-             t.int32: "i32", t.int64: "i64", t.int8: "i8", t.uint8: "u8", t.bool: "bool"}
+    to_mb = {
+        t.float32: "f32",
+        t.float16: "f16",
+        t.bfloat16: "bf16",
+        t.float64: "f64",
+        t.int32: "i32",
+        t.int64: "i64",
+        t.int8: "i8",
+        t.uint8: "u8",
+        t.bool: "bool",
+    }
     return to_mb, {v: k for k, v in to_mb.items()}
 
 
@@ -35,8 +44,10 @@ def mb_dtype(dt, what: str):
     to_mb, _ = dtype_tables()
     if dt in to_mb:
         return to_mb[dt], None
-    raise Failure(f"{what} has dtype {str(dt).replace('torch.', '')}, which the mblast ABI "
-                  "cannot carry (f32, f16, bf16, f64, i32, i64, i8, u8, bool)")
+    raise Failure(
+        f"{what} has dtype {str(dt).replace('torch.', '')}, which the mblast ABI "
+        "cannot carry (f32, f16, bf16, f64, i32, i64, i8, u8, bool)"
+    )
 
 
 def to_storable(t):
@@ -67,7 +78,8 @@ def seed_all(s: int) -> None:
     random.seed(s)
     try:
         import numpy as np
-        np.random.seed(s % (2 ** 32))
+
+        np.random.seed(s % (2**32))
     except ImportError:
         pass
 
@@ -75,8 +87,9 @@ def seed_all(s: int) -> None:
 def load_kernelbench_module(path: str, text: bytes, check: bool = True):
     """Executes TEXT (the file's bytes, or them rewritten) as a fresh module of file PATH;
     returns it. Raises Failure."""
-    name = "mblast_kb_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]) + \
-           "_" + sha256_bytes(text)[:12]
+    name = (
+        "mblast_kb_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]) + "_" + sha256_bytes(text)[:12]
+    )
     try:
         # TEXT, not the file: an import at --max-bytes runs the file with its sizes rewritten.
         spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
@@ -96,8 +109,10 @@ def load_kernelbench_module(path: str, text: bytes, check: bool = True):
         return mod
     for fn in ("Model", "get_inputs", "get_init_inputs"):
         if not callable(getattr(mod, fn, None)):
-            raise Failure(f"defines no {fn} (a KernelBench file defines class Model(nn.Module), "
-                          "get_inputs() and get_init_inputs())")
+            raise Failure(
+                f"defines no {fn} (a KernelBench file defines class Model(nn.Module), "
+                "get_inputs() and get_init_inputs())"
+            )
     if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
         raise Failure("Model is not a torch.nn.Module subclass")
     return mod
@@ -129,8 +144,10 @@ def json_constant(v, what: str):
         return [json_constant(x, what) for x in v]
     if torch is not None and isinstance(v, torch.dtype):
         return str(v)
-    raise Failure(f"{what} is a {type(v).__name__}; only tensors and plain constants (numbers, "
-                  "strings, lists of them) are supported")
+    raise Failure(
+        f"{what} is a {type(v).__name__}; only tensors and plain constants (numbers, "
+        "strings, lists of them) are supported"
+    )
 
 
 def flatten_outputs(out, what: str):
@@ -144,11 +161,12 @@ def flatten_outputs(out, what: str):
             raise Failure(f"{what} returned an empty {kind}")
         for i, o in enumerate(items):
             if not isinstance(o, torch.Tensor):
-                raise Failure(f"{what} returned a {kind} whose item {i} is a {type(o).__name__}; "
-                              "only tensors (or tuples/lists of tensors) are supported")
+                raise Failure(
+                    f"{what} returned a {kind} whose item {i} is a {type(o).__name__}; "
+                    "only tensors (or tuples/lists of tensors) are supported"
+                )
         return items, kind
-    raise Failure(f"{what} returned a {type(out).__name__}; only tensors (or tuples/lists of "
-                  "tensors) are supported")
+    raise Failure(f"{what} returned a {type(out).__name__}; only tensors (or tuples/lists of " "tensors) are supported")
 
 
 def all_finite(ts) -> bool:
@@ -183,8 +201,9 @@ class Reference:
             self.model = model.to(device)
         except Exception as e:
             raise Failure(f"moving Model to {device} failed: {one_line(e)}")
-        self.named = [(n, p) for n, p in self.model.named_parameters()] + \
-                     [(n, b) for n, b in self.model.named_buffers()]
+        self.named = [(n, p) for n, p in self.model.named_parameters()] + [
+            (n, b) for n, b in self.model.named_buffers()
+        ]
         self.snapshot = [t.detach().clone() for _, t in self.named]
 
     def restore(self):

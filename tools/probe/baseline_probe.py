@@ -16,9 +16,11 @@ from kernelbench import baseline  # noqa: E402
 def show(label, r):
     e = r["eager"]
     d = r.get("eager_default", {}).get("median_us")
-    print(f"{label}: eager median {e['median_us']:.0f} us, min {e['min_us']:.0f}, p25-p75 "
-          f"{e['p25_us']:.0f}-{e['p75_us']:.0f}, {e['samples']} samples, TF32 off {'tf32' in e}; "
-          f"PyTorch's default precision {d}")
+    print(
+        f"{label}: eager median {e['median_us']:.0f} us, min {e['min_us']:.0f}, p25-p75 "
+        f"{e['p25_us']:.0f}-{e['p75_us']:.0f}, {e['samples']} samples, TF32 off {'tf32' in e}; "
+        f"PyTorch's default precision {d}"
+    )
 
 
 def main():
@@ -38,6 +40,7 @@ def direct(pdir, what):
     import torch.nn.functional as F
     from safetensors.torch import load_file
     from conv_probe import median_ms  # this script's folder is on sys.path
+
     with open(os.path.join(pdir, "problem.json")) as f:
         problem = json.load(f)
     params = load_file(os.path.join(pdir, "data", "params.init0.safetensors"))
@@ -50,12 +53,17 @@ def direct(pdir, what):
     conv = F.conv1d if what == "conv1d" else F.conv2d
     pad = w.shape[-1] // 2
     with baseline.tf32_off():
-        for label, xx, ww in [("problem's tensors", x, w), ("fresh randn", torch.randn_like(x), torch.randn_like(w) * 0.05),
-                              ("problem's x, fresh w", x, torch.randn_like(w) * 0.05)]:
-            print(f"direct {label}: x {tuple(xx.shape)} {xx.stride()} w {tuple(ww.shape)} {ww.stride()}: "
-                  f"{median_ms(lambda: conv(xx, ww, b, 1, pad)):.3f} ms; "
-                  f"x subnormal {(xx.abs() < 1.2e-38).logical_and(xx != 0).sum().item()}, "
-                  f"w subnormal {(ww.abs() < 1.2e-38).logical_and(ww != 0).sum().item()}, w absmax {ww.abs().max().item():.3g}")
+        for label, xx, ww in [
+            ("problem's tensors", x, w),
+            ("fresh randn", torch.randn_like(x), torch.randn_like(w) * 0.05),
+            ("problem's x, fresh w", x, torch.randn_like(w) * 0.05),
+        ]:
+            print(
+                f"direct {label}: x {tuple(xx.shape)} {xx.stride()} w {tuple(ww.shape)} {ww.stride()}: "
+                f"{median_ms(lambda: conv(xx, ww, b, 1, pad)):.3f} ms; "
+                f"x subnormal {(xx.abs() < 1.2e-38).logical_and(xx != 0).sum().item()}, "
+                f"w subnormal {(ww.abs() < 1.2e-38).logical_and(ww != 0).sum().item()}, w absmax {ww.abs().max().item():.3g}"
+            )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,13 @@ def main():
     defaults = [(obj, name, getattr(obj, name)) for obj, name in knobs]
     if not after_default:
         tf32_off(ieee)
-    print("TF32 off by", "fp32_precision" if ieee else "allow_tf32", "; bias", with_bias,
-          "; after the default" if after_default else "")
+    print(
+        "TF32 off by",
+        "fp32_precision" if ieee else "allow_tf32",
+        "; bias",
+        with_bias,
+        "; after the default" if after_default else "",
+    )
     print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name())
     for label, xs, ws, pad, groups in SHAPES:
         x = torch.randn(*xs, device="cuda")

@@ -82,9 +82,11 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
 )CXX";
   auto ptr = [&](const std::string& b, DType t, bool w) {
     const std::string ty = d.storage(t);
-    if (b.rfind("tmp", 0) == 0) return fmt::format("static_cast<{}{}*>(s->tmp[{}])", w ? "" : "const ", ty, b.substr(3));
+    if (b.rfind("tmp", 0) == 0)
+      return fmt::format("static_cast<{}{}*>(s->tmp[{}])", w ? "" : "const ", ty, b.substr(3));
     if (b.rfind("par", 0) == 0) return fmt::format("static_cast<const {}*>(par[{}].data)", ty, b.substr(3));
-    if (b.rfind("out", 0) == 0) return fmt::format("static_cast<{}{}*>(out[{}].data)", w ? "" : "const ", ty, b.substr(3));
+    if (b.rfind("out", 0) == 0)
+      return fmt::format("static_cast<{}{}*>(out[{}].data)", w ? "" : "const ", ty, b.substr(3));
     return fmt::format("static_cast<const {}*>(in[{}].data)", ty, b.substr(2));
   };
   for (const auto& kr : s.kernels) {
@@ -97,7 +99,9 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
     }
     h += fmt::format("  {}<<<{}, 256, 0, stream>>>({});\n", kr.name, (n + 255) / 256, a);
     h += "  {\n    const cudaError_t e = cudaGetLastError();\n";
-    h += fmt::format("    if (e != cudaSuccess) return mb_fail(\"launching {} failed: %s\", cudaGetErrorString(e));\n  }}\n", kr.name);
+    h += fmt::format(
+        "    if (e != cudaSuccess) return mb_fail(\"launching {} failed: %s\", cudaGetErrorString(e));\n  }}\n",
+        kr.name);
   }
   h += "  return 0;\n}\n";
   return h;

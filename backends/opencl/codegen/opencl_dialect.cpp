@@ -1,6 +1,7 @@
 // The lowering pipeline's OpenCL dialect: OpenCL C kernels (a work-item per work item of the
 // schedule: an element, a line of a scan, a tile of a reduction) in a source string, and the
-// host code that builds the program in mblast_prepare, allocates the temporaries there, and sets arguments and enqueues each kernel on the runner's queue.
+// host code that builds the program in mblast_prepare, allocates the temporaries there, and sets arguments and enqueues
+// each kernel on the runner's queue.
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -13,9 +14,10 @@ std::string emit_opencl(const Schedule& s, const Problem& problem) {
   k += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n";
   k += helper_functions(d, "inline");
   for (const auto& kr : s.kernels) {
-    k += fmt::format("\n__kernel void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
-      return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
-    }));
+    k += fmt::format("\n__kernel void {}({}) {{\n", kr.name,
+                     kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
+                       return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
+                     }));
     k += "  const long gid = (long)get_global_id(0);\n";
     k += fmt::format("  if (gid >= {}L) return;\n", kr.items);
     k += kernel_body(s, kr, d, "gid", "  ");
@@ -24,7 +26,8 @@ std::string emit_opencl(const Schedule& s, const Problem& problem) {
   std::string h = candidate_comment(s, problem, "OpenCL candidate");
   h += "#include <mblast/opencl_candidate.h>\n\n";
   h += "static const char* kSource = R\"CLC(\n" + k + ")CLC\";\n\n";
-  h += fmt::format("enum {{ kKernels = {}, kTemps = {} }};\n", std::max<size_t>(s.kernels.size(), 1), std::max<size_t>(s.temps.size(), 1));
+  h += fmt::format("enum {{ kKernels = {}, kTemps = {} }};\n", std::max<size_t>(s.kernels.size(), 1),
+                   std::max<size_t>(s.temps.size(), 1));
   h += "static const char* const kNames[kKernels] = {";
   for (size_t i = 0; i < s.kernels.size(); ++i) h += (i ? ", \"" : "\"") + s.kernels[i].name + "\"";
   if (s.kernels.empty()) h += "nullptr";
@@ -32,7 +35,12 @@ std::string emit_opencl(const Schedule& s, const Problem& problem) {
   h += "static const size_t kTempBytes[kTemps] = {";
   for (size_t i = 0; i < s.temps.size(); ++i) {
     const auto& t = s.program.tensors[static_cast<size_t>(s.temps[i])];
-    h += fmt::format("{}{}u * sizeof({})", i ? ", " : "", std::max<int64_t>(t.numel(), 1), t.dtype == DType::F64 ? "double" : t.dtype == DType::I64 ? "long long" : (t.dtype == DType::Bool || t.dtype == DType::U8 || t.dtype == DType::I8) ? "char" : t.dtype == DType::I32 ? "int" : "float");
+    h += fmt::format("{}{}u * sizeof({})", i ? ", " : "", std::max<int64_t>(t.numel(), 1),
+                     t.dtype == DType::F64                                                      ? "double"
+                     : t.dtype == DType::I64                                                    ? "long long"
+                     : (t.dtype == DType::Bool || t.dtype == DType::U8 || t.dtype == DType::I8) ? "char"
+                     : t.dtype == DType::I32                                                    ? "int"
+                                                                                                : "float");
   }
   if (s.temps.empty()) h += "0";
   h += "};\n\n";
@@ -115,8 +123,8 @@ static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tenso
     h += "  {\n    const cl_mem args[] = {";
     for (size_t a = 0; a < args.size(); ++a) h += (a ? ", " : "") + mem(args[a]);
     h += "};\n";
-    h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}) != 0) return -1;\n  }}\n", i, kr.name, args.size(),
-                     std::max<int64_t>(kr.items, 1));
+    h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}) != 0) return -1;\n  }}\n", i,
+                     kr.name, args.size(), std::max<int64_t>(kr.items, 1));
   }
   h += "  return 0;\n}\n";
   h += R"CXX(

@@ -24,9 +24,10 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
   h += error_reporting("vsnprintf");
   h += helper_functions(d, "static inline");
   for (const auto& kr : s.kernels) {
-    h += fmt::format("\nstatic void {}({}) {{\n", kr.name, kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
-      return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
-    }));
+    h += fmt::format("\nstatic void {}({}) {{\n", kr.name,
+                     kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
+                       return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
+                     }));
     h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", kr.items);
     h += kernel_body(s, kr, d, "gid", "    ");
     h += "  }\n}\n";

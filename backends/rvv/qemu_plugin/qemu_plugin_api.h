@@ -39,18 +39,18 @@ typedef uint64_t qemu_plugin_id_t;
  * that call).  Layout as in QEMU 7.2.
  */
 typedef struct qemu_info_t {
-    const char *target_name; /* e.g. "riscv64" */
+  const char* target_name; /* e.g. "riscv64" */
+  struct {
+    int min;
+    int cur;
+  } version;             /* supported plugin API range */
+  bool system_emulation; /* false for linux-user */
+  union {
     struct {
-        int min;
-        int cur;
-    } version;               /* supported plugin API range */
-    bool system_emulation;   /* false for linux-user */
-    union {
-        struct {
-            int smp_vcpus;
-            int max_vcpus;
-        } system;
-    };
+      int smp_vcpus;
+      int max_vcpus;
+    } system;
+  };
 } qemu_info_t;
 
 /* Opaque handles valid only inside the translation callback. */
@@ -59,72 +59,55 @@ struct qemu_plugin_insn;
 
 /* Inline operations (7.2 has exactly one). */
 enum qemu_plugin_op {
-    QEMU_PLUGIN_INLINE_ADD_U64,
+  QEMU_PLUGIN_INLINE_ADD_U64,
 };
 
 /* How much of the CPU state a callback may read or write. */
 enum qemu_plugin_cb_flags {
-    QEMU_PLUGIN_CB_NO_REGS,
-    QEMU_PLUGIN_CB_R_REGS,
-    QEMU_PLUGIN_CB_RW_REGS,
+  QEMU_PLUGIN_CB_NO_REGS,
+  QEMU_PLUGIN_CB_R_REGS,
+  QEMU_PLUGIN_CB_RW_REGS,
 };
 
-typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index,
-                                            void *userdata);
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id,
-                                               struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void* userdata);
+typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void* userdata);
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb* tb);
 
 /* Called on every guest system call, before it runs (7.2: arguments only). */
-typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id,
-                                              unsigned int vcpu_index,
-                                              int64_t num, uint64_t a1,
-                                              uint64_t a2, uint64_t a3,
-                                              uint64_t a4, uint64_t a5,
-                                              uint64_t a6, uint64_t a7,
-                                              uint64_t a8);
+typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, uint64_t a1,
+                                              uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                                              uint64_t a7, uint64_t a8);
 
 /* Symbols the plugin must export. */
 extern QEMU_PLUGIN_EXPORT int qemu_plugin_version;
-QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
-                                           const qemu_info_t *info,
-                                           int argc, char **argv);
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, char** argv);
 
 /* Functions provided by QEMU. */
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id,
-                                           qemu_plugin_vcpu_tb_trans_cb_t cb);
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
 
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb,
-                                              enum qemu_plugin_op op,
-                                              void *ptr, uint64_t imm);
+void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb* tb, enum qemu_plugin_op op, void* ptr,
+                                              uint64_t imm);
 
 /* Per-instruction instrumentation, inserted before the instruction runs. */
-void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn,
-                                            qemu_plugin_vcpu_udata_cb_t cb,
-                                            enum qemu_plugin_cb_flags flags,
-                                            void *userdata);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn* insn, qemu_plugin_vcpu_udata_cb_t cb,
+                                            enum qemu_plugin_cb_flags flags, void* userdata);
 
-void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn,
-                                                enum qemu_plugin_op op,
-                                                void *ptr, uint64_t imm);
+void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn* insn, enum qemu_plugin_op op, void* ptr,
+                                                uint64_t imm);
 
-void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id,
-                                          qemu_plugin_vcpu_syscall_cb_t cb);
+void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_cb_t cb);
 
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id,
-                                    qemu_plugin_udata_cb_t cb,
-                                    void *userdata);
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void* userdata);
 
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
 
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb,
-                                                 size_t idx);
+struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb* tb, size_t idx);
 
-const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
+const void* qemu_plugin_insn_data(const struct qemu_plugin_insn* insn);
 
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn* insn);
 
-uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn* insn);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 // The rvv Device (see rvv_device.h). Built for riscv64 only.
 #include "rvv_device.h"
 
+#include <unistd.h>
 #include <csetjmp>
 #include <csignal>
 #include <cstdio>
@@ -8,7 +9,6 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <unistd.h>
 
 #include "region_markers.h"
 
@@ -20,14 +20,16 @@ __asm__(
     ".globl mblast_rvv_region_begin\n"
     ".type mblast_rvv_region_begin, @function\n"
     "mblast_rvv_region_begin:\n"
-    "  " MBLAST_REGION_BEGIN_ASM "\n"
+    "  " MBLAST_REGION_BEGIN_ASM
+    "\n"
     "  ret\n"
     ".size mblast_rvv_region_begin, . - mblast_rvv_region_begin\n"
     ".p2align 2\n"
     ".globl mblast_rvv_region_end\n"
     ".type mblast_rvv_region_end, @function\n"
     "mblast_rvv_region_end:\n"
-    "  " MBLAST_REGION_END_ASM "\n"
+    "  " MBLAST_REGION_END_ASM
+    "\n"
     "  ret\n"
     ".size mblast_rvv_region_end, . - mblast_rvv_region_end\n");
 
@@ -51,7 +53,8 @@ void on_probe_sigill(int) { siglongjmp(g_probe_jmp, 1); }
 // Runs fn() with SIGILL caught; false when it trapped.
 template <class F>
 bool try_instruction(F fn) {
-  struct sigaction sa {}, old {};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = on_probe_sigill;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGILL, &sa, &old);
@@ -136,7 +139,9 @@ mblast_context RvvDevice::context() {
 
 json RvvDevice::describe() {
   const json arch = target_.value("arch", json::object());
-  json d = {{"vendor", "RISC-V"}, {"vlen_bits", hart_.vlen_bits}, {"march", arch.value("march", "")},
+  json d = {{"vendor", "RISC-V"},
+            {"vlen_bits", hart_.vlen_bits},
+            {"march", arch.value("march", "")},
             {"execution", qemu_ ? "qemu" : "native"}};
   if (qemu_) {
     d["name"] = "qemu-riscv64 rv64 V 1.0, VLEN " + std::to_string(hart_.vlen_bits);
@@ -237,8 +242,9 @@ Peaks RvvDevice::measure_peaks() {
   }
   p.bandwidth_bytes_per_s = rvv_copy_bandwidth();
   p.fp32_flops_per_s = rvv_fma_flops();
-  p.method = "one hart: copy loop over 64 MiB (bytes read + written) and an FMA loop on registers "
-             "(RVV where the worker was built with the intrinsics)";
+  p.method =
+      "one hart: copy loop over 64 MiB (bytes read + written) and an FMA loop on registers "
+      "(RVV where the worker was built with the intrinsics)";
   return p;
 }
 

@@ -23,9 +23,9 @@ namespace mblast::runner::rvv {
 // is safe on cores without V or where rdcycle traps.
 struct HartInfo {
   bool has_vector = false;
-  int vlen_bits = 0;       // from the vlenb CSR; 0 without V
+  int vlen_bits = 0;  // from the vlenb CSR; 0 without V
   bool cycles_readable = false;
-  std::string cycles_note; // why not, when not
+  std::string cycles_note;  // why not, when not
 };
 HartInfo probe_hart();
 

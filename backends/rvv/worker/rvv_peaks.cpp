@@ -62,8 +62,7 @@ double rvv_fma_flops() {
   // out-of-order cores alike; each vfmacc is 2 FLOP per element.
   const size_t vl = __riscv_vsetvlmax_e32m1();
   const vfloat32m1_t x = __riscv_vfmv_v_f_f32m1(1.0001f, vl), y = __riscv_vfmv_v_f_f32m1(0.9999f, vl);
-  vfloat32m1_t a0 = __riscv_vfmv_v_f_f32m1(0.0f, vl), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-               a7 = a0;
+  vfloat32m1_t a0 = __riscv_vfmv_v_f_f32m1(0.0f, vl), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   const long iters = 1 << 22;
   double best = 1e30;
   for (int r = 0; r < 3; ++r) {
@@ -80,11 +79,9 @@ double rvv_fma_flops() {
     }
     best = std::min(best, now_s() - t0);
   }
-  vfloat32m1_t s = __riscv_vfadd_vv_f32m1(__riscv_vfadd_vv_f32m1(__riscv_vfadd_vv_f32m1(a0, a1, vl),
-                                                                 __riscv_vfadd_vv_f32m1(a2, a3, vl), vl),
-                                          __riscv_vfadd_vv_f32m1(__riscv_vfadd_vv_f32m1(a4, a5, vl),
-                                                                 __riscv_vfadd_vv_f32m1(a6, a7, vl), vl),
-                                          vl);
+  vfloat32m1_t s = __riscv_vfadd_vv_f32m1(
+      __riscv_vfadd_vv_f32m1(__riscv_vfadd_vv_f32m1(a0, a1, vl), __riscv_vfadd_vv_f32m1(a2, a3, vl), vl),
+      __riscv_vfadd_vv_f32m1(__riscv_vfadd_vv_f32m1(a4, a5, vl), __riscv_vfadd_vv_f32m1(a6, a7, vl), vl), vl);
   volatile float keep = __riscv_vfmv_f_s_f32m1_f32(s);
   (void)keep;
   return 2.0 * 8.0 * static_cast<double>(vl) * static_cast<double>(iters) / best;

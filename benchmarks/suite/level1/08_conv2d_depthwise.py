@@ -20,8 +20,7 @@ KERNEL = 3
 class Model(nn.Module):
     def __init__(self, channels, kernel):
         super().__init__()
-        self.conv = nn.Conv2d(channels, channels, kernel, padding=kernel // 2,
-                              groups=channels, bias=True)
+        self.conv = nn.Conv2d(channels, channels, kernel, padding=kernel // 2, groups=channels, bias=True)
 
     def forward(self, x):
         return self.conv(x)

@@ -20,8 +20,7 @@ KERNEL, STRIDE, PADDING = 4, 2, 1
 class Model(nn.Module):
     def __init__(self, c_in, c_out, kernel, stride, padding):
         super().__init__()
-        self.deconv = nn.ConvTranspose2d(c_in, c_out, kernel, stride=stride,
-                                         padding=padding, bias=True)
+        self.deconv = nn.ConvTranspose2d(c_in, c_out, kernel, stride=stride, padding=padding, bias=True)
 
     def forward(self, x):
         return self.deconv(x)

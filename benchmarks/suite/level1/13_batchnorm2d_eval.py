@@ -33,8 +33,9 @@ class Model(nn.Module):
 
     def forward(self, x):
         bn = self.bn
-        return F.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                            training=False, momentum=0.0, eps=bn.eps)
+        return F.batch_norm(
+            x, bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False, momentum=0.0, eps=bn.eps
+        )
 
 
 def get_inputs():

@@ -14,7 +14,7 @@ elif SIZE == "small":
     M, K, N = 256, 512, 384
 else:
     raise ValueError(f"MBLAST_BENCH_SIZE must be 'small' or 'full', got {SIZE!r}")
-SCALE = 1.0 / (K ** 0.5)
+SCALE = 1.0 / (K**0.5)
 
 
 class Model(nn.Module):

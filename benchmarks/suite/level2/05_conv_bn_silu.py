@@ -34,8 +34,9 @@ class Model(nn.Module):
         bn = self.bn
         y = self.conv(x)
         # Inference-mode batch norm regardless of the module's train/eval flag.
-        y = F.batch_norm(y, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                         training=False, momentum=0.0, eps=bn.eps)
+        y = F.batch_norm(
+            y, bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False, momentum=0.0, eps=bn.eps
+        )
         return F.silu(y)
 
 

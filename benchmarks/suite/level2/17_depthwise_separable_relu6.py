@@ -22,8 +22,7 @@ KERNEL = 3
 class Model(nn.Module):
     def __init__(self, c_in, c_out, kernel):
         super().__init__()
-        self.depthwise = nn.Conv2d(c_in, c_in, kernel, padding=kernel // 2,
-                                   groups=c_in, bias=True)
+        self.depthwise = nn.Conv2d(c_in, c_in, kernel, padding=kernel // 2, groups=c_in, bias=True)
         self.pointwise = nn.Conv2d(c_in, c_out, 1, bias=True)
 
     def forward(self, x):

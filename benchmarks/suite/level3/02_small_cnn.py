@@ -30,8 +30,9 @@ def _randomise_bn(bn):
 
 
 def _bn_eval(x, bn):
-    return F.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                        training=False, momentum=0.0, eps=bn.eps)
+    return F.batch_norm(
+        x, bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False, momentum=0.0, eps=bn.eps
+    )
 
 
 class Model(nn.Module):

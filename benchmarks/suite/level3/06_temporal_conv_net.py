@@ -44,8 +44,7 @@ class CausalBlock(nn.Module):
 class Model(nn.Module):
     def __init__(self, channels, classes, blocks, kernel, expansion):
         super().__init__()
-        self.blocks = nn.Sequential(
-            *[CausalBlock(channels, kernel, expansion) for _ in range(blocks)])
+        self.blocks = nn.Sequential(*[CausalBlock(channels, kernel, expansion) for _ in range(blocks)])
         self.head = nn.Linear(channels, classes)
 
     def forward(self, x):

@@ -9,7 +9,9 @@
 
 #include "mblast/target.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

@@ -20,7 +20,9 @@
 #include "mblast/problem.h"
 #include "mblast/target.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 
@@ -72,15 +74,15 @@ struct BenchOptions {
   bool measure_baselines = true;              // false: reuse the baselines stored by an earlier run
   bool compile = true;                        // also time torch.compile where this torch has it
   int baseline_warmup = 5, baseline_repeats = 50;
-  double baseline_min_seconds = 0.3;          // timed work to collect per PyTorch baseline
-  int seeds = 3, inits = 2;                   // of each import
+  double baseline_min_seconds = 0.3;  // timed work to collect per PyTorch baseline
+  int seeds = 3, inits = 2;           // of each import
   double import_timeout_s = 900, baseline_timeout_s = 900;
   // Free space to keep on the work folder's disk before an import, in GiB; cached imports no run
   // is using go, least recently used first, to keep it. Negative: import_reserve()'s choice.
   double keep_free_gib = -1;
-  EvalOptions eval;                           // how each candidate is verified and timed
-  std::string candidates_note;                // what the provider is, for the results' "meta"
-  bool progress = true;                       // one line per problem on stderr
+  EvalOptions eval;             // how each candidate is verified and timed
+  std::string candidates_note;  // what the provider is, for the results' "meta"
+  bool progress = true;         // one line per problem on stderr
   // When set, the results so far ("complete": false) are written here (atomically) after every
   // problem, so a long run that is stopped keeps what it measured.
   std::filesystem::path partial_out;

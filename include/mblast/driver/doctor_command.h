@@ -3,7 +3,9 @@
 
 #include <string>
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

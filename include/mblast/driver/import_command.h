@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

@@ -23,8 +23,7 @@ std::string kernelbench_python(const std::string& python);
 // Runs `python helper args...` with a time limit. Throws UserError with a one-line reason when
 // the interpreter cannot be started or the helper times out; a non-zero exit is left to the
 // caller (see kernelbench_tool_failure).
-CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args,
-                                   double timeout_s);
+CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s);
 
 // One `mblast_kernelbench.py serve` process that runs the `baseline` commands of a whole bench
 // (requests and answers are protocol messages, mblast/protocol.h, without payloads),

@@ -7,7 +7,9 @@
 
 #include "mblast/loop/optimizer.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

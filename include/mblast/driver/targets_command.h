@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace mblast {
 

@@ -153,7 +153,7 @@ class Statement {
 
   const Database* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
-  std::string pg_sql_;                             // with $n placeholders
+  std::string pg_sql_;  // with $n placeholders
   std::vector<std::optional<std::string>> pg_params_;
   pg_result* pg_res_ = nullptr;
   int pg_row_ = -1;
@@ -209,7 +209,7 @@ class Database {
 
   sqlite3* db_ = nullptr;
   pg_conn* pg_ = nullptr;
-  mutable bool pg_lost_tx_ = false;    // the connection died inside a transaction not yet ended
+  mutable bool pg_lost_tx_ = false;  // the connection died inside a transaction not yet ended
   // Statements prepared on this connection: SQL text -> server-side name. Emptied on reconnect
   // (a new session has none).
   mutable std::unordered_map<std::string, std::string> pg_prepared_;

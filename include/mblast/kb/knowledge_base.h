@@ -24,10 +24,10 @@
 namespace mblast::kb {
 
 struct OpenOptions {
-  bool read_only = false;     // never write: no creation, no migration
-  int busy_timeout_ms = -1;   // how long to wait for another writer; -1: $MBLAST_KB_BUSY_TIMEOUT_MS, else 10000
-  int target_version = 0;     // migrate to this version (0: the newest); tests make older files with it
-  bool seed = true;           // a KB this open creates gets the built-in seed knowledge (kb_schema/seed)
+  bool read_only = false;    // never write: no creation, no migration
+  int busy_timeout_ms = -1;  // how long to wait for another writer; -1: $MBLAST_KB_BUSY_TIMEOUT_MS, else 10000
+  int target_version = 0;    // migrate to this version (0: the newest); tests make older files with it
+  bool seed = true;          // a KB this open creates gets the built-in seed knowledge (kb_schema/seed)
 };
 
 // $MBLAST_KB, else $XDG_DATA_HOME/mblast/kb.sqlite, else ~/.local/share/mblast/kb.sqlite.
@@ -49,7 +49,7 @@ class KnowledgeBase {
   const std::filesystem::path& file() const { return db_.file(); }
   Database& db() { return db_; }
   int schema_version() const;
-  bool created() const { return created_; }        // this open made the schema from nothing
+  bool created() const { return created_; }             // this open made the schema from nothing
   int migrated_from() const { return migrated_from_; }  // version found on open
 
   // ---- writes: each one transaction; ids are returned ----
@@ -69,12 +69,11 @@ class KnowledgeBase {
   std::string add_experience(const ExperienceRecord& e);
   // A new version of a text field (action: title, summary, when_helps, when_hurts; state: text;
   // constraint: text), child of the current head. Returns its id; the same edit twice is one row.
-  std::string add_text_version(const std::string& subject_kind, const std::string& subject_id,
-                               const std::string& field, const std::string& body, const std::string& author,
-                               const Provenance& provenance);
+  std::string add_text_version(const std::string& subject_kind, const std::string& subject_id, const std::string& field,
+                               const std::string& body, const std::string& author, const Provenance& provenance);
 
   // ---- reads ----
-  std::optional<ActionRecord> action(const std::string& id);          // texts are the current versions
+  std::optional<ActionRecord> action(const std::string& id);  // texts are the current versions
   std::optional<StateRecord> state(const std::string& id);
   std::vector<ConstraintRecord> constraints_of(const std::string& action_id);
   // The current text of a field: the newest head of its versions, else the row's own column.

@@ -73,7 +73,7 @@ struct StateRecord {
 struct ActionRecord {
   std::string id;  // "cuda.wgmma-async-mma": backend prefix, then a slug
   std::string title, summary, when_helps, when_hurts;
-  std::vector<std::string> backends;  // cuda, opencl, rvv
+  std::vector<std::string> backends;                     // cuda, opencl, rvv
   nlohmann::json parameters = nlohmann::json::object();  // name -> description or choices
   // Tags the prior uses: {"op_classes": [...], "bottlenecks": [...], "archs": [prefixes]}.
   nlohmann::json applies_to = nlohmann::json::object();

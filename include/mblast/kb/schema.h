@@ -15,8 +15,8 @@ namespace mblast::kb {
 inline constexpr int64_t kApplicationId = 0x6d626b62;  // "mbkb"
 
 struct Migration {
-  int version = 0;   // NNNN of the file name; versions run 1, 2, 3, ... without gaps
-  std::string name;  // "0002_retrieval_indexes.sql"
+  int version = 0;             // NNNN of the file name; versions run 1, 2, 3, ... without gaps
+  std::string name;            // "0002_retrieval_indexes.sql"
   std::string sql;             // kb_schema/migrations/NNNN_name.sql (SQLite, and PostgreSQL when portable)
   std::string postgresql_sql;  // kb_schema/migrations/postgresql/NNNN_name.sql, when the dialects differ
   const std::string& sql_for(Engine e) const {

@@ -19,7 +19,7 @@ struct StateSignature {
   std::optional<double> bandwidth_fraction;    // achieved / peak bandwidth (0..1)
   std::optional<double> compute_fraction;      // achieved / peak FLOP rate (0..1)
   std::optional<double> utilisation;           // occupancy (GPU) or vector utilisation (RVV), 0..1
-  std::string bottleneck;  // memory | compute | latency | balanced | "" (unknown)
+  std::string bottleneck;                      // memory | compute | latency | balanced | "" (unknown)
 
   // "cuda:sm_90": the key statistics are kept per.
   std::string target_family() const;
@@ -31,15 +31,15 @@ struct StateSignature {
 
 // Weights of the distance terms (docs/knowledge-base.md). All >= 0.
 struct DistanceWeights {
-  double backend = 2.0;         // different backend
-  double arch = 0.5;            // same backend, different arch
-  double op_class = 1.0;        // different op class (half when in the same op group)
-  double bottleneck = 1.0;      // different bottleneck (half when one side is "balanced")
-  double log_intensity = 0.5;   // per decade of arithmetic intensity, capped at 3 decades
-  double bandwidth = 1.0;       // per unit of bandwidth fraction
-  double compute = 1.0;         // per unit of compute fraction
-  double utilisation = 0.5;     // per unit of occupancy / vector utilisation
-  double unknown_share = 0.5;   // share of a term's full weight charged when either side is unknown
+  double backend = 2.0;        // different backend
+  double arch = 0.5;           // same backend, different arch
+  double op_class = 1.0;       // different op class (half when in the same op group)
+  double bottleneck = 1.0;     // different bottleneck (half when one side is "balanced")
+  double log_intensity = 0.5;  // per decade of arithmetic intensity, capped at 3 decades
+  double bandwidth = 1.0;      // per unit of bandwidth fraction
+  double compute = 1.0;        // per unit of compute fraction
+  double utilisation = 0.5;    // per unit of occupancy / vector utilisation
+  double unknown_share = 0.5;  // share of a term's full weight charged when either side is unknown
 };
 
 // Symmetric, >= 0, 0 for identical signatures. The target name is not a term: preferring the

@@ -36,8 +36,8 @@ struct Usage {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0;
-  int calls = 0;       // answered requests that went to the provider
-  int cache_hits = 0;  // requests answered from the cache (they cost nothing)
+  int calls = 0;            // answered requests that went to the provider
+  int cache_hits = 0;       // requests answered from the cache (they cost nothing)
   bool price_known = true;  // false when some call's model is not in the price table (cost 0)
 };
 
@@ -47,9 +47,9 @@ struct Response {
   std::string finish_reason;  // as the provider says it: "stop", "length", "end_turn", "max_tokens", ...
   Usage usage;                // this call's spend; all zero for a cache hit
   bool from_cache = false;
-  double latency_s = 0;  // wall time of complete(), retries and waits included
-  int attempts = 1;      // HTTP requests made; 0 for a cache hit
-  std::string cache_key; // content hash of the request (see cache.h)
+  double latency_s = 0;   // wall time of complete(), retries and waits included
+  int attempts = 1;       // HTTP requests made; 0 for a cache hit
+  std::string cache_key;  // content hash of the request (see cache.h)
 };
 
 struct ClientOptions {

@@ -33,7 +33,7 @@ struct LlmConfig {
   std::string source;  // "--llm", "MBLAST_LLM" or the config file's path
   // May be empty (a local server without authentication). Never printed or logged.
   std::string api_key;
-  std::string api_key_source;  // "MBLAST_LLM_API_KEY", "OPENAI_API_KEY", the config file, or ""
+  std::string api_key_source;       // "MBLAST_LLM_API_KEY", "OPENAI_API_KEY", the config file, or ""
   std::optional<double> timeout_s;  // seconds per attempt, from the config file
   std::optional<int> max_retries;   // from the config file
   Budget budget;                    // from the config file

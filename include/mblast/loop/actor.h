@@ -29,12 +29,12 @@ struct Proposal {
   std::vector<std::string> actions;  // KB action ids applied, the main one first
   std::string family;                // generator family or "llm"
   nlohmann::json params = nlohmann::json::object();
-  std::string description;           // one line
-  std::string parent_id;             // content hash of the candidate it rewrites
-  std::string model;                 // "builtin" or the LLM's model
-  std::string prompt_hash;           // the prompt it answered ("" for builtin)
-  std::string abi_problem;           // "" or why the code cannot be a candidate (not compiled then)
-  bool no_kernel = false;            // the answer held no kernel at all (nothing to evaluate or learn from)
+  std::string description;  // one line
+  std::string parent_id;    // content hash of the candidate it rewrites
+  std::string model;        // "builtin" or the LLM's model
+  std::string prompt_hash;  // the prompt it answered ("" for builtin)
+  std::string abi_problem;  // "" or why the code cannot be a candidate (not compiled then)
+  bool no_kernel = false;   // the answer held no kernel at all (nothing to evaluate or learn from)
 };
 
 // One candidate the loop knows: its source and how it measured.
@@ -52,11 +52,11 @@ struct ActorContext {
   const Target* target = nullptr;
   const policy::KernelPlan* plan = nullptr;
   const Known* start = nullptr;
-  std::vector<const Known*> beam;         // best first
-  std::vector<kb::RankedAction> ranked;   // actions ranked by the KB for the best's state
-  std::vector<kb::NearestState> nearest;  // the nearest known states
-  std::set<std::string> tried;            // content hashes already evaluated in this run
-  std::vector<std::string> recent_feedback;  // the critic's latest texts, newest last
+  std::vector<const Known*> beam;               // best first
+  std::vector<kb::RankedAction> ranked;         // actions ranked by the KB for the best's state
+  std::vector<kb::NearestState> nearest;        // the nearest known states
+  std::set<std::string> tried;                  // content hashes already evaluated in this run
+  std::vector<std::string> recent_feedback;     // the critic's latest texts, newest last
   const std::vector<Known>* history = nullptr;  // every candidate evaluated in this run, in order
   // Generated variants that won in the nearest known states (other problems and targets
   // included): family, params, the speedup they gave there and how much that state counts.
@@ -85,7 +85,7 @@ struct ActorContext {
     bool same_problem = false;
   };
   std::vector<PastKernel> past_kernels;
-  int k = 4;                               // proposals wanted
+  int k = 4;  // proposals wanted
   int step = 0;
 };
 

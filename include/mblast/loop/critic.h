@@ -14,15 +14,15 @@ namespace mblast::loop {
 struct CriticInput {
   const Problem* problem = nullptr;
   const Target* target = nullptr;
-  const Known* parent = nullptr;   // what the proposal rewrote (measured, correct)
+  const Known* parent = nullptr;  // what the proposal rewrote (measured, correct)
   const Proposal* proposal = nullptr;
   const Measured* after = nullptr;
   kb::StateSignature before, after_signature;  // after_signature only for correct candidates
 };
 
 struct Critique {
-  std::string text;    // the textual gradient
-  std::string model;   // "rules" or the critic LLM's model
+  std::string text;                               // the textual gradient
+  std::string model;                              // "rules" or the critic LLM's model
   std::vector<kb::ConstraintRecord> constraints;  // beyond the KB's own build-failure rule
 };
 

@@ -17,32 +17,32 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mblast/measure/evaluate.h"
 #include "mblast/loop/actor.h"
 #include "mblast/loop/critic.h"
+#include "mblast/measure/evaluate.h"
 
 namespace mblast::loop {
 
 struct Budget {
-  int max_evals = 24;        // candidate evaluations (the start and the confirmation excluded)
+  int max_evals = 24;  // candidate evaluations (the start and the confirmation excluded)
   int max_steps = 8;
   double max_wall_s = 1800;
-  int patience = 3;          // steps in a row without a gain before stopping
-  double sol_fraction = 0.9; // stop when the best reaches this fraction of peak (timed targets)
+  int patience = 3;           // steps in a row without a gain before stopping
+  double sol_fraction = 0.9;  // stop when the best reaches this fraction of peak (timed targets)
 };
 
 struct OptimizeOptions {
-  std::filesystem::path kb_path;  // empty: kb::default_kb_path()
-  std::filesystem::path runs_dir; // empty: runs_root()
-  std::filesystem::path out_dir;  // where the best candidate and the reports are copied ("" : none)
+  std::filesystem::path kb_path;   // empty: kb::default_kb_path()
+  std::filesystem::path runs_dir;  // empty: runs_root()
+  std::filesystem::path out_dir;   // where the best candidate and the reports are copied ("" : none)
   Budget budget;
-  int samples = 4;   // proposals per step
-  int beam = 2;      // candidates kept to continue from
+  int samples = 4;  // proposals per step
+  int beam = 2;     // candidates kept to continue from
   uint64_t seed = 0;
   bool confirm = true;  // re-time start and best back to back before claiming a speedup
   bool quiet = false;   // no progress on stderr
   EvalOptions eval;
-  std::string resume;   // run id to continue
+  std::string resume;  // run id to continue
 };
 
 struct OptimizeInput {

@@ -23,7 +23,7 @@ class RunStore {
   const std::string& id() const { return id_; }
   const std::filesystem::path& dir() const { return dir_; }
   nlohmann::json& meta() { return meta_; }
-  void save_meta();  // atomic: temp file + rename
+  void save_meta();                            // atomic: temp file + rename
   void append_event(const nlohmann::json& e);  // one line, flushed and fsynced
   // The events written so far; a torn last line (a kill mid-write) is ignored.
   std::vector<nlohmann::json> events() const;

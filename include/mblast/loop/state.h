@@ -19,11 +19,11 @@ struct Measured {
   std::string reason;        // one line when not correct
   double cost = 0;           // median time (unit "us") or instruction count (unit "instructions")
   double spread_pct = 0;
-  double p25 = 0, p75 = 0;   // the middle half of the samples (noise band)
+  double p25 = 0, p75 = 0;  // the middle half of the samples (noise band)
   std::string unit;
   bool deterministic = false;  // instruction counts: the same candidate always costs the same
   std::optional<double> bandwidth_fraction, compute_fraction, vector_fraction;
-  nlohmann::json eval;       // the whole evaluate() result
+  nlohmann::json eval;  // the whole evaluate() result
 };
 
 // Reads the figures the loop uses out of an evaluate() result.

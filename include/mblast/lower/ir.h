@@ -29,12 +29,12 @@ struct Node {
   enum class Kind { Const, Var, Load, Unary, Binary, Select, Cast };
   Kind kind = Kind::Const;
   DType dtype = DType::F32;
-  double fval = 0;     // Const (float dtypes)
-  int64_t ival = 0;    // Const (integer and bool dtypes)
-  int var = -1;        // Var: the index variable's number
-  int tensor = -1;     // Load: the tensor's id
-  std::string op;      // Unary / Binary: the operation ("exp", "add", "lt", "floordiv", ...)
-  std::vector<E> args; // Load: one index per dimension; Unary 1, Binary 2, Select 3 (cond, a, b), Cast 1
+  double fval = 0;      // Const (float dtypes)
+  int64_t ival = 0;     // Const (integer and bool dtypes)
+  int var = -1;         // Var: the index variable's number
+  int tensor = -1;      // Load: the tensor's id
+  std::string op;       // Unary / Binary: the operation ("exp", "add", "lt", "floordiv", ...)
+  std::vector<E> args;  // Load: one index per dimension; Unary 1, Binary 2, Select 3 (cond, a, b), Cast 1
 };
 
 // Builders (with constant folding of index arithmetic).

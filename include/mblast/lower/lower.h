@@ -36,14 +36,14 @@ struct Kernel {
   E body;
   ReduceOp reduce = ReduceOp::None;
   std::vector<int64_t> reduce_extents;
-  int output = -1;  // index into the problem's outputs when the kernel writes one, else -1
+  int output = -1;   // index into the problem's outputs when the kernel writes one, else -1
   std::string name;  // "k0_sum_1"
   // How the work is split (decided by schedule(), printed by kernel_body()):
-  int scan_dim = -1;   // a scan: one work item per line along this dim, in order
+  int scan_dim = -1;  // a scan: one work item per line along this dim, in order
   // A work item computes `lanes` neighbours of the lane variable (an output dim, or the innermost
   // reduction variable as independent partial sums) times `block` neighbours of a second output
   // dim: independent accumulators that the compiler vectorises, and loads shared between them.
-  int lane_var = -1;   // a body variable (output dims first, then reduction variables); -1: none
+  int lane_var = -1;  // a body variable (output dims first, then reduction variables); -1: none
   int lanes = 1;
   int block_var = -1;  // an output dim, or -1
   int block = 1;
@@ -66,17 +66,18 @@ Schedule schedule(const Program& p);
 
 // ---- the shared C-like printer ----
 struct Dialect {
-  std::string name;                                  // "cuda", "opencl", "c"
-  std::function<std::string(DType)> type;            // the C type of a value
-  std::function<std::string(DType)> storage;         // the element type of a buffer
-  bool float_suffix_functions = true;                // expf (C, CUDA) vs exp (OpenCL, overloaded)
+  std::string name;                           // "cuda", "opencl", "c"
+  std::function<std::string(DType)> type;     // the C type of a value
+  std::function<std::string(DType)> storage;  // the element type of a buffer
+  bool float_suffix_functions = true;         // expf (C, CUDA) vs exp (OpenCL, overloaded)
 };
 const Dialect& c_dialect();
 const Dialect& cuda_dialect();
 const Dialect& opencl_dialect();
 
 // An expression; `var_name(k)` names index variable k, loads index buffers by sched.buffer.
-std::string print_expr(const E& e, const Schedule& s, const Dialect& d, const std::function<std::string(int)>& var_name);
+std::string print_expr(const E& e, const Schedule& s, const Dialect& d,
+                       const std::function<std::string(int)>& var_name);
 
 // The body of one kernel for one output element whose linear index is the variable `gid`:
 // the index decomposition, the reduction loops and the store. Statements at `indent`.

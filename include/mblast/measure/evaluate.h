@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <map>
-#include <utility>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -26,13 +26,13 @@ struct EvalOptions {
   int warmup = 3;
   int min_repeats = 20;
   int max_repeats = 1000;
-  double min_seconds = 0.3;  // keep timing until this much timed work is collected
-  int rotate = 0;            // rotating input/output buffer sets; 0: rotating_sets() decides
+  double min_seconds = 0.3;     // keep timing until this much timed work is collected
+  int rotate = 0;               // rotating input/output buffer sets; 0: rotating_sets() decides
   double max_wall_seconds = 3;  // stop adding samples past min_repeats after this long (flushes included)
-  int spot_checks = 3;  // timed calls (chosen after they ran) run again in a fresh process and compared
+  int spot_checks = 3;          // timed calls (chosen after they ran) run again in a fresh process and compared
   double build_s = 180, run_s = 60, time_s = 300;
-  int memory_mb = 0;  // 0: 4096 MiB plus four times the data of one request (full-size problems need it)
-  bool quiet = false;        // no progress lines on stderr
+  int memory_mb = 0;   // 0: 4096 MiB plus four times the data of one request (full-size problems need it)
+  bool quiet = false;  // no progress lines on stderr
 };
 
 // How many rotating buffer sets the timing stage uses: `requested` when positive, else the rule

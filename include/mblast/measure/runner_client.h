@@ -32,7 +32,7 @@ class RunnerClient {
   const nlohmann::json& hello() const { return hello_; }
   bool shares_payloads() const { return shares_payloads_; }
   bool last_payload_shared() const { return last_shared_; }  // the last send's payload went as shared memory
-  std::string describe() const { return describe_; }  // "local mblast-runner" or "ssh root@host:port"
+  std::string describe() const { return describe_; }         // "local mblast-runner" or "ssh root@host:port"
 
  private:
   Child child_;

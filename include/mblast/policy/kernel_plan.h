@@ -36,10 +36,10 @@ struct ExprNode {
   //        leaky_relu (alpha = value) clamp (lo = value, hi = value2; hardtanh becomes clamp) softplus
   // Binary: add sub mul div max min
   std::string op;
-  int tensor = -1;      // Input / Param: index into problem.inputs / problem.parameters
-  IndexMap index;       // Input / Param
-  double value = 0;     // Const; leaky_relu alpha; clamp lo
-  double value2 = 0;    // clamp hi
+  int tensor = -1;        // Input / Param: index into problem.inputs / problem.parameters
+  IndexMap index;         // Input / Param
+  double value = 0;       // Const; leaky_relu alpha; clamp lo
+  double value2 = 0;      // clamp hi
   std::vector<int> args;  // Unary: 1, Binary: 2 (indices into Expr::nodes)
 };
 
@@ -59,7 +59,7 @@ struct Expr {
 
 // One scalar expression rendered as C-like source, for generators of C-like languages.
 struct Dialect {
-  std::string name;       // "opencl" | "cuda" | "c"
+  std::string name;          // "opencl" | "cuda" | "c"
   std::string float_suffix;  // "f" for literals (1.0f)
   // Math function spelling: opencl uses exp/tanh/erf/sqrt/fmax; cuda and c use expf/tanhf/...
   bool suffix_f_functions = false;
@@ -73,8 +73,8 @@ inline const Dialect kC{"c", "f", true, ""};
 
 // Renders node `root` of `e` (default: e.root) as an expression in `d`; `leaf` gives the source
 // text of an Input / Param / Acc node (e.g. "x[i]", "scale[i % 1024]", "acc").
-std::string render_expr(const Expr& e, const Dialect& d,
-                        const std::function<std::string(const ExprNode&)>& leaf, int root = -1);
+std::string render_expr(const Expr& e, const Dialect& d, const std::function<std::string(const ExprNode&)>& leaf,
+                        int root = -1);
 
 // Reduction-shaped kinds see their tensor as [outer, reduce, inner] (row-major): reducing
 // axis `dim` of a tensor gives outer = prod(shape[:dim]), reduce = shape[dim],

@@ -22,9 +22,9 @@ struct Variant {
   // Every id must exist in the seed (a test checks).
   std::vector<std::string> actions;
   nlohmann::json params = nlohmann::json::object();  // {"tile": 16, "wg": 128}
-  std::string description;  // one line, for progress and reports
-  std::string source;       // the candidate file's text (include/mblast/abi.h ABI)
-  std::string extension;    // file name suffix: ".opencl.cpp", ".cuda.cu", ".rvv.c"
+  std::string description;                           // one line, for progress and reports
+  std::string source;                                // the candidate file's text (include/mblast/abi.h ABI)
+  std::string extension;                             // file name suffix: ".opencl.cpp", ".cuda.cu", ".rvv.c"
 };
 
 // Every variant the backend's generators make for `plan` on `target` (its parameter grids

@@ -36,7 +36,7 @@ class BackendError : public Error {
 struct Buffer {
   void* handle = nullptr;  // what goes into mblast_tensor::data
   size_t nbytes = 0;
-  void* impl = nullptr;    // backend bookkeeping
+  void* impl = nullptr;  // backend bookkeeping
 };
 
 struct Peaks {
@@ -44,7 +44,7 @@ struct Peaks {
   double fp32_flops_per_s = 0;       // achieved by an FMA-bound kernel
   double tf32_flops_per_s = 0;       // matrix units, where the device has them (0: not measured)
   double bf16_flops_per_s = 0;
-  std::string method;                // how they were measured
+  std::string method;  // how they were measured
 };
 nlohmann::json to_json(const Peaks& p);
 
@@ -106,8 +106,8 @@ class Device {
   // backend does it in one round trip (the per-call cost is what limits how many calls fit in
   // an eval's timing budget).
   struct OutputsCheck {
-    std::string health;             // health()'s text: "" when healthy
-    int broken_guard = -1;          // the first output whose guard bytes changed, or -1
+    std::string health;                 // health()'s text: "" when healthy
+    int broken_guard = -1;              // the first output whose guard bytes changed, or -1
     std::vector<OutputDigest> digests;  // one per output, when healthy and guards intact
   };
   virtual OutputsCheck check_outputs(std::span<Buffer> outs, std::span<const size_t> elem_bytes, std::byte poison) {
@@ -154,8 +154,7 @@ class Backend {
   // The worker's command line: by default the runner itself with --worker; a backend whose
   // candidates run as their own programs (rvv under QEMU) overrides it.
   virtual std::vector<std::string> worker_command(const std::filesystem::path& self,
-                                                  const std::filesystem::path& artifact,
-                                                  const nlohmann::json& target);
+                                                  const std::filesystem::path& artifact, const nlohmann::json& target);
   // Whether the worker's memory may be limited by rlimits (RLIMIT_DATA, RLIMIT_AS). GPU drivers
   // map large private ranges at initialisation (cuInit fails under a few GiB of RLIMIT_DATA), so
   // such backends, and NVIDIA's OpenCL on the same driver, rely on the runner's resident-memory
@@ -172,7 +171,9 @@ class Backend {
   // Whether this target's driver works under a sandbox layer of the worker (sandbox.h:
   // sandbox_layer_names(): "user_ns", "pid_ns", "mount_ns", "net_ns", "ipc_ns", "landlock",
   // "seccomp", ...). A layer it does not tolerate is left off, and results say so.
-  virtual bool tolerates_sandbox_layer(std::string_view /*layer*/, const nlohmann::json& /*target*/) const { return true; }
+  virtual bool tolerates_sandbox_layer(std::string_view /*layer*/, const nlohmann::json& /*target*/) const {
+    return true;
+  }
   // Extra paths the sandboxed worker may read (driver files) and write (driver caches).
   virtual std::vector<std::filesystem::path> sandbox_read_paths() const { return {}; }
   // (optional) Why this host cannot run the target at all (a missing compiler or emulator), or

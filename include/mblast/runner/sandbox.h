@@ -25,7 +25,7 @@ class Backend;
 const std::vector<std::string>& sandbox_layer_names();
 
 struct SandboxPolicy {
-  size_t memory_bytes = 0;    // the limit; also enforced by the runner's resident-memory watchdog
+  size_t memory_bytes = 0;     // the limit; also enforced by the runner's resident-memory watchdog
   bool memory_rlimits = true;  // also as RLIMIT_DATA and RLIMIT_AS (off for GPU drivers)
   size_t max_file_bytes = 256u << 20;
   std::vector<std::filesystem::path> read_paths;   // readable and executable
@@ -36,8 +36,8 @@ struct SandboxPolicy {
   // candidate: candidate code still runs only under the allow-list. The seccomp filter goes
   // with it (seccomp_with_landlock in the worker's copy).
   bool landlock_in_worker = false;
-  bool landlock = true;  // off only by MBLAST_SANDBOX=no-landlock, for diagnosing a driver
-  bool seccomp = true;   // the filter of seccomp_denied_calls(); off where unavailable or switched off
+  bool landlock = true;                // off only by MBLAST_SANDBOX=no-landlock, for diagnosing a driver
+  bool seccomp = true;                 // the filter of seccomp_denied_calls(); off where unavailable or switched off
   bool seccomp_with_landlock = false;  // apply_landlock() also installs the seccomp filter
   bool env_allowlist = true;           // the worker's environment: worker_environment_allowlist() only
   int max_tasks = 512;                 // processes and threads of the worker (process_limit)
@@ -47,11 +47,11 @@ struct SandboxPolicy {
   // (PID namespace with its own /proc) /proc shows only the worker's processes. Without it,
   // Landlock lets the worker read only its own /proc entry and system-wide files.
   bool own_proc = false;
-  std::filesystem::path scratch;       // the worker's folder, removed after the eval
-  Isolation isolation;                 // what the worker is started in (choose_layers)
-  std::set<std::string> switched_off;  // layers MBLAST_SANDBOX turned off
+  std::filesystem::path scratch;           // the worker's folder, removed after the eval
+  Isolation isolation;                     // what the worker is started in (choose_layers)
+  std::set<std::string> switched_off;      // layers MBLAST_SANDBOX turned off
   std::map<std::string, std::string> off;  // layer -> why it is not in force (choose_layers)
-  std::vector<std::string> env_kept;   // the runner's variables passed on, by name (for the record)
+  std::vector<std::string> env_kept;       // the runner's variables passed on, by name (for the record)
 };
 
 // Applies the MBLAST_SANDBOX setting of the runner's environment: "full" (default), or a comma

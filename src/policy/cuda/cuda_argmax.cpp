@@ -44,25 +44,30 @@ Design rows(const KernelPlan& plan, int block, bool vec4) {
     k += fmt::format("  for (long long j = threadIdx.x; j < L; j += {}) mb_merge(xr[j], j, bv, bi);\n", block);
   }
   k += "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) {\n";
-  k += "    const float v = __shfl_down_sync(0xffffffffu, bv, o);\n    const long long i = __shfl_down_sync(0xffffffffu, bi, o);\n";
+  k += "    const float v = __shfl_down_sync(0xffffffffu, bv, o);\n    const long long i = "
+       "__shfl_down_sync(0xffffffffu, bi, o);\n";
   k += "    mb_merge(v, i, bv, bi);\n  }\n";
   k += "  if (lane == 0) {\n    wv[warp] = bv;\n    wi[warp] = bi;\n  }\n  __syncthreads();\n";
-  k += "  if (warp == 0) {\n    bv = lane < WARPS ? wv[lane] : -INFINITY;\n    bi = lane < WARPS ? wi[lane] : 0x7fffffffffffffffLL;\n";
+  k += "  if (warp == 0) {\n    bv = lane < WARPS ? wv[lane] : -INFINITY;\n    bi = lane < WARPS ? wi[lane] : "
+       "0x7fffffffffffffffLL;\n";
   k += "#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {\n";
-  k += "      const float v = __shfl_down_sync(0xffffffffu, bv, o);\n      const long long i = __shfl_down_sync(0xffffffffu, bi, o);\n";
+  k += "      const float v = __shfl_down_sync(0xffffffffu, bv, o);\n      const long long i = "
+       "__shfl_down_sync(0xffffffffu, bi, o);\n";
   k += "      mb_merge(v, i, bv, bi);\n    }\n";
   k += "    if (lane == 0) out[blockIdx.x] = bi;\n  }\n}\n";
   Design d;
   d.family = "cuda.argmax.block-rows";
   d.params = {{"block", block}};
   if (vec4) d.params["vec"] = 4;
-  d.description = fmt::format("argmax, one {}-thread block per row{}, (value, index) pairs reduced by warp shuffles and shared memory", block,
-                              vec4 ? ", float4 loads" : "");
+  d.description = fmt::format(
+      "argmax, one {}-thread block per row{}, (value, index) pairs reduced by warp shuffles and shared memory", block,
+      vec4 ? ", float4 loads" : "");
   d.actions = {"cuda.warp-shuffle-reduction", "cuda.block-size-tuning", "cuda.coalesced-global-access"};
   if (vec4) d.actions.push_back("cuda.vectorized-global-access");
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_argmax_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_rows\") != 0) return -1;\n", r.outer,
-                              block, args(plan));
+  d.launch_code = fmt::format(
+      "  mb_argmax_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_rows\") != 0) return -1;\n", r.outer,
+      block, args(plan));
   return d;
 }
 
@@ -80,8 +85,9 @@ Design columns(const KernelPlan& plan, int block) {
   d.description = fmt::format("argmax, one thread per column walking the axis, {}-thread blocks", block);
   d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning"};
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_argmax_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_columns\") != 0) return -1;\n",
-                              gpu::ceil_div(r.outer * r.inner, block), block, args(plan));
+  d.launch_code = fmt::format(
+      "  mb_argmax_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_argmax_columns\") != 0) return -1;\n",
+      gpu::ceil_div(r.outer * r.inner, block), block, args(plan));
   return d;
 }
 

@@ -64,14 +64,15 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
     d.state_fields += st.fields;
     if (!st.init.empty()) d.init_code += fmt::format("  {{  // stage {}: {}\n{}  }}\n", i, p.family, indent(st.init));
     if (!st.free.empty()) d.free_code += fmt::format("  {{  // stage {}\n{}  }}\n", i, indent(st.free));
-    d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i, stage.summary(), i,
-                                 p.device_code, i, gpu::undefs(p.device_code));
+    d.device_code += fmt::format("// stage {}: {}\nnamespace mb_s{} {{\n\n{}\n}}  // namespace mb_s{}\n{}\n", i,
+                                 stage.summary(), i, p.device_code, i, gpu::undefs(p.device_code));
     std::string bind;
     if (i + 1 < parts.size()) bind += fmt::format("    float* out0 = s->tmp[{}];\n", i);
     for (const auto& t : gpu::plan_tensors(stage))
       if (!t.is_param && t.index >= chain.first_temp)
         bind += fmt::format("    const float* {} = s->tmp[{}];\n", gpu::buffer_name(t), t.index - chain.first_temp);
-    d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind, indent(st.launch));
+    d.launch_code += fmt::format("  {{  // stage {}: {}\n    using namespace mb_s{};\n{}{}  }}\n", i, p.family, i, bind,
+                                 indent(st.launch));
   }
   return d;
 }

@@ -41,8 +41,9 @@ bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max()
 // `return mb_free(s), mb_fail(...)` when a cuDNN call in mb_init fails.
 std::string checked_init(const std::string& call, const std::string& what) {
   return fmt::format(
-      "  st = {};\n  if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n", call,
-      what);
+      "  st = {};\n  if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", "
+      "cudnnGetErrorString(st));\n",
+      call, what);
 }
 
 enum class Mode { Fp32DirectSum, Fp32Fft, Fp32Winograd, Tf32 };
@@ -60,7 +61,8 @@ constexpr ModeInfo kModes[] = {
      "a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&\n"
      "          a != CUDNN_CONVOLUTION_FWD_ALGO_GEMM && a != CUDNN_CONVOLUTION_FWD_ALGO_DIRECT",
      "a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_1"},
-    {"fp32-fft", "strict FP32, FFT algorithms", "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING",
+    {"fp32-fft", "strict FP32, FFT algorithms",
+     "a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING",
      "a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING"},
     {"fp32-winograd", "strict FP32, Winograd algorithms",
      "a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED",
@@ -81,10 +83,11 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode, bool de
   d.family = bwd ? "cuda.conv_transpose.cudnn" : "cuda.conv.cudnn";
   d.params = {{"math", info.math}};
   if (!deterministic) d.params["deterministic"] = false;
-  d.description = fmt::format("cuDNN {} ({}{}, the fastest found in mblast_prepare){}",
-                              bwd ? "transposed convolution as the data gradient of a convolution" : "forward convolution",
-                              info.description, deterministic ? "" : ", non-deterministic ones too",
-                              gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.description =
+      fmt::format("cuDNN {} ({}{}, the fastest found in mblast_prepare){}",
+                  bwd ? "transposed convolution as the data gradient of a convolution" : "forward convolution",
+                  info.description, deterministic ? "" : ", non-deterministic ones too",
+                  gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"cuda.implicit-gemm-convolution"};
   if (tf32) d.actions.push_back("cuda.tf32-tensor-cores");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
@@ -118,36 +121,53 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode, bool de
   init += checked_init("cudnnCreateTensorDescriptor(&s->yd)", "cudnnCreateTensorDescriptor");
   init += checked_init("cudnnCreateFilterDescriptor(&s->wd)", "cudnnCreateFilterDescriptor");
   init += checked_init("cudnnCreateConvolutionDescriptor(&s->cd)", "cudnnCreateConvolutionDescriptor");
-  init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cin, c.h, c.w),
-                       "cudnnSetTensor4dDescriptor (input)");
+  init +=
+      checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})",
+                               c.n, c.cin, c.h, c.w),
+                   "cudnnSetTensor4dDescriptor (input)");
   const int64_t filter_k = bwd ? c.cin : c.cout, filter_c = bwd ? c.cout / c.groups : c.cin / c.groups;
-  init += checked_init(fmt::format("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, {}, {}, {}, {})", filter_k,
-                                   filter_c, c.kh, c.kw),
-                       "cudnnSetFilter4dDescriptor");
-  init += checked_init(fmt::format("cudnnSetConvolution2dDescriptor(s->cd, {}, {}, {}, {}, {}, {}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
-                                   c.ph, c.pw, c.sh, c.sw, c.dh, c.dw),
-                       "cudnnSetConvolution2dDescriptor");
-  init += checked_init(fmt::format("cudnnSetConvolutionGroupCount(s->cd, {})", c.groups), "cudnnSetConvolutionGroupCount");
-  init += checked_init(std::string("cudnnSetConvolutionMathType(s->cd, ") + (tf32 ? "CUDNN_DEFAULT_MATH" : "CUDNN_FMA_MATH") + ")",
-                       "cudnnSetConvolutionMathType");
-  init += checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})", c.n, c.cout,
-                                   c.out_h, c.out_w),
-                       "cudnnSetTensor4dDescriptor (output)");
+  init +=
+      checked_init(fmt::format("cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, {}, {}, {}, {})",
+                               filter_k, filter_c, c.kh, c.kw),
+                   "cudnnSetFilter4dDescriptor");
+  init += checked_init(
+      fmt::format(
+          "cudnnSetConvolution2dDescriptor(s->cd, {}, {}, {}, {}, {}, {}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
+          c.ph, c.pw, c.sh, c.sw, c.dh, c.dw),
+      "cudnnSetConvolution2dDescriptor");
+  init +=
+      checked_init(fmt::format("cudnnSetConvolutionGroupCount(s->cd, {})", c.groups), "cudnnSetConvolutionGroupCount");
+  init += checked_init(
+      std::string("cudnnSetConvolutionMathType(s->cd, ") + (tf32 ? "CUDNN_DEFAULT_MATH" : "CUDNN_FMA_MATH") + ")",
+      "cudnnSetConvolutionMathType");
+  init +=
+      checked_init(fmt::format("cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, {}, {}, {}, {})",
+                               c.n, c.cout, c.out_h, c.out_w),
+                   "cudnnSetTensor4dDescriptor (output)");
   // cuDNN's own view of the shapes must be the problem's: a disagreement is refused, not run. The
   // forward convolution runs from xd to yd; for a transposed one, from yd back to xd.
   const auto fwd_out = bwd ? std::array{c.n, c.cin, c.h, c.w} : std::array{c.n, c.cout, c.out_h, c.out_w};
   init += "  {\n    int on = 0, oc = 0, oh = 0, ow = 0;\n";
-  init += fmt::format("    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->{}, s->wd, &on, &oc, &oh, &ow);\n", bwd ? "yd" : "xd");
-  init += "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnGetConvolution2dForwardOutputDim failed: %s\", "
-          "cudnnGetErrorString(st));\n";
-  init += fmt::format("    if (on != {0} || oc != {1} || oh != {2} || ow != {3})\n", fwd_out[0], fwd_out[1], fwd_out[2], fwd_out[3]);
+  init += fmt::format("    st = cudnnGetConvolution2dForwardOutputDim(s->cd, s->{}, s->wd, &on, &oc, &oh, &ow);\n",
+                      bwd ? "yd" : "xd");
+  init +=
+      "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cudnnGetConvolution2dForwardOutputDim failed: "
+      "%s\", "
+      "cudnnGetErrorString(st));\n";
+  init += fmt::format("    if (on != {0} || oc != {1} || oh != {2} || ow != {3})\n", fwd_out[0], fwd_out[1], fwd_out[2],
+                      fwd_out[3]);
   init += fmt::format(
-      "      return mb_free(s), mb_fail(\"cuDNN's forward convolution gives a %dx%dx%dx%d tensor, the problem's {}x{}x{}x{}\", on, oc, oh, ow);\n  }}\n",
+      "      return mb_free(s), mb_fail(\"cuDNN's forward convolution gives a %dx%dx%dx%d tensor, the problem's "
+      "{}x{}x{}x{}\", on, oc, oh, ow);\n  }}\n",
       fwd_out[0], fwd_out[1], fwd_out[2], fwd_out[3]);
-  init += fmt::format("  {{\n    {} perf[8];\n    int found = 0;\n", bwd ? "cudnnConvolutionBwdDataAlgoPerf_t" : "cudnnConvolutionFwdAlgoPerf_t");
+  init += fmt::format("  {{\n    {} perf[8];\n    int found = 0;\n",
+                      bwd ? "cudnnConvolutionBwdDataAlgoPerf_t" : "cudnnConvolutionFwdAlgoPerf_t");
   const std::string find = bwd ? "cudnnFindConvolutionBackwardDataAlgorithm" : "cudnnFindConvolutionForwardAlgorithm";
-  init += fmt::format("    st = {}(s->dnn, {}, 8, &found, perf);\n", find, bwd ? "s->wd, s->xd, s->cd, s->yd" : "s->xd, s->wd, s->cd, s->yd");
-  init += fmt::format("    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n", find);
+  init += fmt::format("    st = {}(s->dnn, {}, 8, &found, perf);\n", find,
+                      bwd ? "s->wd, s->xd, s->cd, s->yd" : "s->xd, s->wd, s->cd, s->yd");
+  init += fmt::format(
+      "    if (st != CUDNN_STATUS_SUCCESS) return mb_free(s), mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n",
+      find);
   init += "    int pick = -1;\n";
   init += "    for (int i = 0; i < found && pick < 0; ++i) {  // sorted fastest first\n";
   init += "      const auto a = perf[i].algo;\n";
@@ -155,28 +175,39 @@ Design design(const KernelPlan& plan, const Problem& problem, Mode mode, bool de
     init += std::string("      if (") + excluded + ")\n        continue;  // another design's algorithm\n";
   else
     init += "      (void)a;\n";
-  init += deterministic ? "      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) pick = i;\n    }\n"
+  init += deterministic ? "      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == "
+                          "CUDNN_DETERMINISTIC) pick = i;\n    }\n"
                         : "      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;\n    }\n";
-  init += fmt::format("    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {}{} algorithm for this {} (%d tried)\", found);\n",
-                      deterministic ? "deterministic " : "", info.description, bwd ? "transposed convolution" : "convolution");
+  init += fmt::format(
+      "    if (pick < 0) return mb_free(s), mb_fail(\"cuDNN supports no {}{} algorithm for this {} (%d tried)\", "
+      "found);\n",
+      deterministic ? "deterministic " : "", info.description, bwd ? "transposed convolution" : "convolution");
   init += "    s->algo = perf[pick].algo;\n    s->ws_bytes = perf[pick].memory;\n  }\n";
   init += "  if (s->ws_bytes > 0 && cudaMalloc(&s->ws, s->ws_bytes) != cudaSuccess) {\n    s->ws = nullptr;\n";
-  init += "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
+  init +=
+      "    return mb_free(s), mb_fail(\"cudaMalloc of the cuDNN workspace (%zu bytes) failed\", s->ws_bytes);\n  }\n";
   d.init_code = init;
 
   const std::string x = gpu::buffer_name({false, plan.source});
   const std::string w = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
-  const std::string call =
-      bwd ? fmt::format("cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, {1}, s->xd, {0}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0)", x, w)
-          : fmt::format("cudnnConvolutionForward(s->dnn, &alpha, s->xd, {0}, s->wd, {1}, s->cd, s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0)", x, w);
+  const std::string call = bwd ? fmt::format(
+                                     "cudnnConvolutionBackwardData(s->dnn, &alpha, s->wd, {1}, s->xd, {0}, s->cd, "
+                                     "s->algo, s->ws, s->ws_bytes, &beta, s->yd, out0)",
+                                     x, w)
+                               : fmt::format(
+                                     "cudnnConvolutionForward(s->dnn, &alpha, s->xd, {0}, s->wd, {1}, s->cd, s->algo, "
+                                     "s->ws, s->ws_bytes, &beta, s->yd, out0)",
+                                     x, w);
   std::string launch;
   launch += "  {\n";
   launch += "    cudnnStatus_t st = cudnnSetStream(s->dnn, stream);\n";
-  launch += "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnSetStream failed: %s\", cudnnGetErrorString(st));\n";
+  launch +=
+      "    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"cudnnSetStream failed: %s\", cudnnGetErrorString(st));\n";
   launch += "    const float alpha = 1.0f, beta = 0.0f;  // beta 0: out0 is not read (it holds poison)\n";
   launch += "    st = " + call + ";\n";
-  launch += fmt::format("    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n",
-                        call.substr(0, call.find('(')));
+  launch +=
+      fmt::format("    if (st != CUDNN_STATUS_SUCCESS) return mb_fail(\"{} failed: %s\", cudnnGetErrorString(st));\n",
+                  call.substr(0, call.find('(')));
   launch += "  }\n";
   d.launch_code = launch;
   add_inplace_epilogue(d, plan, index_type(plan, problem));
@@ -189,7 +220,8 @@ std::vector<Design> cudnn_conv_designs(const KernelPlan& plan, const Problem& pr
   const ConvShape& c = plan.conv;
   if (!c.symmetric()) return {};  // cuDNN pads both sides alike
   // cuDNN's 4-d descriptors take int dimensions.
-  for (int64_t v : {c.n, c.cin, c.cout, c.h, c.w, c.out_h, c.out_w, c.kh, c.kw, c.n * c.cin * c.h * c.w, c.n * c.cout * c.out_h * c.out_w})
+  for (int64_t v : {c.n, c.cin, c.cout, c.h, c.w, c.out_h, c.out_w, c.kh, c.kw, c.n * c.cin * c.h * c.w,
+                    c.n * c.cout * c.out_h * c.out_w})
     if (!fits_int(v)) return {};
   // The likeliest to pass a strict tolerance first; the verifier judges each. cuDNN's FFT and
   // Winograd algorithms take only unit strides and dilations, one group, and Winograd only 3x3

@@ -29,8 +29,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int block) {
   const int64_t ohw = c.out_h * c.out_w, taps = c.kh * c.kw;
   std::string k;
   k += fmt::format("__global__ void __launch_bounds__({}) mb_depthwise({}) {{\n", block, kernel_params(tensors));
-  k += fmt::format("  __shared__ float plane[{}];  // the input plane, {} x {} with its zero padding\n", sh_rows * sh_cols, sh_rows,
-                   sh_cols);
+  k += fmt::format("  __shared__ float plane[{}];  // the input plane, {} x {} with its zero padding\n",
+                   sh_rows * sh_cols, sh_rows, sh_cols);
   k += fmt::format("  const {0} p = static_cast<{0}>(blockIdx.x);  // image * channels + channel\n", idx);
   k += fmt::format("  const int ch = static_cast<int>(p % {});\n", c.cin);
   k += fmt::format("  const float* __restrict__ xp = {} + p * {};\n", x, c.h * c.w);
@@ -49,20 +49,22 @@ Design make(const KernelPlan& plan, const Problem& problem, int block) {
   k += "#pragma unroll\n";
   k += fmt::format("    for (int r = 0; r < {}; ++r)\n", c.kh);
   k += "#pragma unroll\n";
-  k += fmt::format("      for (int q = 0; q < {}; ++q) acc += s[r * {} + q * {}] * wk[r * {} + q];\n", c.kw, c.dh * sh_cols, c.dw, c.kw);
+  k += fmt::format("      for (int q = 0; q < {}; ++q) acc += s[r * {} + q * {}] * wk[r * {} + q];\n", c.kw,
+                   c.dh * sh_cols, c.dw, c.kw);
   k += fmt::format("    const {} i = p * {} + o;\n", idx, ohw);
   k += "    out[i] = " + gpu::render_at(plan, kCuda, "i", "acc") + ";\n  }\n}\n";
   Design d;
   d.family = "cuda.conv.depthwise";
   d.params = {{"block", block}};
-  d.description = fmt::format("depthwise convolution, one {}-thread block per plane staged in shared memory, weights in registers{}",
-                              block, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.description = fmt::format(
+      "depthwise convolution, one {}-thread block per plane staged in shared memory, weights in registers{}", block,
+      gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"cuda.shared-memory-tiling", "cuda.coalesced-global-access", "cuda.block-size-tuning"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.device_code = k;
-  d.launch_code = fmt::format(
-      "  mb_depthwise<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_depthwise\") != 0) return -1;\n", c.n * c.cin, block,
-      call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_depthwise<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_depthwise\") != 0) return -1;\n",
+                  c.n * c.cin, block, call_args(tensors));
   return d;
 }
 

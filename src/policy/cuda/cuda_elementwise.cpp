@@ -28,7 +28,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4
   k += fmt::format("  const {0} stride = static_cast<{0}>(gridDim.x) * {1};\n", idx, block);
   k += fmt::format("  const {0} first = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x;\n", idx, block);
   if (!vec4) {
-    k += fmt::format("  for ({} i = first; i < N; i += stride) out[i] = {};\n", idx, gpu::render_at(plan, kCuda, "i", "acc"));
+    k += fmt::format("  for ({} i = first; i < N; i += stride) out[i] = {};\n", idx,
+                     gpu::render_at(plan, kCuda, "i", "acc"));
   } else {
     k += fmt::format("  for ({} v = first; v < N / 4; v += stride) {{\n", idx);
     k += fmt::format("    const {} base = v * 4;\n", idx);
@@ -42,8 +43,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4
     std::vector<Loaded> loads;
     auto find = [&](const ExprNode& node) -> const Loaded* {
       for (const auto& l : loads)
-        if (l.is_param == (node.kind == ExprNode::Kind::Param) && l.tensor == node.tensor && l.map.div == node.index.div &&
-            l.map.mod == node.index.mod)
+        if (l.is_param == (node.kind == ExprNode::Kind::Param) && l.tensor == node.tensor &&
+            l.map.div == node.index.div && l.map.mod == node.index.mod)
           return &l;
       return nullptr;
     };
@@ -93,20 +94,24 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool vec4
   if (op_count(plan.expr) >= 2) d.actions.push_back("cuda.merge-kernels");
   d.actions.push_back("cuda.read-only-data-path");
   d.device_code = k;
-  d.launch_code = grid_stride_launch("mb_elementwise", block, vec4 ? n / 4 + (n % 4 != 0) : n, call_args(tensors), wave);
+  d.launch_code =
+      grid_stride_launch("mb_elementwise", block, vec4 ? n / 4 + (n % 4 != 0) : n, call_args(tensors), wave);
   return d;
 }
 
 }  // namespace
 
-std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args, bool wave) {
+std::string grid_stride_launch(const std::string& kernel, int block, int64_t items, const std::string& args,
+                               bool wave) {
   std::string s;
   s += "  {\n";
   if (wave)
-    s += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
-                     gpu::ceil_div(items, block), 2048 / block);
+    s += fmt::format(
+        "    const long long need = {}, cap = static_cast<long long>(s->sms) * {};  // one wave of resident blocks\n",
+        gpu::ceil_div(items, block), 2048 / block);
   else
-    s += fmt::format("    const long long need = {}, cap = 0x7fffffffLL;  // one thread per unit\n", gpu::ceil_div(items, block));
+    s += fmt::format("    const long long need = {}, cap = 0x7fffffffLL;  // one thread per unit\n",
+                     gpu::ceil_div(items, block));
   s += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
   s += fmt::format("    {}<<<grid, {}, 0, stream>>>({});\n", kernel, block, args);
   s += fmt::format("    if (mb_launched(\"{}\") != 0) return -1;\n  }}\n", kernel);

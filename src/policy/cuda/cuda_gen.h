@@ -67,13 +67,15 @@ void add_inplace_epilogue(Design& d, const KernelPlan& plan, const std::string& 
 // The designs for a plan of one kernel kind (not a chain); empty when the plan is not supported.
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
+std::vector<Design> reduction_designs(const KernelPlan& plan,
+                                      const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
 // cuBLAS (FP32, then TF32) and, on sm_90a, the 3xTF32 wgmma kernels (first where
 // tf32x3_leads(), else right after the FP32 SGEMM), then shared-memory tiled kernels.
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem, const Arch& arch);
 // FP32-accurate products on TF32 tensor cores (split operands, wgmma; cuda_tf32x3.cpp): empty
 // where K is not a multiple of 4. `a` and `b` name the operands' buffers.
-std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a, const std::string& b);
+std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a,
+                                          const std::string& b);
 // Whether those are expected to beat cuBLAS's FP32 SGEMM by a clear margin (20 %) on Hopper:
 // the product fills the GPU, K is deep enough to amortise a tile's prologue and store, and the
 // split passes over A and B are small beside the product.

@@ -29,7 +29,9 @@ struct Mm {
   int64_t batch, m, n, k;
 };
 
-std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kCuda, i, acc); }
+std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) {
+  return gpu::render_at(c.plan, kCuda, i, acc);
+}
 
 std::string cond_and(const std::vector<std::string>& parts) {
   std::string s;
@@ -51,35 +53,48 @@ Design tiled(const Mm& c, const Tile& t) {
   const int pad_a = c.plan.a_transposed ? 0 : 1, pad_b = c.plan.b_transposed ? 1 : 0;
   std::string s;
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n", c.m, c.n, c.k);
-  s += fmt::format("#define BM {}\n#define BN {}\n#define BK {}\n#define TM {}\n#define TN {}\n#define TX {}\n#define TY {}\n#define THREADS {}\n\n",
-                   t.bm, t.bn, t.bk, t.tm, t.tn, tx, ty, threads);
+  s += fmt::format(
+      "#define BM {}\n#define BN {}\n#define BK {}\n#define TM {}\n#define TN {}\n#define TX {}\n#define TY "
+      "{}\n#define THREADS {}\n\n",
+      t.bm, t.bn, t.bk, t.tm, t.tn, tx, ty, threads);
   s += "__global__ void __launch_bounds__(THREADS) mb_matmul(" + kernel_params(tensors) + ") {\n";
   s += fmt::format("  __shared__ float As[BK][BM + {}];\n  __shared__ float Bs[BK][BN + {}];\n", pad_a, pad_b);
   s += "  const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;\n";
   s += "  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;\n";
   s += fmt::format("  const {0} bt = static_cast<{0}>(blockIdx.z);\n", c.idx);
-  if (c.plan.a_batched && c.batch > 1) s += fmt::format("  const float* a = {} + bt * {}LL;\n", c.a, c.m * c.k);
-  else s += "  const float* a = " + c.a + ";\n";
-  if (c.plan.b_batched && c.batch > 1) s += fmt::format("  const float* b = {} + bt * {}LL;\n", c.b, c.k * c.n);
-  else s += "  const float* b = " + c.b + ";\n";
+  if (c.plan.a_batched && c.batch > 1)
+    s += fmt::format("  const float* a = {} + bt * {}LL;\n", c.a, c.m * c.k);
+  else
+    s += "  const float* a = " + c.a + ";\n";
+  if (c.plan.b_batched && c.batch > 1)
+    s += fmt::format("  const float* b = {} + bt * {}LL;\n", c.b, c.k * c.n);
+  else
+    s += "  const float* b = " + c.b + ";\n";
   s += "  float acc[TM][TN];\n";
-  s += "#pragma unroll\n  for (int i = 0; i < TM; ++i)\n#pragma unroll\n    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;\n";
+  s += "#pragma unroll\n  for (int i = 0; i < TM; ++i)\n#pragma unroll\n    for (int j = 0; j < TN; ++j) acc[i][j] = "
+       "0.0f;\n";
   s += "  for (int k0 = 0; k0 < K; k0 += BK) {\n";
   s += "#pragma unroll\n    for (int e = tid; e < BM * BK; e += THREADS) {\n";
-  if (!c.plan.a_transposed) s += "      const int mm = e / BK, kk = e % BK;\n";
-  else s += "      const int kk = e / BM, mm = e % BM;  // A stored [k][m]: consecutive threads read consecutive m\n";
+  if (!c.plan.a_transposed)
+    s += "      const int mm = e / BK, kk = e % BK;\n";
+  else
+    s += "      const int kk = e / BM, mm = e % BM;  // A stored [k][m]: consecutive threads read consecutive m\n";
   s += "      const int gm = m0 + mm, gk = k0 + kk;\n";
   {
-    const std::string load = c.plan.a_transposed ? "a[static_cast<" + c.idx + ">(gk) * M + gm]" : "a[static_cast<" + c.idx + ">(gm) * K + gk]";
+    const std::string load = c.plan.a_transposed ? "a[static_cast<" + c.idx + ">(gk) * M + gm]"
+                                                 : "a[static_cast<" + c.idx + ">(gm) * K + gk]";
     const std::string cond = cond_and({m_even ? "" : "gm < M", k_even ? "" : "gk < K"});
     s += "      As[kk][mm] = " + (cond.empty() ? load : "(" + cond + ") ? " + load + " : 0.0f") + ";\n    }\n";
   }
   s += "#pragma unroll\n    for (int e = tid; e < BK * BN; e += THREADS) {\n";
-  if (!c.plan.b_transposed) s += "      const int kk = e / BN, nn = e % BN;\n";
-  else s += "      const int nn = e / BK, kk = e % BK;  // B stored [n][k]\n";
+  if (!c.plan.b_transposed)
+    s += "      const int kk = e / BN, nn = e % BN;\n";
+  else
+    s += "      const int nn = e / BK, kk = e % BK;  // B stored [n][k]\n";
   s += "      const int gn = n0 + nn, gk = k0 + kk;\n";
   {
-    const std::string load = c.plan.b_transposed ? "b[static_cast<" + c.idx + ">(gn) * K + gk]" : "b[static_cast<" + c.idx + ">(gk) * N + gn]";
+    const std::string load = c.plan.b_transposed ? "b[static_cast<" + c.idx + ">(gn) * K + gk]"
+                                                 : "b[static_cast<" + c.idx + ">(gk) * N + gn]";
     const std::string cond = cond_and({n_even ? "" : "gn < N", k_even ? "" : "gk < K"});
     s += "      Bs[kk][nn] = " + (cond.empty() ? load : "(" + cond + ") ? " + load + " : 0.0f") + ";\n    }\n";
   }
@@ -88,7 +103,8 @@ Design tiled(const Mm& c, const Tile& t) {
   s += "      float ra[TM], rb[TN];\n";
   s += "#pragma unroll\n      for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty + i * TY];\n";
   s += "#pragma unroll\n      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx + j * TX];\n";
-  s += "#pragma unroll\n      for (int i = 0; i < TM; ++i)\n#pragma unroll\n        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);\n";
+  s += "#pragma unroll\n      for (int i = 0; i < TM; ++i)\n#pragma unroll\n        for (int j = 0; j < TN; ++j) "
+       "acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);\n";
   s += "    }\n    __syncthreads();\n  }\n";
   s += "#pragma unroll\n  for (int i = 0; i < TM; ++i) {\n";
   s += "    const int gm = m0 + ty + i * TY;\n";
@@ -103,8 +119,8 @@ Design tiled(const Mm& c, const Tile& t) {
   Design d;
   d.family = "cuda.matmul.tiled";
   d.params = {{"bm", t.bm}, {"bn", t.bn}, {"bk", t.bk}, {"tm", t.tm}, {"tn", t.tn}};
-  d.description = fmt::format("{}x{} tile per {}-thread block, BK {} in shared memory, {}x{} outputs per thread{}", t.bm, t.bn, threads,
-                              t.bk, t.tm, t.tn, has_epilogue(c.plan) ? ", epilogue fused" : "");
+  d.description = fmt::format("{}x{} tile per {}-thread block, BK {} in shared memory, {}x{} outputs per thread{}",
+                              t.bm, t.bn, threads, t.bk, t.tm, t.tn, has_epilogue(c.plan) ? ", epilogue fused" : "");
   d.actions = {"cuda.shared-memory-tiling", "cuda.register-tiling"};
   if (pad_a || pad_b) d.actions.push_back("cuda.shared-memory-padding");
   if (has_epilogue(c.plan)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
@@ -137,18 +153,26 @@ Design cublas(const Mm& c, bool tf32) {
   std::string launch;
   launch += "  {\n";
   launch += "    cublasStatus_t st = cublasSetStream(s->handle, stream);\n";
-  launch += "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSetStream failed with status %d\", static_cast<int>(st));\n";
+  launch +=
+      "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSetStream failed with status %d\", "
+      "static_cast<int>(st));\n";
   launch += "    const float alpha = 1.0f, beta = 0.0f;  // beta 0: C is not read (it holds poison)\n";
   if (!batched) {
-    launch += fmt::format("    st = cublasSgemm(s->handle, {}, {}, {}, {}, {}, &alpha, {}, {}, {}, {}, &beta, out0, {});\n", op_b, op_a,
-                          c.n, m, c.k, c.b, ldb, c.a, lda, c.n);
-    launch += "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSgemm failed with status %d\", static_cast<int>(st));\n";
+    launch +=
+        fmt::format("    st = cublasSgemm(s->handle, {}, {}, {}, {}, {}, &alpha, {}, {}, {}, {}, &beta, out0, {});\n",
+                    op_b, op_a, c.n, m, c.k, c.b, ldb, c.a, lda, c.n);
+    launch +=
+        "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSgemm failed with status %d\", "
+        "static_cast<int>(st));\n";
   } else {
     launch += fmt::format(
-        "    st = cublasSgemmStridedBatched(s->handle, {}, {}, {}, {}, {}, &alpha, {}, {}, {}LL, {}, {}, {}LL, &beta, out0, {}, {}LL, {});\n",
-        op_b, op_a, c.n, m, c.k, c.b, ldb, p.b_batched ? c.k * c.n : 0, c.a, lda, p.a_batched ? c.m * c.k : 0, c.n, c.m * c.n, c.batch);
+        "    st = cublasSgemmStridedBatched(s->handle, {}, {}, {}, {}, {}, &alpha, {}, {}, {}LL, {}, {}, {}LL, &beta, "
+        "out0, {}, {}LL, {});\n",
+        op_b, op_a, c.n, m, c.k, c.b, ldb, p.b_batched ? c.k * c.n : 0, c.a, lda, p.a_batched ? c.m * c.k : 0, c.n,
+        c.m * c.n, c.batch);
     launch +=
-        "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSgemmStridedBatched failed with status %d\", static_cast<int>(st));\n";
+        "    if (st != CUBLAS_STATUS_SUCCESS) return mb_fail(\"cublasSgemmStridedBatched failed with status %d\", "
+        "static_cast<int>(st));\n";
   }
   launch += "  }\n";
 
@@ -161,8 +185,10 @@ Design cublas(const Mm& c, bool tf32) {
                   (has_epilogue(p) ? ", then the epilogue in place" : "");
   // No seed action names a vendor library yet; cuBLAS's FP32 SGEMM is shared-memory and
   // register tiled, which is what these describe.
-  if (tf32) d.actions = {"cuda.tf32-tensor-cores"};
-  else d.actions = {"cuda.shared-memory-tiling", "cuda.register-tiling"};
+  if (tf32)
+    d.actions = {"cuda.tf32-tensor-cores"};
+  else
+    d.actions = {"cuda.shared-memory-tiling", "cuda.register-tiling"};
   d.launch_code = launch;
   add_inplace_epilogue(d, p, c.idx);
   return d;
@@ -172,7 +198,8 @@ Design cublas(const Mm& c, bool tf32) {
 
 std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem& problem) {
   const ConvShape& cv = plan.conv;
-  if (cv.kh != 1 || cv.kw != 1 || cv.sh != 1 || cv.sw != 1 || cv.ph != 0 || cv.pw != 0 || cv.pw_end() != 0 || cv.groups != 1)
+  if (cv.kh != 1 || cv.kw != 1 || cv.sh != 1 || cv.sw != 1 || cv.ph != 0 || cv.pw != 0 || cv.pw_end() != 0 ||
+      cv.groups != 1)
     return {};  // (so the output plane is the input's: h x w)
   // The conv as a matmul plan: A the weight (one matrix for every image), B the image.
   KernelPlan mm = plan;
@@ -188,8 +215,15 @@ std::vector<Design> pointwise_conv_designs(const KernelPlan& plan, const Problem
   mm.m = cv.cout;
   mm.n = cv.h * cv.w;
   mm.k = cv.cin;
-  Mm c{mm, problem, index_type(mm, problem), gpu::buffer_name({mm.a_is_param, mm.a}), gpu::buffer_name({false, mm.b}),
-       mm.batch, mm.m, mm.n, mm.k};
+  Mm c{mm,
+       problem,
+       index_type(mm, problem),
+       gpu::buffer_name({mm.a_is_param, mm.a}),
+       gpu::buffer_name({false, mm.b}),
+       mm.batch,
+       mm.m,
+       mm.n,
+       mm.k};
   std::vector<Design> v;
   for (bool tf32 : {false, true}) {
     Design d = cublas(c, tf32);
@@ -224,8 +258,9 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     v.insert(at, std::make_move_iterator(x3.begin()), std::make_move_iterator(x3.end()));
   }
   if (c.batch <= 65535 && gpu::ceil_div(c.m, 32) <= 65535) {
-    for (const Tile& t : {Tile{32, 32, 8, 4, 4}, Tile{32, 32, 16, 4, 4}, Tile{64, 64, 8, 4, 4}, Tile{64, 64, 16, 4, 4},
-                          Tile{64, 64, 8, 8, 8}, Tile{64, 64, 16, 8, 8}, Tile{128, 128, 8, 8, 8}, Tile{128, 128, 16, 8, 8}})
+    for (const Tile& t :
+         {Tile{32, 32, 8, 4, 4}, Tile{32, 32, 16, 4, 4}, Tile{64, 64, 8, 4, 4}, Tile{64, 64, 16, 4, 4},
+          Tile{64, 64, 8, 8, 8}, Tile{64, 64, 16, 8, 8}, Tile{128, 128, 8, 8, 8}, Tile{128, 128, 16, 8, 8}})
       v.push_back(tiled(c, t));
   }
   return v;

@@ -36,7 +36,7 @@ struct Ctx {
   std::string x;
   int64_t outer, r, inner;
   bool is_reduce, is_log;
-  double eps = 0;  // layernorm
+  double eps = 0;       // layernorm
   bool is_map = false;  // row_map: the row's statistic, then the expression over every element
   bool vec4() const { return r % 4 == 0; }
 };
@@ -64,8 +64,12 @@ std::string final_value(const Ctx& c, const std::string& a) {
 std::string softmax_value(const Ctx& c, const std::string& x) {
   return c.is_log ? "((" + x + " - m) - norm)" : "(expf(" + x + " - m) * norm)";
 }
-std::string norm_of(const Ctx& c, const std::string& sum) { return c.is_log ? "logf(" + sum + ")" : "(1.0f / " + sum + ")"; }
-std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kCuda, i, acc); }
+std::string norm_of(const Ctx& c, const std::string& sum) {
+  return c.is_log ? "logf(" + sum + ")" : "(1.0f / " + sum + ")";
+}
+std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) {
+  return gpu::render_at(c.plan, kCuda, i, acc);
+}
 
 // __device__ helpers: warp and block reductions for `op` (sum, max, min) and the online
 // softmax merges.
@@ -98,7 +102,8 @@ __device__ __forceinline__ float mb_block_{0}(float v, float* sh, int nw) {{
   return s;
 }
 
-const char* kSoftmaxHelpers = R"CU(// Online softmax statistics: the running max m and the sum s of exp(x - m), rescaled when m grows.
+const char* kSoftmaxHelpers =
+    R"CU(// Online softmax statistics: the running max m and the sum s of exp(x - m), rescaled when m grows.
 __device__ __forceinline__ void mb_online(float& m, float& s, float x) {
   if (x > m) {
     s = s * expf(m - x) + 1.0f;
@@ -150,9 +155,11 @@ __device__ __forceinline__ void mb_block_merge(float& m, float& s, float* sh_m, 
 
 // Statements that store output element `i` (its input element `xv`) to `dst`: softmax's value
 // of xv through the epilogue, or a row map's expression (Acc: the row's `stat`; x: xv).
-std::string element_store(const Ctx& c, const std::string& in, const std::string& dst, const std::string& i, const std::string& xv) {
+std::string element_store(const Ctx& c, const std::string& in, const std::string& dst, const std::string& i,
+                          const std::string& xv) {
   if (c.is_map) return fmt::format("{}{} = {};\n", in, dst, gpu::render_at(c.plan, kCuda, i, "stat", xv));
-  return fmt::format("{0}{{\n{0}  const float acc = {1};\n{0}  {2} = {3};\n{0}}}\n", in, softmax_value(c, xv), dst, epilogue(c, i, "acc"));
+  return fmt::format("{0}{{\n{0}  const float acc = {1};\n{0}  {2} = {3};\n{0}}}\n", in, softmax_value(c, xv), dst,
+                     epilogue(c, i, "acc"));
 }
 
 // Statements that write one float4 chunk `q` (row-relative float4 index `v`) of softmax or row
@@ -162,7 +169,8 @@ std::string write_chunk(const Ctx& c, const std::string& in) {
   std::string lanes;
   bool uses_b = false;
   for (int k = 0; k < 4; ++k) {
-    const std::string e = element_store(c, in, std::string("y.") + comp[k], fmt::format("(b + {})", k), std::string("q.") + comp[k]);
+    const std::string e =
+        element_store(c, in, std::string("y.") + comp[k], fmt::format("(b + {})", k), std::string("q.") + comp[k]);
     uses_b |= e.find("(b + ") != std::string::npos;
     lanes += e;
   }
@@ -194,7 +202,9 @@ std::vector<std::string> tail_actions(const Ctx& c, bool cached) {
 // The end of a row design's description: how softmax or a row map treats the row.
 std::string row_note(const Ctx& c, bool cached, const std::string& online) {
   if (c.is_reduce) return "";
-  const std::string read = cached ? ", the row cached in registers (one read)" : c.is_map ? ", the row read again to write it" : online;
+  const std::string read = cached     ? ", the row cached in registers (one read)"
+                           : c.is_map ? ", the row read again to write it"
+                                      : online;
   return c.is_map ? fmt::format(", the row's {} then every element{}", c.plan.reduce_op, read) : read;
 }
 
@@ -249,7 +259,8 @@ std::string cache_row(const Ctx& c, int threads, const std::string& pad, const s
   k += "#pragma unroll\n";
   k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(units, threads));
   k += fmt::format("    const int v = ch * {} + lane;\n", threads);
-  k += fmt::format("    cache[ch] = {};\n", guard ? fmt::format("v < {} ? {} : {}", v4 ? "R / 4" : "R", load, padded) : load);
+  k += fmt::format("    cache[ch] = {};\n",
+                   guard ? fmt::format("v < {} ? {} : {}", v4 ? "R / 4" : "R", load, padded) : load);
   return k + fold + "  }\n";
 }
 
@@ -294,8 +305,12 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
     if (cached) {
       k += "  float a = " + init(op) + ";\n";
       k += cache_row(c, threads, init(op),
-                     "    a = " + (v4 ? combine(op, "a", combine(op, combine(op, "cache[ch].x", "cache[ch].y"), combine(op, "cache[ch].z", "cache[ch].w")))
-                                     : combine(op, "a", "cache[ch]")) + ";\n");
+                     "    a = " +
+                         (v4 ? combine(op, "a",
+                                       combine(op, combine(op, "cache[ch].x", "cache[ch].y"),
+                                               combine(op, "cache[ch].z", "cache[ch].w")))
+                             : combine(op, "a", "cache[ch]")) +
+                         ";\n");
     } else {
       k += accumulate(c, threads, op);
     }
@@ -309,7 +324,8 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
       k += "  const float4* row4 = reinterpret_cast<const float4*>(row);\n";
       k += fmt::format("  for (int v = lane; v < R / 4; v += {}) {{\n", threads);
       k += "    const float4 q = row4[v];\n";
-      k += "    mb_online(m, sum, q.x);\n    mb_online(m, sum, q.y);\n    mb_online(m, sum, q.z);\n    mb_online(m, sum, q.w);\n  }\n";
+      k += "    mb_online(m, sum, q.x);\n    mb_online(m, sum, q.y);\n    mb_online(m, sum, q.z);\n    mb_online(m, "
+           "sum, q.w);\n  }\n";
     } else {
       k += fmt::format("  for (int r = lane; r < R; r += {}) mb_online(m, sum, row[r]);\n", threads);
     }
@@ -326,7 +342,8 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
   k += "  float sum = 0.0f;\n";
   k += "#pragma unroll\n";
   k += fmt::format("  for (int ch = 0; ch < {}; ++ch) {{\n", gpu::ceil_div(row_units(c), threads));
-  k += v4 ? "    sum += (expf(cache[ch].x - m) + expf(cache[ch].y - m)) + (expf(cache[ch].z - m) + expf(cache[ch].w - m));\n"
+  k += v4 ? "    sum += (expf(cache[ch].x - m) + expf(cache[ch].y - m)) + (expf(cache[ch].z - m) + expf(cache[ch].w - "
+            "m));\n"
           : "    sum += expf(cache[ch] - m);\n";
   k += "  }\n";
   k += "  sum = " + reduce("sum", "sum") + ";\n";
@@ -335,15 +352,14 @@ std::string row_body(const Ctx& c, int threads, bool cached, const Reducer& redu
 }
 
 // Floats a thread would hold to cache the row; caching is offered up to 64.
-int64_t cached_floats(const Ctx& c, int threads) {
-  return gpu::ceil_div(row_units(c), threads) * (c.vec4() ? 4 : 1);
-}
+int64_t cached_floats(const Ctx& c, int threads) { return gpu::ceil_div(row_units(c), threads) * (c.vec4() ? 4 : 1); }
 
 Design row_per_warp(const Ctx& c, int warps, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define OUTER {}\n#define WPB {}\n\n", c.r, c.outer, warps);
-  if (c.is_reduce || c.is_map) k += helpers(op_name(c.plan.reduce_op));
+  if (c.is_reduce || c.is_map)
+    k += helpers(op_name(c.plan.reduce_op));
   else {
     k += kSoftmaxHelpers;
     if (cached) k += helpers("max") + helpers("sum");
@@ -367,8 +383,9 @@ Design row_per_warp(const Ctx& c, int warps, bool cached) {
   d.actions = {"cuda.row-per-warp", "cuda.warp-shuffle-reduction"};
   for (auto& a : tail_actions(c, cached)) d.actions.push_back(a);
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
-                              gpu::ceil_div(c.outer, warps), warps * 32, call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
+                  gpu::ceil_div(c.outer, warps), warps * 32, call_args(tensors));
   return d;
 }
 
@@ -376,14 +393,17 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
   const auto tensors = gpu::plan_tensors(c.plan);
   std::string k;
   k += fmt::format("#define R {}\n#define BLOCK {}\n\n", c.r, block);
-  if (c.is_reduce || c.is_map) k += helpers(op_name(c.plan.reduce_op));
+  if (c.is_reduce || c.is_map)
+    k += helpers(op_name(c.plan.reduce_op));
   else {
     k += kSoftmaxHelpers;
     if (cached) k += helpers("max") + helpers("sum");
   }
   k += fmt::format("__global__ void __launch_bounds__(BLOCK) mb_rows({}) {{\n", kernel_params(tensors));
-  if (c.is_reduce || c.is_map || cached) k += "  __shared__ float sh[33];\n";
-  else k += "  __shared__ float sh_m[33], sh_s[33];\n";
+  if (c.is_reduce || c.is_map || cached)
+    k += "  __shared__ float sh[33];\n";
+  else
+    k += "  __shared__ float sh_m[33], sh_s[33];\n";
   k += "  const int lane = threadIdx.x;\n";
   k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
   k += "  const float* row = " + c.x + " + o * R;\n";
@@ -402,8 +422,9 @@ Design row_per_block(const Ctx& c, int block, bool cached) {
   d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning"};
   for (auto& a : tail_actions(c, cached)) d.actions.push_back(a);
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n", c.outer,
-                              block, call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n", c.outer,
+                  block, call_args(tensors));
   return d;
 }
 
@@ -451,16 +472,17 @@ Design column_per_thread(const Ctx& c, int block) {
   Design d;
   d.family = "cuda.reduce.column-per-thread";
   d.params = {{"block", block}};
-  d.description = fmt::format("one thread per (outer, inner) column, coalesced across threads, {}-thread blocks", block);
+  d.description =
+      fmt::format("one thread per (outer, inner) column, coalesced across threads, {}-thread blocks", block);
   d.actions = {"cuda.coalesced-global-access"};
   if (!c.is_reduce) d.actions.push_back("cuda.online-softmax");
   if (!c.is_reduce || gpu::expr_has_ops(c.plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
-                              gpu::ceil_div(c.outer * c.inner, block), block, call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
+                  gpu::ceil_div(c.outer * c.inner, block), block, call_args(tensors));
   return d;
 }
-
 
 // Reductions only: a block of 32 neighbouring columns x `slices` threads, thread (x, y) reducing
 // rows y, y + slices, ... of column x; the slices' results meet in shared memory. One thread per
@@ -470,11 +492,13 @@ Design column_split(const Ctx& c, int slices) {
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string op = op_name(c.plan.reduce_op);
   std::string k;
-  k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n#define SLICES {}\n\n", c.r, c.inner, c.outer * c.inner, slices);
+  k += fmt::format("#define R {}\n#define INNER {}\n#define COLUMNS {}\n#define SLICES {}\n\n", c.r, c.inner,
+                   c.outer * c.inner, slices);
   k += fmt::format("__global__ void __launch_bounds__({}) mb_columns({}) {{\n", 32 * slices, kernel_params(tensors));
   k += "  __shared__ float part[SLICES][33];\n";
   k += fmt::format("  const {0} g = static_cast<{0}>(blockIdx.x) * 32 + threadIdx.x;\n", c.idx);
-  k += fmt::format("  const {} gc = g < COLUMNS ? g : COLUMNS - 1;  // past the end: a real column, its result unused\n", c.idx);
+  k += fmt::format(
+      "  const {} gc = g < COLUMNS ? g : COLUMNS - 1;  // past the end: a real column, its result unused\n", c.idx);
   k += fmt::format("  const {} o = gc / INNER, i = gc - o * INNER;\n", c.idx);
   k += "  const float* col = " + c.x + " + o * R * INNER + i;\n";
   k += column_loop(c, op, "threadIdx.y", "SLICES");
@@ -488,12 +512,14 @@ Design column_split(const Ctx& c, int slices) {
   Design d;
   d.family = "cuda.reduce.column-split";
   d.params = {{"slices", slices}};
-  d.description = fmt::format("32 columns per block, each column's axis split over {} threads, shared memory to combine", slices);
+  d.description =
+      fmt::format("32 columns per block, each column's axis split over {} threads, shared memory to combine", slices);
   d.actions = {"cuda.coalesced-global-access", "cuda.two-level-block-reduction", "cuda.block-size-tuning"};
   if (gpu::expr_has_ops(c.plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_columns<<<{}, dim3(32, {}), 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
-                              gpu::ceil_div(c.outer * c.inner, 32), slices, call_args(tensors));
+  d.launch_code = fmt::format(
+      "  mb_columns<<<{}, dim3(32, {}), 0, stream>>>({});\n  if (mb_launched(\"mb_columns\") != 0) return -1;\n",
+      gpu::ceil_div(c.outer * c.inner, 32), slices, call_args(tensors));
   return d;
 }
 
@@ -509,13 +535,16 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   k += fmt::format("__global__ void __launch_bounds__({}) mb_rows({}) {{\n", block, kernel_params(tensors));
   if (warp) {
     k += "  const int lane = threadIdx.x & 31;\n";
-    k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x) * {1} + (threadIdx.x >> 5);\n", c.idx, rows_per_block);
+    k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x) * {1} + (threadIdx.x >> 5);\n", c.idx,
+                     rows_per_block);
     k += "  if (o >= OUTER) return;  // the whole warp leaves together\n";
   } else {
     k += "  __shared__ float sh[33];\n  const int lane = threadIdx.x;\n";
     k += fmt::format("  const {0} o = static_cast<{0}>(blockIdx.x);\n", c.idx);
   }
-  auto sum = [&](const std::string& v) { return warp ? "mb_warp_sum(" + v + ")" : fmt::format("mb_block_sum({}, sh, {})", v, block / 32); };
+  auto sum = [&](const std::string& v) {
+    return warp ? "mb_warp_sum(" + v + ")" : fmt::format("mb_block_sum({}, sh, {})", v, block / 32);
+  };
   k += "  const float* row = " + c.x + " + o * R;\n";
   if (c.plan.rms) {
     k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
@@ -523,8 +552,10 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
     k += fmt::format("  float s = 0.0f;\n  for (int r = lane; r < R; r += {}) s += row[r];\n", threads_per_row);
     k += "  const float mean = " + sum("s") + " / static_cast<float>(R);\n";
   }
-  k += fmt::format("  float d = 0.0f;\n  for (int r = lane; r < R; r += {}) {{\n    const float t = row[r] - mean;\n    d += t * t;\n  }}\n",
-                   threads_per_row);
+  k += fmt::format(
+      "  float d = 0.0f;\n  for (int r = lane; r < R; r += {}) {{\n    const float t = row[r] - mean;\n    d += t * "
+      "t;\n  }}\n",
+      threads_per_row);
   k += "  const float rstd = rsqrtf(" + sum("d") + " / static_cast<float>(R) + EPS);\n";
   k += fmt::format("  for (int r = lane; r < R; r += {}) {{\n", threads_per_row);
   k += fmt::format("    const {} i = o * R + r;\n", c.idx);
@@ -534,15 +565,18 @@ Design layernorm_rows(const Ctx& c, int threads_per_row, int rows_per_block) {
   Design d;
   d.family = warp ? "cuda.layernorm.row-per-warp" : "cuda.layernorm.row-per-block";
   d.params = warp ? nlohmann::json{{"warps_per_block", rows_per_block}} : nlohmann::json{{"block", block}};
-  d.description = fmt::format("{}: {} per row, {} for the mean and then the variance", c.plan.rms ? "rmsnorm (no mean)" : "layernorm",
+  d.description = fmt::format("{}: {} per row, {} for the mean and then the variance",
+                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm",
                               warp ? "one warp" : fmt::format("one {}-thread block", block),
                               warp ? "shuffle reductions" : "shuffles then shared memory");
-  d.actions = warp ? std::vector<std::string>{"cuda.row-per-warp", "cuda.warp-shuffle-reduction", "cuda.fuse-elementwise-epilogue"}
-                   : std::vector<std::string>{"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
-                                              "cuda.fuse-elementwise-epilogue"};
+  d.actions = warp ? std::vector<std::string>{"cuda.row-per-warp", "cuda.warp-shuffle-reduction",
+                                              "cuda.fuse-elementwise-epilogue"}
+                   : std::vector<std::string>{"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction",
+                                              "cuda.block-size-tuning", "cuda.fuse-elementwise-epilogue"};
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
-                              warp ? gpu::ceil_div(c.outer, rows_per_block) : c.outer, block, call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_rows\") != 0) return -1;\n",
+                  warp ? gpu::ceil_div(c.outer, rows_per_block) : c.outer, block, call_args(tensors));
   return d;
 }
 
@@ -556,11 +590,17 @@ Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
   const int64_t chunks = gpu::ceil_div(c.r, chunk);
   const int warps = block / 32;
   std::string k;
-  k += fmt::format("#define R {}\n#define CHUNK {}\n#define CHUNKS {}\n#define EPS {:.9g}f\n\n", c.r, chunk, chunks, c.eps);
+  k += fmt::format("#define R {}\n#define CHUNK {}\n#define CHUNKS {}\n#define EPS {:.9g}f\n\n", c.r, chunk, chunks,
+                   c.eps);
   k += helpers("sum");
   // the length of piece j of a row
-  k += fmt::format("__device__ __forceinline__ float mb_piece_n(int j) {{ return static_cast<float>(j + 1 < CHUNKS ? CHUNK : R - static_cast<{}>(j) * CHUNK); }}\n\n", c.idx);
-  k += fmt::format("__global__ void __launch_bounds__({}) mb_ln_part(const float* __restrict__ x, float* __restrict__ part) {{\n", block);
+  k += fmt::format(
+      "__device__ __forceinline__ float mb_piece_n(int j) {{ return static_cast<float>(j + 1 < CHUNKS ? CHUNK : R - "
+      "static_cast<{}>(j) * CHUNK); }}\n\n",
+      c.idx);
+  k += fmt::format(
+      "__global__ void __launch_bounds__({}) mb_ln_part(const float* __restrict__ x, float* __restrict__ part) {{\n",
+      block);
   k += "  __shared__ float sh[33];\n";
   k += fmt::format("  const int j = blockIdx.x;\n  const {0} o = static_cast<{0}>(blockIdx.y);\n", c.idx);
   k += fmt::format("  const float* row = x + o * R;\n  const {0} begin = static_cast<{0}>(j) * CHUNK;\n", c.idx);
@@ -568,24 +608,28 @@ Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
   if (c.plan.rms) {  // the pieces' means are 0, and so is the row's that mb_ln_apply combines
     k += "  const float mean = 0.0f;  // RMSNorm: no mean subtracted\n";
   } else {
-    k += fmt::format("  float s = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) s += row[r];\n", c.idx, block);
+    k += fmt::format("  float s = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) s += row[r];\n", c.idx,
+                     block);
     k += fmt::format("  const float mean = mb_block_sum(s, sh, {}) / mb_piece_n(j);\n", warps);
   }
   k += fmt::format("  float d = 0.0f;\n  for ({} r = begin + threadIdx.x; r < end; r += {}) {{\n", c.idx, block);
   k += "    const float t = row[r] - mean;\n    d += t * t;\n  }\n";
   k += fmt::format("  const float m2 = mb_block_sum(d, sh, {});\n", warps);
-  k += "  if (threadIdx.x == 0) {\n    part[(o * CHUNKS + j) * 2] = mean;\n    part[(o * CHUNKS + j) * 2 + 1] = m2;\n  }\n}\n\n";
+  k += "  if (threadIdx.x == 0) {\n    part[(o * CHUNKS + j) * 2] = mean;\n    part[(o * CHUNKS + j) * 2 + 1] = m2;\n  "
+       "}\n}\n\n";
   k += fmt::format("__global__ void __launch_bounds__({}) mb_ln_apply({}, const float* __restrict__ part) {{\n", block,
                    kernel_params(tensors));
   k += "  __shared__ float sh[33];\n";
   k += fmt::format("  const int j = blockIdx.x;\n  const {0} o = static_cast<{0}>(blockIdx.y);\n", c.idx);
   k += "  const float* pr = part + o * CHUNKS * 2;\n";
-  k += fmt::format("  float ws = 0.0f;\n  for (int q = threadIdx.x; q < CHUNKS; q += {}) ws += mb_piece_n(q) * pr[2 * q];\n", block);
+  k += fmt::format(
+      "  float ws = 0.0f;\n  for (int q = threadIdx.x; q < CHUNKS; q += {}) ws += mb_piece_n(q) * pr[2 * q];\n", block);
   k += fmt::format("  const float mean = mb_block_sum(ws, sh, {}) / static_cast<float>(R);\n", warps);
   k += fmt::format("  float m2 = 0.0f;\n  for (int q = threadIdx.x; q < CHUNKS; q += {}) {{\n", block);
   k += "    const float dm = pr[2 * q] - mean;\n    m2 += pr[2 * q + 1] + mb_piece_n(q) * dm * dm;\n  }\n";
   k += fmt::format("  const float rstd = rsqrtf(mb_block_sum(m2, sh, {}) / static_cast<float>(R) + EPS);\n", warps);
-  k += fmt::format("  const float* row = {} + o * R;\n  const {} begin = static_cast<{}>(j) * CHUNK;\n", c.x, c.idx, c.idx);
+  k += fmt::format("  const float* row = {} + o * R;\n  const {} begin = static_cast<{}>(j) * CHUNK;\n", c.x, c.idx,
+                   c.idx);
   k += fmt::format("  const {0} end = begin + CHUNK < R ? begin + CHUNK : R;\n", c.idx);
   k += fmt::format("  for ({} r = begin + threadIdx.x; r < end; r += {}) {{\n", c.idx, block);
   k += fmt::format("    const {} i = o * R + r;\n", c.idx);
@@ -595,8 +639,9 @@ Design layernorm_split(const Ctx& c, int block, int64_t chunk) {
   Design d;
   d.family = "cuda.layernorm.split-row";
   d.params = {{"block", block}, {"chunk", chunk}};
-  d.description = fmt::format("{}: each row in {}-element pieces over {}-thread blocks, the pieces' (mean, M2) combined",
-                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", chunk, block);
+  d.description =
+      fmt::format("{}: each row in {}-element pieces over {}-thread blocks, the pieces' (mean, M2) combined",
+                  c.plan.rms ? "rmsnorm (no mean)" : "layernorm", chunk, block);
   d.actions = {"cuda.two-level-block-reduction", "cuda.warp-shuffle-reduction", "cuda.block-size-tuning",
                "cuda.fuse-elementwise-epilogue"};
   d.state_fields = "  float* part = nullptr;  // each row piece's (mean, M2)\n";
@@ -635,7 +680,8 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
     // a long chain tries few of a cheap stage's designs (gpu::chain_combinations), and a warp or
     // a block per row leaves most of the GPU idle here.
     if (c.outer <= 1024 && c.r >= 32768)
-      for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}}) v.push_back(layernorm_split(c, block, chunk));
+      for (auto [block, chunk] : {std::pair<int, int64_t>{256, 8192}, {512, 32768}})
+        v.push_back(layernorm_split(c, block, chunk));
     // Long rows: a block per row first (a warp cannot keep enough loads in flight for such a row;
     // seed action cuda.block-per-long-row has the figures); short rows: warps.
     const bool long_rows = c.r >= 4096;
@@ -667,8 +713,10 @@ std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& pro
       if (!cached || cached_floats(c, block) <= 64) v.push_back(row_per_block(c, block, cached));
   };
   for (bool cached : c.is_reduce ? std::vector<bool>{false} : std::vector<bool>{true, false}) {
-    if (long_rows) block_designs(cached), warp_designs(cached);
-    else warp_designs(cached), block_designs(cached);
+    if (long_rows)
+      block_designs(cached), warp_designs(cached);
+    else
+      warp_designs(cached), block_designs(cached);
   }
   return v;
 }

@@ -54,19 +54,22 @@ Design rows(const KernelPlan& plan, const Problem& problem, int block, int per_t
   k += "    const float before = carry + ex, bb = before - carry;\n";
   k += "    const float lo = (((pl + incl_low) + (d_err + ex_err)) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
   k += gpu::scan_tile_store(plan, kCuda, idx, "    ");
-  k += "    const float y = (warp_total[WARPS - 1] + warp_low[WARPS - 1]) - comp, t = carry + y;\n    comp = (t - carry) - y;\n    carry = t;\n";
+  k += "    const float y = (warp_total[WARPS - 1] + warp_low[WARPS - 1]) - comp, t = carry + y;\n    comp = (t - "
+       "carry) - y;\n    carry = t;\n";
   k += "    __syncthreads();  // warp_total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "cuda.scan.block-rows";
   d.params = {{"block", block}, {"per_thread", per_thread}};
-  d.description = fmt::format("inclusive scan, one {}-thread block per row in tiles of {} ({} consecutive elements per thread), "
-                              "warp shuffles and a shared-memory pass for the prefix, the tile's total carried{}",
-                              block, block * per_thread, per_thread, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.description = fmt::format(
+      "inclusive scan, one {}-thread block per row in tiles of {} ({} consecutive elements per thread), "
+      "warp shuffles and a shared-memory pass for the prefix, the tile's total carried{}",
+      block, block * per_thread, per_thread, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"cuda.warp-shuffle-reduction", "cuda.block-size-tuning", "cuda.shared-memory-tiling"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_scan_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_rows\") != 0) return -1;\n",
-                              r.outer, block, call_args(tensors));
+  d.launch_code =
+      fmt::format("  mb_scan_rows<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_rows\") != 0) return -1;\n",
+                  r.outer, block, call_args(tensors));
   return d;
 }
 
@@ -83,13 +86,14 @@ Design columns(const KernelPlan& plan, const Problem& problem, int block) {
   Design d;
   d.family = "cuda.scan.columns";
   d.params = {{"block", block}};
-  d.description = fmt::format("inclusive scan, one thread per column walking the axis in order, {}-thread blocks{}", block,
-                              gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.description = fmt::format("inclusive scan, one thread per column walking the axis in order, {}-thread blocks{}",
+                              block, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.device_code = k;
-  d.launch_code = fmt::format("  mb_scan_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_columns\") != 0) return -1;\n",
-                              gpu::ceil_div(r.outer * r.inner, block), block, call_args(tensors));
+  d.launch_code = fmt::format(
+      "  mb_scan_columns<<<{}, {}, 0, stream>>>({});\n  if (mb_launched(\"mb_scan_columns\") != 0) return -1;\n",
+      gpu::ceil_div(r.outer * r.inner, block), block, call_args(tensors));
   return d;
 }
 

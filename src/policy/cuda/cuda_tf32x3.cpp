@@ -31,10 +31,12 @@ std::string wgmma_wrapper(int bn) {
     outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
   }
   std::string s;
-  s += "__device__ __forceinline__ void mb_wgmma(float* d, unsigned long long da, unsigned long long db, int accumulate) {\n";
+  s += "__device__ __forceinline__ void mb_wgmma(float* d, unsigned long long da, unsigned long long db, int "
+       "accumulate) {\n";
   s += fmt::format("  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\n\"\n", regs + 2);
-  s += fmt::format("               \"wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32 {{{}}}, %{}, %{}, p, 1, 1;\\n}}\\n\"\n", bn, list,
-                   regs, regs + 1);
+  s += fmt::format(
+      "               \"wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32 {{{}}}, %{}, %{}, p, 1, 1;\\n}}\\n\"\n", bn,
+      list, regs, regs + 1);
   s += "               : " + outs + "\n";
   s += "               : \"l\"(da), \"l\"(db), \"r\"(accumulate));\n}\n\n";
   return s;
@@ -116,7 +118,8 @@ std::string fill(std::string text, const std::vector<std::pair<std::string, std:
 // The product kernel, reading the split operands; the plan's epilogue maps (o, v) to the stored value.
 std::string product_kernel(const KernelPlan& plan, const Shape& sh, const std::string& idx, int bn, int stages) {
   const auto tensors = gpu::plan_tensors(plan);
-  std::string k = R"CU(__global__ void __launch_bounds__(256, 1) mb_tf32x3(@PARAMS@, const float* __restrict__ ab, const float* __restrict__ as,
+  std::string k =
+      R"CU(__global__ void __launch_bounds__(256, 1) mb_tf32x3(@PARAMS@, const float* __restrict__ ab, const float* __restrict__ as,
                                                     const float* __restrict__ bb, const float* __restrict__ bs) {
   constexpr int M = @M@, N = @N@, K = @K@, BN = @BN@, STAGES = @STAGES@;
   constexpr int A_BYTES = 128 * 32 * 4, B_BYTES = BN * 32 * 4, STAGE_BYTES = 2 * A_BYTES + 2 * B_BYTES, KT = (K + 31) / 32;
@@ -210,10 +213,11 @@ std::string product_kernel(const KernelPlan& plan, const Shape& sh, const std::s
 }
 
 // Launch code that splits one operand into (big, small), transposing when it is stored [.][k][rows].
-std::string split_launch(const std::string& src, const std::string& big, const std::string& small, int64_t mats, int64_t rows, int64_t k,
-                         bool transposed) {
+std::string split_launch(const std::string& src, const std::string& big, const std::string& small, int64_t mats,
+                         int64_t rows, int64_t k, bool transposed) {
   const std::string args = fmt::format("{}, {}, {}", src, big, small);
-  if (!transposed) return grid_stride_launch("mb_split", 256, mats * rows * k, fmt::format("{}, {}LL", args, mats * rows * k), true);
+  if (!transposed)
+    return grid_stride_launch("mb_split", 256, mats * rows * k, fmt::format("{}, {}LL", args, mats * rows * k), true);
   // stored [mats][k][rows]: the tile kernel reads k rows of `rows` columns
   std::string s = "  {\n";
   s += fmt::format("    const dim3 grid({}, {}, {});\n", gpu::ceil_div(rows, 32), gpu::ceil_div(k, 32), mats);
@@ -222,51 +226,64 @@ std::string split_launch(const std::string& src, const std::string& big, const s
   return s + "  }\n";
 }
 
-Design design(const KernelPlan& p, const Shape& sh, const std::string& idx, const std::string& a, const std::string& b, int bn, int stages) {
+Design design(const KernelPlan& p, const Shape& sh, const std::string& idx, const std::string& a, const std::string& b,
+              int bn, int stages) {
   const int64_t a_mats = sh.a_batched ? sh.batch : 1, b_mats = sh.b_batched ? sh.batch : 1;
   const int64_t a_floats = a_mats * sh.m * sh.k, b_floats = b_mats * sh.n * sh.k;
   const int smem = stages * (2 * kBm * kBk * 4 + 2 * bn * kBk * 4) + 1024;
   Design d;
   d.family = "cuda.matmul.tf32x3";
   d.params = {{"bn", bn}, {"stages", stages}};
-  d.description = fmt::format("3xTF32 (split-precision TF32 wgmma, FP32 partial sums per 32-deep slice), 128x{} tile per {}-thread block, "
-                              "{} stages of cp.async{}",
-                              bn, kThreads, stages, has_epilogue(p) ? ", epilogue fused" : "");
-  d.actions = {"cuda.hopper-wgmma", "cuda.split-tf32-fp32-products", "cuda.shared-memory-tiling", "cuda.async-copy-cp-async",
-               "cuda.multistage-pipeline", "cuda.dynamic-shared-memory-opt-in"};
+  d.description = fmt::format(
+      "3xTF32 (split-precision TF32 wgmma, FP32 partial sums per 32-deep slice), 128x{} tile per {}-thread block, "
+      "{} stages of cp.async{}",
+      bn, kThreads, stages, has_epilogue(p) ? ", epilogue fused" : "");
+  d.actions = {"cuda.hopper-wgmma",        "cuda.split-tf32-fp32-products", "cuda.shared-memory-tiling",
+               "cuda.async-copy-cp-async", "cuda.multistage-pipeline",      "cuda.dynamic-shared-memory-opt-in"};
   if (has_epilogue(p)) d.actions.push_back("cuda.fuse-elementwise-epilogue");
   d.state_fields =
       "  float* x3_ab = nullptr;  // A's TF32 halves, [batch][m][k]\n  float* x3_as = nullptr;\n"
       "  float* x3_bb = nullptr;  // B's, [batch][n][k]\n  float* x3_bs = nullptr;\n";
-  for (const auto& [field, floats] : std::vector<std::pair<std::string, int64_t>>{{"x3_ab", a_floats}, {"x3_as", a_floats}, {"x3_bb", b_floats}, {"x3_bs", b_floats}}) {
-    d.init_code += fmt::format("  if (cudaMalloc(&s->{0}, {1}ULL * sizeof(float)) != cudaSuccess) {{\n    s->{0} = nullptr;\n", field, floats);
-    d.init_code += fmt::format("    return mb_free(s), mb_fail(\"cudaMalloc of the split operand {} ({} floats) failed\");\n  }}\n", field, floats);
+  for (const auto& [field, floats] : std::vector<std::pair<std::string, int64_t>>{
+           {"x3_ab", a_floats}, {"x3_as", a_floats}, {"x3_bb", b_floats}, {"x3_bs", b_floats}}) {
+    d.init_code += fmt::format(
+        "  if (cudaMalloc(&s->{0}, {1}ULL * sizeof(float)) != cudaSuccess) {{\n    s->{0} = nullptr;\n", field, floats);
+    d.init_code += fmt::format(
+        "    return mb_free(s), mb_fail(\"cudaMalloc of the split operand {} ({} floats) failed\");\n  }}\n", field,
+        floats);
     d.free_code += fmt::format("  if (s->{0}) cudaFree(s->{0});\n", field);
   }
   d.device_code = kHelpers + wgmma_wrapper(bn) + product_kernel(p, sh, idx, bn, stages);
   d.launch_code += split_launch(a, "s->x3_ab", "s->x3_as", a_mats, sh.m, sh.k, p.a_transposed);
   d.launch_code += split_launch(b, "s->x3_bb", "s->x3_bs", b_mats, sh.n, sh.k, !p.b_transposed);
   d.launch_code += "  {\n";
-  d.launch_code += fmt::format("    const cudaError_t e = cudaFuncSetAttribute(mb_tf32x3, cudaFuncAttributeMaxDynamicSharedMemorySize, {});\n", smem);
-  d.launch_code += "    if (e != cudaSuccess) return mb_fail(\"cudaFuncSetAttribute(mb_tf32x3, %d bytes of shared memory) failed: %s\", " +
-                   std::to_string(smem) + ", cudaGetErrorString(e));\n";
-  d.launch_code += fmt::format("    const dim3 grid({}, {}, {});\n", gpu::ceil_div(sh.n, bn), gpu::ceil_div(sh.m, kBm), sh.batch);
-  d.launch_code += fmt::format("    mb_tf32x3<<<grid, {}, {}, stream>>>({}, s->x3_ab, s->x3_as, s->x3_bb, s->x3_bs);\n", kThreads, smem,
-                               call_args(gpu::plan_tensors(p)));
+  d.launch_code += fmt::format(
+      "    const cudaError_t e = cudaFuncSetAttribute(mb_tf32x3, cudaFuncAttributeMaxDynamicSharedMemorySize, {});\n",
+      smem);
+  d.launch_code +=
+      "    if (e != cudaSuccess) return mb_fail(\"cudaFuncSetAttribute(mb_tf32x3, %d bytes of shared memory) failed: "
+      "%s\", " +
+      std::to_string(smem) + ", cudaGetErrorString(e));\n";
+  d.launch_code +=
+      fmt::format("    const dim3 grid({}, {}, {});\n", gpu::ceil_div(sh.n, bn), gpu::ceil_div(sh.m, kBm), sh.batch);
+  d.launch_code += fmt::format("    mb_tf32x3<<<grid, {}, {}, stream>>>({}, s->x3_ab, s->x3_as, s->x3_bb, s->x3_bs);\n",
+                               kThreads, smem, call_args(gpu::plan_tensors(p)));
   d.launch_code += "    if (mb_launched(\"mb_tf32x3\") != 0) return -1;\n  }\n";
   return d;
 }
 
 }  // namespace
 
-std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a, const std::string& b) {
+std::vector<Design> tf32x3_matmul_designs(const KernelPlan& plan, const std::string& idx, const std::string& a,
+                                          const std::string& b) {
   Shape sh{plan.batch, plan.m, plan.n, plan.k, plan.a_batched, plan.b_batched};
   if (sh.batch > 1 && sh.a_batched && !sh.b_batched && !plan.a_transposed) {
     sh.m *= sh.batch;  // the batches of A stacked: one taller product
     sh.batch = 1;
   }
   // cp.async copies 16-byte chunks of rows of K floats; the grid's y and z are 16-bit.
-  if (sh.k % 4 != 0 || sh.batch > 65535 || gpu::ceil_div(sh.m, kBm) > 65535 || sh.m > 0x7fffffff || sh.n > 0x7fffffff || sh.k > 0x7fffffff)
+  if (sh.k % 4 != 0 || sh.batch > 65535 || gpu::ceil_div(sh.m, kBm) > 65535 || sh.m > 0x7fffffff || sh.n > 0x7fffffff ||
+      sh.k > 0x7fffffff)
     return {};
   std::vector<Design> v;
   v.push_back(design(plan, sh, idx, a, b, 256, 2));

@@ -36,12 +36,14 @@ static int mb_fail(const char* fmt, ...) {
   s += gpu::host_shape_check(problem, "mb_fail");
   s += "\nstruct mb_state {\n  int sms = 0;  // streaming multiprocessors, to size grid-stride grids\n";
   if (d.cublas) s += "  cublasHandle_t handle = nullptr;\n";
-  if (!d.temps.empty()) s += fmt::format("  float* tmp[{}] = {{}};  // intermediate tensors between the kernels\n", d.temps.size());
+  if (!d.temps.empty())
+    s += fmt::format("  float* tmp[{}] = {{}};  // intermediate tensors between the kernels\n", d.temps.size());
   s += d.state_fields;
   s += "};\n\n";
   s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
   if (d.cublas) s += "  if (s->handle) cublasDestroy(s->handle);\n";
-  if (!d.temps.empty()) s += fmt::format("  for (int i = 0; i < {}; ++i)\n    if (s->tmp[i]) cudaFree(s->tmp[i]);\n", d.temps.size());
+  if (!d.temps.empty())
+    s += fmt::format("  for (int i = 0; i < {}; ++i)\n    if (s->tmp[i]) cudaFree(s->tmp[i]);\n", d.temps.size());
   s += d.free_code;
   s += "  delete s;\n}\n\n";
   s += R"CXX(static int mb_init(const mblast_context* ctx, mb_state** out) {
@@ -53,27 +55,34 @@ static int mb_fail(const char* fmt, ...) {
   if (s->sms < 1) s->sms = 1;
 )CXX";
   for (size_t i = 0; i < d.temps.size(); ++i) {
-    s += fmt::format("  if (cudaMalloc(&s->tmp[{0}], {1}ULL * sizeof(float)) != cudaSuccess) {{\n    s->tmp[{0}] = nullptr;\n", i, d.temps[i]);
-    s += fmt::format("    return mb_free(s), mb_fail(\"cudaMalloc of intermediate tensor {} ({} floats) failed\");\n  }}\n", i, d.temps[i]);
+    s += fmt::format(
+        "  if (cudaMalloc(&s->tmp[{0}], {1}ULL * sizeof(float)) != cudaSuccess) {{\n    s->tmp[{0}] = nullptr;\n", i,
+        d.temps[i]);
+    s += fmt::format(
+        "    return mb_free(s), mb_fail(\"cudaMalloc of intermediate tensor {} ({} floats) failed\");\n  }}\n", i,
+        d.temps[i]);
   }
   if (d.cublas) {
     s += "  cublasStatus_t st = cublasCreate(&s->handle);\n";
     s += "  if (st != CUBLAS_STATUS_SUCCESS) {\n    s->handle = nullptr;\n";
     s += "    return mb_free(s), mb_fail(\"cublasCreate failed with status %d\", static_cast<int>(st));\n  }\n";
-    s += std::string("  st = cublasSetMathMode(s->handle, ") + (d.tf32 ? "CUBLAS_TF32_TENSOR_OP_MATH" : "CUBLAS_DEFAULT_MATH") + ");\n";
-    s += "  if (st != CUBLAS_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cublasSetMathMode failed with status %d\", static_cast<int>(st));\n";
+    s += std::string("  st = cublasSetMathMode(s->handle, ") +
+         (d.tf32 ? "CUBLAS_TF32_TENSOR_OP_MATH" : "CUBLAS_DEFAULT_MATH") + ");\n";
+    s += "  if (st != CUBLAS_STATUS_SUCCESS) return mb_free(s), mb_fail(\"cublasSetMathMode failed with status %d\", "
+         "static_cast<int>(st));\n";
   }
   s += d.init_code;
   s += "  *out = s;\n  return 0;\n}\n\n";
   s += d.device_code;
-  s += "\nstatic int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
+  s += "\nstatic int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* "
+       "par,\n";
   s += "                      mblast_tensor* out) {\n";
   s += "  (void)s;\n  (void)in;\n  (void)par;\n";
   s += "  cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);\n";
   s += "  float* out0 = static_cast<float*>(out[0].data);\n";
   for (const auto& t : gpu::plan_tensors(plan))
-    s += fmt::format("  const float* {} = static_cast<const float*>({}[{}].data);\n", gpu::buffer_name(t), t.is_param ? "par" : "in",
-                     t.index);
+    s += fmt::format("  const float* {} = static_cast<const float*>({}[{}].data);\n", gpu::buffer_name(t),
+                     t.is_param ? "par" : "in", t.index);
   s += d.launch_code;
   s += "  return 0;\n}\n\n";
   s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
@@ -128,13 +137,15 @@ void add_inplace_epilogue(Design& d, const KernelPlan& p, const std::string& idx
   k += fmt::format("#define TOTAL {}\n\n", p.out_numel);
   k += "__global__ void __launch_bounds__(256) mb_epilogue(" + kernel_params(leaves) + ") {\n";
   k += fmt::format("  const {0} stride = static_cast<{0}>(gridDim.x) * 256;\n", idx);
-  k += fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * 256 + threadIdx.x; i < TOTAL; i += stride) {{\n", idx);
+  k +=
+      fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * 256 + threadIdx.x; i < TOTAL; i += stride) {{\n", idx);
   k += "    const float acc = out[i];\n";
   k += "    out[i] = " + gpu::render_at(p, kCuda, "i", "acc") + ";\n  }\n}\n";
   d.device_code += k;
   std::string launch;
   launch += "  {\n";
-  launch += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * 8;\n", gpu::ceil_div(p.out_numel, 256));
+  launch += fmt::format("    const long long need = {}, cap = static_cast<long long>(s->sms) * 8;\n",
+                        gpu::ceil_div(p.out_numel, 256));
   launch += "    const unsigned grid = static_cast<unsigned>(need < cap ? need : cap);\n";
   launch += "    mb_epilogue<<<grid, 256, 0, stream>>>(" + call_args(leaves) + ");\n";
   launch += "    if (mb_launched(\"mb_epilogue\") != 0) return -1;\n  }\n";
@@ -148,7 +159,8 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
   v.params = d.params;
   v.description = d.description;
   v.extension = ".cuda.cu";
-  v.source = gpu::header_comment(d.family, d.params, plan, problem, "CUDA candidate — " + d.description) + host_code(d, plan, problem);
+  v.source = gpu::header_comment(d.family, d.params, plan, problem, "CUDA candidate — " + d.description) +
+             host_code(d, plan, problem);
   return v;
 }
 
@@ -162,7 +174,8 @@ Arch arch_of(const Target& target) {
 std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, const Arch& arch) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind) || plan.kind == "row_map") return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
+  if (is_row_kind(plan.kind) || plan.kind == "row_map")
+    return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
   if (plan.kind == "matmul") return matmul_designs(plan, problem, arch);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -189,7 +202,8 @@ std::vector<Design> designs_for(const KernelPlan& plan, const Problem& problem, 
 std::vector<Variant> cuda_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
   const cuda::Arch arch = cuda::arch_of(target);
   std::vector<Variant> v;
-  for (const auto& d : plan.kind == "chain" ? cuda::chain_designs(plan, problem, arch) : cuda::designs_for(plan, problem, arch))
+  for (const auto& d :
+       plan.kind == "chain" ? cuda::chain_designs(plan, problem, arch) : cuda::designs_for(plan, problem, arch))
     v.push_back(cuda::finish(d, plan, problem));
   return v;
 }

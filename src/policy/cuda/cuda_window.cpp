@@ -23,12 +23,14 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool wave
   k += fmt::format("#define N {}\n\n", plan.out_numel);
   k += fmt::format("__global__ void __launch_bounds__({}) mb_window({}) {{\n", block, kernel_params(tensors));
   k += fmt::format("  const {0} stride = static_cast<{0}>(gridDim.x) * {1};\n", idx, block);
-  k += fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x; i < N; i += stride) {{\n", idx, block);
+  k += fmt::format("  for ({0} i = static_cast<{0}>(blockIdx.x) * {1} + threadIdx.x; i < N; i += stride) {{\n", idx,
+                   block);
   if (conv) {
     k += gpu::conv_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ");
     k += "    (void)n;\n";
   } else if (plan.kind == "conv_transpose") {
-    k += gpu::conv_transpose_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ");
+    k += gpu::conv_transpose_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx,
+                                    "    ");
   } else if (plan.kind == "gather") {
     k += gpu::gather_window(plan, x, "i", idx, "    ");
   } else {
@@ -39,14 +41,14 @@ Design make(const KernelPlan& plan, const Problem& problem, int block, bool wave
   Design d;
   d.family = conv ? "cuda.conv.direct" : "cuda." + plan.kind + ".direct";
   d.params = {{"block", block}, {"grid", wave ? "wave" : "full"}};
-  d.description = fmt::format("{}, one thread per output, {}-thread blocks, {}{}",
-                              conv                              ? std::string("direct convolution")
-                              : plan.kind == "conv_transpose" ? std::string("transposed convolution as a gather")
-                              : plan.kind == "gather"         ? std::string("strided copy")
-                                                              : plan.pool_op + " pooling",
-                              block,
-                              wave ? "grid-stride over one wave of resident blocks" : "one thread per output element",
-                              gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.description =
+      fmt::format("{}, one thread per output, {}-thread blocks, {}{}",
+                  conv                            ? std::string("direct convolution")
+                  : plan.kind == "conv_transpose" ? std::string("transposed convolution as a gather")
+                  : plan.kind == "gather"         ? std::string("strided copy")
+                                                  : plan.pool_op + " pooling",
+                  block, wave ? "grid-stride over one wave of resident blocks" : "one thread per output element",
+                  gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"cuda.coalesced-global-access", "cuda.block-size-tuning", "cuda.read-only-data-path"};
   if (wave) d.actions.push_back("cuda.grid-stride-loop");
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("cuda.fuse-elementwise-epilogue");

@@ -58,7 +58,8 @@ Design group_rows(const KernelPlan& plan, int wg) {
   Design d;
   d.family = "opencl.argmax.group-rows";
   d.params = {{"wg", wg}};
-  d.description = fmt::format("argmax, one work-group of {} per row, (value, index) pairs merged by a tree in local memory", wg);
+  d.description =
+      fmt::format("argmax, one work-group of {} per row, (value, index) pairs merged by a tree in local memory", wg);
   d.actions = {"opencl.local-memory-tiling", "opencl.reqd-work-group-size", "opencl.coalesced-access"};
   d.kernels = k;
   Launch l;

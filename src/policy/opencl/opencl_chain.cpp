@@ -24,7 +24,8 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
     const Design& p = *parts[i];
     const KernelPlan& stage = chain.stages[i];
     if (!p.kernels.empty())
-      d.kernels += fmt::format("// stage {}: {}\n{}\n{}\n", i, stage.summary(), stage_kernels(p.kernels, i), gpu::undefs(p.kernels));
+      d.kernels += fmt::format("// stage {}: {}\n{}\n{}\n", i, stage.summary(), stage_kernels(p.kernels, i),
+                               gpu::undefs(p.kernels));
     // The stage's own temporaries (an im2col buffer) come after the chain's and earlier stages'.
     const size_t own_base = d.temps.size();
     d.temps.insert(d.temps.end(), p.temps.begin(), p.temps.end());
@@ -52,9 +53,9 @@ Design compose(const KernelPlan& chain, const std::vector<const Design*>& parts)
 }  // namespace
 
 std::vector<Design> chain_designs(const KernelPlan& plan, const Problem& problem, bool cpu_device) {
-  return gpu::compose_chain<Design>(plan, problem,
-                                    [&](const KernelPlan& p, const Problem& q) { return designs_for(p, q, cpu_device); },
-                                    [&](const std::vector<const Design*>& parts) { return compose(plan, parts); });
+  return gpu::compose_chain<Design>(
+      plan, problem, [&](const KernelPlan& p, const Problem& q) { return designs_for(p, q, cpu_device); },
+      [&](const std::vector<const Design*>& parts) { return compose(plan, parts); });
 }
 
 }  // namespace mblast::policy::opencl

@@ -40,9 +40,10 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
   Design d;
   d.family = "opencl.conv.gemm";
   d.params = {{"im2col", !direct_b}};
-  d.description = std::string(direct_b ? "pointwise convolution as" : "im2col into a temporary, then") + " CLBlast's tuned SGEMM (" +
-                  (batches > 1 ? fmt::format("{} products, strided-batched", batches) : std::string("one product")) + ")" +
-                  (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
+  d.description = std::string(direct_b ? "pointwise convolution as" : "im2col into a temporary, then") +
+                  " CLBlast's tuned SGEMM (" +
+                  (batches > 1 ? fmt::format("{} products, strided-batched", batches) : std::string("one product")) +
+                  ")" + (gpu::expr_has_ops(plan.expr) ? ", then the epilogue in place" : "");
   d.actions = {"opencl.local-memory-tiling", "opencl.register-blocking"};
   std::string b_operand = x;
   if (!direct_b) {
@@ -58,7 +59,8 @@ std::vector<Design> conv_gemm_designs(const KernelPlan& plan, const Problem& pro
     k += fmt::format("  const {0} ih = (p / {1}) * {2} - {3} + r * {4};\n", idx, c.out_w, c.sh, c.ph, c.dh);
     k += fmt::format("  const {0} iw = (p % {1}) * {2} - {3} + q * {4};\n", idx, c.out_w, c.sw, c.pw, c.dw);
     k += fmt::format("  const bool inside = ih >= 0 && ih < {} && iw >= 0 && iw < {};\n", c.h, c.w);
-    k += fmt::format("  col[i] = inside ? x[((n * {} + g * {} + ci) * {} + ih) * {} + iw] : 0.0f;\n}}\n", c.cin, cig, c.h, c.w);
+    k += fmt::format("  col[i] = inside ? x[((n * {} + g * {} + ci) * {} + ih) * {} + iw] : 0.0f;\n}}\n", c.cin, cig,
+                     c.h, c.w);
     d.kernels = k;
     d.temps = {col_floats};
     Launch l;

@@ -43,14 +43,16 @@ std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, co
   for (int j = 0; j < rc; ++j) {
     k += fmt::format("  vstore{}(acc{}, 0, a);\n", vw, j);
     k += fmt::format("  for (int l = 0; l < {0} && ow0 + l * {1} < {2}; ++l) {{\n", vw, step, c.out_w);
-    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l * {5};\n", idx, c.cout, j, c.out_h, c.out_w, step);
+    k += fmt::format("    const {0} i = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0 + l * {5};\n", idx, c.cout, j,
+                     c.out_h, c.out_w, step);
     k += "    const float acc = a[l];\n";
     k += "    out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
   }
   return k;
 }
 
-std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items, int rc, int vw) {
+std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items,
+                              int rc, int vw) {
   const std::string idx = index_type(plan, problem);
   std::string k = fmt::format("#define ITEMS {}\n\n", items);
   k += "__kernel void " + kernel + "(" + kernel_params(gpu::plan_tensors(plan)) + ") {\n";
@@ -60,14 +62,16 @@ std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, co
   return k;
 }
 
-Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
-                             const std::string& description, const std::string& kernel, std::string source, int64_t items) {
+Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family,
+                             const nlohmann::json& params, const std::string& description, const std::string& kernel,
+                             std::string source, int64_t items) {
   const auto tensors = gpu::plan_tensors(plan);
   Design d;
   d.family = family;
   d.params = params;
   d.description = description + (gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
-  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening", "opencl.pocl-cpu-friendly-kernels"};
+  d.actions = {"opencl.register-blocking", "opencl.vector-load-store-128bit", "opencl.thread-coarsening",
+               "opencl.pocl-cpu-friendly-kernels"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
   if (index_type(plan, problem) == "int") d.actions.push_back("opencl.32bit-index-math");
   d.cpu_first = true;
@@ -92,11 +96,14 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
   const std::string wt = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
 
   std::string k = block_kernel_open(plan, problem, "mb_conv_rows", items, rc, vw);
-  k += fmt::format("  const {0} pb = gid % {1}, oh = (gid / {1}) % {2}, cb = (gid / ({1} * {2})) % {3}, n = gid / ({1} * {2} * {3});\n", idx,
-                   owb, c.out_h, cb);
+  k += fmt::format(
+      "  const {0} pb = gid % {1}, oh = (gid / {1}) % {2}, cb = (gid / ({1} * {2})) % {3}, n = gid / ({1} * {2} * "
+      "{3});\n",
+      idx, owb, c.out_h, cb);
   k += fmt::format("  const {0} co0 = cb * {1}, ow0 = pb * {2};\n", idx, rc, vw);
-  k += fmt::format("  __global const float* xg = {} + (n * {} + co0 / {} * {}) * {};  // the group's first input channel\n", x, c.cin, cog,
-                   cig, c.h * c.w);
+  k += fmt::format(
+      "  __global const float* xg = {} + (n * {} + co0 / {} * {}) * {};  // the group's first input channel\n", x,
+      c.cin, cog, cig, c.h * c.w);
   k += fmt::format("  __global const float* wg = {} + co0 * {};\n", wt, taps);
   k += fmt::format("  for (int ci = 0; ci < {}; ++ci) {{\n", cig);
   k += fmt::format("    for (int r = 0; r < {}; ++r) {{\n", c.kh);
@@ -115,7 +122,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
     const LaneLeaves leaves(plan, vw);
     for (int j = 0; j < rc; ++j) {
       k += "  {\n";
-      k += fmt::format("    const {0} b = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0;\n", idx, c.cout, j, c.out_h, c.out_w);
+      k += fmt::format("    const {0} b = ((n * {1} + co0 + {2}) * {3} + oh) * {4} + ow0;\n", idx, c.cout, j, c.out_h,
+                       c.out_w);
       k += leaves.store("b", fmt::format("acc{}", j), "    ");
       k += "  }\n";
     }
@@ -123,10 +131,11 @@ Design make(const KernelPlan& plan, const Problem& problem, int rc, int vw) {
     k += lane_stores(plan, rc, vw, 1, idx);
   }
   k += "}\n";
-  return register_block_design(plan, problem, "opencl.conv.rows", {{"rc", rc}, {"vw", vw}},
-                               fmt::format("direct convolution, {} output channel(s) x {} positions of a row per work-item in float{} registers",
-                                           rc, vw, vw),
-                               "mb_conv_rows", std::move(k), items);
+  return register_block_design(
+      plan, problem, "opencl.conv.rows", {{"rc", rc}, {"vw", vw}},
+      fmt::format("direct convolution, {} output channel(s) x {} positions of a row per work-item in float{} registers",
+                  rc, vw, vw),
+      "mb_conv_rows", std::move(k), items);
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ std::string weight_at(const ConvShape& c, const std::string& ci, const std::stri
 // Opens the loops over the group's input channels (ci; xc its plane, wc its weights for output
 // channel `col` of the group) and the taps' rows r whose scatter lands on output row oh (th / sh
 // the input row); g, n and oh are declared by the caller.
-std::string group_row_loops(const ConvShape& c, const std::string& x, const std::string& wt, const std::string& idx, const std::string& col) {
+std::string group_row_loops(const ConvShape& c, const std::string& x, const std::string& wt, const std::string& idx,
+                            const std::string& col) {
   const int64_t cig = c.cin / c.groups;
   std::string k;
   k += fmt::format("  for (int cj = 0; cj < {}; ++cj) {{\n", cig);
@@ -81,8 +82,10 @@ Design phase_rows(const KernelPlan& plan, const Problem& problem, int rc, int vw
   const std::string wt = gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight});
   std::string k = block_kernel_open(plan, problem, "mb_conv_transpose", items, rc, vw);
   // (sample, channel block, output row, phase, block of the phase's columns), the last fastest
-  k += fmt::format("  const {0} b = gid % {1}, phase = (gid / {1}) % {2}, oh = (gid / ({1} * {2})) % {3};\n", idx, mb, c.sw, c.out_h);
-  k += fmt::format("  const {0} cb = (gid / ({1} * {2} * {3})) % {4}, n = gid / ({1} * {2} * {3} * {4});\n", idx, mb, c.sw, c.out_h, cb);
+  k += fmt::format("  const {0} b = gid % {1}, phase = (gid / {1}) % {2}, oh = (gid / ({1} * {2})) % {3};\n", idx, mb,
+                   c.sw, c.out_h);
+  k += fmt::format("  const {0} cb = (gid / ({1} * {2} * {3})) % {4}, n = gid / ({1} * {2} * {3} * {4});\n", idx, mb,
+                   c.sw, c.out_h, cb);
   k += fmt::format("  const {0} co0 = cb * {1}, g = co0 / {2}, col0 = co0 % {2};\n", idx, rc, cog);
   k += fmt::format("  const {0} ow0 = phase + b * {1};  // lane j: column ow0 + j * {2}\n", idx, vw * c.sw, c.sw);
   k += group_row_loops(c, x, wt, idx, "col0");
@@ -92,15 +95,17 @@ Design phase_rows(const KernelPlan& plan, const Problem& problem, int rc, int vw
   k += fmt::format("        if (tw % {} != 0) continue;  // this tap misses the phase's columns\n", c.sw);
   k += fmt::format("        const {} iw0 = tw / {};  // lane j reads iw0 + j\n", idx, c.sw);
   k += row_lanes_load(vw, 1, c.w, idx, "        ");
-  for (int j = 0; j < rc; ++j) k += fmt::format("        acc{} += xv * wc[{} + r * {} + q];\n", j, j * c.kh * c.kw, c.kw);
+  for (int j = 0; j < rc; ++j)
+    k += fmt::format("        acc{} += xv * wc[{} + r * {} + q];\n", j, j * c.kh * c.kw, c.kw);
   k += "      }\n    }\n  }\n";
   k += lane_stores(plan, rc, vw, c.sw, idx);
   k += "}\n";
-  return register_block_design(plan, problem, "opencl.conv_transpose.phase-rows", {{"rc", rc}, {"vw", vw}},
-                               fmt::format("transposed convolution by output phase: {} channel(s) x {} same-phase columns per work-item in "
-                                           "float{} registers, a vector load of the input row per tap",
-                                           rc, vw, vw),
-                               "mb_conv_transpose", std::move(k), items);
+  return register_block_design(
+      plan, problem, "opencl.conv_transpose.phase-rows", {{"rc", rc}, {"vw", vw}},
+      fmt::format("transposed convolution by output phase: {} channel(s) x {} same-phase columns per work-item in "
+                  "float{} registers, a vector load of the input row per tap",
+                  rc, vw, vw),
+      "mb_conv_transpose", std::move(k), items);
 }
 
 }  // namespace

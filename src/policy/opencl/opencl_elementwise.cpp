@@ -56,15 +56,18 @@ Design scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, i
   k += "  if (g >= ITEMS) return;\n";
   for (int j = 0; j < ept; ++j) {
     const bool guard = int64_t{j} * items + (items - 1) >= n;  // the last work-item may run past N
-    k += fmt::format("  {{\n    const {} i = g + {};\n", idx, int64_t{j} * items);  // a literal: j * ITEMS could overflow int
-    k += std::string("    ") + (guard ? "if (i < N) " : "") + "out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") + ";\n  }\n";
+    k += fmt::format("  {{\n    const {} i = g + {};\n", idx,
+                     int64_t{j} * items);  // a literal: j * ITEMS could overflow int
+    k += std::string("    ") + (guard ? "if (i < N) " : "") + "out[i] = " + gpu::render_at(plan, kOpenCL, "i", "acc") +
+         ";\n  }\n";
   }
   k += "}\n";
 
   Design d;
   d.family = "opencl.elementwise.scalar";
   d.params = {{"ept", ept}, {"wg", wg_param(wg)}};
-  d.description = fmt::format("one fused kernel, {} element(s) per work-item (strided), work-group {}", ept, wg_text(wg));
+  d.description =
+      fmt::format("one fused kernel, {} element(s) per work-item (strided), work-group {}", ept, wg_text(wg));
   if (ept > 1) d.actions.push_back("opencl.thread-coarsening");
   d.actions.push_back("opencl.coalesced-access");  // neighbouring work-items touch neighbouring elements
   if (wg < 0) d.actions.push_back("opencl.work-group-size-from-kernel-info");
@@ -84,7 +87,8 @@ Design scalar_variant(const KernelPlan& plan, const Problem& problem, int ept, i
 // every lane).
 // `poly_erf`: erf (GELU) by poly_erf_source's polynomial, in every lane and the tail, instead of
 // OpenCL's erf.
-Design vector_variant(const KernelPlan& plan, const Problem& problem, int vec, int wg, bool vector_math, bool poly_erf = false) {
+Design vector_variant(const KernelPlan& plan, const Problem& problem, int vec, int wg, bool vector_math,
+                      bool poly_erf = false) {
   const std::string idx = index_type(plan, problem);
   const auto tensors = gpu::plan_tensors(plan);
   const int64_t n = plan.out_numel;
@@ -127,9 +131,10 @@ Design vector_variant(const KernelPlan& plan, const Problem& problem, int vec, i
   d.family = "opencl.elementwise.vector";
   d.params = {{"vec", vec}, {"wg", wg_param(wg)}, {"math", vector_math ? "vector" : "lanes"}};
   if (poly_erf) d.params["erf"] = "polynomial";
-  d.description = fmt::format("one fused kernel, {} consecutive elements per work-item through vload{}/vstore{}, {}{}, work-group {}", vec,
-                              vec, vec, vector_math ? "math on float" + std::to_string(vec) + " values" : "math per lane",
-                              poly_erf ? ", erf by a polynomial (Abramowitz & Stegun 7.1.26, |error| <= 5.3e-7 in float32)" : "", wg_text(wg));
+  d.description = fmt::format(
+      "one fused kernel, {} consecutive elements per work-item through vload{}/vstore{}, {}{}, work-group {}", vec, vec,
+      vec, vector_math ? "math on float" + std::to_string(vec) + " values" : "math per lane",
+      poly_erf ? ", erf by a polynomial (Abramowitz & Stegun 7.1.26, |error| <= 5.3e-7 in float32)" : "", wg_text(wg));
   d.actions = {"opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
   if (poly_erf) d.actions.push_back("opencl.polynomial-erf");
   if (wg < 0) d.actions.push_back("opencl.work-group-size-from-kernel-info");
@@ -152,14 +157,15 @@ LaneLeaves::LaneLeaves(const KernelPlan& plan, int width, const std::string& erf
   for (const auto& node : plan.expr.nodes) {
     if (node.kind != ExprNode::Kind::Input && node.kind != ExprNode::Kind::Param) continue;
     if (find(node)) continue;
-    leaves_.push_back({node.kind == ExprNode::Kind::Param, node.tensor, node.index, "lf" + std::to_string(leaves_.size()),
-                       gpu::leaf_access(node.index, plan.out_numel, width)});
+    leaves_.push_back({node.kind == ExprNode::Kind::Param, node.tensor, node.index,
+                       "lf" + std::to_string(leaves_.size()), gpu::leaf_access(node.index, plan.out_numel, width)});
   }
 }
 
 const LaneLeaves::Leaf* LaneLeaves::find(const ExprNode& n) const {
   for (const auto& l : leaves_)
-    if (l.is_param == (n.kind == ExprNode::Kind::Param) && l.tensor == n.tensor && l.map.div == n.index.div && l.map.mod == n.index.mod)
+    if (l.is_param == (n.kind == ExprNode::Kind::Param) && l.tensor == n.tensor && l.map.div == n.index.div &&
+        l.map.mod == n.index.mod)
       return &l;
   return nullptr;
 }
@@ -172,7 +178,8 @@ std::string LaneLeaves::loads(const std::string& base, const std::string& indent
       s += fmt::format("{}const float{} {} = vload{}(0, {} + {});\n", indent, width_, l.var, width_, buf,
                        gpu::leaf_index(l.map, plan_.out_numel, base));
     else if (l.access == LeafAccess::Broadcast)
-      s += fmt::format("{}const float {} = {}[{}];\n", indent, l.var, buf, gpu::leaf_index(l.map, plan_.out_numel, base));
+      s += fmt::format("{}const float {} = {}[{}];\n", indent, l.var, buf,
+                       gpu::leaf_index(l.map, plan_.out_numel, base));
   }
   return s;
 }
@@ -184,12 +191,14 @@ std::string LaneLeaves::lane_expr(int lane, const std::string& base, const std::
     const Leaf* l = find(node);
     if (l->access == LeafAccess::Contiguous) return l->var + ".s" + kLane[lane];
     if (l->access == LeafAccess::Broadcast) return l->var;
-    return gpu::buffer_name({l->is_param, l->tensor}) + "[" + gpu::leaf_index(l->map, plan_.out_numel, fmt::format("({} + {})", base, lane)) + "]";
+    return gpu::buffer_name({l->is_param, l->tensor}) + "[" +
+           gpu::leaf_index(l->map, plan_.out_numel, fmt::format("({} + {})", base, lane)) + "]";
   });
 }
 
 std::string LaneLeaves::store(const std::string& base, const std::string& acc, const std::string& indent) const {
-  return loads(base, indent) + fmt::format("{}vstore{}({}, 0, out + {});\n", indent, width_, vector_expr(base, acc), base);
+  return loads(base, indent) +
+         fmt::format("{}vstore{}({}, 0, out + {});\n", indent, width_, vector_expr(base, acc), base);
 }
 
 std::string LaneLeaves::vector_expr(const std::string& base, const std::string& acc) const {
@@ -250,12 +259,14 @@ std::string poly_erf_name(int width) { return "mb_erf" + std::to_string(width); 
 std::string poly_erf_source(int width) {
   const std::string t = width == 1 ? "float" : "float" + std::to_string(width);
   return fmt::format(
-      "// erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7; 5.3e-7 in float32): 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-x^2),\n"
+      "// erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7; 5.3e-7 in float32): 1 - t (a1 + t (a2 + t (a3 + t (a4 "
+      "+ t a5)))) e^(-x^2),\n"
       "// t = 1 / (1 + p |x|), with the sign of x.\n"
       "static inline {0} {1}(const {0} x) {{\n"
       "  const {0} a = fabs(x);\n"
       "  const {0} t = 1.0f / (1.0f + 0.3275911f * a);\n"
-      "  const {0} q = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));\n"
+      "  const {0} q = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * "
+      "1.061405429f))));\n"
       "  return copysign(1.0f - q * exp(-a * a), x);\n"
       "}}\n",
       t, poly_erf_name(width));

@@ -26,13 +26,13 @@ struct ClblastGemm {
 
 // One clEnqueueNDRangeKernel of a generated candidate, or one CLBlast call (`gemm`).
 struct Launch {
-  std::string kernel;                      // function name in the program (empty for a GEMM)
+  std::string kernel;  // function name in the program (empty for a GEMM)
   std::optional<ClblastGemm> gemm;
   int dims = 1;                            // 1..3
   std::array<int64_t, 3> global{1, 1, 1};  // work-items the kernel needs; rounded up to `local` (kernels guard)
   std::array<int64_t, 3> local{0, 0, 0};   // 0: NULL, the implementation chooses
   bool local_from_kernel_info = false;     // 1-D: a multiple of the kernel's preferred multiple, at most 256
-  std::vector<std::string> args;           // "out", "tmpJ" (temporary J) or gpu::buffer_name() of a tensor, in kernel order
+  std::vector<std::string> args;  // "out", "tmpJ" (temporary J) or gpu::buffer_name() of a tensor, in kernel order
 };
 
 struct Design {
@@ -59,7 +59,8 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem);
 // "int" or "long": the kernels' index type for this plan.
 std::string index_type(const KernelPlan& plan, const Problem& problem);
 
-// The kernel parameter list for `tensors` after the output: "__global float* restrict out, __global const float* restrict in0, ...".
+// The kernel parameter list for `tensors` after the output: "__global float* restrict out, __global const float*
+// restrict in0, ...".
 std::string kernel_params(const std::vector<gpu::TensorRef>& tensors);
 // The launch argument list matching kernel_params.
 std::vector<std::string> launch_args(const std::vector<gpu::TensorRef>& tensors);
@@ -113,7 +114,8 @@ std::string poly_erf_name(int width);
 std::string poly_erf_source(int width);
 
 std::vector<Design> elementwise_designs(const KernelPlan& plan, const Problem& problem);
-std::vector<Design> reduction_designs(const KernelPlan& plan, const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
+std::vector<Design> reduction_designs(const KernelPlan& plan,
+                                      const Problem& problem);  // reduce, softmax, log_softmax, layernorm, row_map
 std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& problem);
 // pool and conv: one work-item per output walking its window (*_window.cpp).
 std::vector<Design> window_designs(const KernelPlan& plan, const Problem& problem);
@@ -134,11 +136,13 @@ std::vector<Design> conv_rows_designs(const KernelPlan& plan, const Problem& pro
 // ow0 + l * step of row oh (n, co0, oh, ow0 declared), lanes past the row not stored; the design
 // around a kernel of `items` work-items, first on a CPU. block_kernel_open opens such a kernel:
 // ITEMS, the signature, `gid` (returning past ITEMS) and the RC floatVW accumulators acc0...
-std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items, int rc, int vw);
+std::string block_kernel_open(const KernelPlan& plan, const Problem& problem, const std::string& kernel, int64_t items,
+                              int rc, int vw);
 std::string row_lanes_load(int vw, int64_t step, int64_t len, const std::string& idx, const std::string& indent);
 std::string lane_stores(const KernelPlan& plan, int rc, int vw, int64_t step, const std::string& idx);
-Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family, const nlohmann::json& params,
-                             const std::string& description, const std::string& kernel, std::string source, int64_t items);
+Design register_block_design(const KernelPlan& plan, const Problem& problem, const std::string& family,
+                             const nlohmann::json& params, const std::string& description, const std::string& kernel,
+                             std::string source, int64_t items);
 // conv_transpose as gathers: a work-item per output element, and for CPU devices RC channels x
 // VW same-phase columns per work-item (opencl_conv_transpose.cpp).
 std::vector<Design> conv_transpose_designs(const KernelPlan& plan, const Problem& problem);

@@ -28,7 +28,9 @@ struct Mm {
   int64_t batch, m, n, k;
 };
 
-std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) { return gpu::render_at(c.plan, kOpenCL, i, acc); }
+std::string epilogue(const Mm& c, const std::string& i, const std::string& acc) {
+  return gpu::render_at(c.plan, kOpenCL, i, acc);
+}
 
 std::vector<std::string> tail_actions(const Mm& c) {
   std::vector<std::string> a;
@@ -41,10 +43,14 @@ std::vector<std::string> tail_actions(const Mm& c) {
 std::string batch_bases(const Mm& c) {
   std::string s;
   // The products are written out: M * K in int arithmetic could overflow where bt is a long.
-  if (c.plan.a_batched && c.batch > 1) s += fmt::format("  __global const float* a = {} + bt * {};\n", c.a, c.m * c.k);
-  else s += "  __global const float* a = " + c.a + ";\n";
-  if (c.plan.b_batched && c.batch > 1) s += fmt::format("  __global const float* b = {} + bt * {};\n", c.b, c.k * c.n);
-  else s += "  __global const float* b = " + c.b + ";\n";
+  if (c.plan.a_batched && c.batch > 1)
+    s += fmt::format("  __global const float* a = {} + bt * {};\n", c.a, c.m * c.k);
+  else
+    s += "  __global const float* a = " + c.a + ";\n";
+  if (c.plan.b_batched && c.batch > 1)
+    s += fmt::format("  __global const float* b = {} + bt * {};\n", c.b, c.k * c.n);
+  else
+    s += "  __global const float* b = " + c.b + ";\n";
   return s;
 }
 
@@ -57,7 +63,8 @@ std::string cond_and(const std::vector<std::string>& parts) {
 
 // The one launch of mb_matmul over a (gx, gy, batch) grid of work-items, and the design's
 // kernels and tail actions.
-void finish(Design& d, const Mm& c, std::string kernels, int64_t gx, int64_t gy, std::array<int64_t, 3> local = {0, 0, 0}) {
+void finish(Design& d, const Mm& c, std::string kernels, int64_t gx, int64_t gy,
+            std::array<int64_t, 3> local = {0, 0, 0}) {
   for (auto& a : tail_actions(c)) d.actions.push_back(a);
   d.kernels = std::move(kernels);
   Launch l;
@@ -83,8 +90,8 @@ Design tiled(const Mm& c, const Tile& t) {
   const bool m_even = c.m % t.bm == 0, n_even = c.n % t.bn == 0, k_even = c.k % t.bk == 0;
   std::string s;
   s += fmt::format("#define M {}\n#define N {}\n#define K {}\n", c.m, c.n, c.k);
-  s += fmt::format("#define BM {}\n#define BN {}\n#define BK {}\n#define WGX {}\n#define WGY {}\n#define WG {}\n\n", t.bm, t.bn, t.bk, wgx,
-                   wgy, wg);
+  s += fmt::format("#define BM {}\n#define BN {}\n#define BK {}\n#define WGX {}\n#define WGY {}\n#define WG {}\n\n",
+                   t.bm, t.bn, t.bk, wgx, wgy, wg);
   s += "__kernel __attribute__((reqd_work_group_size(WGX, WGY, 1)))\n";
   s += "void mb_matmul(" + kernel_params(tensors) + ") {\n";
   s += "  __local float As[BK][BM];  // A's slice, k-major: a work-item's rows are one stride apart\n";
@@ -101,8 +108,10 @@ Design tiled(const Mm& c, const Tile& t) {
   s += "  for (int k0 = 0; k0 < K; k0 += BK) {\n";
   // A's slice.
   s += "    for (int e = tid; e < BM * BK; e += WG) {\n";
-  if (!c.plan.a_transposed) s += "      const int mm = e / BK, kk = e % BK;  // consecutive work-items read consecutive k\n";
-  else s += "      const int kk = e / BM, mm = e % BM;  // A stored [k][m]: consecutive work-items read consecutive m\n";
+  if (!c.plan.a_transposed)
+    s += "      const int mm = e / BK, kk = e % BK;  // consecutive work-items read consecutive k\n";
+  else
+    s += "      const int kk = e / BM, mm = e % BM;  // A stored [k][m]: consecutive work-items read consecutive m\n";
   s += "      const int gm = m0 + mm, gk = k0 + kk;\n";
   {
     const std::string load = c.plan.a_transposed ? "a[(" + c.idx + ")gk * M + gm]" : "a[(" + c.idx + ")gm * K + gk]";
@@ -110,8 +119,10 @@ Design tiled(const Mm& c, const Tile& t) {
     s += "      As[kk][mm] = " + (cond.empty() ? load : "(" + cond + ") ? " + load + " : 0.0f") + ";\n    }\n";
   }
   s += "    for (int e = tid; e < BK * BN; e += WG) {\n";
-  if (!c.plan.b_transposed) s += "      const int kk = e / BN, nn = e % BN;\n";
-  else s += "      const int nn = e / BK, kk = e % BK;  // B stored [n][k]\n";
+  if (!c.plan.b_transposed)
+    s += "      const int kk = e / BN, nn = e % BN;\n";
+  else
+    s += "      const int nn = e / BK, kk = e % BK;  // B stored [n][k]\n";
   s += "      const int gn = n0 + nn, gk = k0 + kk;\n";
   {
     const std::string load = c.plan.b_transposed ? "b[(" + c.idx + ")gn * K + gk]" : "b[(" + c.idx + ")gk * N + gn]";
@@ -131,7 +142,8 @@ Design tiled(const Mm& c, const Tile& t) {
     s += "  {\n";
     s += fmt::format("    const int gm = m0 + ty + {};\n", i * wgy);
     for (int j = 0; j < t.rn; ++j) {
-      const std::string cond = cond_and({m_even ? "" : "gm < M", n_even ? "" : fmt::format("n0 + tx + {} < N", j * wgx)});
+      const std::string cond =
+          cond_and({m_even ? "" : "gm < M", n_even ? "" : fmt::format("n0 + tx + {} < N", j * wgx)});
       s += "    " + (cond.empty() ? std::string() : "if (" + cond + ") ") + "{\n";
       s += fmt::format("      const {} o = (bt * M + gm) * N + n0 + tx + {};\n", c.idx, j * wgx);
       s += "      out[o] = " + epilogue(c, "o", fmt::format("c{}_{}", i, j)) + ";\n    }\n";
@@ -143,8 +155,8 @@ Design tiled(const Mm& c, const Tile& t) {
   Design d;
   d.family = "opencl.matmul.tiled";
   d.params = {{"bm", t.bm}, {"bn", t.bn}, {"bk", t.bk}, {"rm", t.rm}, {"rn", t.rn}};
-  d.description = fmt::format("{}x{} tile per work-group of {}x{}, BK {} in local memory, {}x{} outputs per work-item", t.bm, t.bn, wgx,
-                              wgy, t.bk, t.rm, t.rn);
+  d.description = fmt::format("{}x{} tile per work-group of {}x{}, BK {} in local memory, {}x{} outputs per work-item",
+                              t.bm, t.bn, wgx, wgy, t.bk, t.rm, t.rn);
   d.actions = {"opencl.local-memory-tiling"};
   if (t.rm * t.rn > 1) d.actions.push_back("opencl.register-blocking");
   d.actions.push_back("opencl.reqd-work-group-size");
@@ -166,7 +178,8 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   const auto tensors = gpu::plan_tensors(c.plan);
   const std::string vt = "float" + std::to_string(vec);
   std::string s;
-  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n, c.k, vec, rm);
+  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define NV (N / {})\n#define MG (M / {})\n\n", c.m, c.n,
+                   c.k, vec, rm);
   // On each call the transpose is timed: 8x8 blocks through registers where they tile B (a work-item
   // per element reads K apart and can cost more than the product: benchmarks/results/policy-design-figures.json,
   // opencl-transpose-blocked).
@@ -177,20 +190,25 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
     s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
     s += "  const int nb = (int)get_global_id(0), kb = (int)get_global_id(1);\n";
     s += "  if (nb >= N / 8 || kb >= K / 8) return;\n";
-    for (int i = 0; i < 8; ++i) s += fmt::format("  const float8 r{0} = vload8(kb, b + ({1})(nb * 8 + {0}) * K);\n", i, c.idx);
+    for (int i = 0; i < 8; ++i)
+      s += fmt::format("  const float8 r{0} = vload8(kb, b + ({1})(nb * 8 + {0}) * K);\n", i, c.idx);
     for (int j = 0; j < 8; ++j)
-      s += fmt::format("  vstore8((float8)(r0.s{0}, r1.s{0}, r2.s{0}, r3.s{0}, r4.s{0}, r5.s{0}, r6.s{0}, r7.s{0}), nb, bpk + ({1})(kb * 8 + {0}) * N);\n",
-                       j, c.idx);
+      s += fmt::format(
+          "  vstore8((float8)(r0.s{0}, r1.s{0}, r2.s{0}, r3.s{0}, r4.s{0}, r5.s{0}, r6.s{0}, r7.s{0}), nb, bpk + "
+          "({1})(kb * 8 + {0}) * N);\n",
+          j, c.idx);
     s += "}\n\n";
   } else if (packed) {
-    s += std::string("// B [N][K] -> bpk [K][N], ") + (each_call ? "before the product on each call" : "once at preparation") +
+    s += std::string("// B [N][K] -> bpk [K][N], ") +
+         (each_call ? "before the product on each call" : "once at preparation") +
          ": consecutive work-items write consecutive n\n";
     s += "__kernel void mb_pack_b(__global float* restrict bpk, __global const float* restrict b) {\n";
     s += "  const int n = (int)get_global_id(0), k = (int)get_global_id(1);\n";
     s += fmt::format("  if (n < N && k < K) bpk[({0})k * N + n] = b[({0})n * K + k];\n}}\n\n", c.idx);
   }
   if (poly_erf) s += poly_erf_source(vec) + "\n";
-  s += "__kernel void mb_matmul(" + kernel_params(tensors) + (packed ? ", __global const float* restrict bpk" : "") + ") {\n";
+  s += "__kernel void mb_matmul(" + kernel_params(tensors) + (packed ? ", __global const float* restrict bpk" : "") +
+       ") {\n";
   s += "  const int nv = (int)get_global_id(0), mg = (int)get_global_id(1);\n";
   s += fmt::format("  const {0} bt = ({0})get_global_id(2);\n", c.idx);
   s += "  if (nv >= NV || mg >= MG) return;\n";
@@ -200,8 +218,9 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   s += fmt::format("    const {} bv = vload{}(nv, b + ({})k * N);\n", vt, vec, c.idx);
   for (int i = 0; i < rm; ++i) {
     const std::string row = fmt::format("(mg * {} + {})", rm, i);
-    s += fmt::format("    c{} += {} * bv;\n", i,
-                     c.plan.a_transposed ? "a[(" + c.idx + ")k * M + " + row + "]" : "a[(" + c.idx + ")" + row + " * K + k]");
+    s += fmt::format(
+        "    c{} += {} * bv;\n", i,
+        c.plan.a_transposed ? "a[(" + c.idx + ")k * M + " + row + "]" : "a[(" + c.idx + ")" + row + " * K + k]");
   }
   s += "  }\n";
   // The epilogue on the float{vec} accumulators (o is a multiple of vec): its leaves load as
@@ -216,7 +235,9 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   s += "}\n";
 
   Design d;
-  d.family = each_call ? "opencl.matmul.transposed-row-vector" : packed ? "opencl.matmul.packed-row-vector" : "opencl.matmul.row-vector";
+  d.family = each_call ? "opencl.matmul.transposed-row-vector"
+             : packed  ? "opencl.matmul.packed-row-vector"
+                       : "opencl.matmul.row-vector";
   // First on a CPU device: the tiled start's local memory and barriers cost a CPU without buying
   // anything, and vector rows are what its SIMD units want (benchmarks/results/policy-design-figures.json,
   // opencl-matmul-row-vector-cpu-first).
@@ -224,14 +245,16 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
   d.params = {{"vec", vec}, {"rm", rm}};
   if (poly_erf) d.params["erf"] = "polynomial";
   if (slabs > 0) d.params["slabs"] = slabs;
-  d.description = fmt::format("no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}{}",
-                              rm, vec, vec, vec,
-                              each_call ? " (B, a [n, k] input, transposed by a kernel of its own on each call)"
-                              : packed  ? " (B, a [n, k] weight, transposed once at preparation)"
-                                        : "",
-                              poly_erf ? ", the epilogue's erf by a polynomial (Abramowitz & Stegun 7.1.26)" : "");
+  d.description = fmt::format(
+      "no local memory: {} row(s) x {} columns per work-item in float{} accumulators, B rows through vload{}{}{}", rm,
+      vec, vec, vec,
+      each_call ? " (B, a [n, k] input, transposed by a kernel of its own on each call)"
+      : packed  ? " (B, a [n, k] weight, transposed once at preparation)"
+                : "",
+      poly_erf ? ", the epilogue's erf by a polynomial (Abramowitz & Stegun 7.1.26)" : "");
   if (slabs > 0)
-    d.description += fmt::format("; {} work-groups, each all {} row groups x one slab of {} columns", slabs, c.m / rm, c.n / slabs);
+    d.description +=
+        fmt::format("; {} work-groups, each all {} row groups x one slab of {} columns", slabs, c.m / rm, c.n / slabs);
   d.actions = kCpuRegisterActions;
   if (packed) d.actions.insert(d.actions.begin(), each_call ? "opencl.transpose-operand" : "opencl.prepack-weights");
   if (poly_erf) d.actions.push_back("opencl.polynomial-erf");
@@ -245,8 +268,10 @@ Design row_vector(const Mm& mm, int vec, int rm, bool packed = false, bool poly_
     pack.dims = 2;
     pack.global = blocked ? std::array<int64_t, 3>{c.n / 8, c.k / 8, 1} : std::array<int64_t, 3>{c.n, c.k, 1};
     pack.args = {"tmp0", mm.b};
-    if (each_call) d.launches.insert(d.launches.begin(), pack);
-    else d.prepare_launches.push_back(pack);
+    if (each_call)
+      d.launches.insert(d.launches.begin(), pack);
+    else
+      d.prepare_launches.push_back(pack);
   }
   return d;
 }
@@ -257,8 +282,8 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   std::string s;
   // MG x NG work-items; the last ones may cover rows past M or N: they read the last row again
   // (a valid address) and store nothing for it.
-  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define KV (K / {})\n#define MG {}\n#define NG {}\n\n", c.m, c.n,
-                   c.k, vec, gpu::ceil_div(c.m, rm), gpu::ceil_div(c.n, rn));
+  s += fmt::format("#define M {}\n#define N {}\n#define K {}\n#define KV (K / {})\n#define MG {}\n#define NG {}\n\n",
+                   c.m, c.n, c.k, vec, gpu::ceil_div(c.m, rm), gpu::ceil_div(c.n, rn));
   s += "__kernel void mb_matmul(" + kernel_params(tensors) + ") {\n";
   s += "  const int ng = (int)get_global_id(0), mg = (int)get_global_id(1);\n";
   s += fmt::format("  const {0} bt = ({0})get_global_id(2);\n", c.idx);
@@ -280,7 +305,8 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   auto dot = [&](int i, int j, const std::string& var) {
     std::string sum = fmt::format("c{}{}.s0", i, j);
     for (int l = 1; l < vec; ++l) sum = fmt::format("({} + c{}{}.s{})", sum, i, j, kLane[l]);
-    return fmt::format("    float {} = {};\n    for (int k = KV * {}; k < K; ++k) {} += ar{}[k] * br{}[k];\n", var, sum, vec, var, i, j);
+    return fmt::format("    float {} = {};\n    for (int k = KV * {}; k < K; ++k) {} += ar{}[k] * br{}[k];\n", var, sum,
+                       vec, var, i, j);
   };
   // With whole blocks of RN (a vector width) a row, a row's RN outputs start at a multiple of
   // RN: the epilogue on a float{RN} (its math per component, one vectorised call instead of RN
@@ -318,8 +344,9 @@ Design dot_rows(const Mm& c, int vec, int rm, int rn) {
   // every load a contiguous vector.
   d.cpu_first = true;
   d.params = {{"vec", vec}, {"rm", rm}, {"rn", rn}};
-  d.description = fmt::format("no local memory, B read along k: {} row(s) of A x {} column(s) of B per work-item, float{} partial dot products",
-                              rm, rn, vec);
+  d.description = fmt::format(
+      "no local memory, B read along k: {} row(s) of A x {} column(s) of B per work-item, float{} partial dot products",
+      rm, rn, vec);
   d.actions = kCpuRegisterActions;
   finish(d, c, std::move(s), gpu::ceil_div(c.n, rn), gpu::ceil_div(c.m, rm));
   return d;
@@ -419,8 +446,7 @@ std::vector<Design> matmul_designs(const KernelPlan& plan, const Problem& proble
     // Most rows per work-item first: each load of a row of B then feeds more rows of A
     // (benchmarks/results/policy-design-figures.json, opencl-matmul-dot-rows-order).
     for (auto [rm, rn] : {std::pair{4, 4}, std::pair{2, 4}, std::pair{1, 4}})
-      for (int vec : {8, 16})
-        v.push_back(dot_rows(c, vec, rm, matvec ? 1 : rn));
+      for (int vec : {8, 16}) v.push_back(dot_rows(c, vec, rm, matvec ? 1 : rn));
   v.push_back(clblast(c));
   return v;
 }

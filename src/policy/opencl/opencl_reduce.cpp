@@ -33,7 +33,7 @@ struct Ctx {
   std::string x;    // source buffer name
   int64_t outer, r, inner;
   bool is_reduce, is_log;
-  double eps = 0;  // layernorm
+  double eps = 0;       // layernorm
   bool is_map = false;  // row_map: the row's statistic, then the expression over every element
 };
 
@@ -58,7 +58,9 @@ std::string final_value(const Ctx& c, const std::string& a) {
 std::string softmax_value(const Ctx& c, const std::string& x) {
   return c.is_log ? "((" + x + " - m) - norm)" : "(exp(" + x + " - m) * norm)";
 }
-std::string norm_of(const Ctx& c, const std::string& sum) { return c.is_log ? "log(" + sum + ")" : "(1.0f / " + sum + ")"; }
+std::string norm_of(const Ctx& c, const std::string& sum) {
+  return c.is_log ? "log(" + sum + ")" : "(1.0f / " + sum + ")";
+}
 
 std::string epilogue(const Ctx& c, const std::string& i, const std::string& acc) {
   return gpu::render_at(c.plan, kOpenCL, i, acc);
@@ -82,14 +84,17 @@ std::vector<std::string> fusion_actions(const Ctx& c) {
 std::string tree(const std::string& step) {
   return "  barrier(CLK_LOCAL_MEM_FENCE);\n"
          "  for (int s = WG / 2; s > 0; s >>= 1) {\n"
-         "    if (t < s) " + step + "\n"
+         "    if (t < s) " +
+         step +
+         "\n"
          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
          "  }\n";
 }
 
 // Strided accumulation of `op` over the row by the work-group into float `var`; `of_q` is a
 // float4 chunk's contribution (q is the chunk), `of_x` a single element's (x is the element).
-std::string group_accumulate(const std::string& op, const std::string& var, const std::string& of_q, const std::string& of_x) {
+std::string group_accumulate(const std::string& op, const std::string& var, const std::string& of_q,
+                             const std::string& of_x) {
   std::string s;
   s += "  float " + var + " = " + init(op) + ";\n";
   s += "  {\n    float4 a4 = (float4)(" + init(op) + ");\n";
@@ -111,7 +116,8 @@ std::string lane_write(const Ctx& c, int vec, const std::function<std::string(in
     ys += (i ? ", y" : "y") + std::to_string(i);
   }
   std::string k;
-  if (lanes.find("(b + ") != std::string::npos) k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
+  if (lanes.find("(b + ") != std::string::npos)
+    k += fmt::format("    const {} b = o * R + ({})v * {};\n", c.idx, c.idx, vec);
   return k + lanes + fmt::format("    vstore{0}((float{0})({1}), v, out + o * R);\n  }}\n", vec, ys);
 }
 
@@ -177,8 +183,10 @@ Design row_per_group(const Ctx& c, int wg, bool online) {
     k += "    if (nm > -INFINITY) {  // a chunk of only -inf adds nothing (and exp(-inf - -inf) is NaN)\n";
     k += "      const float4 e = exp(q - nm);\n";
     k += "      run_s = run_s * exp(run_m - nm) + ((e.s0 + e.s1) + (e.s2 + e.s3));\n      run_m = nm;\n    }\n  }\n";
-    k += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n    const float x = row[r];\n    const float nm = fmax(run_m, x);\n";
-    k += "    if (nm > -INFINITY) {\n      run_s = run_s * exp(run_m - nm) + exp(x - nm);\n      run_m = nm;\n    }\n  }\n";
+    k += "  for (int r = R4 * 4 + t; r < R; r += WG) {\n    const float x = row[r];\n    const float nm = fmax(run_m, "
+         "x);\n";
+    k += "    if (nm > -INFINITY) {\n      run_s = run_s * exp(run_m - nm) + exp(x - nm);\n      run_m = nm;\n    }\n  "
+         "}\n";
     k += "  part[t] = run_m;\n  part_s[t] = run_s;\n";
     k += tree(
         "{\n"
@@ -198,11 +206,12 @@ Design row_per_group(const Ctx& c, int wg, bool online) {
   d.family = c.is_map ? "opencl.row-map.row-per-group" : "opencl.reduce.row-per-group";
   d.params = {{"wg", wg}};
   if (!c.is_reduce && !c.is_map) d.params["online"] = online;
-  d.description = fmt::format("one work-group of {} per row, float4 loads, local-memory tree{}", wg,
-                              c.is_reduce ? ""
-                              : c.is_map  ? fmt::format(" for the row's {}, then every element from a second read", c.plan.reduce_op)
-                              : online    ? " of online (max, sum) pairs"
-                                          : "s for max and sum");
+  d.description =
+      fmt::format("one work-group of {} per row, float4 loads, local-memory tree{}", wg,
+                  c.is_reduce ? ""
+                  : c.is_map ? fmt::format(" for the row's {}, then every element from a second read", c.plan.reduce_op)
+                  : online   ? " of online (max, sum) pairs"
+                             : "s for max and sum");
   d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
   if (online) d.actions.push_back("opencl.fewer-barriers");
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
@@ -267,8 +276,10 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
     k += "  float acc = " + horizontal(op, "a") + ";\n";
     k += fmt::format("  for (int r = RV * {}; r < R; ++r) acc = {};\n", vec, combine(op, "acc", "row[r]"));
     k += "  acc = " + final_value(c, "acc") + ";\n";
-    if (c.is_reduce) k += "  out[o] = " + epilogue(c, "o", "acc") + ";\n";
-    else k += "  const float stat = acc;\n";
+    if (c.is_reduce)
+      k += "  out[o] = " + epilogue(c, "o", "acc") + ";\n";
+    else
+      k += "  const float stat = acc;\n";
   } else if (online) {
     k += fmt::format("  {0} mv = ({0})(-INFINITY), sv = ({0})(0.0f);\n", vt);
     k += "  for (int v = 0; v < RV; ++v) {\n";
@@ -298,7 +309,10 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
     }
     k += "  float sum = " + horizontal("sum", "sv") + ";\n";
     if (stored)
-      k += fmt::format("  for (int r = RV * {}; r < R; ++r) {{\n    const float e = exp(row[r] - m);\n    orow[r] = e;\n    sum += e;\n  }}\n", vec);
+      k += fmt::format(
+          "  for (int r = RV * {}; r < R; ++r) {{\n    const float e = exp(row[r] - m);\n    orow[r] = e;\n    sum += "
+          "e;\n  }}\n",
+          vec);
     else
       k += fmt::format("  for (int r = RV * {}; r < R; ++r) sum += exp(row[r] - m);\n", vec);
   }
@@ -341,12 +355,13 @@ Design row_per_item(const Ctx& c, int vec, RowStats stats) {
   d.params = {{"vec", vec}};
   if (!c.is_reduce && !c.is_map) d.params["online"] = online;
   if (stored) d.params["exp_stored"] = true;
-  d.description = fmt::format("one work-item per row, float{} accumulators, no barriers{}", vec,
-                              c.is_reduce ? ""
-                              : c.is_map  ? fmt::format(", the row's {} then every element from a second read", c.plan.reduce_op)
-                              : online    ? ", online (max, sum) per lane"
-                              : stored    ? ", max pass, then a sum pass storing exp, then a scaling pass"
-                                          : ", max pass then sum pass");
+  d.description =
+      fmt::format("one work-item per row, float{} accumulators, no barriers{}", vec,
+                  c.is_reduce ? ""
+                  : c.is_map  ? fmt::format(", the row's {} then every element from a second read", c.plan.reduce_op)
+                  : online    ? ", online (max, sum) per lane"
+                  : stored    ? ", max pass, then a sum pass storing exp, then a scaling pass"
+                              : ", max pass then sum pass");
   d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
   d.kernels = k;
@@ -433,12 +448,15 @@ Design columns_vec(const Ctx& c, int vw) {
   k += "  __global const float* col = " + c.x + " + o * R * INNER + i0;\n";
   k += fmt::format("  {0} a = ({0}){1};\n", fv, init(op));
   if (op == "max" || op == "min") {
-    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx, combine(op, "a", fmt::format("vload{}(0, col + r * INNER)", vw)));
+    k += fmt::format("  for ({} r = 0; r < R; ++r) a = {};\n", c.idx,
+                     combine(op, "a", fmt::format("vload{}(0, col + r * INNER)", vw)));
   } else {
     k += fmt::format("  {0} lost = ({0})(0.0f);  // per lane, what the running sum's last rounding dropped\n", fv);
     k += fmt::format("  for ({} r = 0; r < R; ++r) {{\n", c.idx);
-    k += fmt::format("    const {0} y = vload{1}(0, col + r * INNER) - lost, t = a + y;\n    lost = (t - a) - y;\n    a = t;\n  }}\n", fv,
-                     vw);
+    k += fmt::format(
+        "    const {0} y = vload{1}(0, col + r * INNER) - lost, t = a + y;\n    lost = (t - a) - y;\n    a = t;\n  "
+        "}}\n",
+        fv, vw);
   }
   k += fmt::format("  const {} b = o * INNER + i0;\n", c.idx);
   k += fmt::format("  const {} acc = {};\n", fv, final_value(c, "a"));
@@ -502,8 +520,9 @@ Design norm_per_group(const Ctx& c, int wg) {
   Design d;
   d.family = "opencl.layernorm.row-per-group";
   d.params = {{"wg", wg}};
-  d.description = fmt::format("{}: one work-group of {} per row, float4 loads, local-memory trees for the mean and the variance",
-                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", wg);
+  d.description =
+      fmt::format("{}: one work-group of {} per row, float4 loads, local-memory trees for the mean and the variance",
+                  c.plan.rms ? "rmsnorm (no mean)" : "layernorm", wg);
   d.actions = {"opencl.two-pass-reduction", "opencl.reqd-work-group-size", "opencl.vector-load-store-128bit"};
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
   d.kernels = k;
@@ -525,7 +544,8 @@ Design norm_per_item(const Ctx& c, int vec) {
     return h;
   };
   std::string k;
-  k += fmt::format("#define R {}\n#define OUTER {}\n#define RV (R / {})\n#define EPS {:.9g}f\n\n", c.r, c.outer, vec, c.eps);
+  k += fmt::format("#define R {}\n#define OUTER {}\n#define RV (R / {})\n#define EPS {:.9g}f\n\n", c.r, c.outer, vec,
+                   c.eps);
   k += "__kernel void mb_rows(" + kernel_params(tensors) + ") {\n";
   k += fmt::format("  const {0} o = ({0})get_global_id(0);\n", c.idx);
   k += "  if (o >= OUTER) return;\n";
@@ -540,7 +560,8 @@ Design norm_per_item(const Ctx& c, int vec) {
     k += "  const float mean = sum / (float)R;\n";
   }
   k += fmt::format("  {0} dv = ({0})(0.0f);\n", vt);
-  k += fmt::format("  for (int v = 0; v < RV; ++v) {{\n    const {} q = vload{}(v, row) - mean;\n    dv += q * q;\n  }}\n", vt, vec);
+  k += fmt::format(
+      "  for (int v = 0; v < RV; ++v) {{\n    const {} q = vload{}(v, row) - mean;\n    dv += q * q;\n  }}\n", vt, vec);
   k += "  float var = " + horizontal("dv") + ";\n";
   k += fmt::format("  for (int r = RV * {}; r < R; ++r) var += (row[r] - mean) * (row[r] - mean);\n", vec);
   k += "  const float rstd = rsqrt(var / (float)R + EPS);\n";
@@ -558,8 +579,9 @@ Design norm_per_item(const Ctx& c, int vec) {
   d.family = "opencl.layernorm.row-per-item";
   d.cpu_first = c.outer >= 64;  // as row_per_item's
   d.params = {{"vec", vec}};
-  d.description = fmt::format("{}: one work-item per row, float{} accumulators for the mean and the variance, no barriers",
-                              c.plan.rms ? "rmsnorm (no mean)" : "layernorm", vec);
+  d.description =
+      fmt::format("{}: one work-item per row, float{} accumulators for the mean and the variance, no barriers",
+                  c.plan.rms ? "rmsnorm (no mean)" : "layernorm", vec);
   d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit", "opencl.thread-coarsening"};
   for (auto& a : fusion_actions(c)) d.actions.push_back(a);
   d.kernels = k;

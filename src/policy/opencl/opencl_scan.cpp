@@ -74,14 +74,16 @@ Design group_rows(const KernelPlan& plan, const Problem& problem, int wg, int pe
   k += "    const float before = carry + ex, bb = before - carry;\n";
   k += "    const float lo = ((low[t] + ex_err) + ((carry - (before - bb)) + (ex - bb))) - comp;\n";
   k += gpu::scan_tile_store(plan, kOpenCL, idx, "    ");
-  k += "    const float y = (total[WG - 1] + low[WG - 1]) - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    carry = tc;\n";
+  k += "    const float y = (total[WG - 1] + low[WG - 1]) - comp, tc = carry + y;\n    comp = (tc - carry) - y;\n    "
+       "carry = tc;\n";
   k += "    barrier(CLK_LOCAL_MEM_FENCE);  // total is rewritten by the next tile\n  }\n}\n";
   Design d;
   d.family = "opencl.scan.group-rows";
   d.params = {{"wg", wg}, {"per_item", per_item}};
-  d.description = fmt::format("inclusive scan, one work-group of {} per row in tiles of {} ({} consecutive elements per work-item), "
-                              "a Hillis-Steele pass in local memory for the prefix, the tile's total carried{}",
-                              wg, wg * per_item, per_item, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
+  d.description = fmt::format(
+      "inclusive scan, one work-group of {} per row in tiles of {} ({} consecutive elements per work-item), "
+      "a Hillis-Steele pass in local memory for the prefix, the tile's total carried{}",
+      wg, wg * per_item, per_item, gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"opencl.local-memory-tiling", "opencl.thread-coarsening", "opencl.reqd-work-group-size"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
   if (idx == "int") d.actions.push_back("opencl.32bit-index-math");
@@ -118,7 +120,8 @@ Design rows_vector(const KernelPlan& plan, const Problem& problem, int vw) {
   k += fmt::format("    {} v = vload{}(0, xr + j);\n", vt, vw);
   for (int shift = 1; shift < vw; shift *= 2) {  // v.s[i] += v.s[i - shift]
     std::string lanes;
-    for (int i = 0; i < vw; ++i) lanes += std::string(i ? ", " : "") + (i < shift ? "0.0f" : std::string("v.s") + kLane[i - shift]);
+    for (int i = 0; i < vw; ++i)
+      lanes += std::string(i ? ", " : "") + (i < shift ? "0.0f" : std::string("v.s") + kLane[i - shift]);
     k += fmt::format("    v += ({})({});\n", vt, lanes);
   }
   k += fmt::format("    const {0} acc = ({0})(carry) + (v - ({0})(comp));\n", vt);
@@ -136,9 +139,10 @@ Design rows_vector(const KernelPlan& plan, const Problem& problem, int vw) {
   Design d;
   d.family = "opencl.scan.rows-vec";
   d.params = {{"vw", vw}};
-  d.description = fmt::format("inclusive scan, one work-item per row, {} elements a step scanned in a float{} (shifted adds), the row's "
-                              "carry compensated{}",
-                              vw, vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused on the vector" : "");
+  d.description = fmt::format(
+      "inclusive scan, one work-item per row, {} elements a step scanned in a float{} (shifted adds), the row's "
+      "carry compensated{}",
+      vw, vw, gpu::expr_has_ops(plan.expr) ? ", epilogue fused on the vector" : "");
   d.actions = {"opencl.pocl-cpu-friendly-kernels", "opencl.vector-load-store-128bit"};
   if (gpu::expr_has_ops(plan.expr)) d.actions.push_back("opencl.kernel-fusion");
   if (idx == "int") d.actions.push_back("opencl.32bit-index-math");

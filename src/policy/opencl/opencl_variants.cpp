@@ -26,7 +26,8 @@ std::string host_code(const Design& d, const Problem& problem) {
       continue;
     }
     auto it = std::find(names.begin(), names.end(), l.kernel);
-    const int64_t wg = l.local[0] ? l.local[0] * std::max<int64_t>(l.local[1], 1) * std::max<int64_t>(l.local[2], 1) : 0;
+    const int64_t wg =
+        l.local[0] ? l.local[0] * std::max<int64_t>(l.local[1], 1) * std::max<int64_t>(l.local[2], 1) : 0;
     if (it == names.end()) {
       names.push_back(l.kernel);
       fixed.push_back(wg);
@@ -58,9 +59,11 @@ std::string host_code(const Design& d, const Problem& problem) {
   if (have_program) {
     s += "  cl_program program = nullptr;\n";
     s += "  cl_kernel kernels[kNumKernels] = {};\n";
-    s += "  size_t info_wg[kNumKernels] = {};  // from CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE and CL_KERNEL_WORK_GROUP_SIZE\n";
+    s += "  size_t info_wg[kNumKernels] = {};  // from CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE and "
+         "CL_KERNEL_WORK_GROUP_SIZE\n";
   }
-  if (!d.temps.empty()) s += fmt::format("  cl_mem tmp[{}] = {{}};  // the temporaries between the kernels\n", d.temps.size());
+  if (!d.temps.empty())
+    s += fmt::format("  cl_mem tmp[{}] = {{}};  // the temporaries between the kernels\n", d.temps.size());
   if (!have_program && d.temps.empty()) s += "  int unused = 0;\n";
   s += "};\n\n";
   s += "static void mb_free(mb_state* s) {\n  if (!s) return;\n";
@@ -73,7 +76,8 @@ std::string host_code(const Design& d, const Problem& problem) {
 
   s += "static int mb_build(const mblast_context* ctx, mb_state** out) {\n";
   s += "  *out = nullptr;\n";
-  s += "  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device || !ctx->cl_queue)\n";
+  s +=
+      "  if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device || !ctx->cl_queue)\n";
   s += "    return mblast_cl::fail(\"mblast_context has no OpenCL context, device or queue\");\n";
   s += "  mb_state* s = new mb_state();\n";
   if (have_program) {
@@ -115,9 +119,11 @@ std::string host_code(const Design& d, const Problem& problem) {
     s += "};\n";
     s += "    cl_int terr = CL_SUCCESS;\n";
     s += "    for (size_t i = 0; i < sizeof kTempBytes / sizeof kTempBytes[0]; ++i) {\n";
-    s += "      s->tmp[i] = clCreateBuffer(static_cast<cl_context>(ctx->cl_context), CL_MEM_READ_WRITE, kTempBytes[i], nullptr, &terr);\n";
+    s += "      s->tmp[i] = clCreateBuffer(static_cast<cl_context>(ctx->cl_context), CL_MEM_READ_WRITE, kTempBytes[i], "
+         "nullptr, &terr);\n";
     s += "      if (terr != CL_SUCCESS)\n";
-    s += "        return mb_free(s), mblast_cl::fail(\"clCreateBuffer of temporary %zu (%zu bytes) failed with cl_int %d\", i, kTempBytes[i], terr);\n";
+    s += "        return mb_free(s), mblast_cl::fail(\"clCreateBuffer of temporary %zu (%zu bytes) failed with cl_int "
+         "%d\", i, kTempBytes[i], terr);\n";
     s += "    }\n  }\n";
   }
   s += "  *out = s;\n  return 0;\n}\n\n";
@@ -133,7 +139,8 @@ std::string host_code(const Design& d, const Problem& problem) {
       s += "static int mb_prepare_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* par) {\n";
       s += "  (void)s;\n  (void)par;\n";
     } else {
-      s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const mblast_tensor* par,\n";
+      s += "static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tensor* in, const "
+           "mblast_tensor* par,\n";
       s += "                      mblast_tensor* out) {\n";
       s += "  (void)s;\n  (void)in;\n  (void)par;\n";
     }
@@ -145,7 +152,8 @@ std::string host_code(const Design& d, const Problem& problem) {
         continue;
       }
       const bool param = b.starts_with("par");
-      s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in", b.substr(param ? 3 : 2));
+      s += fmt::format("  cl_mem {} = static_cast<cl_mem>({}[{}].data);\n", b, param ? "par" : "in",
+                       b.substr(param ? 3 : 2));
     }
   };
   auto emit_gemm = [&](const Launch& l) {
@@ -156,16 +164,21 @@ std::string host_code(const Design& d, const Problem& problem) {
     s += "  {\n    cl_command_queue q = queue;\n";
     if (g.batch == 1) {
       s += fmt::format(
-          "    const CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {}, 0, {}, 0.0f,\n"
+          "    const CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, "
+          "{}, 0, {}, 0.0f,\n"
           "                                              {}, 0, {}, &q, nullptr);\n",
           ta, tb, g.m, g.n, g.k, a, g.lda, b, g.ldb, c, g.ldc);
-      s += "    if (st != CLBlastSuccess) return mblast_cl::fail(\"CLBlastSgemm failed with status %d\", static_cast<int>(st));\n";
+      s += "    if (st != CLBlastSuccess) return mblast_cl::fail(\"CLBlastSgemm failed with status %d\", "
+           "static_cast<int>(st));\n";
     } else {
       s += fmt::format(
-          "    const CLBlastStatusCode st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, 1.0f, {}, 0, {}, {},\n"
-          "                                                            {}, 0, {}, {}, 0.0f, {}, 0, {}, {}, {}, &q, nullptr);\n",
+          "    const CLBlastStatusCode st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, {}, {}, {}, {}, {}, "
+          "1.0f, {}, 0, {}, {},\n"
+          "                                                            {}, 0, {}, {}, 0.0f, {}, 0, {}, {}, {}, &q, "
+          "nullptr);\n",
           ta, tb, g.m, g.n, g.k, a, g.lda, g.stride_a, b, g.ldb, g.stride_b, c, g.ldc, g.stride_c, g.batch);
-      s += "    if (st != CLBlastSuccess)\n      return mblast_cl::fail(\"CLBlastSgemmStridedBatched failed with status %d\", static_cast<int>(st));\n";
+      s += "    if (st != CLBlastSuccess)\n      return mblast_cl::fail(\"CLBlastSgemmStridedBatched failed with "
+           "status %d\", static_cast<int>(st));\n";
     }
     s += "  }\n";
   };
@@ -181,21 +194,28 @@ std::string host_code(const Design& d, const Problem& problem) {
     for (size_t i = 0; i < l.args.size(); ++i) s += (i ? ", " : "") + mem(l.args[i]);
     s += "};\n";
     s += "    cl_int err = CL_SUCCESS;\n    cl_uint index = 0;\n";
-    s += "    for (const cl_mem& m : args)\n      if (err == CL_SUCCESS) err = clSetKernelArg(k, index++, sizeof(cl_mem), &m);\n";
-    s += fmt::format("    if (err != CL_SUCCESS) return mblast_cl::fail(\"clSetKernelArg({}, %u) failed with cl_int %d\", index - 1, err);\n",
-                     l.kernel);
+    s += "    for (const cl_mem& m : args)\n      if (err == CL_SUCCESS) err = clSetKernelArg(k, index++, "
+         "sizeof(cl_mem), &m);\n";
+    s += fmt::format(
+        "    if (err != CL_SUCCESS) return mblast_cl::fail(\"clSetKernelArg({}, %u) failed with cl_int %d\", index - "
+        "1, err);\n",
+        l.kernel);
     s += fmt::format("    size_t global[3] = {{{}, {}, {}}};\n", l.global[0], l.global[1], l.global[2]);
     const bool has_local = l.local_from_kernel_info || l.local[0] > 0;
-    if (l.local_from_kernel_info) s += fmt::format("    const size_t local[3] = {{s->info_wg[{}], 1, 1}};\n", ki);
+    if (l.local_from_kernel_info)
+      s += fmt::format("    const size_t local[3] = {{s->info_wg[{}], 1, 1}};\n", ki);
     else if (has_local)
       s += fmt::format("    const size_t local[3] = {{{}, {}, {}}};\n", l.local[0], std::max<int64_t>(l.local[1], 1),
                        std::max<int64_t>(l.local[2], 1));
     if (has_local)
-      s += fmt::format("    for (int d = 0; d < {}; ++d) global[d] = (global[d] + local[d] - 1) / local[d] * local[d];\n", l.dims);
-    s += fmt::format("    err = clEnqueueNDRangeKernel(queue, k, {}, nullptr, global, {}, 0, nullptr, nullptr);\n", l.dims,
-                     has_local ? "local" : "nullptr");
-    s += fmt::format("    if (err != CL_SUCCESS) return mblast_cl::fail(\"clEnqueueNDRangeKernel({}) failed with cl_int %d\", err);\n",
-                     l.kernel);
+      s += fmt::format(
+          "    for (int d = 0; d < {}; ++d) global[d] = (global[d] + local[d] - 1) / local[d] * local[d];\n", l.dims);
+    s += fmt::format("    err = clEnqueueNDRangeKernel(queue, k, {}, nullptr, global, {}, 0, nullptr, nullptr);\n",
+                     l.dims, has_local ? "local" : "nullptr");
+    s += fmt::format(
+        "    if (err != CL_SUCCESS) return mblast_cl::fail(\"clEnqueueNDRangeKernel({}) failed with cl_int %d\", "
+        "err);\n",
+        l.kernel);
     s += "  }\n";
   };
   const bool prepares = !d.prepare_launches.empty();
@@ -203,7 +223,8 @@ std::string host_code(const Design& d, const Problem& problem) {
     open_function(d.prepare_launches, true);
     for (const auto& l : d.prepare_launches) emit_launch(l);
     s += "  const cl_int fin = clFinish(queue);\n";
-    s += "  if (fin != CL_SUCCESS) return mblast_cl::fail(\"clFinish after the preparation failed with cl_int %d\", fin);\n";
+    s += "  if (fin != CL_SUCCESS) return mblast_cl::fail(\"clFinish after the preparation failed with cl_int %d\", "
+         "fin);\n";
     s += "  return 0;\n}\n\n";
   }
   open_function(d.launches, false);
@@ -211,7 +232,8 @@ std::string host_code(const Design& d, const Problem& problem) {
   s += "  return 0;\n}\n\n";
 
   if (prepares) {
-    s += R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t n_par, void** state) {
+    s +=
+        R"CXX(extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t n_par, void** state) {
   *state = nullptr;
   if (!par || n_par < 1) return mblast_cl::fail("mblast_prepare needs the parameters");
   mb_state* s = nullptr;
@@ -240,7 +262,8 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   // Called without mblast_prepare: a transient program (OpenCL keeps what the queue needs).
   if (mb_build(ctx, &s) != 0) return -1;
   const int rc = )CXX";
-  s += prepares ? "mb_prepare_enqueue(ctx, s, par) != 0 ? -1 : mb_enqueue(ctx, s, in, par, out);" : "mb_enqueue(ctx, s, in, par, out);";
+  s += prepares ? "mb_prepare_enqueue(ctx, s, par) != 0 ? -1 : mb_enqueue(ctx, s, in, par, out);"
+                : "mb_enqueue(ctx, s, in, par, out);";
   s += R"CXX(
   mb_free(s);
   return rc;
@@ -294,7 +317,8 @@ namespace {
 std::vector<Design> designs_by_kind(const KernelPlan& plan, const Problem& problem) {
   if (!gpu::plan_supported(plan, problem)) return {};
   if (plan.kind == "elementwise") return elementwise_designs(plan, problem);
-  if (is_row_kind(plan.kind) || plan.kind == "row_map") return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
+  if (is_row_kind(plan.kind) || plan.kind == "row_map")
+    return reduction_designs(plan, problem);  // reduce, softmax, layernorm, row maps
   if (plan.kind == "matmul") return matmul_designs(plan, problem);
   if (plan.kind == "pool" || plan.kind == "gather") return window_designs(plan, problem);
   if (plan.kind == "cumsum") return scan_designs(plan, problem);
@@ -324,17 +348,20 @@ Variant finish(const Design& d, const KernelPlan& plan, const Problem& problem) 
   v.params = d.params;
   v.description = d.description;
   v.extension = ".opencl.cpp";
-  v.source = gpu::header_comment(d.family, d.params, plan, problem, "OpenCL candidate — " + d.description) + host_code(d, problem);
+  v.source = gpu::header_comment(d.family, d.params, plan, problem, "OpenCL candidate — " + d.description) +
+             host_code(d, problem);
   return v;
 }
 
 }  // namespace opencl
 
 std::vector<Variant> opencl_variants(const KernelPlan& plan, const Problem& problem, const Target& target) {
-  const auto type = target.spec.is_object() ? target.spec.value("/device/type"_json_pointer, nlohmann::json()) : nlohmann::json();
+  const auto type =
+      target.spec.is_object() ? target.spec.value("/device/type"_json_pointer, nlohmann::json()) : nlohmann::json();
   const bool cpu = type.is_string() && type.get<std::string>() == "cpu";
   std::vector<Variant> v;
-  for (const auto& d : plan.kind == "chain" ? opencl::chain_designs(plan, problem, cpu) : opencl::designs_for(plan, problem, cpu))
+  for (const auto& d :
+       plan.kind == "chain" ? opencl::chain_designs(plan, problem, cpu) : opencl::designs_for(plan, problem, cpu))
     v.push_back(opencl::finish(d, plan, problem));
   return v;
 }

@@ -26,7 +26,8 @@ Design make(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
   k += fmt::format("    const {0} i = g + ({0})j * ITEMS;\n", idx);
   k += "    if (i >= N) break;\n";
   if (conv) {
-    k += gpu::conv_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ", "__global ");
+    k += gpu::conv_window(plan, x, gpu::buffer_name({plan.conv_weight_is_param, plan.conv_weight}), "i", idx, "    ",
+                          "__global ");
     k += "    (void)n;\n";
   } else if (plan.kind == "gather") {
     k += gpu::gather_window(plan, x, "i", idx, "    ");
@@ -39,8 +40,10 @@ Design make(const KernelPlan& plan, const Problem& problem, int ept, int wg) {
   d.family = conv ? "opencl.conv.direct" : plan.kind == "gather" ? "opencl.gather.direct" : "opencl.pool.direct";
   d.params = {{"ept", ept}, {"wg", wg}};
   d.description = fmt::format("{}, {} output(s) per work-item (strided), work-group {}{}",
-                              conv ? std::string("direct convolution") : plan.kind == "gather" ? std::string("strided copy") : plan.pool_op + " pooling", ept,
-                              wg ? std::to_string(wg) : std::string("chosen by the implementation"),
+                              conv                    ? std::string("direct convolution")
+                              : plan.kind == "gather" ? std::string("strided copy")
+                                                      : plan.pool_op + " pooling",
+                              ept, wg ? std::to_string(wg) : std::string("chosen by the implementation"),
                               gpu::expr_has_ops(plan.expr) ? ", epilogue fused" : "");
   d.actions = {"opencl.coalesced-access", "opencl.pocl-cpu-friendly-kernels"};
   if (ept > 1) d.actions.push_back("opencl.thread-coarsening");

@@ -26,11 +26,15 @@ Variant argmax_variant(const KernelPlan& plan, const Problem& problem, std::opti
     v.actions.push_back("rvv.vid-index-generation");
     v.actions.push_back(lm->m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking");
   }
-  v.description = lm ? fmt::format("argmax of each row, a best value and its index per lane VLMAX at a time at LMUL {}, lanes merged in C",
-                                   lm->name())
-                     : std::string("argmax in scalar C, one column at a time");
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + gpu::argmax_better() + "\n";
-  s += "static void mb_take(float v, int64_t i, float* bv, int64_t* bi) {\n  if (MB_TAKES(v, i, *bv, *bi)) {\n    *bv = v;\n    *bi = i;\n  }\n}\n\n";
+  v.description =
+      lm ? fmt::format(
+               "argmax of each row, a best value and its index per lane VLMAX at a time at LMUL {}, lanes merged in C",
+               lm->name())
+         : std::string("argmax in scalar C, one column at a time");
+  std::string s =
+      file_header(v.family, v.params, plan, v.description) + shape_check(problem) + gpu::argmax_better() + "\n";
+  s += "static void mb_take(float v, int64_t i, float* bv, int64_t* bi) {\n  if (MB_TAKES(v, i, *bv, *bi)) {\n    *bv "
+       "= v;\n    *bi = i;\n  }\n}\n\n";
   s += run_begin(problem);
   s += "  (void)out;\n  int64_t* restrict idx = (int64_t*)outputs[0].data;\n";
   const std::string x = fmt::format("in{}", plan.source);
@@ -38,8 +42,8 @@ Variant argmax_variant(const KernelPlan& plan, const Problem& problem, std::opti
     s += fmt::format("  for (int64_t c = 0; c < {}; ++c) {{\n", r.outer * r.inner);
     s += fmt::format("    const int64_t o = c / {0}, in = c % {0};\n", r.inner);
     s += "    float bv = -INFINITY;\n    int64_t bi = INT64_MAX;\n";
-    s += fmt::format("    for (int64_t j = 0; j < {}; ++j) mb_take({}[(o * {} + j) * {} + in], j, &bv, &bi);\n", r.reduce, x, r.reduce,
-                     r.inner);
+    s += fmt::format("    for (int64_t j = 0; j < {}; ++j) mb_take({}[(o * {} + j) * {} + in], j, &bv, &bi);\n",
+                     r.reduce, x, r.reduce, r.inner);
     s += "    idx[c] = bi;\n  }\n";
   } else {
     const Lmul& l = *lm;
@@ -54,11 +58,13 @@ Variant argmax_variant(const KernelPlan& plan, const Problem& problem, std::opti
     s += fmt::format("      {} best = {}(xr, vlmax);\n      {} at = lane;\n", l.f32(), l.f("vle32_v"), l.u32());
     s += fmt::format("      for (j = vlmax; j + vlmax <= {}; j += vlmax) {{\n", r.reduce);
     s += fmt::format("        const {} v = {}(xr + j, vlmax);\n", l.f32(), l.f("vle32_v"));
-    s += fmt::format("        const {} up = __riscv_vmor_mm{}({}{}(v, best, vlmax), {}{}(v, v, vlmax), vlmax);\n", l.mask(), ms,
-                     l.f("vmfgt_vv"), ms, l.f("vmfne_vv"), ms);
-    s += fmt::format("        const {} take = __riscv_vmandn_mm{}(up, {}{}(best, best, vlmax), vlmax);\n", l.mask(), ms, l.f("vmfne_vv"), ms);
+    s += fmt::format("        const {} up = __riscv_vmor_mm{}({}{}(v, best, vlmax), {}{}(v, v, vlmax), vlmax);\n",
+                     l.mask(), ms, l.f("vmfgt_vv"), ms, l.f("vmfne_vv"), ms);
+    s += fmt::format("        const {} take = __riscv_vmandn_mm{}(up, {}{}(best, best, vlmax), vlmax);\n", l.mask(), ms,
+                     l.f("vmfne_vv"), ms);
     s += fmt::format("        best = {}(best, v, take, vlmax);\n", l.f("vmerge_vvm"));
-    s += fmt::format("        at = {}(at, {}(lane, (uint32_t)j, vlmax), take, vlmax);\n      }}\n", l.u("vmerge_vvm"), l.u("vadd_vx"));
+    s += fmt::format("        at = {}(at, {}(lane, (uint32_t)j, vlmax), take, vlmax);\n      }}\n", l.u("vmerge_vvm"),
+                     l.u("vadd_vx"));
     s += fmt::format("      {}(lane_v, best, vlmax);\n      {}(lane_i, at, vlmax);\n", l.f("vse32_v"), l.u("vse32_v"));
     s += "      for (size_t k = 0; k < vlmax; ++k) mb_take(lane_v[k], (int64_t)lane_i[k], &bv, &bi);\n    }\n";
     s += fmt::format("    for (; j < {}; ++j) mb_take(xr[j], (int64_t)j, &bv, &bi);\n", r.reduce);

@@ -17,8 +17,8 @@ namespace mblast::policy::rvv {
 struct Lmul {
   int m = 1;  // 1, 2, 4, 8
 
-  std::string name() const { return "m" + std::to_string(m); }        // "m4"
-  std::string f32() const { return "vfloat32" + name() + "_t"; }     // vfloat32m4_t
+  std::string name() const { return "m" + std::to_string(m); }    // "m4"
+  std::string f32() const { return "vfloat32" + name() + "_t"; }  // vfloat32m4_t
   std::string i32() const { return "vint32" + name() + "_t"; }
   std::string u32() const { return "vuint32" + name() + "_t"; }
   std::string mask() const { return "vbool" + std::to_string(32 / m) + "_t"; }  // vbool8_t for m4
@@ -93,7 +93,8 @@ class VectorExpr {
   bool uses_fma_ = false, uses_mask_ = false, uses_scalar_operands_ = false;
 
   std::string operand(int node, const std::string& acc, const std::map<int, std::string>& leaves) const;
-  std::string vector_op(int node, const std::string& acc, const std::map<int, std::string>& leaves, std::string* pre) const;
+  std::string vector_op(int node, const std::string& acc, const std::map<int, std::string>& leaves,
+                        std::string* pre) const;
 };
 
 // Whether render_expr (the scalar fallback) knows every op of the expression, and whether the
@@ -127,8 +128,8 @@ std::vector<Variant> row_map_variants(const KernelPlan& plan, const Problem& pro
 std::vector<Variant> softmax_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> layernorm_variants(const KernelPlan& plan, const Problem& problem);
 std::vector<Variant> matmul_variants(const KernelPlan& plan, const Problem& problem);
-std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
-std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
+std::vector<Variant> pool_variants(const KernelPlan& plan, const Problem& problem);    // rvv_window.cpp
+std::vector<Variant> conv_variants(const KernelPlan& plan, const Problem& problem);    // rvv_window.cpp
 std::vector<Variant> gather_variants(const KernelPlan& plan, const Problem& problem);  // rvv_window.cpp
 std::vector<Variant> scan_variants(const KernelPlan& plan, const Problem& problem);    // rvv_scan.cpp
 std::vector<Variant> argmax_variants(const KernelPlan& plan, const Problem& problem);  // rvv_argmax.cpp

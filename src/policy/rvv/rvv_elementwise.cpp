@@ -43,8 +43,8 @@ Variant make(const KernelPlan& plan, const Problem& problem, Lmul lm, int unroll
 
   v.family = "rvv.elementwise.strip-mined";
   const bool heavy = !ve.helpers().empty();
-  v.actions = {lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking", "rvv.strip-mining-vsetvl",
-               "rvv.vector-length-agnostic"};
+  v.actions = {lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking",
+               "rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic"};
   if (heavy && lm.m <= 2) v.actions[0] = "rvv.lmul-small-for-register-blocking";
   if (unroll > 1) v.actions.push_back("rvv.minimise-vtype-changes");
   add_expr_actions(ve, &v.actions);
@@ -56,7 +56,8 @@ Variant make(const KernelPlan& plan, const Problem& problem, Lmul lm, int unroll
   if (heavy) source += math_helpers(ve.helpers(), lm) + "\n";
   source += run_begin(problem);
   source += fmt::format("  const size_t vlmax = {};\n  (void)vlmax;\n", lm.vsetvlmax());
-  source += fmt::format("  for (int64_t blk = 0; blk < {}; ++blk) {{\n    const int64_t base = blk * {};\n", total / block, block);
+  source += fmt::format("  for (int64_t blk = 0; blk < {}; ++blk) {{\n    const int64_t base = blk * {};\n",
+                        total / block, block);
   source += ve.block_setup("base", "    ");
   source += "    float* restrict o = out + base;\n    size_t j = 0;\n";
   if (unroll > 1) {

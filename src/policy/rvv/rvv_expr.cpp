@@ -31,7 +31,9 @@ namespace {
 
 bool is_leaf(const ExprNode& n) { return n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param; }
 
-std::string tensor_name(const ExprNode& n) { return (n.kind == ExprNode::Kind::Input ? "in" : "pr") + std::to_string(n.tensor); }
+std::string tensor_name(const ExprNode& n) {
+  return (n.kind == ExprNode::Kind::Input ? "in" : "pr") + std::to_string(n.tensor);
+}
 
 // The element a leaf reads for output index `i` (a C expression of type int64_t).
 std::string leaf_index(const IndexMap& m, const std::string& i) {
@@ -46,8 +48,8 @@ const std::set<std::string>& helper_ops() {
 }
 
 const std::set<std::string>& vector_ops() {
-  static const std::set<std::string> s = {"neg", "relu", "relu6", "abs", "sqrt", "rsqrt", "clamp", "hardtanh",
-                                          "leaky_relu", "add", "sub", "mul", "div", "max", "min"};
+  static const std::set<std::string> s = {"neg",        "relu", "relu6", "abs", "sqrt", "rsqrt", "clamp", "hardtanh",
+                                          "leaky_relu", "add",  "sub",   "mul", "div",  "max",   "min"};
   return s;
 }
 
@@ -113,7 +115,8 @@ VectorExpr::VectorExpr(const Expr& e, Lmul lm, int64_t block) : e_(e), lm_(lm), 
     if (uniform_[i]) {
       // Rendered as scalar C by render_expr; an op it does not know (it answers with a comment)
       // is computed as a vector of its uniform argument instead.
-      std::string text = render_expr(e, kC, [](const ExprNode&) { return std::string("x"); }, static_cast<int>(i));
+      std::string text = render_expr(
+          e, kC, [](const ExprNode&) { return std::string("x"); }, static_cast<int>(i));
       if (text.find("/* unknown op") == std::string::npos) continue;
       uniform_[i] = false;
       for (size_t k = i + 1; k < n; ++k) {  // users of a vector node are vectors
@@ -123,8 +126,10 @@ VectorExpr::VectorExpr(const Expr& e, Lmul lm, int64_t block) : e_(e), lm_(lm), 
           if (!uniform_[a]) uniform_[k] = false;
       }
     }
-    if (helper_ops().count(node.op)) helpers_.insert(node.op);
-    else if (!vector_ops().count(node.op)) unknown_ops_.insert(node.op);
+    if (helper_ops().count(node.op))
+      helpers_.insert(node.op);
+    else if (!vector_ops().count(node.op))
+      unknown_ops_.insert(node.op);
     if (node.op == "leaky_relu" && node.value < 0) uses_mask_ = true;
     if (node.kind == ExprNode::Kind::Binary) {
       for (int a : node.args) uses_scalar_operands_ = uses_scalar_operands_ || uniform_[a];
@@ -134,8 +139,10 @@ VectorExpr::VectorExpr(const Expr& e, Lmul lm, int64_t block) : e_(e), lm_(lm), 
           return mn.kind == ExprNode::Kind::Binary && mn.op == "mul" && !uniform_[m] && uses_[m] == 1 && !fused_[m];
         };
         int a = node.args[0], b = node.args[1];
-        if (fusable(a) && !uniform_[b]) fused_[a] = true, uses_fma_ = true;
-        else if (fusable(b) && !uniform_[a]) fused_[b] = true, uses_fma_ = true;
+        if (fusable(a) && !uniform_[b])
+          fused_[a] = true, uses_fma_ = true;
+        else if (fusable(b) && !uniform_[a])
+          fused_[b] = true, uses_fma_ = true;
       }
     }
   }
@@ -144,22 +151,27 @@ VectorExpr::VectorExpr(const Expr& e, Lmul lm, int64_t block) : e_(e), lm_(lm), 
 int VectorExpr::gathered_leaves() const {
   int g = 0;
   for (size_t i = 0; i < e_.nodes.size(); ++i)
-    if (reach_[i] && is_leaf(e_.nodes[i]) && rep_[i] == static_cast<int>(i) && leaf_mode(e_.nodes[i].index, block_) == LeafMode::Gather) ++g;
+    if (reach_[i] && is_leaf(e_.nodes[i]) && rep_[i] == static_cast<int>(i) &&
+        leaf_mode(e_.nodes[i].index, block_) == LeafMode::Gather)
+      ++g;
   return g;
 }
 
 std::string VectorExpr::operand(int i, const std::string& acc, const std::map<int, std::string>& leaves) const {
   const ExprNode& n = e_.nodes[i];
   switch (n.kind) {
-    case ExprNode::Kind::Const: return c_float(n.value);
-    case ExprNode::Kind::Acc: return acc;
+    case ExprNode::Kind::Const:
+      return c_float(n.value);
+    case ExprNode::Kind::Acc:
+      return acc;
     case ExprNode::Kind::Input:
     case ExprNode::Kind::Param: {
       if (uniform_[i]) return "u" + std::to_string(rep_[i]);
       auto it = leaves.find(rep_[i]);
       return it != leaves.end() ? it->second : "v" + std::to_string(rep_[i]);
     }
-    default: return (uniform_[i] ? "s" : "v") + std::to_string(i);
+    default:
+      return (uniform_[i] ? "s" : "v") + std::to_string(i);
   }
 }
 
@@ -189,9 +201,11 @@ std::string VectorExpr::vector_op(int i, const std::string& acc, const std::map<
     if (op == "leaky_relu") {
       const double alpha = n.value;
       const std::string ax = fmt::format("{}({}, {}, vl)", L.f("vfmul_vf"), a, c_float(alpha));
-      if (alpha >= 0 && alpha <= 1) return fmt::format("{}({}, {}, vl)", L.f("vfmax_vv"), a, ax);  // x >= alpha x iff x >= 0
+      if (alpha >= 0 && alpha <= 1)
+        return fmt::format("{}({}, {}, vl)", L.f("vfmax_vv"), a, ax);  // x >= alpha x iff x >= 0
       if (alpha > 1) return fmt::format("{}({}, {}, vl)", L.f("vfmin_vv"), a, ax);
-      *pre += fmt::format("{} k{} = __riscv_vmflt_vf_f32{}_{}({}, 0.0f, vl); ", L.mask(), i, L.name(), L.mask_suffix(), a);
+      *pre +=
+          fmt::format("{} k{} = __riscv_vmflt_vf_f32{}_{}({}, 0.0f, vl); ", L.mask(), i, L.name(), L.mask_suffix(), a);
       return fmt::format("__riscv_vfmul_vf_f32{}_mu(k{}, {}, {}, {}, vl)", L.name(), i, a, a, c_float(alpha));
     }
     return "";
@@ -234,7 +248,8 @@ std::string VectorExpr::block_setup(const std::string& base, const std::string& 
     if (mode == LeafMode::Uniform)
       s += fmt::format("{}const float u{} = {}[{}];\n", indent, i, tensor_name(node), leaf_index(node.index, base));
     else if (mode == LeafMode::Contiguous)
-      s += fmt::format("{}const float* restrict p{} = {} + ({}) % {};\n", indent, i, tensor_name(node), base, node.index.mod);
+      s += fmt::format("{}const float* restrict p{} = {} + ({}) % {};\n", indent, i, tensor_name(node), base,
+                       node.index.mod);
   }
   // Uniform operation nodes that a vector node (or the result) uses: one scalar each per block.
   std::vector<bool> needed(n, false);
@@ -248,14 +263,15 @@ std::string VectorExpr::block_setup(const std::string& base, const std::string& 
   };
   for (size_t i = 0; i < n; ++i) {
     const ExprNode& node = e_.nodes[i];
-    if (!needed[i] || !uniform_[i] || (node.kind != ExprNode::Kind::Unary && node.kind != ExprNode::Kind::Binary)) continue;
+    if (!needed[i] || !uniform_[i] || (node.kind != ExprNode::Kind::Unary && node.kind != ExprNode::Kind::Binary))
+      continue;
     s += fmt::format("{}const float s{} = (float)({});\n", indent, i, render_expr(e_, kC, leaf, static_cast<int>(i)));
   }
   return s;
 }
 
-std::string VectorExpr::strip(const std::string& base, const std::string& j, const std::string& vl, const std::string& acc,
-                              const std::string& result, const std::string& indent) const {
+std::string VectorExpr::strip(const std::string& base, const std::string& j, const std::string& vl,
+                              const std::string& acc, const std::string& result, const std::string& indent) const {
   const Lmul& L = lm_;
   std::string s;
   // Strip-local names `vl` are what vector_op and the helpers use.
@@ -289,8 +305,8 @@ std::string VectorExpr::strip(const std::string& base, const std::string& j, con
       std::string idx = "gi";
       if (node.index.div != 1) idx = fmt::format("__riscv_vdivu_vx_u32{}({}, {}u, vl)", L.name(), idx, node.index.div);
       idx = fmt::format("__riscv_vremu_vx_u32{}({}, {}u, vl)", L.name(), idx, node.index.mod);
-      s += fmt::format("{}{} {} = __riscv_vluxei32_v_f32{}({}, __riscv_vsll_vx_u32{}({}, 2, vl), vl);\n", indent, L.f32(), name,
-                       L.name(), tensor_name(node), L.name(), idx);
+      s += fmt::format("{}{} {} = __riscv_vluxei32_v_f32{}({}, __riscv_vsll_vx_u32{}({}, 2, vl), vl);\n", indent,
+                       L.f32(), name, L.name(), tensor_name(node), L.name(), idx);
     }
     names[r] = name;
     loaded_in[r] = epoch;

@@ -16,8 +16,9 @@
 namespace mblast::policy::rvv {
 
 std::string at_lmul(std::string text, Lmul lm) {
-  const std::vector<std::pair<std::string, std::string>> tokens = {
-      {"$F", lm.f32()}, {"$I", lm.i32()}, {"$U", lm.u32()}, {"$B", lm.mask()}, {"$L", lm.name()}, {"$b", lm.mask_suffix()}};
+  const std::vector<std::pair<std::string, std::string>> tokens = {{"$F", lm.f32()},  {"$I", lm.i32()},
+                                                                   {"$U", lm.u32()},  {"$B", lm.mask()},
+                                                                   {"$L", lm.name()}, {"$b", lm.mask_suffix()}};
   for (const auto& [from, to] : tokens) text = gpu::replace_all(std::move(text), from, to);
   return text;
 }
@@ -35,13 +36,16 @@ const char* kPrelude = R"C(#define MB_INLINE static inline __attribute__((always
 // iterations. At LMUL 8 even the splat's group is one too many (the exp keeps r, n and p live in
 // four groups), so a step is vfmul.vv + vfadd.vf: two roundings instead of one, well inside
 // the error budget (see the accuracy test).
-const char* kStepsHoisted = R"C(#define MB_HORNER(p, r, c) __riscv_vfmadd_vv_f32$L((p), (r), __riscv_vfmv_v_f_f32$L((c), __riscv_vsetvlmax_e32$L()), vl)
+const char* kStepsHoisted =
+    R"C(#define MB_HORNER(p, r, c) __riscv_vfmadd_vv_f32$L((p), (r), __riscv_vfmv_v_f_f32$L((c), __riscv_vsetvlmax_e32$L()), vl)
 #define MB_LINEAR(r, a, c) __riscv_vfmadd_vf_f32$L((r), (a), __riscv_vfmv_v_f_f32$L((c), __riscv_vsetvlmax_e32$L()), vl)
 )C";
-const char* kStepsPerStrip = R"C(#define MB_HORNER(p, r, c) __riscv_vfmadd_vv_f32$L((p), (r), __riscv_vfmv_v_f_f32$L((c), vl), vl)
+const char* kStepsPerStrip =
+    R"C(#define MB_HORNER(p, r, c) __riscv_vfmadd_vv_f32$L((p), (r), __riscv_vfmv_v_f_f32$L((c), vl), vl)
 #define MB_LINEAR(r, a, c) __riscv_vfmacc_vf_f32$L(__riscv_vfmv_v_f_f32$L((c), vl), (a), (r), vl)
 )C";
-const char* kStepsUnfused = R"C(#define MB_HORNER(p, r, c) __riscv_vfadd_vf_f32$L(__riscv_vfmul_vv_f32$L((p), (r), vl), (c), vl)
+const char* kStepsUnfused =
+    R"C(#define MB_HORNER(p, r, c) __riscv_vfadd_vf_f32$L(__riscv_vfmul_vv_f32$L((p), (r), vl), (c), vl)
 #define MB_LINEAR(r, a, c) __riscv_vfadd_vf_f32$L(__riscv_vfmul_vf_f32$L((r), (a), vl), (c), vl)
 )C";
 
@@ -245,8 +249,10 @@ std::string math_helpers(const std::set<std::string>& names, Lmul lm, int exp_de
   s += lm.m <= 2 ? kStepsHoisted : lm.m == 4 ? kStepsPerStrip : kStepsUnfused;
   for (const auto& h : all) {
     if (!want.count(h.name)) continue;
-    if (std::string(h.name) == "exp_core") s += exp_degree == 5 ? kExpCore5 : kExpCore6;
-    else s += h.text;
+    if (std::string(h.name) == "exp_core")
+      s += exp_degree == 5 ? kExpCore5 : kExpCore6;
+    else
+      s += h.text;
   }
   return at_lmul(s, lm);
 }

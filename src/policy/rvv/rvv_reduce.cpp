@@ -62,8 +62,10 @@ Variant row_design(const std::string& family, const KernelPlan& plan, Lmul lm, i
 std::string row_statistic(const KernelPlan& plan, Lmul lm, int u, const std::string& indent) {
   const Op op = op_for(plan.reduce_op);
   return accumulate_row(lm, u, op.vv, op.init, "x", plan.rshape.reduce, indent) +
-         fmt::format("{}const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, 1), vlmax));\n",
-                     indent, op.red, lm.name(), op.init);
+         fmt::format(
+             "{}const float r = __riscv_vfmv_f_s_f32m1_f32(__riscv_{}_vs_f32{}_f32m1(a0, __riscv_vfmv_s_f_f32m1({}, "
+             "1), vlmax));\n",
+             indent, op.red, lm.name(), op.init);
 }
 
 Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm, int u) {
@@ -71,8 +73,9 @@ Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm
   const Op op = op_for(plan.reduce_op);
   Variant v = row_design("rvv.reduce.row-accumulators", plan, lm, u);
   const std::string epi = epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
-  v.description = fmt::format("{} of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row{}", plan.reduce_op,
-                              r.outer, r.reduce, u, lm.name(), op.red, epi.empty() ? "" : ", then a vector epilogue pass");
+  v.description =
+      fmt::format("{} of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row{}", plan.reduce_op,
+                  r.outer, r.reduce, u, lm.name(), op.red, epi.empty() ? "" : ", then a vector epilogue pass");
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (!epi.empty()) {
     s += epilogue_helpers(plan.expr, plan.out_numel, lm);
@@ -80,7 +83,8 @@ Variant row_accumulators(const KernelPlan& plan, const Problem& problem, Lmul lm
   }
   s += run_begin(problem);
   s += fmt::format("  const size_t vlmax = {};\n", lm.vsetvlmax());
-  s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n    const float* restrict x = in{} + o * {};\n", r.outer, plan.source, r.reduce);
+  s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n    const float* restrict x = in{} + o * {};\n", r.outer,
+                   plan.source, r.reduce);
   s += row_statistic(plan, lm, u, "    ");
   s += fmt::format("    out[o] = {};\n  }}\n", plan.reduce_op == "mean" ? fmt::format("r / {}.0f", r.reduce) : "r");
   s += epi + "  return 0;\n}\n";
@@ -95,7 +99,8 @@ std::string store_with_epilogue(const VectorExpr& ve, const KernelPlan& plan, Lm
                                 const std::string& j, const std::string& dst, const std::string& indent) {
   if (!ve.vectorised() || plan.expr.empty() || plan.expr.is_identity_epilogue())
     return fmt::format("{}{}({}, acc, vl);\n", indent, lm.f("vse32_v"), dst);
-  return ve.strip(base, j, "vl", "acc", "res", indent) + fmt::format("{}{}({}, res, vl);\n", indent, lm.f("vse32_v"), dst);
+  return ve.strip(base, j, "vl", "acc", "res", indent) +
+         fmt::format("{}{}({}, res, vl);\n", indent, lm.f("vse32_v"), dst);
 }
 
 std::string scalar_epilogue_after(const VectorExpr& ve, const KernelPlan& plan) {
@@ -125,24 +130,28 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
   v.actions = {"rvv.unit-stride-over-strided", "rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic"};
   if (u > 1) v.actions.push_back("rvv.vector-accumulator-then-reduce");
   add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("{} over axis of {} with lanes along the inner {} (unit stride) at LMUL {}, {} {}accumulator(s), epilogue in registers",
-                              plan.reduce_op, r.reduce, r.inner, lm.name(), u, compensated ? "compensated (Kahan) " : "");
+  v.description = fmt::format(
+      "{} over axis of {} with lanes along the inner {} (unit stride) at LMUL {}, {} {}accumulator(s), epilogue in "
+      "registers",
+      plan.reduce_op, r.reduce, r.inner, lm.name(), u, compensated ? "compensated (Kahan) " : "");
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (!ve.helpers().empty() && ve.vectorised()) s += math_helpers(ve.helpers(), lm) + "\n";
   s += run_begin(problem);
   const std::string fn = lm.f(op.vv + "_vv");
   s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n    const int64_t base = o * {};\n", r.outer, r.inner);
   if (ve.vectorised()) s += ve.block_setup("base", "    ");
-  s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", r.inner, lm.vsetvl(), r.inner);
+  s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", r.inner, lm.vsetvl(),
+                   r.inner);
   s += fmt::format("      const float* restrict x = in{} + o * {} + j;\n", plan.source, r.reduce * r.inner);
   // Adds the vector at `ptr` into accumulator i; compensated (Kahan, c{i} holds what the last
   // rounding dropped) for long sums.
   auto add_into = [&](int i, const std::string& ptr, const std::string& in) {
     const std::string load = fmt::format("{}({}, vl)", lm.f("vle32_v"), ptr);
     if (!compensated) return fmt::format("{}a{} = {}(a{}, {}, vl);\n", in, i, fn, i, load);
-    return fmt::format("{0}{{\n{0}  const {1} y = {2}({3}, c{4}, vl), t = {5}(a{4}, y, vl);\n"
-                       "{0}  c{4} = {2}({2}(t, a{4}, vl), y, vl);\n{0}  a{4} = t;\n{0}}}\n",
-                       in, lm.f32(), lm.f("vfsub_vv"), load, i, fn);
+    return fmt::format(
+        "{0}{{\n{0}  const {1} y = {2}({3}, c{4}, vl), t = {5}(a{4}, y, vl);\n"
+        "{0}  c{4} = {2}({2}(t, a{4}, vl), y, vl);\n{0}  a{4} = t;\n{0}}}\n",
+        in, lm.f32(), lm.f("vfsub_vv"), load, i, fn);
   };
   for (int i = 0; i < u; ++i) {
     s += fmt::format("      {} a{} = {}(x + {}, vl);\n", lm.f32(), i, lm.f("vle32_v"), int64_t{i} * r.inner);
@@ -154,7 +163,8 @@ Variant inner_vectorised(const KernelPlan& plan, const Problem& problem, Lmul lm
   s += add_into(0, fmt::format("x + k * {}", r.inner), "        ") + "      }\n";
   s += combine(u, fn, "vl", "      ");
   if (plan.reduce_op == "mean")
-    s += fmt::format("      {} acc = {}(a0, {}, vl);\n", lm.f32(), lm.f("vfmul_vf"), c_float(1.0 / static_cast<double>(r.reduce)));
+    s += fmt::format("      {} acc = {}(a0, {}, vl);\n", lm.f32(), lm.f("vfmul_vf"),
+                     c_float(1.0 / static_cast<double>(r.reduce)));
   else
     s += fmt::format("      {} acc = a0;\n", lm.f32());
   s += store_with_epilogue(ve, plan, lm, "base", "j", "out + base + j", "      ");
@@ -173,21 +183,24 @@ Variant rows_in_lanes(const KernelPlan& plan, const Problem& problem, Lmul lm) {
   v.params = {{"lmul", lm.name()}};
   v.actions = {"rvv.strided-load-for-columns", "rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic"};
   add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("{} of {} short rows of {}: one row per lane, strided loads (vlse32) at LMUL {}, epilogue in registers",
-                              plan.reduce_op, r.outer, r.reduce, lm.name());
+  v.description = fmt::format(
+      "{} of {} short rows of {}: one row per lane, strided loads (vlse32) at LMUL {}, epilogue in registers",
+      plan.reduce_op, r.outer, r.reduce, lm.name());
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   if (!ve.helpers().empty() && ve.vectorised()) s += math_helpers(ve.helpers(), lm) + "\n";
   s += run_begin(problem);
   const std::string fn = lm.f(op.vv + "_vv");
   s += "  const int64_t base = 0;\n";
   if (ve.vectorised()) s += ve.block_setup("base", "  ");
-  s += fmt::format("  for (size_t j = 0, vl; j < {}; j += vl) {{\n    vl = {}({} - j);\n", r.outer, lm.vsetvl(), r.outer);
+  s += fmt::format("  for (size_t j = 0, vl; j < {}; j += vl) {{\n    vl = {}({} - j);\n", r.outer, lm.vsetvl(),
+                   r.outer);
   s += fmt::format("    const float* restrict x = in{} + j * {};\n", plan.source, r.reduce);
   s += fmt::format("    {} a0 = {}(x, {}, vl);\n", lm.f32(), lm.f("vlse32_v"), r.reduce * 4);
-  s += fmt::format("    for (int64_t k = 1; k < {}; ++k) a0 = {}(a0, {}(x + k, {}, vl), vl);\n", r.reduce, fn, lm.f("vlse32_v"),
-                   r.reduce * 4);
+  s += fmt::format("    for (int64_t k = 1; k < {}; ++k) a0 = {}(a0, {}(x + k, {}, vl), vl);\n", r.reduce, fn,
+                   lm.f("vlse32_v"), r.reduce * 4);
   if (plan.reduce_op == "mean")
-    s += fmt::format("    {} acc = {}(a0, {}, vl);\n", lm.f32(), lm.f("vfmul_vf"), c_float(1.0 / static_cast<double>(r.reduce)));
+    s += fmt::format("    {} acc = {}(a0, {}, vl);\n", lm.f32(), lm.f("vfmul_vf"),
+                     c_float(1.0 / static_cast<double>(r.reduce)));
   else
     s += fmt::format("    {} acc = a0;\n", lm.f32());
   s += store_with_epilogue(ve, plan, lm, "base", "j", "out + j", "    ");
@@ -202,22 +215,28 @@ Variant row_map_accumulators(const KernelPlan& plan, const Problem& problem, Lmu
   VectorExpr ve(plan.expr, lm, r.reduce);  // a block is a row: per-row leaves are scalars in it
   Variant v = row_design("rvv.row-map.row-accumulators", plan, lm, u);
   add_expr_actions(ve, &v.actions);
-  v.description = fmt::format("{} of each of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row, then the row "
-                              "again through the expression in registers",
-                              plan.reduce_op, r.outer, r.reduce, u, lm.name(), op.red);
+  v.description = fmt::format(
+      "{} of each of {} rows of {} into {} vector accumulator(s) at LMUL {}, one {} per row, then the row "
+      "again through the expression in registers",
+      plan.reduce_op, r.outer, r.reduce, u, lm.name(), op.red);
   std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem);
   s += math_helpers(ve.helpers(), lm) + "\n";
   s += run_begin(problem);
   s += fmt::format("  const size_t vlmax = {};\n", lm.vsetvlmax());
   s += fmt::format("  for (int64_t o = 0; o < {}; ++o) {{\n", r.outer);
-  s += fmt::format("    const int64_t base = o * {};\n    const float* restrict x = in{} + base;\n    float* restrict yrow = out + base;\n",
-                   r.reduce, plan.source);
+  s += fmt::format(
+      "    const int64_t base = o * {};\n    const float* restrict x = in{} + base;\n    float* restrict yrow = out + "
+      "base;\n",
+      r.reduce, plan.source);
   s += row_statistic(plan, lm, u, "    ");
   s += fmt::format("    const float stat = {};\n", plan.reduce_op == "mean" ? fmt::format("r / {}.0f", r.reduce) : "r");
   s += ve.block_setup("base", "    ");
-  s += fmt::format("    const {} acc = {}(stat, vlmax);  // every strip reads its first vl lanes\n", lm.f32(), lm.f("vfmv_v_f"));
-  s += fmt::format("    for (size_t jj = 0, vl; jj < {}; jj += vl) {{\n      vl = {}({} - jj);\n", r.reduce, lm.vsetvl(), r.reduce);
-  s += ve.strip("base", "jj", "vl", "acc", "res", "      ") + fmt::format("      {}(yrow + jj, res, vl);\n    }}\n  }}\n", lm.f("vse32_v"));
+  s += fmt::format("    const {} acc = {}(stat, vlmax);  // every strip reads its first vl lanes\n", lm.f32(),
+                   lm.f("vfmv_v_f"));
+  s += fmt::format("    for (size_t jj = 0, vl; jj < {}; jj += vl) {{\n      vl = {}({} - jj);\n", r.reduce,
+                   lm.vsetvl(), r.reduce);
+  s += ve.strip("base", "jj", "vl", "acc", "res", "      ") +
+       fmt::format("      {}(yrow + jj, res, vl);\n    }}\n  }}\n", lm.f("vse32_v"));
   v.source = s + "  return 0;\n}\n";
   return v;
 }
@@ -249,7 +268,8 @@ std::vector<Variant> reduce_variants(const KernelPlan& plan, const Problem& prob
       for (int u : {1, 2, 4})
         // Register groups live at once, at most 32 registers: the accumulators and one load, or
         // with compensation the accumulators, their compensations and a Kahan step's y and t.
-        if ((compensate(plan) ? 2 * u + 2 : u + 1) * m <= 32 && u <= r.reduce) out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
+        if ((compensate(plan) ? 2 * u + 2 : u + 1) * m <= 32 && u <= r.reduce)
+          out.push_back(inner_vectorised(plan, problem, Lmul{m}, u));
   }
   return out;
 }

@@ -26,13 +26,16 @@ std::string check_one(const TensorSpec& t, const std::string& array, size_t inde
   if (dims.empty()) dims = "0";
   return fmt::format(
       "  {{\n    static const int64_t s[] = {{{}}};\n"
-      "    if (!mb_shape_is(&{}[{}], {}, {}, s)) {{\n      g_error = \"{} {}: expected {} {}\";\n      return 0;\n    }}\n  }}\n",
-      dims, array, index, static_cast<int>(t.dtype), t.shape.size(), what, t.name, dtype_name(t.dtype), shape_text(t.shape));
+      "    if (!mb_shape_is(&{}[{}], {}, {}, s)) {{\n      g_error = \"{} {}: expected {} {}\";\n      return 0;\n    "
+      "}}\n  }}\n",
+      dims, array, index, static_cast<int>(t.dtype), t.shape.size(), what, t.name, dtype_name(t.dtype),
+      shape_text(t.shape));
 }
 
 std::string check_params_body(const Problem& p) {
-  std::string s = fmt::format("  if (n_params != {}) {{\n    g_error = \"expected {} parameter(s)\";\n    return 0;\n  }}\n",
-                              p.parameters.size(), p.parameters.size());
+  std::string s =
+      fmt::format("  if (n_params != {}) {{\n    g_error = \"expected {} parameter(s)\";\n    return 0;\n  }}\n",
+                  p.parameters.size(), p.parameters.size());
   for (size_t i = 0; i < p.parameters.size(); ++i) s += check_one(p.parameters[i], "params", i, "parameter");
   return s;
 }
@@ -40,25 +43,30 @@ std::string check_params_body(const Problem& p) {
 // The plan names tensors that exist, with the element counts its kind implies; every tensor
 // it reads, and the output, is f32 (others, unread, are only shape-checked).
 bool plan_fits(const KernelPlan& plan, const Problem& problem) {
-  if (problem.outputs.size() != 1 || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32)) return false;
+  if (problem.outputs.size() != 1 || problem.outputs[0].dtype != (plan.kind == "argmax" ? DType::i64 : DType::f32))
+    return false;
   auto f32 = [&](bool param, int i) {
     const auto& list = param ? problem.parameters : problem.inputs;
     return i >= 0 && i < static_cast<int>(list.size()) && list[i].dtype == DType::f32;
   };
   for (const auto& n : plan.expr.nodes)
-    if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && !f32(n.kind == ExprNode::Kind::Param, n.tensor))
+    if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) &&
+        !f32(n.kind == ExprNode::Kind::Param, n.tensor))
       return false;
-  if ((is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) || plan.kind == "gather" || plan.kind == "cumsum" ||
-       plan.kind == "argmax") &&
+  if ((is_row_kind(plan.kind) || plan.kind == "row_map" || plan.kind == "pool" || is_conv_kind(plan.kind) ||
+       plan.kind == "gather" || plan.kind == "cumsum" || plan.kind == "argmax") &&
       !f32(false, plan.source))
     return false;
   if (plan.kind == "matmul" && (!f32(plan.a_is_param, plan.a) || !f32(plan.b_is_param, plan.b))) return false;
   const int64_t numel = static_cast<int64_t>(problem.outputs[0].numel());
   if (plan.out_numel != numel || numel <= 0 || numel >= (int64_t{1} << 31)) return false;
   for (const auto& n : plan.expr.nodes) {
-    if (n.kind == ExprNode::Kind::Input && (n.tensor < 0 || n.tensor >= static_cast<int>(problem.inputs.size()))) return false;
-    if (n.kind == ExprNode::Kind::Param && (n.tensor < 0 || n.tensor >= static_cast<int>(problem.parameters.size()))) return false;
-    if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && (n.index.div < 1 || n.index.mod < 1)) return false;
+    if (n.kind == ExprNode::Kind::Input && (n.tensor < 0 || n.tensor >= static_cast<int>(problem.inputs.size())))
+      return false;
+    if (n.kind == ExprNode::Kind::Param && (n.tensor < 0 || n.tensor >= static_cast<int>(problem.parameters.size())))
+      return false;
+    if ((n.kind == ExprNode::Kind::Input || n.kind == ExprNode::Kind::Param) && (n.index.div < 1 || n.index.mod < 1))
+      return false;
   }
   auto tensor_numel = [&](bool param, int i) -> int64_t {
     const auto& list = param ? problem.parameters : problem.inputs;
@@ -71,7 +79,8 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
   if (plan.kind == "gather") return gpu::gather_fits(plan, problem);
   if (plan.kind == "cumsum") return gpu::scan_fits(plan, problem);
   if (plan.kind == "argmax") return gpu::argmax_fits(plan, problem);
-  const bool reduce_op_known = plan.reduce_op == "sum" || plan.reduce_op == "mean" || plan.reduce_op == "max" || plan.reduce_op == "min";
+  const bool reduce_op_known =
+      plan.reduce_op == "sum" || plan.reduce_op == "mean" || plan.reduce_op == "max" || plan.reduce_op == "min";
   if (plan.kind == "row_map") {
     const auto& r = plan.rshape;
     return r.inner == 1 && r.outer >= 1 && r.reduce >= 1 && tensor_numel(false, plan.source) == r.outer * r.reduce &&
@@ -82,8 +91,7 @@ bool plan_fits(const KernelPlan& plan, const Problem& problem) {
     if (plan.kind == "layernorm" && r.inner != 1) return false;
     if (r.outer < 1 || r.reduce < 1 || r.inner < 1) return false;
     if (tensor_numel(false, plan.source) != r.outer * r.reduce * r.inner) return false;
-    if (plan.kind == "reduce")
-      return numel == r.outer * r.inner && reduce_op_known;
+    if (plan.kind == "reduce") return numel == r.outer * r.inner && reduce_op_known;
     return numel == r.outer * r.reduce * r.inner;
   }
   if (plan.kind == "matmul") {
@@ -105,7 +113,8 @@ std::string file_header(const std::string& family, const nlohmann::json& params,
       "// plan: {}\n"
       "// {}\n"
       "// The problem's shapes are compiled in; mblast_run rejects any other (mblast_last_error).\n"
-      "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n#include <mblast/abi.h>\n#include <riscv_vector.h>\n\n"
+      "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n#include <mblast/abi.h>\n#include "
+      "<riscv_vector.h>\n\n"
       "static const char* g_error = \"\";\n"
       "const char* mblast_last_error(void) {{ return g_error; }}\n\n",
       family, params.dump(), plan.summary(), description);
@@ -118,11 +127,15 @@ std::string shape_check(const Problem& p, bool with_params_check) {
       "  for (int32_t d = 0; d < ndim; ++d)\n    if (t->shape[d] != shape[d]) return 0;\n"
       "  return 1;\n}\n\n";
   if (with_params_check)
-    s += "static int mb_check_params(const mblast_tensor* params, int32_t n_params) {\n" + check_params_body(p) + "  return 1;\n}\n\n";
-  s += "static int mb_check_tensors(const mblast_tensor* inputs, int32_t n_inputs, const mblast_tensor* params, int32_t n_params,\n"
+    s += "static int mb_check_params(const mblast_tensor* params, int32_t n_params) {\n" + check_params_body(p) +
+         "  return 1;\n}\n\n";
+  s += "static int mb_check_tensors(const mblast_tensor* inputs, int32_t n_inputs, const mblast_tensor* params, "
+       "int32_t n_params,\n"
        "                            const mblast_tensor* outputs, int32_t n_outputs) {\n";
-  s += fmt::format("  if (n_inputs != {} || n_outputs != 1) {{\n    g_error = \"expected {} input(s) and 1 output\";\n    return 0;\n  }}\n",
-                   p.inputs.size(), p.inputs.size());
+  s += fmt::format(
+      "  if (n_inputs != {} || n_outputs != 1) {{\n    g_error = \"expected {} input(s) and 1 output\";\n    return "
+      "0;\n  }}\n",
+      p.inputs.size(), p.inputs.size());
   for (size_t i = 0; i < p.inputs.size(); ++i) s += check_one(p.inputs[i], "inputs", i, "input");
   s += check_params_body(p);
   s += check_one(p.outputs[0], "outputs", 0, "output");
@@ -147,12 +160,16 @@ std::string epilogue_pass(const Expr& e, int64_t total, Lmul lm, const std::stri
   if (e.empty() || e.is_identity_epilogue()) return "";
   const int64_t block = choose_block(e, total);
   VectorExpr ve(e, lm, block);
-  if (!ve.vectorised()) return indent + "// epilogue in scalar C: no vector form for some op\n" + scalar_loop(e, "0", std::to_string(total), "out", indent);
+  if (!ve.vectorised())
+    return indent + "// epilogue in scalar C: no vector form for some op\n" +
+           scalar_loop(e, "0", std::to_string(total), "out", indent);
   const std::string in = indent + "    ";
   std::string s = indent + "// epilogue over the whole output: out[i] = f(out[i])\n";
-  s += fmt::format("{}for (int64_t blk = 0; blk < {}; ++blk) {{\n{}  const int64_t base = blk * {};\n", indent, total / block, indent, block);
+  s += fmt::format("{}for (int64_t blk = 0; blk < {}; ++blk) {{\n{}  const int64_t base = blk * {};\n", indent,
+                   total / block, indent, block);
   s += ve.block_setup("base", indent + "  ");
-  s += fmt::format("{}  for (size_t j = 0, vl; j < {}; j += vl) {{\n{}vl = {}({} - j);\n", indent, block, in, lm.vsetvl(), block);
+  s += fmt::format("{}  for (size_t j = 0, vl; j < {}; j += vl) {{\n{}vl = {}({} - j);\n", indent, block, in,
+                   lm.vsetvl(), block);
   s += fmt::format("{}{} acc = {}(out + base + j, vl);\n", in, lm.f32(), lm.f("vle32_v"));
   s += ve.strip("base", "j", "vl", "acc", "res", in);
   s += fmt::format("{}{}(out + base + j, res, vl);\n{}  }}\n{}}}\n", in, lm.f("vse32_v"), indent, indent);
@@ -191,7 +208,8 @@ std::string accumulate_row(Lmul lm, int u, const std::string& op, const std::str
   s += fmt::format("{}for (size_t vl; left > 0; left -= vl, p += vl) {{\n{}vl = {}(left);\n", indent, in, lm.vsetvl());
   s += fmt::format("{}a0 = __riscv_{}_vv_f32{}_tu(a0, a0, {}(p, vl), vl);\n{}}}\n", in, op, lm.name(), load, indent);
   for (int step = 1; step < u; step *= 2)
-    for (int i = 0; i + step < u; i += 2 * step) s += fmt::format("{}a{} = {}(a{}, a{}, vlmax);\n", indent, i, fn, i, i + step);
+    for (int i = 0; i + step < u; i += 2 * step)
+      s += fmt::format("{}a{} = {}(a{}, a{}, vlmax);\n", indent, i, fn, i, i + step);
   return s;
 }
 

@@ -51,11 +51,11 @@ Variant scalar_variant(const KernelPlan& plan, const Problem& problem) {
                               plan.kind == "conv"             ? std::string("direct convolution")
                               : plan.kind == "conv_transpose" ? std::string("transposed convolution as a gather")
                                                               : plan.pool_op + " pooling");
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, Lmul{1}) +
-                  (conv ? conv_one(plan) : pool_one(plan));
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) +
+                  epilogue_helpers(plan.expr, plan.out_numel, Lmul{1}) + (conv ? conv_one(plan) : pool_one(plan));
   s += run_begin(problem);
-  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = {}(in{}{}, i);\n", plan.out_numel, conv ? "mb_conv_one" : "mb_pool_one",
-                   plan.source, conv ? ", " + weight_name(plan) : std::string());
+  s += fmt::format("  for (int64_t i = 0; i < {}; ++i) out[i] = {}(in{}{}, i);\n", plan.out_numel,
+                   conv ? "mb_conv_one" : "mb_pool_one", plan.source, conv ? ", " + weight_name(plan) : std::string());
   s += epilogue_pass(plan.expr, plan.out_numel, Lmul{1}, "  ");
   s += "  return 0;\n}\n";
   v.source = std::move(s);
@@ -74,20 +74,23 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
   v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic",
                p.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
                lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
-  v.description = fmt::format("{} pooling, output columns {}..{} of each row VLMAX at a time at LMUL {} ({} load per tap), "
-                              "the {} border column(s) in scalar C",
-                              plan.pool_op, lo, hi, lm.name(), p.sw == 1 ? "a unit-stride" : "a strided",
-                              p.out_w - (hi - lo));
+  v.description = fmt::format(
+      "{} pooling, output columns {}..{} of each row VLMAX at a time at LMUL {} ({} load per tap), "
+      "the {} border column(s) in scalar C",
+      plan.pool_op, lo, hi, lm.name(), p.sw == 1 ? "a unit-stride" : "a strided", p.out_w - (hi - lo));
   const std::string mask = lm.mask(), ms = "_" + lm.mask_suffix();
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm) + pool_one(plan);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) +
+                  epilogue_helpers(plan.expr, plan.out_numel, lm) + pool_one(plan);
   s += run_begin(problem);
   s += fmt::format("  for (int64_t plane = 0; plane < {}; ++plane) {{\n", p.planes);
   s += fmt::format("    const float* restrict xp = in{} + plane * {};\n", plan.source, p.h * p.w);
   s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", p.out_h);
   s += fmt::format("      float* restrict orow = out + (plane * {} + oh) * {};\n", p.out_h, p.out_w);
   s += fmt::format("      const int64_t first = (plane * {} + oh) * {};\n", p.out_h, p.out_w);
-  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", lo, plan.source);
-  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", hi, p.out_w, plan.source);
+  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", lo,
+                   plan.source);
+  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_pool_one(in{}, first + ow);\n", hi,
+                   p.out_w, plan.source);
   if (hi > lo) {
     s += "      int rows = 0;\n";
     s += fmt::format("      for (size_t j = {}, vl; j < {}; j += vl) {{\n", lo, hi);
@@ -100,9 +103,12 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
     s += fmt::format("          if (ih < 0 || ih >= {}) continue;\n", p.h);
     s += "          ++rows;\n";
     s += fmt::format("          for (int c = 0; c < {}; ++c) {{\n", p.kw);
-    s += fmt::format("            const float* restrict src = xp + ih * {} + (int64_t)j * {} - {} + c * {};\n", p.w, p.sw, p.pw, p.dw);
-    if (p.sw == 1) s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
-    else s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), p.sw);
+    s += fmt::format("            const float* restrict src = xp + ih * {} + (int64_t)j * {} - {} + c * {};\n", p.w,
+                     p.sw, p.pw, p.dw);
+    if (p.sw == 1)
+      s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
+    else
+      s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), p.sw);
     if (is_max) {
       s += fmt::format("            nan = __riscv_vmor_mm{}(nan, {}{}(x, x, vl), vl);\n", ms, lm.f("vmfne_vv"), ms);
       s += fmt::format("            acc = {}(acc, x, vl);\n", lm.f("vfmax_vv"));
@@ -110,9 +116,12 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
       s += fmt::format("            acc = {}(acc, x, vl);\n", lm.f("vfadd_vv"));
     }
     s += "          }\n        }\n";
-    if (is_max) s += fmt::format("        acc = {}(acc, NAN, nan, vl);  // NaN propagates, as in PyTorch\n", lm.f("vfmerge_vfm"));
-    else if (p.count_include_pad) s += fmt::format("        acc = {}(acc, {}.0f, vl);\n", lm.f("vfdiv_vf"), p.kh * p.kw);
-    else s += fmt::format("        acc = {}(acc, (float)(rows * {}), vl);\n", lm.f("vfdiv_vf"), p.kw);
+    if (is_max)
+      s += fmt::format("        acc = {}(acc, NAN, nan, vl);  // NaN propagates, as in PyTorch\n", lm.f("vfmerge_vfm"));
+    else if (p.count_include_pad)
+      s += fmt::format("        acc = {}(acc, {}.0f, vl);\n", lm.f("vfdiv_vf"), p.kh * p.kw);
+    else
+      s += fmt::format("        acc = {}(acc, (float)(rows * {}), vl);\n", lm.f("vfdiv_vf"), p.kw);
     s += fmt::format("        {}(orow + j, acc, vl);\n      }}\n      (void)rows;\n", lm.f("vse32_v"));
   }
   s += "    }\n  }\n";
@@ -121,7 +130,6 @@ Variant vector_variant(const KernelPlan& plan, const Problem& problem, Lmul lm) 
   v.source = std::move(s);
   return v;
 }
-
 
 // static float mb_conv_one(const float* x, const float* w, int64_t i): output element i (scalar C)
 // of a conv or conv_transpose plan.
@@ -147,7 +155,10 @@ Variant conv_vector_base(const std::string& family, const ConvShape& c, Lmul lm)
   v.family = family;
   v.extension = ".rvv.c";
   v.params = {{"lmul", lm.name()}};
-  v.actions = {"rvv.strip-mining-vsetvl", "rvv.vector-length-agnostic", "rvv.scalar-operand-forms", "rvv.fused-multiply-add",
+  v.actions = {"rvv.strip-mining-vsetvl",
+               "rvv.vector-length-agnostic",
+               "rvv.scalar-operand-forms",
+               "rvv.fused-multiply-add",
                c.sw == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns",
                lm.m >= 2 ? "rvv.lmul-large-for-streaming" : "rvv.lmul-small-for-register-blocking"};
   return v;
@@ -158,21 +169,25 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
   const auto [lo, hi] = interior_columns(c.out_w, c.w, c.pw, c.sw, c.kw, c.dw);
   const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups;
   Variant v = conv_vector_base("rvv.conv.strided-strips", c, lm);
-  v.description = fmt::format("direct convolution, output columns {}..{} of each row VLMAX at a time at LMUL {} (a {} load and a "
-                              "vfmacc by the scalar weight per tap), the {} border column(s) in scalar C",
-                              lo, hi, lm.name(), c.sw == 1 ? "unit-stride" : "strided", c.out_w - (hi - lo));
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm) + conv_one(plan);
+  v.description = fmt::format(
+      "direct convolution, output columns {}..{} of each row VLMAX at a time at LMUL {} (a {} load and a "
+      "vfmacc by the scalar weight per tap), the {} border column(s) in scalar C",
+      lo, hi, lm.name(), c.sw == 1 ? "unit-stride" : "strided", c.out_w - (hi - lo));
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) +
+                  epilogue_helpers(plan.expr, plan.out_numel, lm) + conv_one(plan);
   s += run_begin(problem);
   const std::string wname = weight_name(plan);
   s += fmt::format("  for (int64_t n = 0; n < {}; ++n)\n  for (int64_t co = 0; co < {}; ++co) {{\n", c.n, c.cout);
-  s += fmt::format("    const float* restrict xg = in{} + (n * {} + co / {} * {}) * {};\n", plan.source, c.cin, cog, cig, c.h * c.w);
+  s += fmt::format("    const float* restrict xg = in{} + (n * {} + co / {} * {}) * {};\n", plan.source, c.cin, cog,
+                   cig, c.h * c.w);
   s += fmt::format("    const float* restrict wg = {} + co * {};\n", wname, cig * c.kh * c.kw);
   s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", c.out_h);
   s += fmt::format("      const int64_t first = ((n * {} + co) * {} + oh) * {};\n", c.cout, c.out_h, c.out_w);
   s += "      float* restrict orow = out + first;\n";
-  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", lo, plan.source, wname);
-  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", hi, c.out_w,
+  s += fmt::format("      for (int64_t ow = 0; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", lo,
                    plan.source, wname);
+  s += fmt::format("      for (int64_t ow = {}; ow < {}; ++ow) orow[ow] = mb_conv_one(in{}, {}, first + ow);\n", hi,
+                   c.out_w, plan.source, wname);
   if (hi > lo) {
     s += fmt::format("      for (size_t j = {}, vl; j < {}; j += vl) {{\n", lo, hi);
     s += fmt::format("        vl = {}({} - j);\n", lm.vsetvl(), hi);
@@ -182,10 +197,13 @@ Variant conv_vector_variant(const KernelPlan& plan, const Problem& problem, Lmul
     s += fmt::format("          const int64_t ih = oh * {} - {} + r * {};\n", c.sh, c.ph, c.dh);
     s += fmt::format("          if (ih < 0 || ih >= {}) continue;\n", c.h);
     s += fmt::format("          for (int q = 0; q < {}; ++q) {{\n", c.kw);
-    s += fmt::format("            const float* restrict src = xg + ci * {} + ih * {} + (int64_t)j * {} - {} + q * {};\n", c.h * c.w, c.w,
-                     c.sw, c.pw, c.dw);
-    if (c.sw == 1) s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
-    else s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), c.sw);
+    s +=
+        fmt::format("            const float* restrict src = xg + ci * {} + ih * {} + (int64_t)j * {} - {} + q * {};\n",
+                    c.h * c.w, c.w, c.sw, c.pw, c.dw);
+    if (c.sw == 1)
+      s += fmt::format("            const {} x = {}(src, vl);\n", lm.f32(), lm.f("vle32_v"));
+    else
+      s += fmt::format("            const {} x = {}(src, {} * sizeof(float), vl);\n", lm.f32(), lm.f("vlse32_v"), c.sw);
     s += fmt::format("            acc = {}(acc, wg[(ci * {} + r) * {} + q], x, vl);\n", lm.f("vfmacc_vf"), c.kh, c.kw);
     s += "          }\n        }\n";
     s += fmt::format("        {}(orow + j, acc, vl);\n      }}\n", lm.f("vse32_v"));
@@ -205,42 +223,50 @@ Variant conv_transpose_vector_variant(const KernelPlan& plan, const Problem& pro
   const ConvShape& c = plan.conv;
   const int64_t cig = c.cin / c.groups, cog = c.cout / c.groups, taps = c.kh * c.kw;
   Variant v = conv_vector_base("rvv.conv_transpose.scatter-rows", c, lm);
-  v.description = fmt::format("transposed convolution by scatter: each input row adds into the output row it lands on, VLMAX columns a "
-                              "tap at LMUL {} (a unit-stride load of the input, a {} accumulate into the output)",
-                              lm.name(), c.sw == 1 ? "unit-stride" : "strided");
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, lm);
+  v.description = fmt::format(
+      "transposed convolution by scatter: each input row adds into the output row it lands on, VLMAX columns a "
+      "tap at LMUL {} (a unit-stride load of the input, a {} accumulate into the output)",
+      lm.name(), c.sw == 1 ? "unit-stride" : "strided");
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) +
+                  epilogue_helpers(plan.expr, plan.out_numel, lm);
   s += run_begin(problem);
   const std::string wname = weight_name(plan);
   s += fmt::format("  for (int64_t n = 0; n < {}; ++n)\n  for (int64_t co = 0; co < {}; ++co) {{\n", c.n, c.cout);
   s += fmt::format("    const int64_t g = co / {}, col = co % {};\n", cog, cog);
-  s += fmt::format("    const float* restrict xg = in{} + (n * {} + g * {}) * {};\n", plan.source, c.cin, cig, c.h * c.w);
-  s += fmt::format("    const float* restrict wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + q]\n",
-                   wname, cig * cog, taps, cig, cog * taps, c.kw);
+  s += fmt::format("    const float* restrict xg = in{} + (n * {} + g * {}) * {};\n", plan.source, c.cin, cig,
+                   c.h * c.w);
+  s += fmt::format(
+      "    const float* restrict wg = {} + (g * {} + col) * {};  // w[g * {} + cj, col, r, q] at wg[cj * {} + r * {} + "
+      "q]\n",
+      wname, cig * cog, taps, cig, cog * taps, c.kw);
   s += fmt::format("    for (int64_t oh = 0; oh < {}; ++oh) {{\n", c.out_h);
   s += fmt::format("      float* restrict orow = out + ((n * {} + co) * {} + oh) * {};\n", c.cout, c.out_h, c.out_w);
   s += fmt::format("      for (size_t j = 0, vl; j < {}; j += vl) {{\n", c.out_w);
-  s += fmt::format("        vl = {}({} - j);\n        {}(orow + j, {}(0.0f, vl), vl);\n      }}\n", lm.vsetvl(), c.out_w, lm.f("vse32_v"),
-                   lm.f("vfmv_v_f"));
+  s += fmt::format("        vl = {}({} - j);\n        {}(orow + j, {}(0.0f, vl), vl);\n      }}\n", lm.vsetvl(),
+                   c.out_w, lm.f("vse32_v"), lm.f("vfmv_v_f"));
   s += fmt::format("      for (int cj = 0; cj < {}; ++cj)\n", cig);
   s += fmt::format("      for (int r = 0; r < {}; ++r) {{\n", c.kh);
   s += fmt::format("        const int64_t th = oh + {} - r * {};\n", c.ph, c.dh);
   s += fmt::format("        if (th < 0 || th % {} != 0 || th / {} >= {}) continue;\n", c.sh, c.sh, c.h);
   s += fmt::format("        const float* restrict xrow = xg + cj * {} + th / {} * {};\n", c.h * c.w, c.sh, c.w);
   s += fmt::format("        for (int q = 0; q < {}; ++q) {{\n", c.kw);
-  s += fmt::format("          const int64_t off = (int64_t)q * {} - {};  // input column iw lands on iw * {} + off\n", c.dw, c.pw, c.sw);
+  s += fmt::format("          const int64_t off = (int64_t)q * {} - {};  // input column iw lands on iw * {} + off\n",
+                   c.dw, c.pw, c.sw);
   s += fmt::format("          const int64_t lo = off >= 0 ? 0 : (-off + {0} - 1) / {0};\n", c.sw);
-  s += fmt::format("          const int64_t hi = off > {0} ? 0 : ({0} - off) / {1} + 1 < {2} ? ({0} - off) / {1} + 1 : {2};\n",
-                   c.out_w - 1, c.sw, c.w);
+  s += fmt::format(
+      "          const int64_t hi = off > {0} ? 0 : ({0} - off) / {1} + 1 < {2} ? ({0} - off) / {1} + 1 : {2};\n",
+      c.out_w - 1, c.sw, c.w);
   s += fmt::format("          const float wv = wg[cj * {} + r * {} + q];\n", cog * taps, c.kw);
   s += "          for (size_t j = lo, vl; (int64_t)j < hi; j += vl) {\n";
   s += fmt::format("            vl = {}(hi - j);\n", lm.vsetvl());
   s += fmt::format("            float* dst = orow + (int64_t)j * {} + off;\n", c.sw);
   s += fmt::format("            const {} x = {}(xrow + j, vl);\n", lm.f32(), lm.f("vle32_v"));
   if (c.sw == 1) {
-    s += fmt::format("            {}(dst, {}({}(dst, vl), wv, x, vl), vl);\n", lm.f("vse32_v"), lm.f("vfmacc_vf"), lm.f("vle32_v"));
+    s += fmt::format("            {}(dst, {}({}(dst, vl), wv, x, vl), vl);\n", lm.f("vse32_v"), lm.f("vfmacc_vf"),
+                     lm.f("vle32_v"));
   } else {
-    s += fmt::format("            {}(dst, {} * sizeof(float), {}({}(dst, {} * sizeof(float), vl), wv, x, vl), vl);\n", lm.f("vsse32_v"),
-                     c.sw, lm.f("vfmacc_vf"), lm.f("vlse32_v"), c.sw);
+    s += fmt::format("            {}(dst, {} * sizeof(float), {}({}(dst, {} * sizeof(float), vl), wv, x, vl), vl);\n",
+                     lm.f("vsse32_v"), c.sw, lm.f("vfmacc_vf"), lm.f("vlse32_v"), c.sw);
   }
   s += "          }\n        }\n      }\n    }\n  }\n";
   s += epilogue_pass(plan.expr, plan.out_numel, lm, "  ");
@@ -265,11 +291,12 @@ Variant gather_variant(const KernelPlan& plan, const Problem& problem, std::opti
     v.actions.push_back("rvv.strip-mining-vsetvl");
     v.actions.push_back(step == 1 ? "rvv.unit-stride-over-strided" : "rvv.strided-load-for-columns");
   }
-  v.description = lm ? fmt::format("strided copy, rows of {} copied VLMAX at a time at LMUL {} ({} load)", inner, lm->name(),
-                                   step == 1 ? "a unit-stride" : "a strided")
+  v.description = lm ? fmt::format("strided copy, rows of {} copied VLMAX at a time at LMUL {} ({} load)", inner,
+                                   lm->name(), step == 1 ? "a unit-stride" : "a strided")
                      : std::string("strided copy in scalar C, one element at a time");
   const Lmul l = lm.value_or(Lmul{1});
-  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) + epilogue_helpers(plan.expr, plan.out_numel, l);
+  std::string s = file_header(v.family, v.params, plan, v.description) + shape_check(problem) +
+                  epilogue_helpers(plan.expr, plan.out_numel, l);
   s += run_begin(problem);
   const std::string x = fmt::format("in{}", plan.source);
   if (!lm) {
@@ -282,12 +309,15 @@ Variant gather_variant(const KernelPlan& plan, const Problem& problem, std::opti
     rows_plan.gather_strides.pop_back();
     s += fmt::format("  for (int64_t row = 0; row < {}; ++row) {{\n", rows);
     s += gpu::gather_source_offset(rows_plan, "row", "int64_t", "    ");  // one row: src = the offset
-    s += fmt::format("    const float* restrict from = {} + src;\n    float* restrict to = out + row * {};\n", x, inner);
-    s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", inner, l.vsetvl(), inner);
-    if (step == 1) s += fmt::format("      {}(to + j, {}(from + j, vl), vl);\n", l.f("vse32_v"), l.f("vle32_v"));
+    s +=
+        fmt::format("    const float* restrict from = {} + src;\n    float* restrict to = out + row * {};\n", x, inner);
+    s += fmt::format("    for (size_t j = 0, vl; j < {}; j += vl) {{\n      vl = {}({} - j);\n", inner, l.vsetvl(),
+                     inner);
+    if (step == 1)
+      s += fmt::format("      {}(to + j, {}(from + j, vl), vl);\n", l.f("vse32_v"), l.f("vle32_v"));
     else
-      s += fmt::format("      {}(to + j, {}(from + (int64_t)j * {}, {} * sizeof(float), vl), vl);\n", l.f("vse32_v"), l.f("vlse32_v"),
-                       step, step);
+      s += fmt::format("      {}(to + j, {}(from + (int64_t)j * {}, {} * sizeof(float), vl), vl);\n", l.f("vse32_v"),
+                       l.f("vlse32_v"), step, step);
     s += "    }\n  }\n";
   }
   s += epilogue_pass(plan.expr, plan.out_numel, l, "  ");
