@@ -480,10 +480,6 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   // ---- the whole model's generic kernel: verified on every seed, timed
   say("verifying the model's generic kernel ...\n");
   json before = evaluate(problem, target, model_generic, eo, &client);
-  // A timing the runner refused (the machine too busy for its checks to be trusted) says nothing
-  // about the kernel: measured once more before the model is given up.
-  if (!before.value("correct", false) && before.value("failure_kind", json("")) == "timing_inconsistent")
-    before = evaluate(problem, target, model_generic, eo, &client);
   if (!before.value("correct", false)) {
     throw UserError(fmt::format("{}: the model's generic lowering does not verify on {}: {}", a.model, target.name,
                                 one_line_reason(before)));
@@ -518,8 +514,6 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     gcand.push_back(model::write_group_problem(problem, plan, g, target, captured, gdir));
     gprob.push_back(load_problem(gdir));
     json ge = evaluate(gprob.back(), target, gcand.back(), go, &client);
-    if (!ge.value("correct", false) && ge.value("failure_kind", json("")) == "timing_inconsistent")
-      ge = evaluate(gprob.back(), target, gcand.back(), go, &client);  // a busy machine, as for the model
     const double t = median_of(ge);
     groups[i]["before"] = std::isfinite(t) ? json(t) : json(nullptr);
     groups[i]["unit"] = unit_of(ge);
@@ -648,8 +642,6 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   }
   say("verifying and timing the model end to end ...\n");
   json final_eval = evaluate(problem, target, model_kernel, eo, &client);
-  if (!final_eval.value("correct", false) && final_eval.value("failure_kind", json("")) == "timing_inconsistent")
-    final_eval = evaluate(problem, target, model_kernel, eo, &client);
   json e2e = {{"correct", final_eval.value("correct", false)},
               {"median", median_of(final_eval)},
               {"unit", unit_of(final_eval)},
