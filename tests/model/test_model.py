@@ -124,7 +124,7 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return d, out, kb, r.stdout
 
-    def check_folder(self, out: str):
+    def check_folder(self, out: str, ext: str = ".opencl.cpp"):
         plan = json.load(open(os.path.join(out, "plan.json")))
         self.assertTrue(plan["end_to_end"]["correct"], plan["end_to_end"])
         self.assertGreater(len(plan["groups"]), 1)
@@ -136,18 +136,18 @@ class ModelTest(unittest.TestCase):
             self.assertTrue(g["writes"])
             self.assertIsInstance(g["before"], float, g)  # every group timed alone
             self.assertGreater(g["before"], 0)
-            self.assertTrue(os.path.exists(os.path.join(out, "kernels", "groups", g["name"] + ".opencl.cpp")))
+            self.assertTrue(os.path.exists(os.path.join(out, "kernels", "groups", g["name"] + ext)))
             self.assertIn("knowledge", g)
             shares += g["share"]
         self.assertAlmostEqual(shares, 1.0, places=6)
-        self.assertTrue(os.path.exists(os.path.join(out, "kernels", "model.opencl.cpp")))
+        self.assertTrue(os.path.exists(os.path.join(out, "kernels", "model" + ext)))
         report = open(os.path.join(out, "report.md")).read()
         for g in plan["groups"]:
             self.assertIn(g["name"], report)
         self.assertFalse(os.path.exists(os.path.join(out, "work")))
         return plan
 
-    def run_and_compare(self, out: str, plan: dict):
+    def run_and_compare(self, out: str, plan: dict, target: str = "pocl-cpu"):
         import torch
         from safetensors.torch import load_file, save_file
 
@@ -161,7 +161,7 @@ class ModelTest(unittest.TestCase):
         save_file({s["name"]: torch.randn(*s["shape"], generator=g) * 2 for s in problem["inputs"]}, new)
         for inputs in (stored, new):
             got_file = os.path.join(out, "..", "got.safetensors")
-            r = mblast("run-model", out, "--target", "pocl-cpu", "--inputs", inputs, "--out", got_file)
+            r = mblast("run-model", out, "--target", target, "--inputs", inputs, "--out", got_file)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             got = load_file(got_file)
             want = torch_outputs(out, inputs)
@@ -191,6 +191,17 @@ class ModelTest(unittest.TestCase):
         self.assertIn("matmul", {g["kind"] for g in plan["groups"]})
         self.assertIsInstance(plan["end_to_end"].get("speedup_vs_eager"), float, plan["end_to_end"])
         self.run_and_compare(out, plan)
+
+    def test_mlp_rvv(self):
+        # The same model on RVV under QEMU: the lowering's C dialect, timed in instruction counts.
+        targets = mblast("targets").stdout
+        if "rvv-qemu-256" not in targets:
+            self.skipTest("rvv-qemu-256 is not a target here")
+        d, out, kb, stdout = self.optimize("mlp_rvv", MLP, "rvv-qemu-256")
+        plan = self.check_folder(out, ".rvv.c")
+        self.assertIn("matmul", {g["kind"] for g in plan["groups"]})
+        self.assertEqual(plan["end_to_end"]["unit"], "instructions", plan["end_to_end"])
+        self.run_and_compare(out, plan, "rvv-qemu-256")
 
     def test_bad_input(self):
         d = fresh("bad")
