@@ -36,8 +36,10 @@ TARGET = "pocl-cpu"
 # model ran every kernel about 1.5x slower than the quiet machine that made the baseline (its tests ran
 # beside this one), which compared as measured flagged nearly every problem. ctest runs this test alone
 # (RUN_SERIAL) so that neighbours do not preempt pocl's threads; a change that slows every kernel alike
-# is not seen here, only in the figures the result file keeps.
-THRESHOLD, NOISE_K = "25", "2"
+# is not seen here, only in the figures the result file keeps. Contention does not slow kernels alike:
+# with two compilers beside it, the multi-threaded square matmul ran at 1.9x the run's median factor
+# (its spread 45 %), so the allowance is three times the combined spread, not two.
+THRESHOLD, NOISE_K = "25", "3"
 
 
 def this_cpu():
