@@ -319,24 +319,7 @@ def main():
     ap.add_argument("--watch-stdin", action="store_true", help="exit when stdin reaches end of file")
     args = ap.parse_args()
     script = EngineerScript(Engineer(Variants(args.mblast, args.problems)))
-    server = fake_llm_server.Server((args.host, args.port), script, args.log, None)
-    print("PORT %d" % server.server_address[1], flush=True)
-    if args.watch_stdin:
-
-        def watch():
-            try:
-                while sys.stdin.buffer.read(4096):
-                    pass
-            except OSError:
-                pass
-            server.shutdown()
-
-        threading.Thread(target=watch, daemon=True).start()
-    try:
-        server.serve_forever(poll_interval=0.05)
-    except KeyboardInterrupt:
-        pass
-    server.server_close()
+    fake_llm_server.serve(fake_llm_server.Server((args.host, args.port), script, args.log, None), args.watch_stdin)
 
 
 if __name__ == "__main__":

@@ -309,9 +309,14 @@ def main():
 
     with open(args.script, encoding="utf-8") as f:
         script = Script(json.load(f))
-    server = Server((args.host, args.port), script, args.log, args.expect_key)
+    serve(Server((args.host, args.port), script, args.log, args.expect_key), args.watch_stdin)
+
+
+def serve(server, watch_stdin):
+    """Prints the port, then serves until interrupted or, with watch_stdin, until stdin closes (the
+    test that started the server has gone)."""
     print("PORT %d" % server.server_address[1], flush=True)
-    if args.watch_stdin:
+    if watch_stdin:
 
         def watch():
             try:
