@@ -170,6 +170,23 @@ def report_figures(test, r):
     return figures
 
 
+def isolated_env(tmp, key, max_retries):
+    """The environment of one mblast run against a fake server: its own KB, runs, cache and config
+    (with `max_retries`) under `tmp`, and the API key."""
+    env = dict(
+        os.environ,
+        MBLAST_HOME=HOME,
+        MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
+        MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
+        MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
+        MBLAST_LLM_API_KEY=key,
+        MBLAST_CONFIG=os.path.join(tmp, "config.json"),
+    )
+    with open(env["MBLAST_CONFIG"], "w") as f:
+        json.dump({"max_retries": max_retries}, f)
+    return env
+
+
 class FakeServer:
     def __init__(self, tmp, script_obj, key):
         self.script = os.path.join(tmp, "script.json")
@@ -205,17 +222,7 @@ class LlmLoop(unittest.TestCase):
             key = "sk-test-" + "x" * 24
             server = FakeServer(tmp, script(backend, fast, wrong), key)
             try:
-                env = dict(
-                    os.environ,
-                    MBLAST_HOME=HOME,
-                    MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-                    MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
-                    MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-                    MBLAST_LLM_API_KEY=key,
-                    MBLAST_CONFIG=os.path.join(tmp, "config.json"),
-                )
-                with open(env["MBLAST_CONFIG"], "w") as f:
-                    json.dump({"max_retries": 1}, f)
+                env = isolated_env(tmp, key, 1)
                 spec = ("anthropic+" if api == "anthropic" else "") + f"http://127.0.0.1:{server.port}/v1:fake-model"
                 start_file = os.path.join(tmp, "start" + {"opencl": ".opencl.cpp", "rvv": ".rvv.c"}[backend])
                 with open(start_file, "w") as f:
@@ -409,17 +416,7 @@ class TrustedRuns(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="mblast-trusted-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.key = "sk-test-" + "y" * 24
-        self.env = dict(
-            os.environ,
-            MBLAST_HOME=HOME,
-            MBLAST_KB=os.path.join(self.tmp, "kb.sqlite"),
-            MBLAST_RUNS_DIR=os.path.join(self.tmp, "runs"),
-            MBLAST_CACHE_DIR=os.path.join(self.tmp, "cache"),
-            MBLAST_LLM_API_KEY=self.key,
-            MBLAST_CONFIG=os.path.join(self.tmp, "config.json"),
-        )
-        with open(self.env["MBLAST_CONFIG"], "w") as f:
-            json.dump({"max_retries": 0}, f)
+        self.env = isolated_env(self.tmp, self.key, 0)
         self.relu = os.path.join(HOME, "problems", "relu")
 
     def server(self, script_obj):
@@ -600,17 +597,7 @@ class RepeatsAndCost(unittest.TestCase):
             key,
         )
         self.addCleanup(server.close)
-        env = dict(
-            os.environ,
-            MBLAST_HOME=HOME,
-            MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-            MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
-            MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-            MBLAST_LLM_API_KEY=key,
-            MBLAST_CONFIG=os.path.join(tmp, "config.json"),
-        )
-        with open(env["MBLAST_CONFIG"], "w") as f:
-            json.dump({"max_retries": 0}, f)
+        env = isolated_env(tmp, key, 0)
         p = subprocess.run(
             [
                 BIN,
@@ -725,17 +712,7 @@ class BenchWithAnLlm(unittest.TestCase):
             key,
         )
         self.addCleanup(server.close)
-        env = dict(
-            os.environ,
-            MBLAST_HOME=HOME,
-            MBLAST_KB=os.path.join(tmp, "kb.sqlite"),
-            MBLAST_RUNS_DIR=os.path.join(tmp, "runs"),
-            MBLAST_CACHE_DIR=os.path.join(tmp, "cache"),
-            MBLAST_LLM_API_KEY=key,
-            MBLAST_CONFIG=os.path.join(tmp, "config.json"),
-        )
-        with open(env["MBLAST_CONFIG"], "w") as f:
-            json.dump({"max_retries": 0}, f)
+        env = isolated_env(tmp, key, 0)
         spec = f"http://127.0.0.1:{server.port}/v1:fake-model"
         p = subprocess.run(
             [
