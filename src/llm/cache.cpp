@@ -69,11 +69,28 @@ json replay_material(const json& material) {
   // Measured figures: decimals, and numbers with a unit of time, rate, share or speedup.
   static const std::regex decimal(R"(\b[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)");
   static const std::regex with_unit(R"(\b[0-9]+(?:[eE][-+]?[0-9]+)?(?=\s?(?:(?:ns|us|ms|s|GB/s|GFLOP/s|x)\b|%)))");
+  // A time's unit follows its size (199 us, 2.24 ms): masked with it.
+  static const std::regex time_unit(R"(#\s?(?:ns|us|ms|s)\b)");
+  // And the words drawn from them by a threshold: the bottleneck class (classify_bottleneck in
+  // src/kb/signature.cpp) and the critic's verdict and gap (src/loop/critic.cpp). Two runs on a
+  // timed target land on either side of a threshold as easily as they differ in a digit.
+  static const std::regex bound(R"(\b(?:latency|memory|compute|balanced)-bound\b)");
+  static const std::regex bottleneck(
+      R"(\bbottleneck (?:latency|memory|compute|balanced) -> (?:latency|memory|compute|balanced)\b)");
+  static const std::regex verdict(R"(#x (?:faster|slower)\b|no clear change \(#x, within noise\))");
+  static const std::regex gap(
+      R"(at #% of peak: little left to gain|remaining gap: both fractions low \(#% of peak\) - launch overhead, too )"
+      R"(little parallelism or serial dependences|remaining gap: #% of peak, still #-bound)");
   json m = material;
   for (auto& msg : m["messages"])
     if (msg.contains("content") && msg["content"].is_string()) {
       std::string t = std::regex_replace(msg["content"].get<std::string>(), decimal, "#");
-      msg["content"] = std::regex_replace(t, with_unit, "#");
+      t = std::regex_replace(t, with_unit, "#");
+      t = std::regex_replace(t, time_unit, "# t");
+      t = std::regex_replace(t, bound, "#-bound");
+      t = std::regex_replace(t, bottleneck, "bottleneck # -> #");
+      t = std::regex_replace(t, verdict, "#verdict");
+      msg["content"] = std::regex_replace(t, gap, "#gap");
     }
   m["replay_key"] = true;  // never equal to an exact key's material
   return m;

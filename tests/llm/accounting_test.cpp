@@ -257,13 +257,32 @@ TEST(LlmCache, AReplayMatchesAPromptWhoseMeasuredFiguresDiffer) {
   const Response r = replaying.complete(timed_again);
   EXPECT_TRUE(r.from_cache);
   EXPECT_EQ(r.text, "the answer");
+  // The words a threshold draws from the figures are measurement too: the critic's verdict, the
+  // gap to the peak and the bottleneck class, as src/loop/critic.cpp and state.cpp write them.
+  Client first_words(config_for(server, "openai", "gpt-4o"), o);
+  EXPECT_FALSE(first_words
+                   .complete(simple_request("tiles: 11.25x faster (2.24 ms -> 199 us); bottleneck latency -> memory; "
+                                            "remaining gap: 21% of peak, still memory-bound"))
+                   .from_cache);
+  EXPECT_TRUE(replaying
+                  .complete(simple_request("tiles: 1.02x slower (2.24 ms -> 2.3 ms); bottleneck latency -> compute; "
+                                           "at 81% of peak: little left to gain"))
+                  .from_cache);
+  EXPECT_TRUE(replaying
+                  .complete(simple_request("tiles: no clear change (1.01x, within noise) (2.24 ms -> 2.2 ms); "
+                                           "bottleneck memory -> latency; remaining gap: both fractions low (3% of "
+                                           "peak) - launch overhead, too little parallelism or serial dependences"))
+                  .from_cache);
+  EXPECT_THROW(replaying.complete(simple_request("unroll: 11.25x faster (2.24 ms -> 199 us); bottleneck latency -> "
+                                                 "memory; remaining gap: 21% of peak, still memory-bound")),
+               LlmError);  // what was done is not a measurement
   // What is not a measurement still counts: another step, another number of tries.
   EXPECT_THROW(replaying.complete(simple_request("step 3: 1.23 ms at 0.41 of peak, 3 tries, 12 us, 2x")), LlmError);
   EXPECT_THROW(replaying.complete(simple_request("step 2: 1.23 ms at 0.41 of peak, 4 tries, 12 us, 2x")), LlmError);
   // A normal run never takes the masked entry: a different prompt is a new request.
   Client normal(config_for(server, "openai", "gpt-4o"), o);
   EXPECT_FALSE(normal.complete(timed_again).from_cache);
-  EXPECT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests().size(), 3u);  // recorded, first_words, normal
 }
 
 TEST(LlmCache, CorruptOrForeignEntriesAreMisses) {
