@@ -56,6 +56,28 @@ td.none { color: #a0a8b5; }
 tr:hover td { background: #f7f9fc; }
 details { margin: 6px 0 12px; }
 summary { cursor: pointer; color: #2a5db0; }
+#tip { position: absolute; display: none; background: #1d2430; color: #fff; padding: 3px 7px; border-radius: 3px;
+       font-size: 12px; pointer-events: none; max-width: 460px; z-index: 10; }
+)";
+
+// The one script: a mark's <title> shown at once beside the pointer (the browser's own tooltip
+// comes late), and the number of plots set on <html> once the page has run, for tests to read.
+const char* const kScript = R"(
+(function () {
+  var tip = document.createElement("div");
+  tip.id = "tip";
+  document.body.appendChild(tip);
+  document.addEventListener("mousemove", function (e) {
+    var mark = e.target.closest ? e.target.closest("circle, rect, text") : null;
+    var title = mark ? mark.querySelector(":scope > title") : null;
+    if (!title) { tip.style.display = "none"; return; }
+    tip.textContent = title.textContent;
+    tip.style.display = "block";
+    tip.style.left = (e.pageX + 12) + "px";
+    tip.style.top = (e.pageY + 12) + "px";
+  });
+  document.documentElement.setAttribute("data-plots", String(document.querySelectorAll("svg").length));
+})();
 )";
 
 bool numeric(const std::string& s) {
@@ -157,8 +179,8 @@ std::string HtmlPage::str() const {
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
          "<link rel=\"icon\" href=\"data:,\">\n<title>" +
-         html_escape(title_) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n" + body_ +
-         "</body>\n</html>\n";
+         html_escape(title_) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n" + body_ + "<script>" +
+         kScript + "</script>\n</body>\n</html>\n";
 }
 
 }  // namespace mblast::report

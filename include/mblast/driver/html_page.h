@@ -1,5 +1,6 @@
-// One self-contained HTML page (inline CSS, no script or style fetched from anywhere): sections of
-// headings, paragraphs, inline SVG and tables, every text escaped. Used by `mblast report`.
+// One self-contained HTML page (inline CSS and one small inline script for tooltips; nothing fetched
+// from anywhere): sections of headings, paragraphs, inline SVG and tables, every text escaped. Used by
+// `mblast report`. Once its script has run, <html> carries data-plots="<number of SVG plots>".
 #pragma once
 
 #include <string>
