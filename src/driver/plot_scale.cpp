@@ -65,7 +65,12 @@ Scale Scale::log10(double lo, double hi, double p0, double p1) {
   s.hi_ = std::pow(10.0, d1);
   // Every decade when there are few; every second or third when many, so labels do not collide.
   const int every = static_cast<int>(std::ceil((d1 - d0) / 8));
-  for (double d = d0; d <= d1 + 1e-9; d += every) s.ticks_.push_back(std::pow(10.0, d));
+  for (double d = d0; d <= d1 + 1e-9; d += every) {
+    s.ticks_.push_back(std::pow(10.0, d));
+    // Two decades or fewer: 2x and 5x too, or the axis has too few labels to read a value off.
+    if (d1 - d0 <= 2 && d < d1 - 1e-9)
+      for (double m : {2.0, 5.0}) s.ticks_.push_back(m * std::pow(10.0, d));
+  }
   s.p0_ = p0;
   s.p1_ = p1;
   return s;

@@ -149,7 +149,7 @@ void roofline_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
     plot.title = "Roofline on " + target;
     plot.x = {"arithmetic intensity (FLOP/byte)", true, {}, {}};
     plot.y = {"achieved FLOP/s", true, {}, {}};
-    plot.height = 420;
+    plot.height = 480;
     plot.missing = fmt::format(
         "none of the {} kernel(s) on {} counts both FLOPs and bytes (pure data movement has no "
         "place on a FLOP/s roofline; see the table)",

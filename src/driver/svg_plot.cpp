@@ -14,7 +14,7 @@ namespace mblast::report {
 
 namespace {
 
-constexpr double kLeft = 72, kTop = 34, kBottom = 52, kLegend = 190;
+constexpr double kLeft = 72, kTop = 34, kBottom = 52, kLegend = 260;
 
 // Colour-blind-safe (Okabe-Ito), darkest first.
 const char* const kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#7f7f7f", "#000000"};
@@ -103,7 +103,7 @@ std::string legend(const std::vector<std::pair<std::string, int>>& items, const 
                      px(yy), px(x + 18), px(yy), palette(items[i].second),
                      i < dashed.size() && dashed[i] ? " stroke-dasharray=\"5 3\"" : "");
     o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1d2430\"><title>{}</title>{}</text>\n",
-                     px(x + 24), px(yy + 4), esc(items[i].first), esc(shorten(items[i].first, 26)));
+                     px(x + 24), px(yy + 4), esc(items[i].first), esc(shorten(items[i].first, 38)));
   }
   return o;
 }
@@ -230,10 +230,11 @@ std::string render_bars(const BarPlot& p) {
   if (!p.log_y) lo = std::min(lo, 0.0);
   const size_t nser = std::max<size_t>(1, p.series.size());
   const double bar_w = nser > 3 ? 7 : 11, group_w = bar_w * static_cast<double>(nser) + 10;
-  const double plot_w = std::max(p.width - kLeft - kLegend, group_w * static_cast<double>(p.groups.size()));
-  const int width = static_cast<int>(kLeft + plot_w + kLegend);
-  const double bottom = 120;  // slanted category labels
-  const double x0 = kLeft, x1 = kLeft + plot_w, y0 = p.height - bottom, y1 = kTop;
+  // Room on the left and below for the slanted category labels.
+  const double left = kLeft + 60, bottom = 120;
+  const double plot_w = std::max(p.width - left - kLegend, group_w * static_cast<double>(p.groups.size()));
+  const int width = static_cast<int>(left + plot_w + kLegend);
+  const double x0 = left, x1 = left + plot_w, y0 = p.height - bottom, y1 = kTop;
   const Scale ys = p.log_y ? Scale::log10(lo, hi, y0, y1) : Scale::linear(lo, hi, y0, y1);
   std::string o = open_svg(width, p.height, p.title);
   for (double t : ys.ticks()) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include "cli_capture.h"
@@ -63,10 +64,11 @@ TEST(Scale, LogUsesWholeDecades) {
   EXPECT_NEAR(x(10), 100, 1e-9);
   EXPECT_DOUBLE_EQ(x(0), 0);   // no place on a log axis: the lower end
   EXPECT_DOUBLE_EQ(x(-5), 0);  // likewise
-  // A range within one decade still spans one.
+  // A range within one decade still spans one, ticked at 1, 2 and 5 so values can be read off.
   const Scale s = Scale::log10(2, 3, 0, 1);
   EXPECT_DOUBLE_EQ(s.lo(), 1);
   EXPECT_DOUBLE_EQ(s.hi(), 10);
+  EXPECT_EQ(s.ticks(), (std::vector<double>{1, 2, 5, 10}));
   EXPECT_THROW(Scale::log10(0, 10, 0, 1), std::invalid_argument);
   EXPECT_THROW(Scale::log10(-1, 10, 0, 1), std::invalid_argument);
   EXPECT_THROW(Scale::log10(1, NAN, 0, 1), std::invalid_argument);
@@ -128,7 +130,9 @@ TEST(FastP, CurveIsTheExactStepFunction) {
   // Every point is fast_p at its p, and the curve never rises.
   for (size_t i = 0; i < c.size(); ++i) {
     EXPECT_DOUBLE_EQ(c[i].second, fast_p(s, c[i].first));
-    if (i) EXPECT_LE(c[i].second, c[i - 1].second);
+    if (i) {
+      EXPECT_LE(c[i].second, c[i - 1].second);
+    }
   }
   // Speedups beyond p_max end the curve at p_max with what is still above it.
   const auto cut = fast_p_curve({10.0, 0.5}, 2);
@@ -287,9 +291,9 @@ TEST(Plots, NothingToDrawSaysWhy) {
   plot.missing = "no runs given";
   EXPECT_NE(render_xy(plot).find("No data: no runs given"), std::string::npos);
   plot.y.log = true;
-  plot.series.push_back({"s", {{1, 0}, {2, -1}}, SeriesStyle::line});  // nothing positive on a log axis
+  plot.series.push_back({"s", {{1, 0, ""}, {2, -1, ""}}, SeriesStyle::line});  // nothing positive on a log axis
   EXPECT_NE(render_xy(plot).find("No data: no runs given"), std::string::npos);
-  plot.series[0].points.push_back({3, 5});
+  plot.series[0].points.push_back({3, 5, ""});
   const std::string svg = render_xy(plot);
   EXPECT_EQ(svg.find("No data"), std::string::npos);
   EXPECT_NE(svg.find("2 point(s) not drawn"), std::string::npos);

@@ -44,7 +44,7 @@ struct XYPlot {
   std::vector<PlotSeries> series;
   std::vector<RefLine> refs;
   std::string missing;  // what to say when no series has a point to draw
-  int width = 760, height = 380;
+  int width = 920, height = 400;
 };
 
 // Points that cannot be drawn (not finite; <= 0 on a log axis) are left out and counted under the
@@ -67,7 +67,7 @@ struct BarPlot {
   std::optional<double> ref;  // a horizontal line (1x for speedups)
   std::string ref_label;
   std::string missing;
-  int width = 760, height = 400;
+  int width = 920, height = 420;
 };
 
 // Bars grow from the reference line (or the axis' lower end) to each value; categories are
@@ -75,7 +75,7 @@ struct BarPlot {
 std::string render_bars(const BarPlot& plot);
 
 // A plot-sized box with the title and the reason there is nothing to draw.
-std::string render_missing(const std::string& title, const std::string& why, int width = 760, int height = 160);
+std::string render_missing(const std::string& title, const std::string& why, int width = 920, int height = 160);
 
 // The palette's colour i (wraps around).
 const char* palette(int i);
