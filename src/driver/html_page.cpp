@@ -1,7 +1,9 @@
 #include "mblast/driver/html_page.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -48,7 +50,7 @@ nav a { margin-right: 14px; }
 svg { display: block; margin: 8px 0 4px; max-width: 100%; height: auto; }
 svg text { font-family: system-ui, sans-serif; }
 table { border-collapse: collapse; margin: 6px 0 14px; font-size: 13px; }
-caption { text-align: left; color: #5a6475; padding: 2px 0 4px; }
+p.caption { color: #5a6475; font-size: 13px; margin: 10px 0 2px; }
 th, td { border: 1px solid #d8dde6; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f1f4f8; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -80,10 +82,17 @@ const char* const kScript = R"(
 })();
 )";
 
+// A figure, right-aligned: a number, alone or with a unit of letters ("1.5x", "20%", "71.6 us"); not
+// an id or a date that starts with digits ("20261207-1219-ab12", "2026-12-07").
 bool numeric(const std::string& s) {
   if (s.empty()) return false;
-  const char c = s[0];
-  return (c >= '0' && c <= '9') || ((c == '-' || c == '+' || c == '.') && s.size() > 1 && s[1] >= '0' && s[1] <= '9');
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  if (end == s.c_str()) return false;
+  const std::string rest(end);
+  if (rest.empty() || rest == "x" || rest == "%") return true;
+  if (rest[0] != ' ') return false;
+  return std::all_of(rest.begin() + 1, rest.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
@@ -158,8 +167,9 @@ void HtmlPage::raw(const std::string& markup) { body_ += markup + "\n"; }
 
 void HtmlPage::table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                      const std::string& caption) {
+  // The caption as a paragraph above: a <caption> is as narrow as its table.
+  if (!caption.empty()) body_ += "<p class=\"caption\">" + html_escape(caption) + "</p>\n";
   body_ += "<table>";
-  if (!caption.empty()) body_ += "<caption>" + html_escape(caption) + "</caption>";
   body_ += "<thead><tr>";
   for (const auto& h : header) body_ += "<th>" + html_escape(h) + "</th>";
   body_ += "</tr></thead><tbody>\n";

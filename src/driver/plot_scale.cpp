@@ -58,21 +58,33 @@ Scale Scale::log10(double lo, double hi, double p0, double p1) {
   if (hi < lo) std::swap(lo, hi);
   Scale s;
   s.log_ = true;
+  s.p0_ = p0;
+  s.p1_ = p1;
   const double d0 = std::floor(std::log10(lo) + 1e-9);
   double d1 = std::ceil(std::log10(hi) - 1e-9);
   if (d1 <= d0) d1 = d0 + 1;
+  if (d1 - d0 <= 2) {
+    // Two decades or fewer: bounds and ticks at 1, 2 and 5 times a power of ten, or the data would
+    // fill a corner of the axis and there would be too few labels to read a value off.
+    std::vector<double> steps;
+    for (double d = d0; d <= d1 + 1e-9; ++d)
+      for (double m : {1.0, 2.0, 5.0}) steps.push_back(m * std::pow(10.0, d));
+    s.lo_ = steps.front();
+    for (double v : steps)
+      if (v <= lo * (1 + 1e-12)) s.lo_ = v;
+    s.hi_ = steps.back();
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      if (*it >= hi * (1 - 1e-12)) s.hi_ = *it;
+    if (s.hi_ <= s.lo_) s.hi_ = s.lo_ * 2;
+    for (double v : steps)
+      if (v >= s.lo_ * (1 - 1e-12) && v <= s.hi_ * (1 + 1e-12)) s.ticks_.push_back(v);
+    return s;
+  }
   s.lo_ = std::pow(10.0, d0);
   s.hi_ = std::pow(10.0, d1);
   // Every decade when there are few; every second or third when many, so labels do not collide.
   const int every = static_cast<int>(std::ceil((d1 - d0) / 8));
-  for (double d = d0; d <= d1 + 1e-9; d += every) {
-    s.ticks_.push_back(std::pow(10.0, d));
-    // Two decades or fewer: 2x and 5x too, or the axis has too few labels to read a value off.
-    if (d1 - d0 <= 2 && d < d1 - 1e-9)
-      for (double m : {2.0, 5.0}) s.ticks_.push_back(m * std::pow(10.0, d));
-  }
-  s.p0_ = p0;
-  s.p1_ = p1;
+  for (double d = d0; d <= d1 + 1e-9; d += every) s.ticks_.push_back(std::pow(10.0, d));
   return s;
 }
 

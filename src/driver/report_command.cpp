@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -53,7 +54,12 @@ void add_report(CLI::App& app, ReportArgs& a) {
 
 int run_report(const ReportArgs& a) {
   std::vector<report::ReportInput> inputs;
-  for (const auto& p : a.inputs) inputs.push_back(report::load_report_input(p));
+  std::map<std::string, int> seen;
+  for (const auto& p : a.inputs) {
+    inputs.push_back(report::load_report_input(p));
+    // Each input is a series of its own: two of one name (main/results.json, branch/results.json) are told apart.
+    if (const int n = ++seen[inputs.back().label]; n > 1) inputs.back().label += fmt::format(" #{}", n);
+  }
   std::optional<report::KbHistory> kb;
   if (!a.kb.empty()) {
     if (!fs::exists(a.kb)) throw UserError(a.kb + ": no such knowledge base");

@@ -137,7 +137,7 @@ ReportInput load_report_input(const fs::path& path) {
     in.kind = InputKind::bench;
     in.path = path;
     const json meta = j.value("meta", json::object());
-    in.label = fmt::format("bench {} {}", str(meta, "target", "?"), str(meta, "date", path.filename().string()));
+    in.label = fmt::format("{} ({})", path.stem().string(), str(meta, "target", "?"));
     in.doc = std::move(j);
     return in;
   }

@@ -391,9 +391,13 @@ void fast_p_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
     for (const auto& v : s.all)
       if (v) smax = std::max(smax, *v);
   const double p_max = std::max(2.0, std::ceil(smax * 1.1 * 10) / 10);
+  // Speedups far above 1 would squash the region around p = 1 on a linear axis: a log axis from
+  // p = 0.1 then (fast_0 is in the table).
+  const bool log_p = p_max > 10;
+  const double p_min = log_p ? 0.1 : 0.0;
   XYPlot plot;
   plot.title = "fast_p against p";
-  plot.x = {"p (speedup threshold, x baseline)", false, 0.0, p_max};
+  plot.x = {"p (speedup threshold, x baseline)", log_p, p_min, p_max};
   plot.y = {"fraction of problems correct and faster than p", false, 0.0, 1.0};
   plot.refs.push_back({false, 1.0, "p = 1"});
   plot.missing = "no problems";
@@ -406,11 +410,17 @@ void fast_p_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
     ps.dashed = s.compile;
     if (!color_of_input.count(s.input)) color_of_input[s.input] = color++;
     ps.color = color_of_input[s.input];
-    for (const auto& [p, v] : fast_p_curve(s.all, p_max))
+    for (auto [p, v] : fast_p_curve(s.all, p_max)) {
+      if (p < p_min && p != 0) continue;  // within [0, p_min): the step at p_min holds fast_p(p_min)
+      if (p == 0 && p_min > 0) p = p_min, v = fast_p(s.all, p_min);
       ps.points.push_back({p, v, fmt::format("{}: fast_{} = {:.3f}", s.name, g3(p), v)});
+    }
     plot.series.push_back(std::move(ps));
   }
   page.raw(render_xy(plot));
+  if (log_p)
+    page.paragraph(
+        fmt::format("p on a log axis from {} (speedups up to {:.3g}x); fast_0 is in the table.", p_min, smax), "note");
   std::vector<std::string> header{"p"};
   for (const auto& s : sets) header.push_back(s.name);
   std::vector<std::vector<std::string>> rows;
@@ -452,7 +462,7 @@ void runs_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
   for (const auto& key : groups) {
     XYPlot plot;
     plot.title = "Best cost against evaluations: " + key;
-    plot.x = {"evaluation", false, 1.0, {}};
+    plot.x = {"evaluation", false, 1.0, {}, true};
     plot.y = {"best cost so far", true, {}, {}};
     plot.missing = "no run of " + key + " has a correct evaluation yet";
     int c = 0;
@@ -523,11 +533,11 @@ void kb_section(HtmlPage& page, const PageOptions& o) {
   double span = 0;
   for (const auto& x : h.experiences)
     if (const double t = iso_seconds(x.created_at); std::isfinite(t)) span = std::max(span, t - t0);
-  const bool hours = span > 3 * 3600;
-  const double unit_s = hours ? 3600 : 60;
+  const char* unit_name = span > 3 * 3600 ? "hours" : span > 180 ? "minutes" : "seconds";
+  const double unit_s = span > 3 * 3600 ? 3600 : span > 180 ? 60 : 1;
   XYPlot plot;
   plot.title = "Experiences in the knowledge base over time";
-  plot.x = {std::string(hours ? "hours" : "minutes") + " since the first experience" +
+  plot.x = {std::string(unit_name) + " since the first experience" +
                 (h.experiences.empty() ? "" : " (" + h.experiences.front().created_at + ")"),
             false,
             0.0,
@@ -540,6 +550,7 @@ void kb_section(HtmlPage& page, const PageOptions& o) {
   faster.name = "faster than their parent";
   model.name = "model level";
   for (auto* s : {&all, &correct, &faster, &model}) s->style = SeriesStyle::step;
+  correct.dashed = true;  // often on the line of "all": both stay visible
   size_t n_all = 0, n_ok = 0, n_fast = 0, n_model = 0;
   std::map<std::string, std::array<size_t, 3>> per_target;
   for (const auto& x : h.experiences) {

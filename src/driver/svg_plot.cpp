@@ -63,7 +63,10 @@ std::pair<double, double> extent(const XYPlot& p, bool x_axis) {
 }
 
 Scale make_scale(const PlotAxis& a, std::pair<double, double> e, double p0, double p1) {
-  return a.log ? Scale::log10(e.first, e.second, p0, p1) : Scale::linear(e.first, e.second, p0, p1);
+  if (a.log) return Scale::log10(e.first, e.second, p0, p1);
+  // A count's ticks a whole number apart: no more intervals than the range has units.
+  const int ticks = a.integer ? static_cast<int>(std::clamp(std::floor(e.second - e.first), 1.0, 6.0)) : 6;
+  return Scale::linear(e.first, e.second, p0, p1, ticks);
 }
 
 std::string axes(const Scale& xs, const Scale& ys, double x0, double x1, double y0, double y1, const PlotAxis& xa,

@@ -64,11 +64,18 @@ TEST(Scale, LogUsesWholeDecades) {
   EXPECT_NEAR(x(10), 100, 1e-9);
   EXPECT_DOUBLE_EQ(x(0), 0);   // no place on a log axis: the lower end
   EXPECT_DOUBLE_EQ(x(-5), 0);  // likewise
-  // A range within one decade still spans one, ticked at 1, 2 and 5 so values can be read off.
+  // Two decades or fewer: bounds and ticks at 1, 2 and 5 times a power of ten.
   const Scale s = Scale::log10(2, 3, 0, 1);
-  EXPECT_DOUBLE_EQ(s.lo(), 1);
-  EXPECT_DOUBLE_EQ(s.hi(), 10);
-  EXPECT_EQ(s.ticks(), (std::vector<double>{1, 2, 5, 10}));
+  EXPECT_DOUBLE_EQ(s.lo(), 2);
+  EXPECT_DOUBLE_EQ(s.hi(), 5);
+  EXPECT_EQ(s.ticks(), (std::vector<double>{2, 5}));
+  const Scale r = Scale::log10(399, 1210, 0, 1);  // a run's best cost: 200 to 2000
+  EXPECT_DOUBLE_EQ(r.lo(), 200);
+  EXPECT_DOUBLE_EQ(r.hi(), 2000);
+  EXPECT_EQ(r.ticks(), (std::vector<double>{200, 500, 1000, 2000}));
+  EXPECT_NEAR(r(std::sqrt(200.0 * 2000)), 0.5, 1e-12);
+  const Scale one = Scale::log10(100, 100, 0, 1);  // a single value still has a range
+  EXPECT_LT(one.lo(), one.hi());
   EXPECT_THROW(Scale::log10(0, 10, 0, 1), std::invalid_argument);
   EXPECT_THROW(Scale::log10(-1, 10, 0, 1), std::invalid_argument);
   EXPECT_THROW(Scale::log10(1, NAN, 0, 1), std::invalid_argument);

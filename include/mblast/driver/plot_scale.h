@@ -13,9 +13,10 @@ class Scale {
   // [lo, hi] widened to tick values (nice 1-2-5 steps), mapped onto pixels [p0, p1] (p1 < p0 for a y
   // axis, whose pixels grow downwards). lo == hi is widened around the value; hi < lo is swapped.
   static Scale linear(double lo, double hi, double p0, double p1, int max_ticks = 6);
-  // [lo, hi] widened to whole decades, ticked at each decade (and at 2x and 5x when there are two
-  // decades or fewer); both must be > 0 (a value <= 0 has no place on a log axis and
-  // is the caller's to leave out). Throws std::invalid_argument otherwise.
+  // [lo, hi] widened to whole decades, ticked at each decade (every second or third one when there
+  // are many); over two decades or fewer, widened to and ticked at 1, 2 and 5 times a power of ten.
+  // Both must be > 0 (a value <= 0 has no place on a log axis and is the caller's to leave out);
+  // throws std::invalid_argument otherwise.
   static Scale log10(double lo, double hi, double p0, double p1);
 
   double operator()(double v) const;  // pixel of v; a log scale clamps v <= 0 to its lower end

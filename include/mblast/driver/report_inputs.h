@@ -18,7 +18,7 @@ const char* kind_name(InputKind k);  // "optimize run", "bench results", "optimi
 struct ReportInput {
   InputKind kind = InputKind::run;
   std::filesystem::path path;  // as given
-  std::string label;           // how the page names it: the run id, "bench <target> <date>", the model's name
+  std::string label;           // how the page names it: the run id, "<file stem> (<target>)", the model's name
   // run: report.json's "result" ({} for a run still going); bench: the results document; model: plan.json
   nlohmann::json doc;
   nlohmann::json meta;                 // run: run.json ({} when only report.json was given)

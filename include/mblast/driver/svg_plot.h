@@ -29,6 +29,7 @@ struct PlotAxis {
   std::string label;
   bool log = false;
   std::optional<double> min, max;  // forced bounds (widened to ticks); default: the data's
+  bool integer = false;            // counts (evaluations): ticks at whole numbers only
 };
 
 // A straight reference line across the plot: y = at (horizontal) or x = at.
