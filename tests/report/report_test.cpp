@@ -28,7 +28,7 @@ using nlohmann::json;
 
 // ---- scales ----
 
-TEST(Ticks, NiceStepsCoverTheRange) {
+TEST(ReportTicks, NiceStepsCoverTheRange) {
   EXPECT_EQ(nice_ticks(0, 1, 5), (std::vector<double>{0, 0.2, 0.4, 0.6000000000000001, 0.8, 1}));
   const auto t = nice_ticks(0.3, 7.3, 6);
   ASSERT_GE(t.size(), 2u);
@@ -45,7 +45,7 @@ TEST(Ticks, NiceStepsCoverTheRange) {
   EXPECT_EQ(nice_ticks(-3, 3, 3), (std::vector<double>{-5, 0, 5}));  // a step of 2 would need 4 intervals
 }
 
-TEST(Scale, LinearMapsTheWidenedRangeOntoThePixels) {
+TEST(ReportScale, LinearMapsTheWidenedRangeOntoThePixels) {
   const Scale y = Scale::linear(0.1, 0.9, 300, 20);  // a y axis: pixels grow downwards
   EXPECT_DOUBLE_EQ(y.lo(), 0);
   EXPECT_DOUBLE_EQ(y.hi(), 1);
@@ -55,7 +55,7 @@ TEST(Scale, LinearMapsTheWidenedRangeOntoThePixels) {
   EXPECT_FALSE(y.is_log());
 }
 
-TEST(Scale, LogUsesWholeDecades) {
+TEST(ReportScale, LogUsesWholeDecades) {
   const Scale x = Scale::log10(3, 4000, 0, 400);
   EXPECT_DOUBLE_EQ(x.lo(), 1);
   EXPECT_DOUBLE_EQ(x.hi(), 1e4);
@@ -83,7 +83,7 @@ TEST(Scale, LogUsesWholeDecades) {
   EXPECT_LE(Scale::log10(1e-3, 1e15, 0, 1).ticks().size(), 10u);
 }
 
-TEST(ShortNumber, SiPrefixesAndSmallValues) {
+TEST(ReportShortNumber, SiPrefixesAndSmallValues) {
   EXPECT_EQ(short_number(0), "0");
   EXPECT_EQ(short_number(0.5), "0.5");
   EXPECT_EQ(short_number(12), "12");
@@ -97,7 +97,7 @@ TEST(ShortNumber, SiPrefixesAndSmallValues) {
 
 // ---- fast_p ----
 
-TEST(FastP, CountsEveryProblemAndIsStrict) {
+TEST(ReportFastP, CountsEveryProblemAndIsStrict) {
   const std::vector<std::optional<double>> s{2.0, 0.5, std::nullopt, 1.5, 1.0};
   EXPECT_DOUBLE_EQ(fast_p(s, 0), 4.0 / 5);
   EXPECT_DOUBLE_EQ(fast_p(s, 1), 2.0 / 5);    // 1.0 is not faster than 1x
@@ -106,7 +106,7 @@ TEST(FastP, CountsEveryProblemAndIsStrict) {
   EXPECT_DOUBLE_EQ(fast_p({}, 1), 0);
 }
 
-TEST(FastP, AgreesWithTheBenchSummary) {
+TEST(ReportFastP, AgreesWithTheBenchSummary) {
   // The same rows through `mblast bench`'s summary: the report must not count another way.
   json rows = json::array();
   const std::vector<std::optional<double>> speedups{2.0, 0.5, std::nullopt, 1.5, 1.0, 3.0};
@@ -129,7 +129,7 @@ TEST(FastP, AgreesWithTheBenchSummary) {
   for (double p : kFastP) EXPECT_DOUBLE_EQ(fast_p(speedups, p), e[fmt::format("fast_{}", p)].get<double>()) << p;
 }
 
-TEST(FastP, CurveIsTheExactStepFunction) {
+TEST(ReportFastP, CurveIsTheExactStepFunction) {
   const std::vector<std::optional<double>> s{2.0, 0.5, std::nullopt, 1.5, 1.5};
   const auto c = fast_p_curve(s, 3);
   const std::vector<std::pair<double, double>> want{{0, 0.8}, {0.5, 0.6}, {1.5, 0.2}, {2.0, 0}, {3, 0}};
@@ -148,7 +148,7 @@ TEST(FastP, CurveIsTheExactStepFunction) {
 
 // ---- roofline ----
 
-TEST(Roofline, RoofAndPeaksFromFractions) {
+TEST(ReportRoofline, RoofAndPeaksFromFractions) {
   Peaks p;
   p.bandwidth = 100e9;
   p.flops = 1e12;
@@ -192,7 +192,7 @@ ReportInput bench_input() {
   return in;
 }
 
-TEST(Roofline, BenchRowsGivePointsAndPeaks) {
+TEST(ReportRoofline, BenchRowsGivePointsAndPeaks) {
   const auto pts = kernel_points(bench_input());
   ASSERT_EQ(pts.size(), 2u);  // the incorrect row has no time
   EXPECT_EQ(pts[0].name, "l1/a");
@@ -216,7 +216,7 @@ json cand(const char* type, bool correct, double cost) {
   return {{"type", type}, {"measured", {{"correct", correct}, {"cost", cost}, {"unit", "us"}}}, {"description", type}};
 }
 
-TEST(Runs, BestSoFarCountsEveryEvaluation) {
+TEST(ReportRuns, BestSoFarCountsEveryEvaluation) {
   const std::vector<json> events{cand("candidate", false, 0),  // nothing correct yet: no point
                                  cand("start", true, 100),    {{"type", "step"}, {"step", 1}},
                                  cand("candidate", false, 5), cand("candidate", true, 80),
@@ -234,7 +234,7 @@ TEST(Runs, BestSoFarCountsEveryEvaluation) {
   EXPECT_DOUBLE_EQ(b[3].cost, 80);
 }
 
-TEST(Runs, KbWarmthFromTheKnowledgeUsed) {
+TEST(ReportRuns, KbWarmthFromTheKnowledgeUsed) {
   ReportInput r;
   r.doc = {{"knowledge", {{"used", json::array({{{"tries", 0}}, {{"tries", 0}}})}}}};
   EXPECT_EQ(kb_warmth(r).first, "cold");
@@ -245,7 +245,7 @@ TEST(Runs, KbWarmthFromTheKnowledgeUsed) {
   EXPECT_EQ(kb_warmth(r).first, "unknown");
 }
 
-TEST(Inputs, IsoSeconds) {
+TEST(ReportInputs, IsoSeconds) {
   EXPECT_DOUBLE_EQ(iso_seconds("1970-01-01T00:01:00Z"), 60);
   EXPECT_DOUBLE_EQ(iso_seconds("2026-12-07T11:35:07.250Z") - iso_seconds("2026-12-07T11:35:07Z"), 0.25);
   EXPECT_TRUE(std::isnan(iso_seconds("yesterday")));
@@ -255,7 +255,7 @@ TEST(Inputs, IsoSeconds) {
 
 const std::string kNasty = "<script>alert('x')</script> & \"q\"";
 
-TEST(Escape, HtmlSpecialsInvalidUtf8AndControls) {
+TEST(ReportEscape, HtmlSpecialsInvalidUtf8AndControls) {
   EXPECT_EQ(html_escape(kNasty), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;");
   EXPECT_EQ(html_escape("a\xff"
                         "b"),
@@ -269,7 +269,7 @@ TEST(Escape, HtmlSpecialsInvalidUtf8AndControls) {
   EXPECT_EQ(html_escape("abc\xE2\x86"), "abc\xEF\xBF\xBD\xEF\xBF\xBD");  // cut short
 }
 
-TEST(Escape, NamesInTablesPlotsAndTooltips) {
+TEST(ReportEscape, NamesInTablesPlotsAndTooltips) {
   HtmlPage page(kNasty);
   page.heading(kNasty);
   page.table({kNasty}, {{kNasty}});
@@ -292,7 +292,7 @@ TEST(Escape, NamesInTablesPlotsAndTooltips) {
 
 // ---- plots say what is missing ----
 
-TEST(Plots, NothingToDrawSaysWhy) {
+TEST(ReportPlots, NothingToDrawSaysWhy) {
   XYPlot plot;
   plot.title = "t";
   plot.missing = "no runs given";
@@ -312,7 +312,7 @@ TEST(Plots, NothingToDrawSaysWhy) {
   EXPECT_NE(render_bars(bars).find("No data: no speedups"), std::string::npos);
 }
 
-TEST(Page, EverySectionSaysWhatIsMissing) {
+TEST(ReportPage, EverySectionSaysWhatIsMissing) {
   const std::string html = report_html({bench_input()}, {});
   for (const char* why : {"no optimize run among the inputs", "no --kb FILE given", "No torch.compile speedups"})
     EXPECT_NE(html.find(why), std::string::npos) << why;
@@ -339,7 +339,7 @@ struct TempDir {
 
 void write(const fs::path& f, const std::string& text) { std::ofstream(f) << text; }
 
-TEST(Inputs, RecognisedByContents) {
+TEST(ReportInputs, RecognisedByContents) {
   TempDir t;
   write(t.dir / "b.json", bench_input().doc.dump());
   EXPECT_EQ(load_report_input(t.dir / "b.json").kind, InputKind::bench);
@@ -355,7 +355,7 @@ TEST(Inputs, RecognisedByContents) {
   EXPECT_EQ(load_report_input(t.dir / "model").label, "m");
 }
 
-TEST(Inputs, BadInputIsOneLineAndExitTwoWithNothingWritten) {
+TEST(ReportInputs, BadInputIsOneLineAndExitTwoWithNothingWritten) {
   TempDir t;
   write(t.dir / "other.json", R"({"hello": "world"})");
   write(t.dir / "broken.json", R"({"kind": "mblast-bench", "problems": [)");
