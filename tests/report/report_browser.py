@@ -159,6 +159,8 @@ def main():
     rows = {p["key"]: p for p in json.load(open(bench))["problems"]}
     if rows.get("level1/relu", {}).get("status") != "correct":
         fail(f"the bench fixture's relu is not correct: {rows.get('level1/relu')}")
+    if not rows["level1/relu"].get("peak_bandwidth_bytes_per_s", 0) > 0:
+        fail("the bench row does not keep the peak bandwidth its fraction is of (the roofline's roof)")
     run_dirs = []
     for n in range(2):  # the first from an empty KB, the second from what the first taught it
         r = run(
