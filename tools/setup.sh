@@ -32,6 +32,8 @@ PACKAGES=(
   # build: it shares PyTorch's OpenMP threads, where the pthread build's own threads contend
   # with them (eager products erratic, up to 10x slower; docs/kernelbench.md "BLAS")
   libopenblas0-openmp
+  # a headless browser for the test of `mblast report`'s HTML page (ctest report_browser)
+  chromium
 )
 
 if [[ "${1:-}" != "--no-apt" ]]; then

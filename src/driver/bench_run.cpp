@@ -503,7 +503,9 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
       {"p25", t.value("p25", 0.0)},       {"p75", t.value("p75", 0.0)},    {"samples", t.value("samples", 0)},
       {"method", t.value("method", "")}};
   const json& pk = r.value("peak", json::object());
-  for (const char* k : {"bandwidth_fraction", "compute_fraction", "fraction_of_peak", "bound", "note"})
+  // The peaks the fractions are of, so a reader (mblast report's roofline) need not derive them.
+  for (const char* k : {"bandwidth_fraction", "compute_fraction", "fraction_of_peak", "bound", "note",
+                        "peak_bandwidth_bytes_per_s", "peak_fp32_flops_per_s"})
     if (pk.contains(k)) row[k] = pk[k];
 }
 

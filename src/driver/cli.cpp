@@ -18,6 +18,7 @@
 #include "mblast/driver/model_command.h"
 #include "mblast/driver/optimize_command.h"
 #include "mblast/driver/plan_command.h"
+#include "mblast/driver/report_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
 #include "mblast/measure/evaluate.h"
@@ -118,6 +119,8 @@ int cli_main(int argc, char** argv) {
   add_optimize_model(app, optimize_model_args);
   RunModelArgs run_model_args;
   add_run_model(app, run_model_args);
+  ReportArgs report_args;
+  add_report(app, report_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -137,6 +140,7 @@ int cli_main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return run_bench(bench_args);
     if (app.got_subcommand("optimize-model")) return run_optimize_model(optimize_model_args);
     if (app.got_subcommand("run-model")) return run_run_model(run_model_args);
+    if (app.got_subcommand("report")) return run_report(report_args);
   } catch (const UserError& e) {
     std::fprintf(stderr, "mblast: %s\n", e.what());
     return 2;
