@@ -116,6 +116,7 @@ def main(argv=None) -> int:
         "seed's inputs, parameters and outputs fit in N bytes (64M, 1G)",
     )
     p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
+    p.add_argument("--progress-events", action="store_true", help="print 'progress:' lines for mblast's live line")
     p = sub.add_parser("import-sol", help="import SOL-ExecBench problems, one mblast problem per workload")
     p.add_argument("src", metavar="SRC")
     p.add_argument("--out", required=True, metavar="DIR")
@@ -124,6 +125,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--sol-anchors", metavar="FILE", help="JSON {workload uuid: {sol_latency_ms: x}}")
     p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
+    p.add_argument("--progress-events", action="store_true", help="print 'progress:' lines for mblast's live line")
     p = sub.add_parser("baseline", help="time PyTorch eager and torch.compile on a problem")
     p.add_argument("problem", metavar="PROBLEM_DIR")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)

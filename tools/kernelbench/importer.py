@@ -682,8 +682,12 @@ def cmd_import(a) -> int:
     except OSError as e:
         die(f"cannot create {a.out}: {e.strerror}")
     ok, failed, results = 0, 0, []
+    if getattr(a, "progress_events", False):  # mblast's live progress line: the count, then each start
+        print(f"{PROG}: progress: total {len(files)}", flush=True)
     for f in files:
         t0 = time.perf_counter()
+        if getattr(a, "progress_events", False):
+            print(f"{PROG}: progress: start {f}", flush=True)
         entry = {"file": os.path.abspath(f)}
         phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS or 0.0}
         common.TORCH_IMPORT_SECONDS = 0.0  # paid once, by the first file

@@ -381,7 +381,12 @@ def cmd_import_sol(a) -> int:
         if anchors is None:
             die(f"{a.sol_anchors}: no such file")
     ok, failed, results = 0, 0, []
+    events = getattr(a, "progress_events", False)  # mblast's live progress line: the count, then each start
+    if events:
+        print(f"{PROG}: progress: total {len(problems)}", flush=True)
     for pdir in problems:
+        if events:
+            print(f"{PROG}: progress: start {pdir}", flush=True)
         try:
             d, ref = load_definition(pdir)
             workloads = load_workloads(pdir, d, anchors)
