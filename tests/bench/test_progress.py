@@ -168,6 +168,13 @@ class BenchProgressTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["problems"][0]["status"], "correct")
 
+    def test_quiet_prints_no_progress_even_on_a_terminal(self):
+        code, out, err = run_on_pty(self.bench("quiet", "--json", "--quiet"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["problems"][0]["status"], "correct")
+        self.assertNotIn(b"[1/1]", err)
+        self.assertNotIn(b"\r\x1b[K", err)
+
 
 if __name__ == "__main__":
     unittest.main()
