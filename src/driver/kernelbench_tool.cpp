@@ -170,7 +170,8 @@ std::string kernelbench_tool_failure(const CommandResult& r) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty()) continue;
     last = line;
-    if (line.rfind(prefix, 0) != 0) continue;
+    if (line.rfind(prefix, 0) != 0 || line.rfind(prefix + "progress: ", 0) == 0)
+      continue;  // not the live line's events
     // An import's closing count ("imported 0, failed 1") says less than the file's own line.
     if (line.rfind(prefix + "imported ", 0) == 0)
       summary = line.substr(prefix.size());
