@@ -72,8 +72,9 @@ class Progress {
   // --- pure parts, tested on their own ---
   // 42 -> "42s", 185 -> "3m05s", 3720 -> "1h02m".
   static std::string format_duration(double seconds);
-  // Seconds left: the mean time of the finished items times those left, less what the current
-  // item has taken so far (at least 0); nullopt before any item finished or without a total.
+  // Seconds left: the mean time of the finished items (from the start to the last one's end, over
+  // their count) times those left, less the time since the last one ended (at least 0); nullopt
+  // before any item finished or without a total.
   static std::optional<double> estimate_left(double seconds_in_done_items, std::size_t done, std::size_t total,
                                              double current_item_seconds);
   // "[3/10] level1/relu: verify, 1m02s, ~4m10s left", cut to WIDTH - 1 columns (the item's name is
@@ -94,7 +95,7 @@ class Progress {
   ProgressOutput out_;
   ProgressOptions o_;
   std::string item_, phase_;
-  double t_start_ = 0, t_item_ = 0, done_seconds_ = 0;
+  double t_start_ = 0, t_last_done_ = 0, done_seconds_ = 0;
   double last_draw_ = -1e9;
   bool shown_ = false;  // a status line is on the screen
   bool suspended_ = false;

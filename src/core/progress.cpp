@@ -86,7 +86,7 @@ Progress::Progress(std::string task, std::size_t total, ProgressOutput out, Prog
     o_.clock = [] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     };
-  t_start_ = t_item_ = now();
+  t_start_ = t_last_done_ = now();
   {
     std::lock_guard<std::mutex> g(g_active_mu);
     previous_active_ = g_active;
@@ -118,7 +118,7 @@ void Progress::write(const std::string& bytes) const {
 
 std::string Progress::status_locked() const {
   const double t = now();
-  const auto left = estimate_left(done_seconds_, done_, total_, item_.empty() ? 0.0 : t - t_item_);
+  const auto left = estimate_left(done_seconds_, done_, total_, t - t_last_done_);
   return status_text(done_, total_, item_, phase_, t - t_start_, left, out_.width);
 }
 
@@ -149,7 +149,6 @@ void Progress::start(const std::string& item, const std::string& phase) {
   std::lock_guard<std::mutex> l(mu_);
   item_ = item;
   phase_ = phase;
-  t_item_ = now();
   draw_locked(true);  // a new item shows at once
 }
 
@@ -165,8 +164,10 @@ void Progress::done(const std::string& line, std::size_t items) {
   const double t = now();
   done_ += items;
   if (total_ && done_ > total_) total_ = done_;
-  done_seconds_ += t - t_item_;
-  t_item_ = t;
+  // Items are timed from one's end to the next's, so that the work between them (an optimize
+  // step's proposals, say) is in the estimate too.
+  done_seconds_ = t - t_start_;
+  t_last_done_ = t;
   item_.clear();
   phase_.clear();
   if (!line.empty()) {

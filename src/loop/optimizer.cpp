@@ -576,6 +576,7 @@ class Loop {
       ctx.step = step_ + 1;
 
       std::vector<Proposal> proposals;
+      if (live_) live_->start(fmt::format("step {}", step_ + 1), "propose");  // the actor (an LLM: minutes)
       try {
         proposals = actor_.propose(ctx);
       } catch (const BudgetExhausted& e) {
@@ -603,6 +604,7 @@ class Loop {
         if (!last.measured.correct &&
             (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
           std::optional<Proposal> fixed;
+          if (live_) live_->phase("repair");
           try {
             fixed = actor_.repair(ctx, p,
                                   last.measured.eval.contains("build") ? last.measured.eval["build"].value("log", "")

@@ -93,6 +93,20 @@ TEST(Progress, TerminalRedrawsInPlaceThrottledAndClearsBeforeLines) {
   EXPECT_EQ(f.take(), kClear);  // gone when the command ends
 }
 
+TEST(Progress, TheEstimateCountsTheTimeBetweenItems) {
+  Fake f;
+  Progress p("optimize", 4, f.out(true), f.options());
+  p.start("evaluation 1");
+  f.t += 10;
+  p.done("");
+  f.t += 5;  // an optimize step's proposals: no item in work, but part of what each one costs
+  p.start("evaluation 2");
+  f.t += 5;
+  f.take();
+  p.done("");  // 2 done in 20 s: 10 s each, 2 left
+  EXPECT_EQ(f.take(), kClear + "[2/4]: 20s, ~20s left");
+}
+
 TEST(Progress, NotATerminalGivesPlainLinesOnly) {
   Fake f;
   {
