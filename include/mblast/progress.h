@@ -97,7 +97,8 @@ class Progress {
   std::string item_, phase_;
   double t_start_ = 0, t_last_done_ = 0, done_seconds_ = 0;
   double last_draw_ = -1e9;
-  bool shown_ = false;  // a status line is on the screen
+  std::string last_text_;  // what the line shows
+  bool shown_ = false;     // a status line is on the screen
   bool suspended_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;

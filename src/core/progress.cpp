@@ -127,7 +127,10 @@ void Progress::draw_locked(bool force) {
   const double t = now();
   if (!force && t - last_draw_ < o_.redraw_interval_s) return;
   last_draw_ = t;
-  write(kClear + status_locked());
+  std::string text = status_locked();
+  if (!force && shown_ && text == last_text_) return;  // the ticker: nothing changed on the screen
+  write(kClear + text);
+  last_text_ = std::move(text);
   shown_ = true;
 }
 

@@ -103,6 +103,7 @@ def run_on_pty(argv, timeout=600):
             break
         err += chunk
     out = p.stdout.read()
+    p.stdout.close()
     p.wait(timeout=60)
     os.close(master)
     return p.returncode, out, err
