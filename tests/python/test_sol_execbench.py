@@ -266,7 +266,7 @@ ADD_CL = (
     + r"""
 __kernel void add(__global const float* x, __global const float* y, __global float* z, const uint n) {
   const uint i = get_global_id(0);
-  if (i < n) z[i] = x[i] OP y[i];
+  if (i < n) z[i] = x[i] @OP@ y[i];
 }
 )CLC";
 
@@ -354,8 +354,8 @@ class CommandAndBenchTest(unittest.TestCase):
         for i in range(2):
             write(os.path.join(cands, "gemm_n32_k64", f"gemm_n32_k64_w{i}.opencl.cpp"), GEMM_CL)
             write(os.path.join(cands, "rowsum_c128", f"rowsum_c128_w{i}.opencl.cpp"), ROWSUM_CL)
-        write(os.path.join(cands, "add_f32", "add_f32_w0.opencl.cpp"), ADD_CL.replace("OP", "+"))
-        write(os.path.join(cands, "add_f32", "add_f32_w1.opencl.cpp"), ADD_CL.replace("OP", "-"))  # wrong
+        write(os.path.join(cands, "add_f32", "add_f32_w0.opencl.cpp"), ADD_CL.replace("@OP@", "+"))
+        write(os.path.join(cands, "add_f32", "add_f32_w1.opencl.cpp"), ADD_CL.replace("@OP@", "-"))  # wrong
         cls.results = os.path.join(cls.tmp, "results.json")
         cls.bench = mblast(
             "bench",
