@@ -124,6 +124,7 @@ std::string Progress::status_locked() const {
 
 void Progress::draw_locked(bool force) {
   if (!o_.enabled || !out_.terminal || suspended_) return;
+  if (!force && item_.empty() && done_ == 0) return;  // nothing to say before the first item
   const double t = now();
   if (!force && t - last_draw_ < o_.redraw_interval_s) return;
   last_draw_ = t;

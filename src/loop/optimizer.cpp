@@ -233,7 +233,8 @@ class Loop {
       std::chrono::steady_clock::time_point t0;
       ~Count() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
     } count{eval_seconds_, t0};
-    if (live_) live_->start(fmt::format("evaluation {} ({})", evals_ + 1, file.filename().string()));
+    if (live_)  // past the budget: the start and the best timed again (confirm)
+      live_->start(evals_ < o_.budget.max_evals ? fmt::format("evaluation {}", evals_ + 1) : std::string("re-timing"));
     try {
       Measured m = measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
       if (m.eval.contains("phases"))
