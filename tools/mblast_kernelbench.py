@@ -5,6 +5,8 @@ baselines, and candidates exported back as KernelBench ModelNew files.
 Usage:
     mblast_kernelbench.py import SRC --out DIR [--seeds 3] [--inits 2] [--device cpu|cuda]
                           [--max-bytes N] [--json-out FILE]
+    mblast_kernelbench.py import-sol DIR --out DIR [--seeds 3] [--inits 1] [--device cpu|cuda]
+                          [--sol-anchors FILE] [--json-out FILE]
     mblast_kernelbench.py baseline PROBLEM_DIR --device cpu|cuda [--compile] [--warmup 5]
                           [--repeats 50] [--min-seconds 0.5] [--json-out FILE]
     mblast_kernelbench.py export --problem PROBLEM_DIR --candidate FILE --backend cuda|opencl
@@ -17,6 +19,9 @@ import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inpu
           torch.fx or torch.export can trace the module) and data/ (safetensors, MANIFEST.json).
           A file that cannot be imported gets "mblast_kernelbench: FILE: <reason>" on stderr;
           a directory import goes on with the rest and ends with "imported N, failed M".
+import-sol  DIR is a SOL-ExecBench problem folder (definition.json, workload.jsonl,
+          reference.py) or a folder of them; each workload becomes a KernelBench-format file
+          OUT/<definition>/<definition>_w<k>.py, imported next to it (kernelbench/solexec.py).
 baseline  times PyTorch eager (and torch.compile with --compile) on the problem's own
           model.py, parameters and inputs, by the runner's rules; prints one JSON object on
           stdout (and writes it to --json-out when given).
@@ -111,6 +116,16 @@ def main(argv=None) -> int:
         "seed's inputs, parameters and outputs fit in N bytes (64M, 1G)",
     )
     p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
+    p.add_argument("--progress-events", action="store_true", help="print 'progress:' lines for mblast's live line")
+    p = sub.add_parser("import-sol", help="import SOL-ExecBench problems, one mblast problem per workload")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--inits", type=int, default=1)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--sol-anchors", metavar="FILE", help="JSON {workload uuid: {sol_latency_ms: x}}")
+    p.add_argument("--json-out", metavar="FILE", help="also write a JSON summary here")
+    p.add_argument("--progress-events", action="store_true", help="print 'progress:' lines for mblast's live line")
     p = sub.add_parser("baseline", help="time PyTorch eager and torch.compile on a problem")
     p.add_argument("problem", metavar="PROBLEM_DIR")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
@@ -160,6 +175,10 @@ def main(argv=None) -> int:
         from kernelbench.importer import cmd_import
 
         return cmd_import(a)
+    if a.cmd == "import-sol":
+        from kernelbench.solexec import cmd_import_sol
+
+        return cmd_import_sol(a)
     from kernelbench.baseline import cmd_baseline
 
     return cmd_baseline(a)

@@ -76,6 +76,8 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   c->add_option("-o,--out", a.out, "Results JSON (default: <work>/results.json); written atomically");
   c->add_flag("--table", a.table, "Print the table (the default; with --json it goes to stderr)");
   c->add_flag("--json", a.json, "Print the results JSON on stdout instead of the table");
+  c->add_flag("-q,--quiet", a.quiet,
+              "No progress on stderr: neither the live line (on a terminal) nor the line per finished problem");
   c->add_option("--compare", a.compare,
                 "Previous results JSON: flag problems that became incorrect or slower; exit 1 if any");
   c->add_option("--threshold", a.threshold_pct,
@@ -139,6 +141,7 @@ int run_bench(const BenchArgs& a) {
   o.python = a.python;
   o.filter = a.filter;
   o.partial_out = out;  // rewritten after every problem; the final document replaces it
+  o.progress = !a.quiet;
   o.measure_baselines = !a.no_baseline;
   o.compile = !a.no_compile;
   o.baseline_min_seconds = a.min_seconds;

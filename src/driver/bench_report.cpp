@@ -254,6 +254,11 @@ std::string format_bench_table(const json& results) {
           what += fmt::format("{}{} {} -> {}", what.empty() ? "" : ", ", name, v[0].dump(), v[1].dump());
       o << "    scaled: " << one_line(what, 140) << "\n";
     }
+    if (const json& sol = r.value("sol_time_us", json()); sol.is_number()) {
+      const json& f = r.value("fraction_of_sol", json());
+      o << fmt::format("    speed of light: {:.4g} us{}\n", sol.get<double>(),
+                       f.is_number() ? fmt::format(", {:.3g}% of SOL reached", 100 * f.get<double>()) : "");
+    }
     if (const json& f = r.value("fraction_of_peak", json()); f.is_number() && f.get<double>() > 1.0)
       o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the "
            "problem's counted FLOPs\n"

@@ -29,6 +29,7 @@
 #include "mblast/files.h"
 #include "mblast/kb/records.h"
 #include "mblast/measure/runner_client.h"
+#include "mblast/progress.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
 
@@ -119,8 +120,11 @@ std::vector<SuiteFile> discover(const std::vector<fs::path>& suites, const std::
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (it->is_directory()) {
-        // candidates/ holds sources, not problems; __pycache__ and dot folders are not the suite
-        if (hidden(name) || name == "candidates") it.disable_recursion_pending();
+        // candidates/ holds sources, not problems; __pycache__ and dot folders are not the suite;
+        // nor is an imported problem (its model.py), as `mblast import sol-execbench` leaves one
+        // next to the file it came from.
+        if (hidden(name) || name == "candidates" || fs::exists(it->path() / "problem.json"))
+          it.disable_recursion_pending();
         continue;
       }
       if (it->is_regular_file() && it->path().extension() == ".py" && !hidden(name)) files.push_back(it->path());
@@ -513,6 +517,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
 void add_speedups(json& row) {
   row["speedup_vs_eager"] = nullptr;
   row["speedup_vs_compile"] = nullptr;
+  if (!row.contains("sol_time_us")) row["sol_time_us"] = nullptr;
+  row["fraction_of_sol"] = nullptr;  // of the problem's speed-of-light time, when it has one
   const double eager = median_of(row["eager"]), compile = median_of(row["compile"]);
   row["compile_speedup_vs_eager"] = eager > 0 && compile > 0 ? json(eager / compile) : json();
   if (!row.value("correct", false) || !row["time"].is_object() || row["time"].value("unit", "") != "us") return;
@@ -520,6 +526,7 @@ void add_speedups(json& row) {
   if (t <= 0) return;
   if (eager > 0) row["speedup_vs_eager"] = eager / t;
   if (compile > 0) row["speedup_vs_compile"] = compile / t;
+  if (row.value("sol_time_us", json()).is_number()) row["fraction_of_sol"] = row["sol_time_us"].get<double>() / t;
 }
 
 std::string short_result(const json& row) {
@@ -534,6 +541,8 @@ std::string short_result(const json& row) {
     s += fmt::format(", {:.2f}x vs eager", row["speedup_vs_eager"].get<double>());
   if (row["speedup_vs_compile"].is_number())
     s += fmt::format(", {:.2f}x vs torch.compile", row["speedup_vs_compile"].get<double>());
+  if (row.value("fraction_of_sol", json()).is_number())
+    s += fmt::format(", {:.3g}% of SOL", 100 * row["fraction_of_sol"].get<double>());
   return s;
 }
 
@@ -542,6 +551,7 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
   json row = {{"level", s.level},           {"name", s.stem},       {"key", s.key},
               {"file", s.file.string()},    {"candidate", nullptr}, {"time", nullptr},
               {"fraction_of_peak", nullptr}};
+  Progress::phase_of_active("import");
   const Imported im = import_file(run, s);
   row["import"] = {{"cached", im.cached}, {"seconds", im.seconds}};
   // where the import went, and the process-wide PyTorch settings its model file changed
@@ -573,10 +583,15 @@ json measure_problem(Run& run, const SuiteFile& s, const CandidateProvider& prov
   row["flops_method"] = pj.value("flops_method", "");
   row["bytes"] = pj.value("bytes", 0.0);
   if (pj.contains("scale")) row["scale"] = pj["scale"];  // the sizes it was imported at (--max-bytes)
+  // The problem's own speed-of-light time (SOL-ExecBench's), which add_speedups() compares with.
+  const json sol = pj.value("speed_of_light", json::object());
+  row["sol_time_us"] = sol.contains("time_us") && sol["time_us"].is_number() ? sol["time_us"] : json();
   const auto t_base = Clock::now();
+  Progress::phase_of_active("baseline");
   add_baselines(run, p, row);
   const double baselines_s = since(t_base);
   const auto t_cand = Clock::now();
+  Progress::phase_of_active("candidate");
   add_candidate(run, p, s, provider, row);
   // Where the row's time went after the import (row["import"]["seconds"]); the candidate's part
   // includes an optimize run when there is one.
@@ -659,14 +674,17 @@ json bench(const BenchOptions& o, const CandidateProvider& provider) {
     }
   }
   json rows = json::array();
+  ProgressOptions po;
+  po.enabled = o.progress;
+  Progress progress("bench", files.size(), stderr_progress_output(), po);
   for (size_t i = 0; i < files.size(); ++i) {
     const auto t_row = Clock::now();
     run.row = i;
+    progress.start(files[i].key, "import");
     json row = measure_problem(run, files[i], provider);
     add_speedups(row);
     row["seconds"] = since(t_row);
-    if (o.progress)
-      std::fprintf(stderr, "[%zu/%zu] %s: %s\n", i + 1, files.size(), files[i].key.c_str(), short_result(row).c_str());
+    progress.done(fmt::format("[{}/{}] {}: {}", i + 1, files.size(), files[i].key, short_result(row)));
     rows.push_back(std::move(row));
     if (!o.partial_out.empty()) {
       json partial = {{"format", 1},

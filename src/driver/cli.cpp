@@ -18,6 +18,7 @@
 #include "mblast/driver/model_command.h"
 #include "mblast/driver/optimize_command.h"
 #include "mblast/driver/plan_command.h"
+#include "mblast/driver/progress_log.h"
 #include "mblast/driver/report_command.h"
 #include "mblast/driver/targets_command.h"
 #include "mblast/error.h"
@@ -89,6 +90,7 @@ int cli_main(int argc, char** argv) {
   // Log lines go to stderr: stdout carries results (--json).
   // Once per process: tests call cli_main many times.
   if (!spdlog::get("mblast")) spdlog::set_default_logger(spdlog::stderr_color_mt("mblast"));
+  route_logs_around_progress();  // a log line clears the live progress line first
   CLI::App app{"mblast — a learning-augmented optimizer for accelerator kernels (CUDA, OpenCL, RVV)"};
   app.set_version_flag("--version", std::string("mblast ") + kMblastVersion);
   app.require_subcommand(1);

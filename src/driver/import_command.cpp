@@ -3,9 +3,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <regex>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +16,7 @@
 
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/error.h"
+#include "mblast/progress.h"
 
 namespace mblast {
 
@@ -43,7 +47,9 @@ std::string format_byte_size(uint64_t n) {
 void add_import(CLI::App& app, ImportArgs& a) {
   auto* c = app.add_subcommand("import", "Turn models from other formats into mblast problems");
   c->require_subcommand(1);
-  c->footer("Run `mblast import kernelbench --help` for the KernelBench importer.");
+  c->footer(
+      "Run `mblast import kernelbench --help` for the KernelBench importer, `mblast import sol-execbench --help`\n"
+      "for SOL-ExecBench's problems.");
   auto* kb = c->add_subcommand("kernelbench", "Import a KernelBench-format PyTorch file, or a directory of them");
   kb->footer(
       "Example:\n"
@@ -70,34 +76,99 @@ void add_import(CLI::App& app, ImportArgs& a) {
                  "(64M, 1G; docs/kernelbench.md \"Sizes that fit the target\")");
   kb->add_option("--timeout", a.timeout_s, "Seconds allowed for the whole import")->capture_default_str();
   kb->add_flag("--json", a.json, "Print a JSON summary: per file ok, problem dir, op class, graph, seconds or reason");
+
+  auto* sol = c->add_subcommand("sol-execbench", "Import SOL-ExecBench problems: one mblast problem per workload");
+  sol->footer(
+      "Example:\n"
+      "  mblast import sol-execbench SOL-ExecBench/data/benchmark/L1 --out problems/sol --sol-anchors sol.json\n"
+      "DIR is a problem folder (definition.json, workload.jsonl, reference.py) or a folder of them.\n"
+      "Each workload becomes OUT/<definition>/<definition>_w<k>.py, a KernelBench-format file, and the\n"
+      "problem imported from it next to it; `mblast bench OUT` runs them. A workload's speed-of-light\n"
+      "time (sol_latency_ms on its line, or in --sol-anchors) is kept as the problem's bound, and bench\n"
+      "reports the fraction of it reached. See docs/sol-execbench.md.\n"
+      "Exit status: 0 all imported, 1 some problem or workload failed, 2 bad input or no usable torch.");
+  sol->add_option("source", a.source, "A SOL-ExecBench problem folder, or a folder of them")->required();
+  sol->add_option("-o,--out", a.out, "Folder that receives one folder per definition")->required();
+  sol->add_option("--sol-anchors", a.sol_anchors,
+                  "JSON file {workload uuid: {\"sol_latency_ms\": x}}: the workloads' speed-of-light times");
+  sol->add_option("--python", a.python, "Python interpreter with torch and safetensors (as for kernelbench)");
+  sol->add_option("--seeds", a.seeds, "Input seeds")->capture_default_str()->check(CLI::Range(1, 100));
+  sol->add_option("--device", a.device, "Where the reference runs: cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sol->add_option("--timeout", a.timeout_s, "Seconds allowed for the whole import")->capture_default_str();
+  sol->add_flag("--json", a.json, "Print a JSON summary: per workload ok, problem dir, seconds or reason");
+  sol->callback([&a] { a.sol = true; });
 }
 
 int run_import(const ImportArgs& a) {
   if (!fs::exists(a.source)) throw UserError(a.source + ": no such file or directory");
   const std::string python = kernelbench_python(a.python);
   const fs::path summary = kernelbench_json_path("import");
-  std::vector<std::string> args = {"import",   fs::absolute(a.source).string(),
-                                   "--out",    fs::absolute(a.out).string(),
-                                   "--seeds",  std::to_string(a.seeds),
-                                   "--inits",  std::to_string(a.inits),
-                                   "--device", a.device};
+  const std::string what = a.sol ? "import sol-execbench" : "import kernelbench";
+  std::vector<std::string> args = {a.sol ? "import-sol" : "import",
+                                   fs::absolute(a.source).string(),
+                                   "--out",
+                                   fs::absolute(a.out).string(),
+                                   "--seeds",
+                                   std::to_string(a.seeds),
+                                   "--inits",
+                                   std::to_string(a.sol ? 1 : a.inits),  // no parameters
+                                   "--device",
+                                   a.device};
+  if (a.sol && !a.sol_anchors.empty()) {
+    if (!fs::is_regular_file(a.sol_anchors)) throw UserError(a.sol_anchors + ": --sol-anchors: no such file");
+    args.insert(args.end(), {"--sol-anchors", fs::absolute(a.sol_anchors).string()});
+  }
   if (!a.max_bytes.empty())
     args.insert(args.end(), {"--max-bytes", std::to_string(parse_byte_size(a.max_bytes, "--max-bytes"))});
   if (a.json) args.insert(args.end(), {"--json-out", summary.string()});
-  auto r = run_kernelbench_tool(python, args, a.timeout_s);
+  // On a terminal: a live line (which file, how many done, what is left) from the helper's
+  // progress events, and its lines printed as they come. Elsewhere (and with --json) its output
+  // is printed once it ends, as it always was.
+  const ProgressOutput term = stderr_progress_output();
+  std::optional<Progress> live;
+  bool started = false;  // an item is in work
+  std::function<void(const std::string&)> on_line;
+  if (term.terminal && !a.json) {
+    args.push_back("--progress-events");
+    live.emplace(what, 0, term);
+    on_line = [&](const std::string& line) {
+      static const std::string tag = "mblast_kernelbench: progress: ";
+      if (line.rfind(tag + "total ", 0) == 0) {
+        live->set_total(std::strtoul(line.c_str() + tag.size() + 6, nullptr, 10));
+      } else if (line.rfind(tag + "start ", 0) == 0) {
+        if (started) live->done("");
+        live->start(fs::path(line.substr(tag.size() + 6)).filename().string(), "import");
+        started = true;
+      } else if (line.find(": imported ") != std::string::npos) {  // a result (and the count): stdout, as before
+        Progress::suspend_active();
+        std::fprintf(stdout, "%s\n", line.c_str());
+        std::fflush(stdout);
+        Progress::resume_active();
+      } else {  // a failure or a note: stderr
+        live->print(line);
+      }
+    };
+  }
+  auto r = run_kernelbench_tool(python, args, a.timeout_s, on_line);
+  if (live) {
+    if (started) live->done("");
+    live.reset();
+  }
   std::error_code ec;
   const bool some_failed = r.exit.exited && r.exit.code == 1;  // each failure has its line, plus the summary
   if (!r.ok() && !some_failed) {
     fs::remove(summary, ec);
-    throw UserError("import kernelbench: " + kernelbench_tool_failure(r));
+    throw UserError(what + ": " + kernelbench_tool_failure(r));
   }
   if (a.json) {
     std::ifstream in(summary);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     fs::remove(summary, ec);
-    if (j.is_discarded()) throw Error("import kernelbench: the helper wrote no readable summary");
+    if (j.is_discarded()) throw Error(what + ": the helper wrote no readable summary");
     std::cout << j.dump(2) << "\n";
-  } else {
+  } else if (!on_line) {  // (printed as they came otherwise)
     std::fputs(r.output.c_str(), some_failed ? stderr : stdout);
   }
   return some_failed ? 1 : 0;

@@ -1,7 +1,9 @@
 #include "mblast/driver/kernelbench_tool.h"
 
+#include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -34,12 +36,58 @@ UserError helper_timed_out(double timeout_s, const std::vector<std::string>& arg
 }
 }  // namespace
 
-CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s) {
+namespace {
+
+// run_command() with each line of the output given to ON_LINE as it arrives.
+CommandResult run_with_lines(const std::vector<std::string>& argv, double timeout_s, size_t max_output,
+                             const std::function<void(const std::string&)>& on_line) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SpawnOptions o;
+  o.argv = argv;
+  o.pipe_stdout = true;
+  o.before_exec = [] {
+    ::dup2(1, 2);
+    return std::string();
+  };
+  Child c = spawn(o);
+  const auto deadline = t0 + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  CommandResult r;
+  std::string partial;
+  char buf[8192];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd p{c.stdout_fd(), POLLIN, 0};
+    const int pr = ::poll(&p, 1, static_cast<int>(left));
+    if (pr <= 0) continue;  // EINTR, or the deadline (checked above)
+    const ssize_t n = ::read(c.stdout_fd(), buf, sizeof buf);
+    if (n <= 0) break;
+    if (r.output.size() < max_output)
+      r.output.append(buf, std::min<size_t>(static_cast<size_t>(n), max_output - r.output.size()));
+    partial.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+      on_line(partial.substr(0, nl));
+  }
+  if (!partial.empty()) on_line(partial);
+  r.exit = r.timed_out ? c.kill() : c.wait().value_or(Child::Exit{});
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s,
+                                   const std::function<void(const std::string&)>& on_line) {
   std::vector<std::string> argv = {python, kernelbench_tool_path().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   CommandResult r;
   try {
-    r = run_command(argv, timeout_s, std::nullopt, 1 << 20);
+    r = on_line ? run_with_lines(argv, timeout_s, 1 << 20, on_line)
+                : run_command(argv, timeout_s, std::nullopt, 1 << 20);
   } catch (const Error& e) {
     throw UserError("cannot run the Python helper with " + python + ": " + e.what() +
                     " (use --python or MBLAST_PYTHON)");
@@ -122,7 +170,8 @@ std::string kernelbench_tool_failure(const CommandResult& r) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty()) continue;
     last = line;
-    if (line.rfind(prefix, 0) != 0) continue;
+    if (line.rfind(prefix, 0) != 0 || line.rfind(prefix + "progress: ", 0) == 0)
+      continue;  // not the live line's events
     // An import's closing count ("imported 0, failed 1") says less than the file's own line.
     if (line.rfind(prefix + "imported ", 0) == 0)
       summary = line.substr(prefix.size());

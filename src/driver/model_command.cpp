@@ -27,6 +27,7 @@
 #include "mblast/measure/evaluate.h"
 #include "mblast/measure/runner_client.h"
 #include "mblast/problem.h"
+#include "mblast/progress.h"
 #include "mblast/safetensors.h"
 
 namespace mblast {
@@ -420,7 +421,10 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   if (fs::exists(out) && !fs::is_empty(out))
     throw UserError(out.string() + " exists and is not empty; give another --out");
   auto say = [&](const std::string& s) {
-    if (!a.json) std::cout << s << std::flush;
+    if (a.json) return;
+    Progress::suspend_active();  // the live line (stderr) is cleared while stdout gets the line
+    std::cout << s << std::flush;
+    Progress::resume_active();
   };
   say(fmt::format("target: {}\n", how));
   // Built in a sibling folder and renamed at the end: a failed run leaves nothing half-written.
@@ -476,15 +480,28 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   EvalOptions eo;
   eo.quiet = true;
   RunnerClient client(target.runner);
+  // The live line counts evaluations: the generic kernel, each group alone, the loops' budget, the
+  // model end to end (and PyTorch eager); each evaluation's phase comes from evaluate().
+  ProgressOptions live_options;
+  live_options.enabled = !a.json;
+  Progress live("optimize-model", 2 + plan.groups.size() + std::max(0, a.evals) + (a.no_baseline ? 0 : 1),
+                stderr_progress_output(), live_options);
+  auto loop_done = [&live](int given, const json& lr) {  // a loop that stopped early gives its rest back
+    const int used = lr.is_object() ? lr.value("evaluations", given) : 0;
+    if (used < given) live.set_total(live.total() - static_cast<size_t>(given - used));
+    live.done("", static_cast<size_t>(std::max(0, std::min(used, given))));
+  };
 
   // ---- the whole model's generic kernel: verified on every seed, timed
   say("verifying the model's generic kernel ...\n");
+  live.start("the model's generic kernel");
   json before = evaluate(problem, target, model_generic, eo, &client);
   if (!before.value("correct", false)) {
     throw UserError(fmt::format("{}: the model's generic lowering does not verify on {}: {}", a.model, target.name,
                                 one_line_reason(before)));
   }
   const std::string unit = unit_of(before);
+  live.done("");
 
   // ---- each group timed alone
   say("timing each group ...\n");
@@ -513,6 +530,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     const fs::path gdir = work_root / "work" / "groups" / g.name;
     gcand.push_back(model::write_group_problem(problem, plan, g, target, captured, gdir));
     gprob.push_back(load_problem(gdir));
+    live.start("group " + g.name + " alone");
     json ge = evaluate(gprob.back(), target, gcand.back(), go, &client);
     const double t = median_of(ge);
     groups[i]["before"] = std::isfinite(t) ? json(t) : json(nullptr);
@@ -522,7 +540,9 @@ int run_optimize_model(const OptimizeModelArgs& a) {
       groups[i]["outcome"] = "its generic kernel did not verify alone: " + one_line_reason(ge);
     if (std::isfinite(t)) total += t;
     fs::copy_file(gcand.back(), work_root / "kernels" / "groups" / (g.name + ext));
+    live.done("");
   }
+  if (!probe_failure.empty()) live.set_total(live.total() - plan.groups.size());  // none timed alone
   for (auto& g : groups)
     g["share"] = g["before"].is_number() && total > 0 ? json(g["before"].get<double>() / total) : json(nullptr);
 
@@ -590,14 +610,17 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     o.budget.max_evals = give;
     o.out_dir = work_root / "work" / "groups" / plan.groups[i].name / "loop";
     json lr;
+    live.start("kernel loop on " + plan.groups[i].name);
     try {
       lr = optimize_with_builtin(gprob[i], target, gcand[i], o);
     } catch (const std::exception&
                  e) {  // a loop that fails (a re-timing refused on a busy machine) leaves the group generic
       gj["outcome"] = std::string("generic lowering kept: the loop failed: ") + e.what();
       gj["after"] = gj["before"];
+      loop_done(give, json());
       continue;
     }
+    loop_done(give, lr);
     gj["loop"] = {{"evaluations", lr.value("evaluations", 0)},
                   {"run", lr.value("run", "")},
                   {"improved", lr.value("improved", false)},
@@ -626,8 +649,10 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     loop::OptimizeOptions o = lo;
     o.budget.max_evals = left;
     o.out_dir = work_root / "work" / "model-loop";
+    live.start("kernel loop on the whole model");
     try {
       json lr = optimize_with_builtin(problem, target, model_generic, o);
+      loop_done(left, lr);
       whole_loop = {{"evaluations", lr.value("evaluations", 0)},
                     {"improved", lr.value("improved", false)},
                     {"speedup", lr.value("speedup", 1.0)},
@@ -638,9 +663,11 @@ int run_optimize_model(const OptimizeModelArgs& a) {
       }
     } catch (const std::exception& e) {
       whole_loop = {{"note", std::string("the loop failed: ") + e.what()}};
+      loop_done(left, json());
     }
   }
   say("verifying and timing the model end to end ...\n");
+  live.start("the model end to end");
   json final_eval = evaluate(problem, target, model_kernel, eo, &client);
   json e2e = {{"correct", final_eval.value("correct", false)},
               {"median", median_of(final_eval)},
@@ -650,10 +677,13 @@ int run_optimize_model(const OptimizeModelArgs& a) {
               {"origin", origin},
               {"generic_median", median_of(before)}};
   if (!e2e["correct"].get<bool>()) e2e["reason"] = one_line_reason(final_eval);
+  live.done("");
   if (!whole_loop.is_null()) e2e["loop"] = whole_loop;
   if (!a.no_baseline) {
     say("timing PyTorch eager ...\n");
+    live.start("PyTorch eager", "baseline");
     json b = eager_baseline(problem, target, a.python);
+    live.done("");
     const json eager = b.value("eager", json::object());
     if (eager.is_object() && eager.contains("median_us") && std::isfinite(median_of(final_eval)) &&
         unit_of(final_eval) == "us") {

@@ -232,6 +232,7 @@ void add_optimize(CLI::App& app, OptimizeArgs& a) {
   c->add_flag("--no-confirm", a.no_confirm, "Do not re-time the start and the best back to back at the end");
   c->add_option("--resume", a.resume, "Continue the run with this id (see `mblast runs list`)");
   c->add_flag("--json", a.json, "Print the final result as one JSON object");
+  c->add_flag("-q,--quiet", a.quiet, "No progress on stderr: neither the live line nor the loop's notes");
   c->add_option("--repeats", a.options.eval.min_repeats, "Minimum timed runs per evaluation")->capture_default_str();
   c->add_option("--min-time", a.options.eval.min_seconds,
                 "Seconds of timing loop per evaluation (timed runs and the cache flushes between them)")
@@ -243,7 +244,7 @@ int run_optimize(const OptimizeArgs& args) {
   loop::OptimizeOptions o = a.options;
   o.kb_path = a.kb;
   o.out_dir = a.out;
-  o.quiet = false;
+  o.quiet = a.quiet;
   o.confirm = !a.no_confirm;
   o.resume = a.resume;
   fs::path kernelbench_file;
@@ -260,13 +261,13 @@ int run_optimize(const OptimizeArgs& args) {
   if (!fs::exists(in)) throw UserError("no such problem directory or file: " + input);
   if (fs::is_regular_file(in) && in.extension() == ".py") {
     kernelbench_file = in;
-    in = import_on_the_fly(in, a.json);
+    in = import_on_the_fly(in, a.json || a.quiet);
   } else if (fs::is_regular_file(in) && is_kernel_file(in)) {
     // A user's own kernel: its spec names the tensors, its outputs become the reference and it
     // is the start, so its time is the baseline every speedup is counted from.
     const fs::path spec = a.spec.empty() ? default_spec_for(in) : fs::path(a.spec);
     const Target t = find_target(target_name, a.runner);
-    if (!a.json)
+    if (!a.json && !a.quiet)
       std::fprintf(stderr, "mblast: %s with %s: its outputs on %s become the reference\n", in.string().c_str(),
                    spec.string().c_str(), t.name.c_str());
     fs::path kernel = in;

@@ -22,6 +22,7 @@
 #include "mblast/loop/report.h"
 #include "mblast/loop/run_store.h"
 #include "mblast/measure/runner_client.h"
+#include "mblast/progress.h"
 #include "mblast/target.h"
 #include "mblast/tensor.h"
 #include "mblast/version.h"
@@ -96,6 +97,8 @@ class Loop {
     eo.quiet = true;
     eval_options_ = eo;
     client_ = std::make_unique<RunnerClient>(eo.runner ? *eo.runner : in_.target.runner);
+    // The live line counts evaluations against the budget's; each evaluation's phase comes from evaluate().
+    if (!o_.quiet) live_ = std::make_unique<Progress>("optimize", o_.budget.max_evals, stderr_progress_output());
     progress(fmt::format("run {} · {} on {} · actor {} · kb {}", store_.id(), in_.problem.name, in_.target.name,
                          actor_.name(), kb_.file().string()));
     try {
@@ -105,7 +108,9 @@ class Loop {
         start();
       if (!o_.resume.empty()) progress(fmt::format("resumed at step {} with {} evaluations done", step_, evals_));
       std::string stop = search();
-      return finish(stop);
+      nlohmann::json r = finish(stop);
+      live_.reset();  // the line is cleared before the command prints its result
+      return r;
     } catch (const std::exception& e) {
       // A wrong start, an unavailable target, a runner or KB failure: the run is failed, on
       // disk too, so that no run stays "running" once this process has given up on it.
@@ -126,6 +131,7 @@ class Loop {
   kb::Provenance provenance_;
   EvalOptions eval_options_;
   std::unique_ptr<RunnerClient> client_;
+  std::unique_ptr<Progress> live_;  // the live progress line (not with quiet)
   std::string problem_id_;
   std::vector<Known> history_;  // every evaluated candidate, the start first
   std::set<std::string> tried_;
@@ -176,7 +182,10 @@ class Loop {
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
   void progress(const std::string& line) const {
-    if (!o_.quiet) std::fprintf(stderr, "mblast: %s\n", line.c_str());
+    if (live_)
+      live_->print("mblast: " + line);
+    else if (!o_.quiet)
+      std::fprintf(stderr, "mblast: %s\n", line.c_str());
   }
 
   const Known& start_known() const { return history_.front(); }
@@ -224,6 +233,8 @@ class Loop {
       std::chrono::steady_clock::time_point t0;
       ~Count() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
     } count{eval_seconds_, t0};
+    if (live_)  // past the budget: the start and the best timed again (confirm)
+      live_->start(evals_ < o_.budget.max_evals ? fmt::format("evaluation {}", evals_ + 1) : std::string("re-timing"));
     try {
       Measured m = measured_from_eval(evaluate(in_.problem, in_.target, file, eval_options_, client_.get()));
       if (m.eval.contains("phases"))
@@ -486,7 +497,12 @@ class Loop {
                               ? fmt::format("{:.2f}x vs start ({})", start_known().measured.cost / k.measured.cost,
                                             format_cost(k.measured.cost, k.measured.unit))
                               : fmt::format("{}: {}", k.measured.failure_kind, first_error_line(k.measured.reason));
-    progress(fmt::format("  [{}] {} -> {}", evals_, p.description.empty() ? p.family : p.description, outcome));
+    const std::string line =
+        fmt::format("  [{}] {} -> {}", evals_, p.description.empty() ? p.family : p.description, outcome);
+    if (live_)
+      live_->done("mblast: " + line);  // one evaluation of the budget done: the live line counts it
+    else
+      progress(line);
     history_.push_back(std::move(k));
   }
 
@@ -561,6 +577,7 @@ class Loop {
       ctx.step = step_ + 1;
 
       std::vector<Proposal> proposals;
+      if (live_) live_->start(fmt::format("step {}", step_ + 1), "propose");  // the actor (an LLM: minutes)
       try {
         proposals = actor_.propose(ctx);
       } catch (const BudgetExhausted& e) {
@@ -588,6 +605,7 @@ class Loop {
         if (!last.measured.correct &&
             (last.measured.failure_kind == "build_failed" || last.measured.failure_kind == "abi_error")) {
           std::optional<Proposal> fixed;
+          if (live_) live_->phase("repair");
           try {
             fixed = actor_.repair(ctx, p,
                                   last.measured.eval.contains("build") ? last.measured.eval["build"].value("log", "")

@@ -14,6 +14,7 @@
 #include "mblast/candidate_file.h"
 #include "mblast/measure/plausibility.h"
 #include "mblast/measure/runner_client.h"
+#include "mblast/progress.h"
 #include "mblast/stats.h"
 #include "mblast/verify.h"
 
@@ -143,6 +144,7 @@ protocol::Message receive_runs(RunnerClient& client, const EvalOptions& o, const
     protocol::Message m = client.receive(wait_s);
     wait_s = run_limit + 60;
     if (m.header.value("stage", "") != "verify_run") return m;
+    Progress::phase_of_active("verify");                        // a run arrived: the build is done
     if (!arrived_whole(client, m, "verify_run_end", wait_s)) {  // not checked; the failure follows
       client.recycle(std::move(m.payload));
       return client.receive(wait_s);
@@ -379,6 +381,7 @@ json evaluate_once(const Problem& p, const Target& target, const fs::path& candi
     const auto payload = ref.payload();
     set_memory_limit(req, p, payload.size(), o, rotate);
     t_sent = std::chrono::steady_clock::now();
+    Progress::phase_of_active("build");  // the runner builds the candidate, then streams the verification runs
     client->send(req, payload);
     r["payload"] = {{"bytes", payload.size()}, {"shared", client->last_payload_shared()}};
   }
@@ -450,6 +453,7 @@ json evaluate_once(const Problem& p, const Target& target, const fs::path& candi
     const Tolerance tol = p.tolerance_for(spec.dtype);
     tolerances.push_back({{"atol", tol.atol}, {"rtol", tol.rtol}, {"min_match", tol.min_match}});
   }
+  Progress::phase_of_active("time");
   client->send({{"op", "time"},
                 {"init", p.inits.front()},
                 {"warmup", o.warmup},
@@ -514,6 +518,7 @@ json evaluate_once(const Problem& p, const Target& target, const fs::path& candi
     if (r["peak"].value("peaks_cached", false) && r["peak"].value("bandwidth_fraction", 0.0) > 1.1 &&
         achieved > 1.1 * cached.value("beaten_by", 0.0)) {
       const double stale = r["peak"]["peak_bandwidth_bytes_per_s"].get<double>();
+      Progress::phase_of_active("peaks");
       client->send({{"op", "peaks"}, {"target", target.spec}, {"refresh", true}, {"beaten_by", achieved}});
       const protocol::Message m = client->receive(330);
       if (m.header.value("stage", "") == "peaks") {

@@ -509,6 +509,17 @@ def import_file(
     }
     if scale is not None:
         problem["scale"] = scale
+    origin = getattr(mod, "MBLAST_SOURCE", None)
+    if isinstance(origin, dict):  # a file written from another format (solexec.py): where it came from
+        problem["provenance"]["origin"] = origin
+    bound = _speed_of_light(mod)
+    if bound is not None:
+        if scale is None:
+            problem["speed_of_light"] = bound
+        else:  # the bound is for the file's own sizes, not the scaled ones
+            problem[
+                "speed_of_light_note"
+            ] = "the file's speed-of-light time is for its own sizes; --max-bytes scaled them"
     if graph is None:
         problem["graph_note"] = graph_note
     else:
@@ -517,6 +528,18 @@ def import_file(
     _write_problem(pdir, problem, text, graph, seeds, inits, seed_args, layout, refs, expected)
     ph.end("write_s")  # data files hashed and synced, problem.json
     return pdir
+
+
+def _speed_of_light(mod) -> dict | None:
+    """A file's own speed-of-light bound (MBLAST_BOUND = {"time_us": T, "source": "..."}), or None.
+    Raises Failure when it is there but not a positive time."""
+    b = getattr(mod, "MBLAST_BOUND", None)
+    if b is None:
+        return None
+    t = b.get("time_us") if isinstance(b, dict) else None
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t <= 0:
+        raise Failure(f"MBLAST_BOUND must be {{'time_us': positive number, 'source': text}}, not {b!r}")
+    return {"time_us": float(t), "source": str(b.get("source", ""))}
 
 
 def _check_replaceable(pdir: str) -> None:
@@ -659,8 +682,12 @@ def cmd_import(a) -> int:
     except OSError as e:
         die(f"cannot create {a.out}: {e.strerror}")
     ok, failed, results = 0, 0, []
+    if getattr(a, "progress_events", False):  # mblast's live progress line: the count, then each start
+        print(f"{PROG}: progress: total {len(files)}", flush=True)
     for f in files:
         t0 = time.perf_counter()
+        if getattr(a, "progress_events", False):
+            print(f"{PROG}: progress: start {f}", flush=True)
         entry = {"file": os.path.abspath(f)}
         phases = {"import_torch_s": common.TORCH_IMPORT_SECONDS or 0.0}
         common.TORCH_IMPORT_SECONDS = 0.0  # paid once, by the first file

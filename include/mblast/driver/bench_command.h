@@ -102,6 +102,7 @@ struct BenchArgs {
   std::string target, size, candidates, work, out, compare, junit, filter, python, max_bytes, runner;
   double threshold_pct = 10, noise_k = 1, min_seconds = 0.3, keep_free_gib = -1;
   bool table = false, json = false, no_baseline = false, no_compile = false, compare_relative = false;
+  bool quiet = false;     // no progress on stderr (neither the live line nor the per-problem lines)
   bool optimize = false;  // run the builtin policy per problem, from the file candidate
   int optimize_evals = 12;
   std::string optimize_from = "candidate";  // or "generated": start from the policy's first kernel

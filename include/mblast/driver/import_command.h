@@ -1,5 +1,7 @@
 // `mblast import kernelbench FILE_OR_DIR --out DIR`: KernelBench-format PyTorch files become
 // problem directories (through tools/mblast_kernelbench.py; docs/kernelbench.md).
+// `mblast import sol-execbench DIR --out DIR`: SOL-ExecBench problems, one problem per workload,
+// through the same helper and the same import (docs/sol-execbench.md).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,9 @@ namespace mblast {
 
 struct ImportArgs {
   std::string source, out, python, device = "cpu";
-  std::string max_bytes;  // "" = the file's own sizes; else N bytes (64M, 1G): parse_byte_size
+  std::string max_bytes;    // "" = the file's own sizes; else N bytes (64M, 1G): parse_byte_size
+  std::string sol_anchors;  // sol-execbench: JSON {workload uuid: {"sol_latency_ms": x}}
+  bool sol = false;         // the sol-execbench subcommand was given
   int seeds = 3, inits = 2;
   bool json = false;
   double timeout_s = 3600;

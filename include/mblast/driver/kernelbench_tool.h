@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,8 +23,10 @@ std::string kernelbench_python(const std::string& python);
 
 // Runs `python helper args...` with a time limit. Throws UserError with a one-line reason when
 // the interpreter cannot be started or the helper times out; a non-zero exit is left to the
-// caller (see kernelbench_tool_failure).
-CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s);
+// caller (see kernelbench_tool_failure). ON_LINE, when given, sees each line of the helper's
+// output as it comes (the live progress of `mblast import`); the result holds all of it as well.
+CommandResult run_kernelbench_tool(const std::string& python, const std::vector<std::string>& args, double timeout_s,
+                                   const std::function<void(const std::string&)>& on_line = nullptr);
 
 // One `mblast_kernelbench.py serve` process that runs the `baseline` commands of a whole bench
 // (requests and answers are protocol messages, mblast/protocol.h, without payloads),

@@ -16,6 +16,7 @@ namespace mblast {
 struct OptimizeArgs {
   std::string input, target = "pocl-cpu", start, policy = "auto", llm, kb, out, resume, spec, runner;
   bool json = false, replay = false, no_cache = false, no_confirm = false;
+  bool quiet = false;        // no progress on stderr (the live line, the loop's notes)
   bool show_prompt = false;  // measure the start, print the first actor prompt, ask no LLM
   double llm_timeout = 0;
   int max_llm_calls = 0;
