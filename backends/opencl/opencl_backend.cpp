@@ -132,10 +132,10 @@ std::vector<std::filesystem::path> OpenclBackend::sandbox_read_paths() const {
   return paths;
 }
 
-// PoCL's CPU driver pins its i-th thread to CPU i when POCL_AFFINITY=1. Unpinned, on a 2-vCPU
-// VM, PoCL's threads after the worker's eviction walk moved between the CPUs and waited for one:
-// `perf sched` over one eval gave each 63 ms of scheduling delay (10 ms pinned), and a 320^3
-// matmul took 1021-1049 us in five evals, pinned 667-730 (`git show cad366e:docs/STATUS.md`, 2026-12-05). Only
+// PoCL's CPU driver pins its i-th thread to CPU i when POCL_AFFINITY=1. Unpinned, on a small VM,
+// PoCL's threads after the worker's eviction walk moved between the CPUs and waited for one, which
+// made kernels markedly slower (benchmarks/results/measurement-design-figures.json,
+// pocl-thread-pinning). Only
 // where a process may run on every online CPU 0..n-1: PoCL aborts when it cannot pin a thread.
 // NVIDIA's OpenCL ignores it.
 static bool pocl_can_pin_threads() {

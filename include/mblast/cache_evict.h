@@ -2,13 +2,12 @@
 //
 // Before each timed call the caches must hold nothing of the call's data. A sweep (read and
 // write a buffer twice the size of the largest cache) does that at a cost that grows with the
-// cache, not the problem: on a VM that reports a 480 MiB L3 it is 960 MiB, 80 ms before every
-// call, even before a 4 ms one; and what it leaves behind (its own dirty lines, a thrashed TLB)
-// slows the call after it: PyTorch eager ran 10-27 % slower after the sweep than after
-// eviction. Eviction writes back and drops every cache line of this process's resident data
-// memory (CLFLUSHOPT acts on every cache level of every core): the next call reads its inputs,
-// parameters, temporaries and outputs from memory. It costs what the process holds, about
-// 2.6 ns a line.
+// cache, not the problem (on a VM that reports a huge L3, far more than a small call), and what
+// it leaves behind (its own dirty lines, a thrashed TLB) slows the call after it
+// (benchmarks/results/measurement-design-figures.json, eviction-instead-of-sweep). Eviction
+// writes back and drops every cache line of this process's resident data memory (CLFLUSHOPT acts
+// on every cache level of every core): the next call reads its inputs, parameters, temporaries
+// and outputs from memory. It costs what the process holds, a few ns a line.
 //
 // Both sides of a comparison use it where it is available: the runner's worker for an OpenCL
 // CPU device, and the PyTorch baseline on the CPU through the C functions below. Each then keeps
@@ -23,13 +22,11 @@
 namespace mblast {
 
 // Seconds of arithmetic on the device's (or PyTorch's) threads after each eviction. Eviction
-// alone left pocl's threads idle while the host walked memory, and the next kernel ran up to
-// 1.8x slower than after a sweep (a 320^3 matmul 740-776 us against 413-440): the woken threads
-// shared one CPU, which the runner now prevents by pinning them (OpenclBackend::
-// worker_environment). Pinned, a short busy phase still matters: with none the suite's median
-// spread within an eval was 24 %, with 5 ms 10.9 % (with 30 ms 12.0 %); and 30 ms of torch.sin
-// made PyTorch's next op 9-14 % slower than 5 ms did (three problems, alternated three times),
-// which inflated every speedup (`git show cad366e:docs/STATUS.md`, 2026-12-05).
+// alone left pocl's threads idle while the host walked memory, and the next kernel ran slower
+// than after a sweep: the woken threads shared one CPU, which the runner now prevents by pinning
+// them (OpenclBackend::worker_environment). Pinned, a short busy phase still matters: without
+// one the spread within an eval doubled, and a long one slowed PyTorch's next op, which inflated
+// every speedup (benchmarks/results/measurement-design-figures.json, busy-phase-after-eviction).
 inline constexpr double kBusyAfterEviction = 0.005;
 
 struct EvictResult {
