@@ -1,5 +1,6 @@
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/markup.h"
 
 #include <algorithm>
 #include <cmath>
@@ -158,24 +159,6 @@ void summary_line(std::ostringstream& o, const std::string& name, const json& g,
 }
 
 // ---- JUnit ----
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 bool xml_char_allowed(uint32_t cp) {
   return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
@@ -498,59 +481,9 @@ std::string format_bench_comparison(const json& cmp) {
 }
 
 std::string xml_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 16);
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    uint32_t cp = b[i];
-    size_t len = 1;
-    if (cp >= 0x80) {
-      // Decode one UTF-8 sequence; anything malformed (overlong, surrogate, truncated) is U+FFFD.
-      len = cp >= 0xF0 && cp <= 0xF4 ? 4 : cp >= 0xE0 && cp <= 0xEF ? 3 : cp >= 0xC2 && cp <= 0xDF ? 2 : 0;
-      bool ok = len > 0 && i + len <= n;
-      uint32_t v = len == 4 ? cp & 0x07 : len == 3 ? cp & 0x0F : cp & 0x1F;
-      for (size_t k = 1; ok && k < len; ++k) {
-        if ((b[i + k] & 0xC0) != 0x80) ok = false;
-        v = (v << 6) | (b[i + k] & 0x3F);
-      }
-      if (ok &&
-          ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF)))
-        ok = false;
-      if (!ok) {
-        out += "\xEF\xBF\xBD";
-        ++i;
-        continue;
-      }
-      cp = v;
-    }
-    i += len;
-    switch (cp) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (!xml_char_allowed(cp))
-          out += "\xEF\xBF\xBD";
-        else if (cp == '\r' || cp == '\n' || cp == '\t')
-          out += fmt::format("&#{};", cp);  // kept in attributes too
-        else
-          append_utf8(out, cp);
-    }
-  }
-  return out;
+  // \r, \n and \t as references: kept in attributes too.
+  return escape_markup(
+      s, {"&apos;", xml_char_allowed, [](uint32_t cp) { return cp == '\r' || cp == '\n' || cp == '\t'; }});
 }
 
 std::string bench_junit_xml(const json& results, const json* comparison) {
