@@ -38,8 +38,11 @@ TARGET = "pocl-cpu"
 # (RUN_SERIAL) so that neighbours do not preempt pocl's threads; a change that slows every kernel alike
 # is not seen here, only in the figures the result file keeps. Contention does not slow kernels alike:
 # with two compilers beside it, the multi-threaded square matmul ran at 1.9x the run's median factor
-# (its spread 45 %), so the allowance is three times the combined spread, not two.
-THRESHOLD, NOISE_K = "25", "3"
+# (its spread 45 %), so the allowance is three times the combined spread, not two. And on a 2-vCPU VM
+# the same kernel file runs in one of two modes from process to process, each with a small spread
+# (ELU's generic kernel 270 us or 1 ms; a 4-D matmul 1.4 or 2.5 ms, quiet, one clean clone against
+# another): a time counts as a regression only past 2x the run's factor. Correctness is exact.
+THRESHOLD, NOISE_K = "100", "3"
 
 
 def this_cpu():
@@ -92,6 +95,11 @@ def main():
         print(f"kernelbench_ci: the {TARGET} target is not available here: skipped", file=sys.stderr)
         return 77
     os.makedirs(a.work, exist_ok=True)
+    # Every run from an empty KB, as on CI's clean clone: what earlier runs here learned would pick
+    # other kernels than CI's run picks. The imports stay (they only save time).
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(os.path.join(a.work, "kb.sqlite" + suffix)):
+            os.remove(os.path.join(a.work, "kb.sqlite" + suffix))
     out = os.path.join(a.work, "results.json")
     cmd = [
         a.mblast,
