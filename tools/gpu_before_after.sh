@@ -13,15 +13,13 @@ OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 export MBLAST_HOME=$ROOT
 targets="mblast mblast-runner mblast_adversarial_tests mblast_containment_tests mblast_conformance_tests mblast_cuda_device_tests"
-deps=()
-[[ -f .deps/usr/include/xxhash.h ]] && deps+=("-DXXHASH_INCLUDE_DIR=$ROOT/.deps/usr/include")
-[[ -f .deps/usr/include/sqlite3.h && ! -f /usr/include/sqlite3.h ]] &&
-  deps+=("-DSQLite3_INCLUDE_DIR=$ROOT/.deps/usr/include" "-DSQLite3_LIBRARY=$ROOT/.deps/usr/lib/x86_64-linux-gnu/libsqlite3.a")
+# shellcheck source=tools/gpu_cmake_args.sh
+source "$ROOT/tools/gpu_cmake_args.sh"
 build() {  # build SRC_DIR TARGETS...
   local src=$1
   shift
   local log=$ROOT/build-gpu-$(basename "$src").log  # kept off $OUT: at most 8 files come back
-  cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${deps[@]}" >"$log" 2>&1 &&
+  cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${gpu_cmake_args[@]}" >"$log" 2>&1 &&
     cmake --build "$src/build-gpu" -j 8 --target "$@" >>"$log" 2>&1
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -37,22 +37,10 @@ if ! command -v ninja >/dev/null; then
 fi
 cmake_args=(-S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 # GPU servers often lack some -dev packages; Debian's, unpacked into .deps by tools/gpu_deps.sh, fill the gap.
-if [[ -f .deps/usr/include/xxhash.h ]]; then
-  echo "== using xxhash.h from .deps"
-  cmake_args+=("-DXXHASH_INCLUDE_DIR=$ROOT/.deps/usr/include")
-fi
-if [[ -f .deps/usr/include/sqlite3.h && ! -f /usr/include/sqlite3.h ]]; then
-  echo "== using sqlite3 from .deps"
-  cmake_args+=("-DSQLite3_INCLUDE_DIR=$ROOT/.deps/usr/include" "-DSQLite3_LIBRARY=$ROOT/.deps/usr/lib/x86_64-linux-gnu/libsqlite3.a")
-fi
-
-if [[ ! -f /usr/include/curl/curl.h && ! -f /usr/include/x86_64-linux-gnu/curl/curl.h && -f .deps/usr/include/x86_64-linux-gnu/curl/curl.h ]]; then
-  curl_so=$(ls /usr/lib/x86_64-linux-gnu/libcurl.so.4 2>/dev/null || true)
-  if [[ -n "$curl_so" ]]; then
-    echo "== using curl headers from .deps with the system's $curl_so"
-    cmake_args+=("-DCURL_INCLUDE_DIR=$ROOT/.deps/usr/include/x86_64-linux-gnu" "-DCURL_LIBRARY=$curl_so")
-  fi
-fi
+# shellcheck source=tools/gpu_cmake_args.sh
+source "$ROOT/tools/gpu_cmake_args.sh"
+echo "== cmake arguments for .deps: ${gpu_cmake_args[*]}"
+cmake_args+=("${gpu_cmake_args[@]}")
 
 echo "== configure: cmake ${cmake_args[*]}"
 cmake "${cmake_args[@]}" 2>&1 | tee "$OUT_DIR/configure.log"

@@ -18,6 +18,9 @@
 #                --optimize); OPT_FILES: the optimize bench's files when they are fewer than
 #                BENCH_FILES. opt.log stays in res.tgz.
 #   OPT_DIRS     problem folders: `mblast optimize --target h200 --max-evals ${OPT_EVALS:-3}` each
+#   MODEL_FILES  KernelBench model files: benchmarks/model_level.py on h200 for each (MODEL_MAX_BYTES,
+#                default 1G; MODEL_EVALS, default 3; MODEL_TIMEOUT seconds each, default 300), before
+#                the bench; model_<stem>.json and .log
 #   PROBE        one shell command (a diagnostic, e.g. a tools/probe script), its output in probe.log
 #                (PROBE_TIMEOUT seconds at most, default 300)
 # A `collect` on a machine without /tmp/res (a fresh one: the last was released) says so at once.
@@ -56,6 +59,17 @@ pipeline)
   B=/tmp/snap/build-gpu/bin
   echo "== build $(date -u +%T)" >>"$R/progress.log"
   python3 tools/mblast_data.py problems/*/ >"$R/data.log" 2>&1
+  # An earlier tree in .before (for the eval-cost comparison of tools/gpu_before_after.sh) is
+  # built beside this one, so that the PROBE that compares them finds both built.
+  if [[ -d .before/src ]]; then
+    ROOT=$PWD
+    # shellcheck source=tools/gpu_cmake_args.sh
+    source tools/gpu_cmake_args.sh
+    (cmake -S .before -B .before/build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      "${gpu_cmake_args[@]}" >"$R/before_build.log" 2>&1 &&
+      cmake --build .before/build-gpu -j 6 --target mblast mblast-runner >>"$R/before_build.log" 2>&1) &
+    before_build=$!
+  fi
   # Build and measure the peaks alone on the GPU; the tests come after, beside the imports.
   OUT=$R/gc BUILD_TARGETS="mblast mblast-runner ${EXTRA_TARGETS:-}" CTEST_ARGS="-R zzzz_none" \
     bash tools/gpu_check.sh >"$R/gpu_check.log" 2>&1
@@ -98,11 +112,21 @@ for f in sorted(glob.glob("/tmp/pre/*.json")):
     for p in json.load(open(f)).get("problems", []):
         print(p.get("key"), p.get("status"), "graph" if p.get("graph") else "no graph", p.get("import", {}).get("seconds"))' \
     >"$R/preimport_graph.txt" 2>&1
+  [[ -n ${before_build:-} ]] && wait "$before_build"
   if [[ -n ${PROBE:-} ]]; then
     echo "== probe $(date -u +%T)" >>"$R/progress.log"
     timeout "${PROBE_TIMEOUT:-300}" bash -c "$PROBE" >"$R/probe.log" 2>&1
     echo "== probe rc $? $(date -u +%T)" >>"$R/progress.log"
   fi
+  for f in ${MODEL_FILES:-}; do
+    echo "== model $f $(date -u +%T)" >>"$R/progress.log"
+    stem=$(basename "$f" .py)
+    timeout "${MODEL_TIMEOUT:-300}" python3 benchmarks/model_level.py --mblast "$B/mblast" --target h200 \
+      --max-bytes "${MODEL_MAX_BYTES:-1G}" --evals "${MODEL_EVALS:-3}" --work /tmp/ml --out "$R/model_$stem.json" \
+      "$f" >"$R/model_$stem.log" 2>&1
+    echo "== model $stem rc $? $(date -u +%T)" >>"$R/progress.log"
+    tail -3 "$R/model_$stem.log" >>"$R/progress.log"
+  done
   if [[ -n ${BENCH_FILES:-} ]]; then
     for mode in ${MODE:-optimize}; do
       echo "== bench $mode $(date -u +%T)" >>"$R/progress.log"
