@@ -1,5 +1,6 @@
 #include "mblast/driver/bench_report.h"
 #include "mblast/driver/import_command.h"
+#include "mblast/driver/json_fields.h"
 #include "mblast/driver/markup.h"
 
 #include <algorithm>
@@ -20,12 +21,10 @@ using nlohmann::json;
 
 namespace {
 
-const char* const kStatuses[] = {"correct", "incorrect", "no_candidate", "import_failed", "candidate_error", "error"};
+using json_fields::number;
+using json_fields::text;
 
-std::string str(const json& j, const char* key, const std::string& fallback = "") {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return fallback;
-  return j[key].get<std::string>();
-}
+const char* const kStatuses[] = {"correct", "incorrect", "no_candidate", "import_failed", "candidate_error", "error"};
 
 // The optimized candidate's design (candidate.details.design), or null: rows without a
 // candidate, or with one from a file, have none (the keys may be missing or null).
@@ -36,11 +35,6 @@ const json* design_of(const json& row) {
     at = &(*at)[key];
   }
   return at->is_object() ? at : nullptr;
-}
-
-std::optional<double> num(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
 }
 
 json geomean(const std::vector<double>& v) {
@@ -89,23 +83,23 @@ json summarize_group(const std::vector<const json*>& rows) {
   std::vector<double> vs_eager, vs_compile, compile_vs_eager, fractions;
   std::string eager_why, compile_why;
   size_t correct = 0, with_eager = 0, with_compile = 0;
-  auto why_not = [](const json& b) { return str(b, "unavailable", str(b, "failed")); };
+  auto why_not = [](const json& b) { return text(b, "unavailable", text(b, "failed")); };
   for (const json* r : rows) {
-    const std::string status = str(*r, "status", "error");
+    const std::string status = text(*r, "status", "error");
     counts[status] = counts.value(status, 0) + 1;
-    if (auto c = num(*r, "compile_speedup_vs_eager")) compile_vs_eager.push_back(*c);
+    if (auto c = number(*r, "compile_speedup_vs_eager")) compile_vs_eager.push_back(*c);
     const json eager = r->value("eager", json()), compile = r->value("compile", json());
-    with_eager += num(eager, "median_us") ? 1 : 0;
-    with_compile += num(compile, "median_us") ? 1 : 0;
-    if (str(*r, "status") != "import_failed") {  // "not imported" says nothing about the baseline
+    with_eager += number(eager, "median_us") ? 1 : 0;
+    with_compile += number(compile, "median_us") ? 1 : 0;
+    if (text(*r, "status") != "import_failed") {  // "not imported" says nothing about the baseline
       if (eager_why.empty()) eager_why = why_not(eager);
       if (compile_why.empty()) compile_why = why_not(compile);
     }
     if (!r->value("correct", false)) continue;
     ++correct;
-    if (auto s = num(*r, "speedup_vs_eager")) vs_eager.push_back(*s);
-    if (auto s = num(*r, "speedup_vs_compile")) vs_compile.push_back(*s);
-    if (auto f = num(*r, "fraction_of_peak")) fractions.push_back(*f);
+    if (auto s = number(*r, "speedup_vs_eager")) vs_eager.push_back(*s);
+    if (auto s = number(*r, "speedup_vs_compile")) vs_compile.push_back(*s);
+    if (auto f = number(*r, "fraction_of_peak")) fractions.push_back(*f);
   }
   json g;
   g["problems"] = rows.size();
@@ -125,7 +119,7 @@ json summarize_group(const std::vector<const json*>& rows) {
 // ---- table ----
 
 std::string fixed(const json& row_or_null, const char* key, int decimals) {
-  auto v = num(row_or_null, key);
+  auto v = number(row_or_null, key);
   return v ? fmt::format("{:.{}f}", *v, decimals) : "-";
 }
 
@@ -175,7 +169,7 @@ struct Case {
 };
 
 std::string row_summary(const json& r) {
-  std::string s = "status " + str(r, "status", "?");
+  std::string s = "status " + text(r, "status", "?");
   if (r.value("time", json()).is_object())
     s += fmt::format(", median {:.4g} {} (spread {:.1f}%)", r["time"].value("median", 0.0), r["time"].value("unit", ""),
                      r["time"].value("spread_pct", 0.0));
@@ -192,7 +186,7 @@ json summarize_bench(const json& rows) {
   std::map<std::string, std::vector<const json*>> by_level;
   std::vector<const json*> all;
   for (const json& r : rows) {
-    by_level[str(r, "level")].push_back(&r);
+    by_level[text(r, "level")].push_back(&r);
     all.push_back(&r);
   }
   json levels = json::object();
@@ -205,8 +199,8 @@ std::string format_bench_table(const json& results) {
   const json& meta = results.value("meta", json::object());
   const json& rows = results.value("problems", json::array());
   o << fmt::format("mblast bench: {} problem{} on {} ({}), size {}, torch {}, baselines {}\n", rows.size(),
-                   rows.size() == 1 ? "" : "s", str(meta, "target", "?"), str(meta, "backend", "?"),
-                   str(meta, "size", "?"), str(meta, "torch", "?"), str(meta, "baselines"));
+                   rows.size() == 1 ? "" : "s", text(meta, "target", "?"), text(meta, "backend", "?"),
+                   text(meta, "size", "?"), text(meta, "torch", "?"), text(meta, "baselines"));
   if (const json& mb = meta.value("max_bytes", json()); mb.is_number_integer() && mb.get<int64_t>() > 0) {
     size_t scaled = 0;
     for (const json& r : rows) scaled += r.contains("scale") && !r["scale"].value("constants", json::object()).empty();
@@ -214,21 +208,21 @@ std::string format_bench_table(const json& results) {
                      format_byte_size(mb.get<uint64_t>()), scaled, rows.size());
   }
   size_t width = 8;
-  for (const json& r : rows) width = std::max(width, str(r, "key").size());
+  for (const json& r : rows) width = std::max(width, text(r, "key").size());
   o << fmt::format("\n{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", "PROBLEM", width,
                    "STATUS", "TIME us", "±%", "EAGER us", "±%", "COMPILE us", "±%", "vs EAGER", "vs COMPILE", "PEAK");
   for (const json& r : rows) {
     const json& t = r.value("time", json());
     const std::string time = t.is_object() ? fmt::format("{:.2f}{}", t.value("median", 0.0),
-                                                         t.value("unit", "") == "us" ? "" : " " + str(t, "unit"))
+                                                         t.value("unit", "") == "us" ? "" : " " + text(t, "unit"))
                                            : "-";
-    o << fmt::format("{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", str(r, "key"),
-                     width, str(r, "status"), time, fixed(t, "spread_pct", 1),
+    o << fmt::format("{:<{}} {:<15} {:>10} {:>6}  {:>10} {:>6}  {:>10} {:>6}  {:>8} {:>10}  {:>6}\n", text(r, "key"),
+                     width, text(r, "status"), time, fixed(t, "spread_pct", 1),
                      fixed(r.value("eager", json()), "median_us", 2), fixed(r.value("eager", json()), "spread_pct", 1),
                      fixed(r.value("compile", json()), "median_us", 2),
                      fixed(r.value("compile", json()), "spread_pct", 1), times(r.value("speedup_vs_eager", json())),
                      times(r.value("speedup_vs_compile", json())), percent(r.value("fraction_of_peak", json())));
-    if (str(r, "status") != "correct" && r.value("reason", json()).is_string() && str(r, "reason") != "no candidate")
+    if (text(r, "status") != "correct" && r.value("reason", json()).is_string() && text(r, "reason") != "no candidate")
       o << "    " << one_line(r["reason"].get<std::string>(), 160) << "\n";
     if (const json& sc = r.value("scale", json()); sc.is_object() && !sc.value("constants", json::object()).empty()) {
       std::string what;
@@ -246,12 +240,12 @@ std::string format_bench_table(const json& results) {
       o << "    above 100% of peak (the FP32 peak without tensor cores): the kernel does less arithmetic than the "
            "problem's counted FLOPs\n"
            "    (FFT and Winograd convolutions) or runs it on tensor cores (3xTF32 products)\n";
-    if (const json* d = design_of(r); d && !str(*d, "family").empty())
-      o << fmt::format("    design: {} {}\n", str(*d, "family"), d->value("params", json::object()).dump());
+    if (const json* d = design_of(r); d && !text(*d, "family").empty())
+      o << fmt::format("    design: {} {}\n", text(*d, "family"), d->value("params", json::object()).dump());
     for (const char* which : {"eager", "compile"}) {
       const json& b = r.value(which, json());
-      if (b.is_object() && b.contains("failed") && str(r, "status") != "import_failed")
-        o << fmt::format("    {} baseline failed: {}\n", which, one_line(str(b, "failed"), 150));
+      if (b.is_object() && b.contains("failed") && text(r, "status") != "import_failed")
+        o << fmt::format("    {} baseline failed: {}\n", which, one_line(text(b, "failed"), 150));
       if (b.is_object() && !b.value("within_tolerance", true))
         o << fmt::format("    {} output is outside the problem's tolerance (its time is still shown)\n", which);
       if (b.is_object() && b.contains("tf32_off"))
@@ -276,7 +270,7 @@ std::string format_bench_table(const json& results) {
   if (compile) o << "COMPILE/EAGER: torch.compile's own speedup over eager (problems with both).\n";
   if (sum.contains("overall")) {
     const json& c = sum["overall"]["vs_compile"];
-    if (c.contains("unavailable")) o << "torch.compile: " << str(c, "unavailable") << "\n";
+    if (c.contains("unavailable")) o << "torch.compile: " << text(c, "unavailable") << "\n";
     std::set<std::string> notes;
     for (const auto& row : results.value("problems", json::array()))
       if (row.contains("baseline") && row["baseline"].is_object() && row["baseline"].contains("note"))
@@ -307,24 +301,24 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
     throw UserError("the previous results are not an `mblast bench` results file");
   const json& pm = previous.value("meta", json::object());
   const json& cm = current.value("meta", json::object());
-  if (str(pm, "target") != str(cm, "target"))
-    throw UserError("the previous results were measured on target " + str(pm, "target", "?") + ", this run on " +
-                    str(cm, "target", "?") + ": compare runs on one target");
-  if (str(pm, "size") != str(cm, "size"))
-    throw UserError("the previous results are of size " + str(pm, "size", "?") + ", this run of size " +
-                    str(cm, "size", "?"));
+  if (text(pm, "target") != text(cm, "target"))
+    throw UserError("the previous results were measured on target " + text(pm, "target", "?") + ", this run on " +
+                    text(cm, "target", "?") + ": compare runs on one target");
+  if (text(pm, "size") != text(cm, "size"))
+    throw UserError("the previous results are of size " + text(pm, "size", "?") + ", this run of size " +
+                    text(cm, "size", "?"));
 
   std::map<std::string, const json*> prev;
   for (const json& r : previous["problems"])
-    if (filter.empty() || str(r, "key").find(filter) != std::string::npos) prev[str(r, "key")] = &r;
+    if (filter.empty() || text(r, "key").find(filter) != std::string::npos) prev[text(r, "key")] = &r;
 
   // Both runs' medians of a problem correct in both, when they can be compared at all.
   auto medians = [](const json& p, const json& r) -> std::optional<std::pair<double, double>> {
     if (!p.value("correct", false) || !r.value("correct", false)) return std::nullopt;
     const json& pt = p.value("time", json());
     const json& nt = r.value("time", json());
-    const auto pmed = num(pt, "median"), nmed = num(nt, "median");
-    if (!pmed || !nmed || *pmed <= 0 || *nmed <= 0 || str(pt, "unit") != str(nt, "unit")) return std::nullopt;
+    const auto pmed = number(pt, "median"), nmed = number(nt, "median");
+    if (!pmed || !nmed || *pmed <= 0 || *nmed <= 0 || text(pt, "unit") != text(nt, "unit")) return std::nullopt;
     return std::pair{*pmed, *nmed};
   };
   // The run's speed factor: the median now/before ratio over the comparable problems.
@@ -333,7 +327,7 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
   if (rule.relative) {
     std::vector<double> ratios;
     for (const json& r : current.value("problems", json::array()))
-      if (auto it = prev.find(str(r, "key")); it != prev.end())
+      if (auto it = prev.find(text(r, "key")); it != prev.end())
         if (auto m = medians(*it->second, r)) ratios.push_back(m->second / m->first);
     std::sort(ratios.begin(), ratios.end());
     const size_t n = ratios.size();
@@ -355,32 +349,32 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
   std::map<std::string, int> counts;
   std::map<std::string, bool> seen;
   for (const json& r : current.value("problems", json::array())) {
-    const std::string key = str(r, "key");
+    const std::string key = text(r, "key");
     seen[key] = true;
-    json c = {{"key", key}, {"level", str(r, "level")}, {"name", str(r, "name")}, {"status", str(r, "status")}};
+    json c = {{"key", key}, {"level", text(r, "level")}, {"name", text(r, "name")}, {"status", text(r, "status")}};
     auto it = prev.find(key);
     const bool now_ok = r.value("correct", false);
     if (it == prev.end()) {
       c["verdict"] = "new";
-      c["message"] = "new problem (not in the previous results), " + str(r, "status");
+      c["message"] = "new problem (not in the previous results), " + text(r, "status");
       fresh.push_back(key);
     } else {
       const json& p = *it->second;
       const bool was_ok = p.value("correct", false);
-      c["previous_status"] = str(p, "status");
+      c["previous_status"] = text(p, "status");
       if (p.contains("candidate") && r.contains("candidate") && p["candidate"].is_object() &&
           r["candidate"].is_object())
-        c["candidate_changed"] = str(p["candidate"], "hash") != str(r["candidate"], "hash");
+        c["candidate_changed"] = text(p["candidate"], "hash") != text(r["candidate"], "hash");
       if (was_ok && !now_ok) {
         c["verdict"] = "became_incorrect";
-        c["message"] = "was correct, now " + str(r, "status") +
+        c["message"] = "was correct, now " + text(r, "status") +
                        (r.value("reason", json()).is_string() ? ": " + r["reason"].get<std::string>() : "");
       } else if (!was_ok && now_ok) {
         c["verdict"] = "became_correct";
-        c["message"] = "was " + str(p, "status") + ", now correct";
+        c["message"] = "was " + text(p, "status") + ", now correct";
       } else if (!was_ok && !now_ok) {
         c["verdict"] = "still_incorrect";
-        c["message"] = "not correct in either run (now " + str(r, "status") +
+        c["message"] = "not correct in either run (now " + text(r, "status") +
                        (r.value("reason", json()).is_string() ? ": " + r["reason"].get<std::string>() : "") + ")";
       } else {
         const json& pt = p.value("time", json());
@@ -391,18 +385,18 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
           c["message"] = "the two times cannot be compared (missing, or in other units)";
         } else {
           const auto [pmed, nmed] = *m;
-          const double sp = num(pt, "spread_pct").value_or(0), sn = num(nt, "spread_pct").value_or(0);
+          const double sp = number(pt, "spread_pct").value_or(0), sn = number(nt, "spread_pct").value_or(0);
           const double combined = std::sqrt(sp * sp + sn * sn);
           const double allowed = std::max(rule.threshold_pct, rule.noise_k * combined);
           const double ratio = nmed / pmed / factor;
           const double slower = (ratio - 1) * 100, faster = (1 / ratio - 1) * 100;
           c["previous_median"] = pmed;
           c["median"] = nmed;
-          c["unit"] = str(nt, "unit");
+          c["unit"] = text(nt, "unit");
           c["slower_pct"] = slower;
           c["combined_spread_pct"] = combined;
           c["allowed_pct"] = allowed;
-          std::string change = fmt::format("{:.4g} -> {:.4g} {}", pmed, nmed, str(nt, "unit"));
+          std::string change = fmt::format("{:.4g} -> {:.4g} {}", pmed, nmed, text(nt, "unit"));
           if (factor != 1) change += fmt::format(", relative to the run's factor {:.3g}", factor);
           const std::string limit =
               fmt::format("allowed {:.1f}% = max(threshold {:.1f}%, {:g} x combined spread {:.1f}%)", allowed,
@@ -426,7 +420,7 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
     problems.push_back(std::move(c));
   }
   for (const auto& [key, p] : prev)
-    if (!seen.count(key)) missing.push_back({{"key", key}, {"level", str(*p, "level")}, {"name", str(*p, "name")}});
+    if (!seen.count(key)) missing.push_back({{"key", key}, {"level", text(*p, "level")}, {"name", text(*p, "name")}});
 
   int regressions = 0;
   for (const char* v : {"became_incorrect", "slower"})
@@ -440,10 +434,10 @@ json compare_bench(const json& current, const json& previous, const CompareRule&
          "regressed: correct before and not now, or both correct and the candidate's median slower by more than "
          "max(threshold_pct, noise_k * sqrt(spread_prev^2 + spread_now^2)) percent"}}},
       {"previous",
-       {{"date", str(pm, "date")},
-        {"target", str(pm, "target")},
-        {"size", str(pm, "size")},
-        {"mblast_version", str(pm, "mblast_version")}}},
+       {{"date", text(pm, "date")},
+        {"target", text(pm, "target")},
+        {"size", text(pm, "size")},
+        {"mblast_version", text(pm, "mblast_version")}}},
       {"problems", problems},
       {"new", fresh},
       {"missing", missing},
@@ -457,9 +451,9 @@ std::string format_bench_comparison(const json& cmp) {
   std::ostringstream o;
   const json& rule = cmp["rule"];
   o << fmt::format("\ncompared with the run of {} ({}, size {}): threshold {:g}%, noise k {:g}\n",
-                   str(cmp["previous"], "date", "?"), str(cmp["previous"], "target", "?"),
-                   str(cmp["previous"], "size", "?"), rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
-  if (cmp.contains("speed_factor")) o << str(cmp["speed_factor"], "text") << "\n";
+                   text(cmp["previous"], "date", "?"), text(cmp["previous"], "target", "?"),
+                   text(cmp["previous"], "size", "?"), rule.value("threshold_pct", 0.0), rule.value("noise_k", 0.0));
+  if (cmp.contains("speed_factor")) o << text(cmp["speed_factor"], "text") << "\n";
   static const std::map<std::string, std::string> label = {{"became_incorrect", "REGRESSED"},
                                                            {"slower", "REGRESSED"},
                                                            {"became_correct", "improved"},
@@ -467,11 +461,11 @@ std::string format_bench_comparison(const json& cmp) {
                                                            {"new", "new"},
                                                            {"not_comparable", "not comparable"}};
   for (const json& c : cmp["problems"]) {
-    auto it = label.find(str(c, "verdict"));
-    if (it != label.end()) o << fmt::format("  {:<10} {}: {}\n", it->second, str(c, "key"), str(c, "message"));
+    auto it = label.find(text(c, "verdict"));
+    if (it != label.end()) o << fmt::format("  {:<10} {}: {}\n", it->second, text(c, "key"), text(c, "message"));
   }
   for (const json& m : cmp["missing"])
-    o << fmt::format("  {:<10} {}: in the previous results, not in this run\n", "missing", str(m, "key"));
+    o << fmt::format("  {:<10} {}: in the previous results, not in this run\n", "missing", text(m, "key"));
   std::string line;
   for (const auto& [k, v] : cmp["counts"].items())
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", v.get<int>(), k);
@@ -489,7 +483,7 @@ std::string xml_escape(std::string_view s) {
 std::string bench_junit_xml(const json& results, const json* comparison) {
   std::map<std::string, const json*> verdicts;
   if (comparison)
-    for (const json& c : (*comparison)["problems"]) verdicts[str(c, "key")] = &c;
+    for (const json& c : (*comparison)["problems"]) verdicts[text(c, "key")] = &c;
 
   std::vector<std::string> level_order;
   std::map<std::string, std::vector<Case>> cases;
@@ -499,11 +493,11 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
   };
   for (const json& r : results.value("problems", json::array())) {
     Case k;
-    k.name = str(r, "name");
-    k.classname = "mblast.bench." + str(r, "level");
+    k.name = text(r, "name");
+    k.classname = "mblast.bench." + text(r, "level");
     k.seconds = r.value("seconds", 0.0);
     k.detail = row_summary(r);
-    const std::string status = str(r, "status");
+    const std::string status = text(r, "status");
     const std::string reason = r.value("reason", json()).is_string() ? r["reason"].get<std::string>() : status;
     if (!comparison) {
       if (status == "correct") {
@@ -513,14 +507,14 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
         k.message = "no candidate";
       } else {
         k.outcome = "failure";
-        k.kind = str(r, "failure_kind", status);
+        k.kind = text(r, "failure_kind", status);
         k.message = reason;
       }
     } else {
-      auto it = verdicts.find(str(r, "key"));
+      auto it = verdicts.find(text(r, "key"));
       const json* c = it == verdicts.end() ? nullptr : it->second;
-      const std::string verdict = c ? str(*c, "verdict") : "new";
-      const std::string message = c ? str(*c, "message") : "not compared";
+      const std::string verdict = c ? text(*c, "verdict") : "new";
+      const std::string message = c ? text(*c, "message") : "not compared";
       if (verdict == "became_incorrect" || verdict == "slower") {
         k.outcome = "failure";
         k.kind = verdict;
@@ -533,16 +527,16 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
         k.message = message;
       }
     }
-    level_of(str(r, "level")).push_back(std::move(k));
+    level_of(text(r, "level")).push_back(std::move(k));
   }
   if (comparison)
     for (const json& m : (*comparison)["missing"]) {
       Case k;
-      k.name = str(m, "name");
-      k.classname = "mblast.bench." + str(m, "level");
+      k.name = text(m, "name");
+      k.classname = "mblast.bench." + text(m, "level");
       k.outcome = "skipped";
       k.message = "in the previous results, missing from this run";
-      level_of(str(m, "level")).push_back(std::move(k));
+      level_of(text(m, "level")).push_back(std::move(k));
     }
 
   auto count = [](const std::vector<Case>& v, const char* outcome) {
@@ -557,11 +551,11 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
     for (const Case& k : v) seconds += k.seconds;
   }
   const json& meta = results.value("meta", json::object());
-  std::string timestamp = str(meta, "date");  // JUnit's schema wants no time zone designator
+  std::string timestamp = text(meta, "date");  // JUnit's schema wants no time zone designator
   if (!timestamp.empty() && timestamp.back() == 'Z') timestamp.pop_back();
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << "<testsuites" << attr("name", "mblast bench " + str(meta, "target") + " " + str(meta, "size"))
+  o << "<testsuites" << attr("name", "mblast bench " + text(meta, "target") + " " + text(meta, "size"))
     << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n", tests, failures,
                    skipped, seconds);
   for (const std::string& level : level_order) {
@@ -571,7 +565,7 @@ std::string bench_junit_xml(const json& results, const json* comparison) {
     o << "  <testsuite" << attr("name", level)
       << fmt::format(" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"", v.size(),
                      count(v, "failure"), count(v, "skipped"), t)
-      << attr("timestamp", timestamp) << attr("hostname", str(meta.value("machine", json::object()), "hostname"))
+      << attr("timestamp", timestamp) << attr("hostname", text(meta.value("machine", json::object()), "hostname"))
       << ">\n";
     for (const Case& k : v) {
       o << "    <testcase" << attr("classname", k.classname) << attr("name", k.name)

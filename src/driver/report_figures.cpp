@@ -1,4 +1,5 @@
 #include "mblast/driver/report_figures.h"
+#include "mblast/driver/json_fields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,13 +12,8 @@ using nlohmann::json;
 
 namespace {
 
-double num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
-}
-
-std::string str(const json& j, const char* key, const std::string& fallback = "") {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
-}
+using json_fields::number_or_nan;
+using json_fields::text;
 
 double median_of(std::vector<double> v) {
   if (v.empty()) return NAN;
@@ -37,25 +33,25 @@ double seconds_of(double cost, const std::string& unit) {
 }
 
 void fill_peaks(KernelPoint& k, const json& row) {
-  k.peak_bandwidth = num(row, "peak_bandwidth_bytes_per_s");
-  k.peak_flops = num(row, "peak_fp32_flops_per_s");
+  k.peak_bandwidth = number_or_nan(row, "peak_bandwidth_bytes_per_s");
+  k.peak_flops = number_or_nan(row, "peak_fp32_flops_per_s");
   if (!std::isfinite(k.peak_bandwidth)) k.peak_bandwidth = peak_from(k.bytes_per_s(), k.bandwidth_fraction);
   if (!std::isfinite(k.peak_flops)) k.peak_flops = peak_from(k.flops_per_s(), k.compute_fraction);
 }
 
 KernelPoint from_measured(const ReportInput& in, const json& m, const std::string& role) {
   KernelPoint k;
-  k.target = str(in.doc, "target", str(in.meta, "target", "?"));
+  k.target = text(in.doc, "target", text(in.meta, "target", "?"));
   k.source = in.label;
-  k.name = str(in.doc, "problem", str(in.meta, "problem", "?"));
+  k.name = text(in.doc, "problem", text(in.meta, "problem", "?"));
   k.role = role;
-  k.flops = num(in.problem, "flops");
-  k.bytes = num(in.problem, "bytes");
+  k.flops = number_or_nan(in.problem, "flops");
+  k.bytes = number_or_nan(in.problem, "bytes");
   if (!std::isfinite(k.flops)) k.flops = 0;
   if (!std::isfinite(k.bytes)) k.bytes = 0;
-  k.seconds = seconds_of(num(m, "cost"), str(m, "unit"));
-  k.bandwidth_fraction = num(m, "bandwidth_fraction");
-  k.compute_fraction = num(m, "compute_fraction");
+  k.seconds = seconds_of(number_or_nan(m, "cost"), text(m, "unit"));
+  k.bandwidth_fraction = number_or_nan(m, "bandwidth_fraction");
+  k.compute_fraction = number_or_nan(m, "compute_fraction");
   k.fraction_of_peak = std::max(std::isfinite(k.bandwidth_fraction) ? k.bandwidth_fraction : 0.0,
                                 std::isfinite(k.compute_fraction) ? k.compute_fraction : 0.0);
   if (!std::isfinite(k.bandwidth_fraction) && !std::isfinite(k.compute_fraction)) k.fraction_of_peak = NAN;
@@ -99,20 +95,20 @@ double roof(const Peaks& p, double intensity) {
 std::vector<KernelPoint> kernel_points(const ReportInput& in) {
   std::vector<KernelPoint> out;
   if (in.kind == InputKind::bench) {
-    const std::string target = str(in.doc.value("meta", json::object()), "target", "?");
+    const std::string target = text(in.doc.value("meta", json::object()), "target", "?");
     for (const json& r : in.doc.value("problems", json::array())) {
       if (!r.value("correct", false) || !r.value("time", json()).is_object()) continue;
       KernelPoint k;
       k.target = target;
       k.source = in.label;
-      k.name = str(r, "key", str(r, "name", "?"));
+      k.name = text(r, "key", text(r, "name", "?"));
       k.role = "bench";
-      k.flops = std::isfinite(num(r, "flops")) ? num(r, "flops") : 0;
-      k.bytes = std::isfinite(num(r, "bytes")) ? num(r, "bytes") : 0;
-      k.seconds = seconds_of(num(r["time"], "median"), str(r["time"], "unit"));
-      k.bandwidth_fraction = num(r, "bandwidth_fraction");
-      k.compute_fraction = num(r, "compute_fraction");
-      k.fraction_of_peak = num(r, "fraction_of_peak");
+      k.flops = std::isfinite(number_or_nan(r, "flops")) ? number_or_nan(r, "flops") : 0;
+      k.bytes = std::isfinite(number_or_nan(r, "bytes")) ? number_or_nan(r, "bytes") : 0;
+      k.seconds = seconds_of(number_or_nan(r["time"], "median"), text(r["time"], "unit"));
+      k.bandwidth_fraction = number_or_nan(r, "bandwidth_fraction");
+      k.compute_fraction = number_or_nan(r, "compute_fraction");
+      k.fraction_of_peak = number_or_nan(r, "fraction_of_peak");
       fill_peaks(k, r);
       out.push_back(std::move(k));
     }
@@ -124,29 +120,30 @@ std::vector<KernelPoint> kernel_points(const ReportInput& in) {
     } else {  // a run still going: its start, and the best so far
       double best_cost = INFINITY;
       for (const json& e : in.events) {
-        const std::string t = str(e, "type");
+        const std::string t = text(e, "type");
         if (t != "start" && t != "candidate") continue;
         const json m = e.value("measured", json::object());
         if (!m.value("correct", false)) continue;
         if (t == "start" && start.is_null()) start = m;
-        if (t == "candidate" && num(m, "cost") < best_cost) best_cost = num(m, "cost"), best = m;
+        if (t == "candidate" && number_or_nan(m, "cost") < best_cost) best_cost = number_or_nan(m, "cost"), best = m;
       }
-      if (best.is_object() && start.is_object() && !(num(best, "cost") < num(start, "cost"))) best = json();
+      if (best.is_object() && start.is_object() && !(number_or_nan(best, "cost") < number_or_nan(start, "cost")))
+        best = json();
     }
     if (start.is_object() && start.value("correct", false)) out.push_back(from_measured(in, start, "run start"));
     if (best.is_object() && best.value("correct", false)) out.push_back(from_measured(in, best, "run best"));
   } else {
-    const std::string target = str(in.doc.value("target", json::object()), "name", "?");
+    const std::string target = text(in.doc.value("target", json::object()), "name", "?");
     for (const json& g : in.doc.value("groups", json::array())) {
       KernelPoint k;
       k.target = target;
       k.source = in.label;
-      k.name = str(g, "name", "?");
+      k.name = text(g, "name", "?");
       k.role = "model group";
-      k.flops = std::isfinite(num(g, "flops")) ? num(g, "flops") : 0;
-      k.bytes = std::isfinite(num(g, "bytes")) ? num(g, "bytes") : 0;
-      k.seconds = seconds_of(num(g, "before"), str(g, "unit", "us"));
-      k.fraction_of_peak = num(g, "fraction_of_peak");
+      k.flops = std::isfinite(number_or_nan(g, "flops")) ? number_or_nan(g, "flops") : 0;
+      k.bytes = std::isfinite(number_or_nan(g, "bytes")) ? number_or_nan(g, "bytes") : 0;
+      k.seconds = seconds_of(number_or_nan(g, "before"), text(g, "unit", "us"));
+      k.fraction_of_peak = number_or_nan(g, "fraction_of_peak");
       if (!std::isfinite(k.seconds)) continue;
       out.push_back(std::move(k));
     }
@@ -178,18 +175,18 @@ std::vector<BestSoFar> best_so_far(const std::vector<json>& events) {
   int n = 0;
   double best = INFINITY;
   for (const json& e : events) {
-    const std::string t = str(e, "type");
+    const std::string t = text(e, "type");
     if (t != "start" && t != "candidate") continue;
     ++n;
     const json m = e.value("measured", json::object());
-    const double cost = num(m, "cost");
+    const double cost = number_or_nan(m, "cost");
     bool improved = false;
     if (m.value("correct", false) && cost > 0 && cost < best) {
       best = cost;
       improved = true;
     }
     if (!std::isfinite(best)) continue;
-    out.push_back({n, best, improved, str(e, "description", str(e, "family"))});
+    out.push_back({n, best, improved, text(e, "description", text(e, "family"))});
   }
   return out;
 }
@@ -197,9 +194,9 @@ std::vector<BestSoFar> best_so_far(const std::vector<json>& events) {
 std::string run_unit(const ReportInput& run) {
   for (const json& e : run.events) {
     const json m = e.value("measured", json::object());
-    if (m.value("correct", false) && !str(m, "unit").empty()) return str(m, "unit");
+    if (m.value("correct", false) && !text(m, "unit").empty()) return text(m, "unit");
   }
-  return str(run.doc, "unit");
+  return text(run.doc, "unit");
 }
 
 std::pair<std::string, std::string> kb_warmth(const ReportInput& run) {

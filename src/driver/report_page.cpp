@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "mblast/driver/html_page.h"
+#include "mblast/driver/json_fields.h"
 #include "mblast/driver/plot_scale.h"
 #include "mblast/driver/report_figures.h"
 #include "mblast/driver/svg_plot.h"
@@ -21,13 +22,8 @@ using nlohmann::json;
 
 namespace {
 
-double num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
-}
-
-std::string str(const json& j, const char* key, const std::string& fallback = "") {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
-}
+using json_fields::number_or_nan;
+using json_fields::text;
 
 std::string g3(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : "-"; }
 std::string g4(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : "-"; }
@@ -69,30 +65,30 @@ std::string input_summary(const ReportInput& in) {
     const json e2e = in.doc.value("end_to_end", json::object());
     return fmt::format("{} groups; end to end {}{}", in.doc.value("groups", json::array()).size(),
                        e2e.value("correct", false) ? "correct" : "not correct",
-                       std::isfinite(num(e2e, "speedup_vs_eager"))
-                           ? fmt::format(", {:.2f}x over eager", num(e2e, "speedup_vs_eager"))
+                       std::isfinite(number_or_nan(e2e, "speedup_vs_eager"))
+                           ? fmt::format(", {:.2f}x over eager", number_or_nan(e2e, "speedup_vs_eager"))
                            : "");
   }
   const auto [warmth, why] = kb_warmth(in);
   if (in.doc.empty())
-    return fmt::format("problem {}; {} events; no report.json (still going, or stopped)", str(in.meta, "problem", "?"),
+    return fmt::format("problem {}; {} events; no report.json (still going, or stopped)", text(in.meta, "problem", "?"),
                        in.events.size());
-  return fmt::format("problem {}; {} evaluations; {}; stop: {}; KB {}", str(in.doc, "problem", "?"),
-                     in.doc.value("evaluations", 0),
-                     in.doc.value("improved", false) ? fmt::format("{:.2f}x over the start", num(in.doc, "speedup"))
-                                                     : "the start kept",
-                     str(in.doc, "stop_reason", "?"), warmth);
+  return fmt::format(
+      "problem {}; {} evaluations; {}; stop: {}; KB {}", text(in.doc, "problem", "?"), in.doc.value("evaluations", 0),
+      in.doc.value("improved", false) ? fmt::format("{:.2f}x over the start", number_or_nan(in.doc, "speedup"))
+                                      : "the start kept",
+      text(in.doc, "stop_reason", "?"), warmth);
 }
 
 std::string input_target(const ReportInput& in) {
-  if (in.kind == InputKind::bench) return str(in.doc.value("meta", json::object()), "target", "?");
-  if (in.kind == InputKind::model) return str(in.doc.value("target", json::object()), "name", "?");
-  return str(in.doc, "target", str(in.meta, "target", "?"));
+  if (in.kind == InputKind::bench) return text(in.doc.value("meta", json::object()), "target", "?");
+  if (in.kind == InputKind::model) return text(in.doc.value("target", json::object()), "name", "?");
+  return text(in.doc, "target", text(in.meta, "target", "?"));
 }
 
 std::string input_date(const ReportInput& in) {
-  if (in.kind == InputKind::bench) return str(in.doc.value("meta", json::object()), "date");
-  if (in.kind == InputKind::run) return str(in.meta, "created_at");
+  if (in.kind == InputKind::bench) return text(in.doc.value("meta", json::object()), "date");
+  if (in.kind == InputKind::run) return text(in.meta, "created_at");
   return "";
 }
 
@@ -223,13 +219,13 @@ struct SpeedupSet {
 
 std::string no_speedup_reason(const json& row, const char* baseline) {
   if (!row.value("correct", false)) {
-    std::string r = str(row, "status", "?");
+    std::string r = text(row, "status", "?");
     if (row.value("reason", json()).is_string()) r += ": " + one_line(row["reason"].get<std::string>(), 100);
     return r;
   }
   const json b = row.value(baseline, json::object());
-  if (!str(b, "unavailable").empty()) return "no baseline: " + str(b, "unavailable");
-  if (!str(b, "failed").empty()) return "baseline failed: " + str(b, "failed");
+  if (!text(b, "unavailable").empty()) return "no baseline: " + text(b, "unavailable");
+  if (!text(b, "failed").empty()) return "baseline failed: " + text(b, "failed");
   return "no speedup";
 }
 
@@ -245,8 +241,8 @@ std::vector<SpeedupSet> speedup_sets(const std::vector<ReportInput>& inputs) {
       s.input = static_cast<int>(i);
       bool any = false;
       for (const json& r : in.doc.value("problems", json::array())) {
-        const std::string key = str(r, "key", str(r, "name", "?"));
-        const double v = num(r, compile ? "speedup_vs_compile" : "speedup_vs_eager");
+        const std::string key = text(r, "key", text(r, "name", "?"));
+        const double v = number_or_nan(r, compile ? "speedup_vs_compile" : "speedup_vs_eager");
         s.by[key] = v;
         if (!std::isfinite(v)) s.why[key] = no_speedup_reason(r, compile ? "compile" : "eager");
         s.all.push_back(std::isfinite(v) ? std::optional<double>(v) : std::nullopt);
@@ -263,11 +259,11 @@ std::vector<SpeedupSet> speedup_sets(const std::vector<ReportInput>& inputs) {
     const auto& in = inputs[i];
     if (in.kind != InputKind::model) continue;
     const json e2e = in.doc.value("end_to_end", json::object());
-    const double v = e2e.value("correct", false) ? num(e2e, "speedup_vs_eager") : NAN;
+    const double v = e2e.value("correct", false) ? number_or_nan(e2e, "speedup_vs_eager") : NAN;
     m.by[in.label] = v;
     if (!std::isfinite(v))
-      m.why[in.label] = e2e.value("correct", false) ? str(e2e, "eager_note", "no eager time")
-                                                    : "not correct end to end: " + str(e2e, "reason", "?");
+      m.why[in.label] = e2e.value("correct", false) ? text(e2e, "eager_note", "no eager time")
+                                                    : "not correct end to end: " + text(e2e, "reason", "?");
     m.all.push_back(std::isfinite(v) ? std::optional<double>(v) : std::nullopt);
     m.input = static_cast<int>(i);
   }
@@ -284,8 +280,8 @@ std::string compile_absent(const std::vector<ReportInput>& inputs) {
         in.doc.value("summary", json::object()).value("overall", json::object()).value("vs_compile", json());
     bool any = false;
     for (const json& r : in.doc.value("problems", json::array()))
-      any = any || std::isfinite(num(r, "speedup_vs_compile"));
-    if (!any) why.insert(in.label + ": " + str(vc, "unavailable", "no problem has a torch.compile speedup"));
+      any = any || std::isfinite(number_or_nan(r, "speedup_vs_compile"));
+    if (!any) why.insert(in.label + ": " + text(vc, "unavailable", "no problem has a torch.compile speedup"));
   }
   std::string s;
   for (const auto& w : why) s += (s.empty() ? "" : "; ") + w;
@@ -361,11 +357,12 @@ void speedup_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
     std::vector<std::vector<std::string>> br;
     for (const json& r : in.doc.value("problems", json::array())) {
       const json t = r.value("time", json());
-      br.push_back({str(r, "key", "?"), str(r, "status", "?"),
-                    t.is_object() ? g4(num(t, "median")) + " " + str(t, "unit") : "-",
-                    g4(num(r.value("eager", json::object()), "median_us")),
-                    g4(num(r.value("compile", json::object()), "median_us")), times(num(r, "speedup_vs_eager")),
-                    times(num(r, "speedup_vs_compile")), pct(num(r, "fraction_of_peak")),
+      br.push_back({text(r, "key", "?"), text(r, "status", "?"),
+                    t.is_object() ? g4(number_or_nan(t, "median")) + " " + text(t, "unit") : "-",
+                    g4(number_or_nan(r.value("eager", json::object()), "median_us")),
+                    g4(number_or_nan(r.value("compile", json::object()), "median_us")),
+                    times(number_or_nan(r, "speedup_vs_eager")), times(number_or_nan(r, "speedup_vs_compile")),
+                    pct(number_or_nan(r, "fraction_of_peak")),
                     r.value("reason", json()).is_string() ? one_line(r["reason"].get<std::string>(), 160) : ""});
     }
     page.table({"problem", "status", "candidate", "eager (us)", "torch.compile (us)", "x eager", "x torch.compile",
@@ -452,8 +449,8 @@ void runs_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
   std::vector<std::string> groups;
   std::map<std::string, std::vector<const ReportInput*>> by_group;
   for (const auto* r : runs) {
-    const std::string problem = str(r->doc, "problem", str(r->meta, "problem", "?"));
-    const std::string key = problem + " on " + str(r->doc, "target", str(r->meta, "target", "?")) + " (" +
+    const std::string problem = text(r->doc, "problem", text(r->meta, "problem", "?"));
+    const std::string key = problem + " on " + text(r->doc, "target", text(r->meta, "target", "?")) + " (" +
                             (run_unit(*r).empty() ? "no correct evaluation" : run_unit(*r)) + ")";
     if (!by_group.count(key)) groups.push_back(key);
     by_group[key].push_back(r);
@@ -496,8 +493,8 @@ void runs_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
                       best.empty() ? "-" : g4(best.back().cost) + " " + unit,
                       best.empty() ? "-" : times(best.front().cost / best.back().cost), std::to_string(to_best),
                       r->doc.empty() ? "(no report.json)"
-                                     : str(r->doc, "stop_reason", "?") +
-                                           (r->doc.value("improved", false) ? "" : "; " + str(r->doc, "note", ""))});
+                                     : text(r->doc, "stop_reason", "?") +
+                                           (r->doc.value("improved", false) ? "" : "; " + text(r->doc, "note", ""))});
     }
     page.raw(render_xy(plot));
   }
@@ -589,19 +586,19 @@ void models_section(HtmlPage& page, const std::vector<ReportInput>& inputs) {
   for (const auto* m : models) {
     const json e2e = m->doc.value("end_to_end", json::object());
     page.heading(m->label, 3);
-    page.paragraph(
-        fmt::format("End to end: {}, {} {} (generic lowering {}), eager {} us, {} over eager; kernel from {}.",
-                    e2e.value("correct", false) ? "correct" : "not correct", g4(num(e2e, "median")),
-                    str(e2e, "unit", "us"), g4(num(e2e, "generic_median")), g4(num(e2e, "eager_us")),
-                    times(num(e2e, "speedup_vs_eager")), str(e2e, "origin", "?")));
+    page.paragraph(fmt::format(
+        "End to end: {}, {} {} (generic lowering {}), eager {} us, {} over eager; kernel from {}.",
+        e2e.value("correct", false) ? "correct" : "not correct", g4(number_or_nan(e2e, "median")),
+        text(e2e, "unit", "us"), g4(number_or_nan(e2e, "generic_median")), g4(number_or_nan(e2e, "eager_us")),
+        times(number_or_nan(e2e, "speedup_vs_eager")), text(e2e, "origin", "?")));
     std::vector<std::vector<std::string>> rows;
     for (const json& g : m->doc.value("groups", json::array())) {
       std::string ops;
       for (const json& o : g.value("ops", json::array()))
         if (o.is_string()) ops += (ops.empty() ? "" : ", ") + o.get<std::string>();
-      rows.push_back({str(g, "name", "?"), str(g, "kind", "?"), ops, g4(num(g, "before")), g4(num(g, "after")),
-                      str(g, "unit", ""), pct(num(g, "share")), pct(num(g, "fraction_of_peak")),
-                      one_line(str(g, "outcome", ""), 160)});
+      rows.push_back({text(g, "name", "?"), text(g, "kind", "?"), ops, g4(number_or_nan(g, "before")),
+                      g4(number_or_nan(g, "after")), text(g, "unit", ""), pct(number_or_nan(g, "share")),
+                      pct(number_or_nan(g, "fraction_of_peak")), one_line(text(g, "outcome", ""), 160)});
     }
     page.table({"group", "kind", "ops", "before", "after", "unit", "share", "of peak", "outcome"}, rows);
   }
