@@ -296,8 +296,10 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
   const json fresh_seeds = {seeds.at(0), seeds.size() > 1 ? seeds[1] : seeds[0]};
 
   const int rotate = std::max(1, req.value("rotate", 4));
+  const double stage_start = now_s();
   w.send({{"op", "time"}, {"init", req.value("init", 0)}, {"rotate", rotate}, {"fresh_seeds", fresh_seeds}});
   Message ready = w.receive(st.time_s, "timing");
+  const double ready_s = now_s() - stage_start;
   if (ready.header.value("stage", "") != "timing_ready") return ready.header;
   const bool deterministic = ready.header.value("unit", "s") != "s";
 
@@ -390,8 +392,10 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     if (auto f = report(calls.back().i)) return *f;
   const double loop_s = timed_n > 0 ? now_s() - timed_start : 0.0;  // the runner's clock, flushes included
   const double other_load = cpu_at_start.ok ? machine_load(cpu_at_start, cpu_times()) : 0.0;
+  const double end_start = now_s();
   w.send({{"op", "end"}});
   Message fin = w.receive(st.time_s, "timing");
+  const double end_s = now_s() - end_start;
   if (fin.header.value("stage", "") == "failed") return fin.header;
   if (fin.header.value("stage", "") != "timing")
     return stage_failure(FailureKind::timing_inconsistent,
@@ -414,6 +418,7 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
                         i, outs[o].name));
     }
   }
+  const double spot_start = now_s();
   if (spot && !kept.empty()) {
     Message r = spot->deliver_inputs(st.time_s, st.payload);
     if (r.header.value("stage", "") == "prepared") r = spot->receive(st.time_s, "spot check");
@@ -458,6 +463,8 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     }
   }
 
+  const double spot_s = now_s() - spot_start;
+
   std::vector<CallRecord> timed_recs;
   json samples = json::array(), wall = json::array();
   for (const auto& c : calls)
@@ -468,6 +475,7 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
     }
   const CallBuffers shape{in_bytes, out_bytes, static_cast<int>(ins.size()), static_cast<int>(outs.size())};
   bool costs_remeasured = false;
+  const double audit_start = now_s();
   if (!deterministic) {
     std::string why = audit_clock(timed_recs, st.check_costs, shape, other_load);
     // The cached costs may be a quiet machine's, or there are none yet (a first eval): on a
@@ -489,7 +497,15 @@ json run_timed_stage(const TimedStage& st, WorkerRun& w, WorkerRun* spot) {
   }
 
   json out = fin.header;
+  // The runner's clock on the stage's parts: the worker's setup (its rotating sets), the loop
+  // (warm-up calls not included), the worker's end of it, the spot check (its worker's inputs,
+  // the checked calls run again, the comparison) and the audit (with the costs measured again
+  // in a worker of their own, opening the device, when it asked for them).
+  out["worker_phases"]["ready_s"] = ready_s;
   out["worker_phases"]["loop_s"] = loop_s;
+  out["worker_phases"]["end_s"] = end_s;
+  out["worker_phases"]["spot_check_s"] = spot_s;
+  out["worker_phases"]["audit_s"] = now_s() - audit_start;
   out["samples"] = samples;
   out["wall_samples"] = wall;
   json sets = json::array();
