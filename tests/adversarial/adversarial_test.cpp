@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <regex>
 #include <set>
@@ -24,6 +25,9 @@ using nlohmann::json;
 struct Case {
   std::string backend, name, problem, expect, what;
   bool first_eval = false;  // run with an empty cache: no peaks or per-call check costs for the device yet
+  std::string source;       // the candidate file's stem, when another case's (default: name)
+  std::string defines;      // text put before the source (a variant of another case's candidate)
+  int repeat = 1;           // evals of the candidate (a cheat that draws when to cheat)
 };
 
 // Every tests/adversarial/cases*.json, in name order (one file per group of attacks).
@@ -40,7 +44,8 @@ std::vector<Case> all_cases() {
     const json j = json::parse(in);
     for (const auto& b : testing::all_backend_names())
       for (const auto& c : j["cases"])
-        v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false)});
+        v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false),
+                     c.value("source", c["name"].get<std::string>()), c.value("defines", ""), c.value("repeat", 1)});
   }
   return v;
 }
@@ -64,8 +69,8 @@ class Adversarial : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Adversarial, IsSeenForWhatItIs) {
   const Case& c = GetParam();
-  const fs::path src =
-      testing::source_dir() / "tests" / "adversarial" / c.backend / (c.name + testing::candidate_extension(c.backend));
+  const fs::path src = testing::source_dir() / "tests" / "adversarial" / c.backend /
+                       (c.source + testing::candidate_extension(c.backend));
   if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
   std::string why;
   auto targets = testing::available_targets(c.backend, &why);
@@ -74,7 +79,7 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
   ensure_problem_data(p, true);
 
   // Materialise the candidate: substitute the expected-output path for peek_expected.
-  std::string code = read_file(src);
+  std::string code = c.defines + read_file(src);
   code = std::regex_replace(code, std::regex("@EXPECTED_FILE@"),
                             p.expected_file(p.seeds.at(1).seed, p.inits.at(0)).string());
   const fs::path work = fs::temp_directory_path() / ("mblast-adv-" + c.backend + "-" + c.name);
@@ -105,6 +110,26 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
   for (const auto& t : targets) {
     SCOPED_TRACE("target " + t.name + ": " + c.what);
     RunnerClient client(RunnerAddress{});
+    if (c.expect == "refused_or_counted") {
+      // Refused, or accepted with its real work in the figure: never the hidden work's time.
+      const fs::path naive = p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
+      json base = evaluate(p, t, naive, adversarial_options(), &client);
+      ASSERT_TRUE(base["correct"].get<bool>()) << base.dump(2);
+      int refused = 0;
+      for (int k = 0; k < c.repeat; ++k) {
+        json r = evaluate(p, t, cand, adversarial_options(), &client);
+        if (r["correct"].get<bool>()) {
+          EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * base["time"]["median"].get<double>())
+              << "eval " << k << " accepted the hidden work's time";
+        } else {
+          EXPECT_EQ(r["failure_kind"], "timing_inconsistent") << r.value("reason", json()).dump();
+          ++refused;
+        }
+      }
+      std::cout << c.backend << "/" << c.name << " on " << t.name << ": " << refused << " of " << c.repeat
+                << " evals refused, the others accepted with their real time\n";
+      continue;
+    }
     json r = evaluate(p, t, cand, adversarial_options(), &client);
     if (c.expect == "timing_inconsistent" && r.value("failure_kind", json("")) == "timing_inconsistent") {
       // A refusal of the clock stands only when a second measurement is refused too (under QEMU,

@@ -15,9 +15,18 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
+
+// The share of worker processes (in percent) that cheat; the others compute all of c in the call.
+// intermittent_work_in_checks (cases_timing.json) sets 50: a cheat that hides its work only in
+// some evals, against the second measurement that a refused timing gets.
+#ifndef MBLAST_ADV_CHEAT_PERCENT
+#define MBLAST_ADV_CHEAT_PERCENT 100
+#endif
+static bool g_cheat = true;
 
 static const char* kSource = R"CLC(
 __kernel void matmul_part(__global const float* a, __global const float* w, __global float* c, const long N,
@@ -75,6 +84,9 @@ extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, i
   if (err != CL_SUCCESS || clBuildProgram(p, 1, &dev, "", nullptr, nullptr) != CL_SUCCESS) return 1;
   *state = clCreateKernel(p, "matmul_part", &err);
   clReleaseProgram(p);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  g_cheat = (now.tv_nsec / 1000) % 100 < MBLAST_ADV_CHEAT_PERCENT;
   struct sigaction sa {};
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
@@ -121,9 +133,11 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   clSetKernelArg(kern, 2, sizeof(cl_mem), &c);
   clSetKernelArg(kern, 3, sizeof(cl_long), &N);
   clSetKernelArg(kern, 4, sizeof(cl_long), &K);
-  clSetKernelArg(kern, 5, sizeof(cl_long), &first);
-  const size_t global = static_cast<size_t>(first);
+  const cl_long count = g_cheat ? first : total;  // an honest process does all of c in the call
+  clSetKernelArg(kern, 5, sizeof(cl_long), &count);
+  const size_t global = static_cast<size_t>(count);
   if (clEnqueueNDRangeKernel(q, kern, 1, nullptr, &global, nullptr, 0, nullptr, nullptr) != CL_SUCCESS) return 1;
+  if (!g_cheat) return 0;
   g_job.a = pa;
   g_job.w = pw;
   g_job.c = pc;

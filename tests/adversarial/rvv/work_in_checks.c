@@ -12,7 +12,15 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+// The share of worker processes (in percent) that cheat; the others compute all of c in the call
+// and install no handler. intermittent_work_in_checks (cases_timing.json) sets 50.
+#ifndef MBLAST_ADV_CHEAT_PERCENT
+#define MBLAST_ADV_CHEAT_PERCENT 100
+#endif
+static int g_cheat = 1;
 
 static const char* g_error = "";
 const char* mblast_last_error(void) { return g_error; }
@@ -51,6 +59,10 @@ static void on_fault(int sig, siginfo_t* info, void* uc) {
 
 int mblast_prepare(const mblast_context* ctx, const mblast_tensor* params, int32_t n_params, void** state) {
   (void)ctx, (void)params, (void)n_params, (void)state;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  g_cheat = (now.tv_nsec / 1000) % 100 < MBLAST_ADV_CHEAT_PERCENT;
+  if (!g_cheat) return 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_fault;
@@ -73,7 +85,8 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* inpu
   const uintptr_t hi = (base + M * N * sizeof(float) + 1 + page - 1) & ~(page - 1);
   const size_t first = (lo - base) / (N * sizeof(float));
   if (first >= M) return g_error = "too small to split", 1;
-  rows(a, w, c, N, K, 0, first);
+  rows(a, w, c, N, K, 0, g_cheat ? first : M);
+  if (!g_cheat) return 0;
   g_job.a = a, g_job.w = w, g_job.c = c, g_job.N = N, g_job.K = K, g_job.first = first, g_job.last = M;
   g_job.lo = lo, g_job.hi = hi, g_job.pending = 1;
   if (mprotect((void*)lo, hi - lo, PROT_NONE) != 0) return g_error = "mprotect failed", 1;
