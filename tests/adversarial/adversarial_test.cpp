@@ -72,6 +72,9 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
   const fs::path src = testing::source_dir() / "tests" / "adversarial" / c.backend /
                        (c.source + testing::candidate_extension(c.backend));
   if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
+  if (c.expect == "refused_or_counted" && c.backend == "rvv")
+    GTEST_SKIP() << "under QEMU a refused count stands at once, with no second measurement to probe "
+                    "(the case without intermittence covers it)";
   std::string why;
   auto targets = testing::available_targets(c.backend, &why);
   if (targets.empty()) GTEST_SKIP() << "backend unavailable: " << why;
