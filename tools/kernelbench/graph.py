@@ -509,6 +509,48 @@ _KEEP_COMPOSITE = {
 }
 
 
+def _loss_reduction(loss, reduction):
+    # aten's reduction codes: 0 none, 1 mean, 2 sum (torch.nn._reduction).
+    aten = torch.ops.aten
+    if reduction == 1:
+        return aten.mean.default(loss)
+    if reduction == 2:
+        return aten.sum.default(loss)
+    return loss
+
+
+def _smooth_l1_loss(input, target, reduction=1, beta=1.0):
+    # PyTorch's definition: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta 0: L1).
+    aten = torch.ops.aten
+    d = aten.abs.default(aten.sub.Tensor(input, target))
+    if beta == 0:
+        return _loss_reduction(d, reduction)
+    quad = aten.div.Tensor(aten.mul.Tensor(aten.mul.Tensor(d, d), 0.5), beta)
+    lin = aten.sub.Tensor(d, 0.5 * beta)
+    return _loss_reduction(aten.where.self(aten.lt.Scalar(d, beta), quad, lin), reduction)
+
+
+def _huber_loss(input, target, reduction=1, delta=1.0):
+    # PyTorch's definition: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta).
+    aten = torch.ops.aten
+    d = aten.abs.default(aten.sub.Tensor(input, target))
+    quad = aten.mul.Tensor(aten.mul.Tensor(d, d), 0.5)
+    lin = aten.mul.Tensor(aten.sub.Tensor(d, 0.5 * delta), delta)
+    return _loss_reduction(aten.where.self(aten.lt.Scalar(d, delta), quad, lin), reduction)
+
+
+# Composite ops that some torch versions keep whole (1.13 has no decomposition for these): ours,
+# written from PyTorch's documented definitions, used only where the version's table has none.
+def _own_decompositions():
+    aten = torch.ops.aten
+    own = {}
+    for name, fn in (("smooth_l1_loss", _smooth_l1_loss), ("huber_loss", _huber_loss)):
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            own[packet.default] = fn
+    return own
+
+
 def _decomposition_table():
     import torch._decomp as decomp
 
@@ -521,6 +563,8 @@ def _decomposition_table():
             for op, fn in decomp.decomposition_table.items()
             if getattr(fn, "__module__", "") == "torch._decomp.decompositions"
         }
+    for op, fn in _own_decompositions().items():
+        table.setdefault(op, fn)
     out = {}
     for op, fn in table.items():
         name = getattr(op, "_schema", None)

@@ -13,7 +13,10 @@ import sys
 
 import torch
 
+from . import compat
 from .common import Failure, one_line, sha256_bytes
+
+compat.install()
 
 PARAM_SEED_BASE = 1_000_003  # torch.manual_seed(PARAM_SEED_BASE + I) builds the Model of init I
 
