@@ -101,6 +101,33 @@ Val from_json(const json& a, const std::map<std::string, Val>& values) {
   return {};
 }
 
+// A constant tensor inside the graph (torch.tensor(0.5) in forward), with its values (graph.py
+// carries up to CONSTANT_VALUES_MAX): a 0-dim one is a scalar; another is a computed tensor that
+// picks its value by the linear index.
+Val constant_value(Program& p, const json& n, std::map<std::string, Val>& values) {
+  Ctx c{p, n, values};
+  const std::vector<int64_t> shape = c.shape();
+  const DType t = c.dtype();
+  const json& v = n["value"];
+  auto lit = [&](const json& x) -> E {
+    if (x.is_string()) return cast(from_json(x, values).s, t);  // "inf", "-inf", "nan"
+    if (is_float(t)) return fconst(x.get<double>(), t);
+    return iconst(x.is_boolean() ? (x.get<bool>() ? 1 : 0) : x.get<int64_t>(), t);
+  };
+  int64_t numel = 1;
+  for (auto d : shape) numel *= d;
+  if (!v.is_array() || v.empty() || static_cast<int64_t>(v.size()) != numel)
+    throw Unsupported("a constant tensor whose values do not match its shape");
+  if (shape.empty()) return Val::scalar(lit(v[0]));
+  const auto idx = out_vars(shape.size());
+  E lin = iconst(0);
+  for (size_t d = 0; d < shape.size(); ++d) lin = add(mul(lin, iconst(shape[d])), idx[d]);
+  E body = lit(v[static_cast<size_t>(numel - 1)]);
+  for (int64_t k = numel - 2; k >= 0; --k)
+    body = select(binary("eq", lin, iconst(k)), lit(v[static_cast<size_t>(k)]), body);
+  return Val::tensor(c.compute(shape, t, body));
+}
+
 void collect_refs(const json& a, std::vector<std::string>& out) {
   if (a.is_object() && a.contains("node") && a["node"].is_string())
     out.push_back(a["node"].get<std::string>());
@@ -364,6 +391,10 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       const std::string op = n.value("op", "");
       where = name;
       if (op == "output" || !live.count(name)) continue;
+      if ((op == "get_attr" || op == "placeholder") && n.contains("value") && !n.contains("tensor")) {
+        values[name] = constant_value(p, n, values);
+        continue;
+      }
       if (op == "placeholder") {
         const std::string tn = n.value("tensor", "");
         Tensor t;
@@ -390,7 +421,8 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
         values[name] = Val::tensor(p.add(std::move(t)));
         continue;
       }
-      if (op == "get_attr") throw Unsupported("get_attr (a constant tensor inside the graph)");
+      if (op == "get_attr")
+        throw Unsupported("get_attr (a constant tensor inside the graph, larger than the graph carries the values of)");
       if (op != "call_function") throw Unsupported("node kind " + op);
       const std::string target = n.value("target", "");
       const auto key = op_key(target);

@@ -256,6 +256,37 @@ TEST(Lower, CatSliceFlipAndArgmaxAsIndexMaps) {
   EXPECT_NE(src.find("int64_t* restrict out0"), std::string::npos);
 }
 
+TEST(Lower, ConstantTensorsInsideTheGraphCarryTheirValues) {
+  // minimum(x, tensor(0.5)) * tensor([1, -2, inf]): a 0-dim constant and a small table, as the
+  // ATen capture writes them (get_attr nodes with their values).
+  Problem p;
+  p.name = "constants";
+  p.inputs = {spec("in0", {2, 3})};
+  p.outputs = {spec("out", {2, 3})};
+  json half = {{"name", "c0"},          {"op", "get_attr"},       {"target", "_tensor_constant0"},
+               {"args", json::array()}, {"shape", json::array()}, {"dtype", "f32"},
+               {"value", {0.5}}};
+  json table = {{"name", "c1"}, {"op", "get_attr"}, {"target", "_tensor_constant1"},  {"args", json::array()},
+                {"shape", {3}}, {"dtype", "f32"},   {"value", args(1.0, -2.0, "inf")}};
+  json g = {{"nodes",
+             {ph("x", "in0", {2, 3}), half, call("m", "aten.minimum.default", args(nref("x"), nref("c0")), {2, 3}),
+              table, call("y", "aten.mul.Tensor", args(nref("m"), nref("c1")), {2, 3}), output(nref("y"))}}};
+  const auto s = lowered(g, p);
+  ASSERT_FALSE(s.kernels.empty());
+  Host h(emit_rvv(s, p));
+  std::vector<float> x = {0.1f, 0.7f, -3.0f, 2.0f, 0.25f, 0.5f};
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  const float scale[3] = {1.0f, -2.0f, INFINITY};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(outs[0][i], std::min(x[i], 0.5f) * scale[i % 3]) << "element " << i;
+  // Without values (a constant larger than the capture carries), a one-line reason.
+  table.erase("value");
+  g["nodes"][3] = table;
+  const auto refused = lower_graph(g, p);
+  EXPECT_FALSE(refused.program);
+  EXPECT_NE(refused.error.find("get_attr"), std::string::npos) << refused.error;
+}
+
 TEST(Lower, UnknownOpIsNamedWithItsNode) {
   Problem p;
   p.name = "bad";

@@ -602,7 +602,24 @@ def trace_aten(model, args, tensor_names, param_names):
         return None, f"aten capture: {one_line(e)}"
 
 
-def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")):
+# A constant tensor inside the graph (torch.tensor(0.5) in forward, a small table) travels with its
+# values up to this many elements; a larger one is named by its shape only and refused by the lowering.
+CONSTANT_VALUES_MAX = 64
+
+
+def _constant_json(t) -> dict:
+    e = _meta_json(t) or {}
+    if isinstance(t, torch.Tensor) and t.numel() <= CONSTANT_VALUES_MAX:
+        # JSON has no infinities or NaN: those go as the strings the lowering reads elsewhere too.
+        e["value"] = [
+            x if not isinstance(x, float) or math.isfinite(x) else ("nan" if x != x else "inf" if x > 0 else "-inf")
+            for x in t.detach().cpu().flatten().tolist()
+        ]
+    return e
+
+
+def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta"), constant=None):
+    """CONSTANT(node) -> the tensor behind a get_attr node or a lifted constant's placeholder, or None."""
     nodes = []
     for n in graph.nodes:
         e = {
@@ -614,6 +631,9 @@ def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")
             t = placeholder_tensor(n)
             if t is not None:
                 e["tensor"] = t
+        held = constant(n) if constant is not None and n.op in ("get_attr", "placeholder") else None
+        if isinstance(held, torch.Tensor):
+            e.update(_constant_json(held))
         e["args"] = _arg_json(n.args)
         e["kwargs"] = _arg_json(dict(n.kwargs))
         m = None
@@ -665,7 +685,9 @@ def _aten_make_fx(model, args, tensor_names, param_names):
         "format": 1,
         "method": "make_fx + torch._decomp (aten level)",
         "torch": torch.__version__,
-        "nodes": _aten_nodes(gm.graph, ph),
+        "nodes": _aten_nodes(
+            gm.graph, ph, constant=lambda n: getattr(gm, n.target, None) if n.op == "get_attr" else None
+        ),
     }
 
 
@@ -677,6 +699,15 @@ def _aten_export(model, args, tensor_names, param_names):
     p_map.update(dict(getattr(sig, "inputs_to_buffers", {}) or {}))
     user_inputs = list(getattr(sig, "user_inputs", []) or [])
     tensor_positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    # Constants lifted to inputs (torch.tensor(...) in forward) are held by the exported program.
+    c_map = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
+    held = dict(getattr(ep, "constants", {}) or {})
+
+    def lifted(n):
+        if n.op == "get_attr":
+            return getattr(ep.graph_module, n.target, None)
+        return held.get(c_map.get(n.name)) if n.name in c_map else None
 
     def ph(n):
         if n.name in p_map:
@@ -691,7 +722,7 @@ def _aten_export(model, args, tensor_names, param_names):
         "format": 1,
         "method": "torch.export + run_decompositions (aten level)",
         "torch": torch.__version__,
-        "nodes": _aten_nodes(ep.graph_module.graph, ph),
+        "nodes": _aten_nodes(ep.graph_module.graph, ph, constant=lambda n: lifted(n)),
     }
 
 
