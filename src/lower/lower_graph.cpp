@@ -28,6 +28,8 @@ DType from_problem(mblast::DType t) {
       return DType::I8;
     case mblast::DType::u8:
       return DType::U8;
+    case mblast::DType::boolean:  // one byte, 0 or 1, as torch stores it (the dialects' Bool storage)
+      return DType::Bool;
     default:
       throw Unsupported("dtype " + std::string(mblast::dtype_name(t)) + " is not supported by the lowering");
   }

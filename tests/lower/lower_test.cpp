@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -285,6 +286,33 @@ TEST(Lower, ConstantTensorsInsideTheGraphCarryTheirValues) {
   const auto refused = lower_graph(g, p);
   EXPECT_FALSE(refused.program);
   EXPECT_NE(refused.error.find("get_attr"), std::string::npos) << refused.error;
+}
+
+TEST(Lower, BoolInputsAreOneByteMasks) {
+  // cumsum(x * mask, 1) with a torch.bool mask (one byte per element, 0 or 1).
+  Problem p;
+  p.name = "masked";
+  p.inputs = {spec("in0", {2, 4}), spec("in1", {2, 4}, mblast::DType::boolean)};
+  p.outputs = {spec("out", {2, 4})};
+  json g = {{"nodes",
+             {ph("x", "in0", {2, 4}), ph("m", "in1", {2, 4}, "bool"),
+              call("xm", "aten.mul.Tensor", args(nref("x"), nref("m")), {2, 4}),
+              call("cs", "aten.cumsum.default", args(nref("xm"), 1), {2, 4}), output(nref("cs"))}}};
+  const auto s = lowered(g, p);
+  Host h(emit_rvv(s, p));
+  const auto x = random(8, 5);
+  const unsigned char mask[8] = {1, 0, 1, 1, 0, 0, 1, 0};
+  std::vector<std::vector<float>> ins = {x, std::vector<float>(8)}, pars, outs;
+  std::memcpy(ins[1].data(), mask, sizeof mask);  // the bool tensor's bytes, at the start of its buffer
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (int r = 0; r < 2; ++r) {
+    float acc = 0;
+    for (int j = 0; j < 4; ++j) {
+      const size_t i = static_cast<size_t>(r * 4 + j);
+      acc += mask[i] ? x[i] : 0.0f;
+      EXPECT_FLOAT_EQ(outs[0][i], acc) << "element " << i;
+    }
+  }
 }
 
 TEST(Lower, UnknownOpIsNamedWithItsNode) {
