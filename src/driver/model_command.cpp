@@ -64,6 +64,9 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   c->add_option("--kb", a.kb, "Knowledge base file (default: $MBLAST_KB, else ~/.local/share/mblast/kb.sqlite)");
+  c->add_option("--stitch", a.stitch,
+                "GROUP=FILE: run your own candidate for a fusion group inside the model (its tensors as in "
+                "kernels/groups/GROUP of an earlier run); kept where the model verifies and is faster. Once per group");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors");
   c->add_flag("--no-baseline", a.no_baseline, "Do not time PyTorch eager");
   c->add_flag("--json", a.json, "Print the result as JSON");
@@ -455,6 +458,24 @@ int run_optimize_model(const OptimizeModelArgs& a) {
           "(get_attr), which the lowering does not take yet; give the model as a KernelBench-style .py file");
     throw UserError(a.model + ": " + what);
   }
+  // --stitch GROUP=FILE: checked before anything runs.
+  std::map<std::string, fs::path> user_stitch;
+  for (const auto& s : a.stitch) {
+    const auto eq = s.find('=');
+    const std::string name = s.substr(0, eq);
+    const fs::path file = eq == std::string::npos ? fs::path() : fs::path(s.substr(eq + 1));
+    if (eq == std::string::npos || name.empty() || file.empty())
+      throw UserError("--stitch " + s + ": expected GROUP=FILE");
+    if (std::none_of(plan.groups.begin(), plan.groups.end(), [&](const model::Group& g) { return g.name == name; })) {
+      std::string names;
+      for (const auto& g : plan.groups) names += (names.empty() ? "" : ", ") + g.name;
+      throw UserError("--stitch " + s + ": the plan has no group " + name + " (its groups: " + names + ")");
+    }
+    if (!fs::is_regular_file(file)) throw UserError("--stitch " + s + ": no such file");
+    if (file.string().size() < ext.size() || file.string().compare(file.string().size() - ext.size(), ext.size(), ext))
+      throw UserError("--stitch " + s + ": a " + target.backend + " candidate ends in " + ext);
+    user_stitch[name] = fs::absolute(file);
+  }
   kb::KnowledgeBase kb(a.kb.empty() ? kb::default_kb_path() : fs::path(a.kb));
   json groups = json::array();
   std::map<std::string, json> knowledge;
@@ -638,10 +659,56 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     }
   }
 
-  // ---- end to end: the whole model through the loop's remaining budget, then verified and timed as a whole
+  // ---- stitching: the groups whose loop found a faster kernel run it inside the model's kernel,
+  // the rest their generic kernels; kept only where the whole verifies and is faster than the
+  // generic model (the groups were timed alone, on the probe's values).
   fs::path model_kernel = work_root / "kernels" / ("model" + ext);
   std::string origin = "the lowering pipeline (lower.generic)";
-  fs::copy_file(model_generic, model_kernel);
+  fs::path model_start = model_generic;
+  json stitched;
+  lower::Stitches stitches;
+  for (size_t i = 0; i < plan.groups.size() && i < gprob.size(); ++i) {
+    fs::path best = work_root / "kernels" / "groups" / (plan.groups[i].name + ".best" + ext);
+    if (user_stitch.count(plan.groups[i].name)) best = user_stitch.at(plan.groups[i].name);  // the user's, first
+    if (fs::exists(best))
+      stitches.push_back({static_cast<size_t>(plan.groups[i].index), plan.groups[i].name, read_file(best), gprob[i]});
+  }
+  if (!stitches.empty()) {
+    json names = json::array();
+    for (const auto& g : stitches) names.push_back(g.name);
+    stitched = {{"groups", names}, {"candidate", "kernels/model_stitched" + ext}};
+    if (target.backend == "rvv") {
+      stitched["note"] =
+          "not stitched: the rvv dialect is C, and stitching puts each group's candidate in a C++ "
+          "namespace of its own; the groups' kernels stay beside the model";
+    } else {
+      const fs::path sp = work_root / "kernels" / ("model_stitched" + ext);
+      write_file_atomically(sp, model::emit_for(target.backend, plan.schedule, problem, stitches));
+      say(fmt::format("verifying the model with {} stitched group(s) ...\n", stitches.size()));
+      json se = evaluate(problem, target, sp, eo, &client);
+      stitched["correct"] = se.value("correct", false);
+      stitched["median"] = median_of(se);
+      if (!se.value("correct", false)) {
+        stitched["note"] = "not kept: " + one_line_reason(se);
+      } else if (!(median_of(se) < median_of(before))) {
+        stitched["note"] = fmt::format("not kept: {:.4g} {} against the generic model's {:.4g}", median_of(se), unit,
+                                       median_of(before));
+      } else {
+        model_start = sp;
+        origin = fmt::format("the generic lowering with {} group(s) stitched in ({})", stitches.size(),
+                             fmt::format("{}", fmt::join(names.begin(), names.end(), ", ")));
+        stitched["note"] = fmt::format("kept: {:.2f}x the generic model", median_of(before) / median_of(se));
+        for (size_t i = 0; i < plan.groups.size(); ++i)
+          for (const auto& g : stitches)
+            if (g.name == plan.groups[i].name)
+              groups[i]["outcome"] = groups[i]["outcome"].get<std::string>() + "; stitched into the model";
+      }
+    }
+    say("  stitching: " + stitched.value("note", std::string()) + "\n");
+  }
+
+  // ---- end to end: the whole model through the loop's remaining budget, then verified and timed as a whole
+  fs::copy_file(model_start, model_kernel);
   json whole_loop;
   left += reserve;
   if (left > 0) {
@@ -651,7 +718,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     o.out_dir = work_root / "work" / "model-loop";
     live.start("kernel loop on the whole model");
     try {
-      json lr = optimize_with_builtin(problem, target, model_generic, o);
+      json lr = optimize_with_builtin(problem, target, model_start, o);
       loop_done(left, lr);
       whole_loop = {{"evaluations", lr.value("evaluations", 0)},
                     {"improved", lr.value("improved", false)},
@@ -679,6 +746,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   if (!e2e["correct"].get<bool>()) e2e["reason"] = one_line_reason(final_eval);
   live.done("");
   if (!whole_loop.is_null()) e2e["loop"] = whole_loop;
+  if (!stitched.is_null()) e2e["stitched"] = stitched;
   if (!a.no_baseline) {
     say("timing PyTorch eager ...\n");
     live.start("PyTorch eager", "baseline");

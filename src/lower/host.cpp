@@ -1,5 +1,8 @@
 // What the three dialects' host code shares: the header comment, the tensor checks, kernel
-// parameter lists.
+// parameter lists, and the stitching of group candidates into a model's candidate.
+#include <regex>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -105,6 +108,97 @@ std::string kernel_params(const Schedule& s, const Kernel& k,
     p += (i ? ", " : "") + decl(args[i], t, i == 0);
   }
   return p;
+}
+
+// ---- stitching
+
+namespace {
+
+std::string prefix_of(size_t j) { return "mb_stitch" + std::to_string(j); }
+
+// Whether SOURCE defines FN (its parameter list, then a body): the optional entry points may be absent.
+bool defines(const std::string& source, const char* fn) {
+  return std::regex_search(source, std::regex(std::string("\\b") + fn + "\\s*\\([^;{]*\\)\\s*\\{"));
+}
+
+// `mblast_tensor NAME[] = {...};` viewing the model's buffers as the tensors in SPECS.
+std::string views(const std::vector<TensorSpec>& specs, const std::string& name,
+                  const std::function<std::string(const std::string&)>& data_of, const std::string& indent) {
+  if (specs.empty()) return indent + "mblast_tensor " + name + "[1] = {};\n";
+  std::string v = indent + "mblast_tensor " + name + "[] = {\n";
+  for (const auto& t : specs) {
+    std::string shape;
+    for (size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
+    v += fmt::format("{}  {{\"{}\", static_cast<mblast_dtype>({}), {}, {{{}}}, {}, {}u}},\n", indent, t.name,
+                     static_cast<int>(t.dtype), t.shape.size(), shape, data_of(t.name), t.nbytes());
+  }
+  return v + indent + "};\n";
+}
+
+}  // namespace
+
+int stitch_of(const Stitches& st, size_t k) {
+  for (size_t j = 0; j < st.size(); ++j)
+    if (st[j].kernel == k) return static_cast<int>(j);
+  return -1;
+}
+
+std::string stitched_sources(const Stitches& st) {
+  std::string includes, bodies;
+  for (size_t j = 0; j < st.size(); ++j) {
+    const std::string p = prefix_of(j);
+    std::istringstream in(st[j].source);
+    std::string line, body;
+    while (std::getline(in, line)) {
+      // Includes go to file scope (a system header inside a namespace breaks); the rest stays.
+      if (std::regex_match(line, std::regex("\\s*#\\s*include\\b.*")))
+        includes += line + "\n";
+      else
+        body += line + "\n";
+    }
+    bodies += fmt::format("\n// ---- stitched group {}: its own candidate, entry points renamed {}_*\n", st[j].name, p);
+    for (const char* fn : {"mblast_prepare", "mblast_run", "mblast_release", "mblast_last_error"})
+      bodies += fmt::format("#define {} {}{}\n", fn, p, std::string(fn).substr(6));
+    bodies += "namespace " + p + " {\n" + body + "}  // namespace " + p + "\n";
+    for (const char* fn : {"mblast_prepare", "mblast_run", "mblast_release", "mblast_last_error"})
+      bodies += fmt::format("#undef {}\n", fn);
+  }
+  return includes + bodies + "\n";
+}
+
+std::string stitch_prepare(const Stitches& st, const std::function<std::string(const std::string&)>& data_of,
+                           const std::string& state, const std::string& fail) {
+  std::string c;
+  for (size_t j = 0; j < st.size(); ++j) {
+    if (!defines(st[j].source, "mblast_prepare")) continue;
+    const std::string p = prefix_of(j);
+    c += "  {\n" + views(st[j].group.parameters, "gp", data_of, "    ");
+    c += fmt::format("    if ({}::{}_prepare(ctx, gp, {}, &{}[{}]) != 0)\n", p, p, st[j].group.parameters.size(), state,
+                     j);
+    c += fmt::format("      return {}(\"preparing the stitched group {} failed\");\n  }}\n", fail, st[j].name);
+  }
+  return c;
+}
+
+std::string stitch_release(const Stitches& st, const std::string& state) {
+  std::string c;
+  for (size_t j = 0; j < st.size(); ++j)
+    if (defines(st[j].source, "mblast_release"))
+      c += fmt::format("  if ({}[{}]) {}::{}_release(ctx, {}[{}]);\n", state, j, prefix_of(j), prefix_of(j), state, j);
+  return c;
+}
+
+std::string stitch_run(const Stitches& st, size_t j, const std::function<std::string(const std::string&)>& data_of,
+                       const std::string& state, const std::string& fail) {
+  const auto& g = st[j].group;
+  const std::string p = prefix_of(j);
+  std::string c = "  {  // stitched group " + st[j].name + "\n";
+  c += views(g.inputs, "gi", data_of, "    ") + views(g.parameters, "gp", data_of, "    ") +
+       views(g.outputs, "go", data_of, "    ");
+  c += fmt::format("    if ({}::{}_run(ctx, {}[{}], gi, {}, gp, {}, go, {}) != 0)\n", p, p, state, j, g.inputs.size(),
+                   g.parameters.size(), g.outputs.size());
+  c += fmt::format("      return {}(\"the stitched group {} failed\");\n  }}\n", fail, st[j].name);
+  return c;
 }
 
 }  // namespace mblast::lower

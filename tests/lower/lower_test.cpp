@@ -571,6 +571,60 @@ TEST(LowerDialects, CudaCompilesWithNvcc) {
   std::filesystem::remove(log);
 }
 
+// Kernel 1 of S replaced by SOURCE, a candidate whose tensors are that kernel's buffers.
+Stitches stitch_kernel_one(const Schedule& s, const std::string& source) {
+  GroupCall g;
+  g.kernel = 1;
+  g.name = s.kernels[1].name;
+  g.source = source;
+  const auto args = kernel_args(s, s.kernels[1]);
+  auto shape_of = [&](const std::string& b) {
+    for (size_t t = 0; t < s.buffer.size(); ++t)
+      if (s.buffer[t] == b) return s.program.tensors[t].shape;
+    return std::vector<int64_t>{1};
+  };
+  for (size_t i = 1; i < args.size(); ++i)
+    (args[i].rfind("par", 0) == 0 ? g.group.parameters : g.group.inputs).push_back(spec(args[i], shape_of(args[i])));
+  g.group.outputs = {spec(args[0], shape_of(args[0]))};
+  return {g};
+}
+
+// A group candidate with the names every candidate uses (a helper mb_fail, kSource, a kernel): in
+// its namespace they do not collide with the model's.
+const char* const kCudaGroup = R"CU(#include <mblast/abi.h>
+#include <cuda_runtime.h>
+#include <cstdio>
+static char g_err[64];
+static int mb_fail(const char* m) { std::snprintf(g_err, sizeof g_err, "%s", m); return -1; }
+__global__ void k(float* o, long long n) { long long i = blockIdx.x * 256LL + threadIdx.x; if (i < n) o[i] = 1.0f; }
+extern "C" int mblast_prepare(const mblast_context*, const mblast_tensor*, int32_t, void** state) { *state = nullptr; return 0; }
+extern "C" int mblast_run(const mblast_context* ctx, void*, const mblast_tensor*, int32_t, const mblast_tensor*, int32_t,
+                          mblast_tensor* out, int32_t) {
+  const long long n = (long long)(out[0].nbytes / 4);
+  k<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)ctx->cuda_stream>>>((float*)out[0].data, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : mb_fail("launch");
+}
+extern "C" void mblast_release(const mblast_context*, void*) {}
+)CU";
+
+TEST(LowerDialects, StitchedCudaCompilesWithNvcc) {
+  const char* nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!std::filesystem::exists(nvcc)) GTEST_SKIP() << "no nvcc at " << nvcc;
+  const auto [s, p] = mixed_program();
+  const std::string src = emit_cuda(s, p, stitch_kernel_one(s, kCudaGroup));
+  EXPECT_NE(src.find("mb_stitch0::mb_stitch0_run"), std::string::npos);
+  const auto file = write_temp("stitched.cu", src);
+  const std::string obj = file + ".o", log = file + ".log";
+  const std::string cmd = std::string(nvcc) + " -std=c++17 -c -Xcompiler -fPIC -I" + MBLAST_SOURCE_DIR +
+                          "/include -o " + obj + " " + file + " >" + log + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream l(log);
+  EXPECT_EQ(rc, 0) << std::string(std::istreambuf_iterator<char>(l), {}) << "\n" << src;
+  std::filesystem::remove(file);
+  std::filesystem::remove(obj);
+  std::filesystem::remove(log);
+}
+
 TEST(LowerDialects, OpenclHostCodeCompiles) {
   if (!std::filesystem::exists("/usr/include/CL/cl.h")) GTEST_SKIP() << "no OpenCL headers";
   const auto [s, p] = mixed_program();

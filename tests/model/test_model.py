@@ -71,6 +71,24 @@ def get_init_inputs():
 '''
 
 
+# A group candidate that writes zeros over its outputs (OpenCL): stitched in, the model must fail.
+ZEROS = r"""
+#include <mblast/abi.h>
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+extern "C" int mblast_run(const mblast_context* ctx, void*, const mblast_tensor*, int32_t, const mblast_tensor*,
+                          int32_t, mblast_tensor* out, int32_t n_out) {
+  const float zero = 0.0f;
+  for (int i = 0; i < n_out; ++i)
+    if (clEnqueueFillBuffer(static_cast<cl_command_queue>(ctx->cl_queue), static_cast<cl_mem>(out[i].data), &zero,
+                            sizeof zero, 0, out[i].nbytes, 0, nullptr, nullptr) != CL_SUCCESS)
+      return 1;
+  return 0;
+}
+"""
+
+
 def mblast(*args, timeout=1100):
     env = dict(os.environ)
     env.setdefault("MBLAST_HOME", ROOT)
@@ -113,14 +131,14 @@ def torch_outputs(folder: str, inputs_file: str):
 
 @unittest.skipUnless(os.path.exists(MBLAST), "mblast is not built")
 class ModelTest(unittest.TestCase):
-    def optimize(self, name: str, source: str, target: str, extra=()):
-        d = fresh(name)
+    def optimize(self, name: str, source: str, target: str, extra=(), evals="2", folder=None):
+        d = folder or fresh(name)
         model = os.path.join(d, name + ".py")
         with open(model, "w") as f:
             f.write(source)
-        out = os.path.join(d, "out.mblast")
+        out = os.path.join(d, "out.mblast" if folder is None else name + ".mblast")
         kb = os.path.join(d, "kb.sqlite")
-        r = mblast("optimize-model", model, "--target", target, "--out", out, "--kb", kb, "--evals", "2", *extra)
+        r = mblast("optimize-model", model, "--target", target, "--out", out, "--kb", kb, "--evals", evals, *extra)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return d, out, kb, r.stdout
 
@@ -202,6 +220,56 @@ class ModelTest(unittest.TestCase):
         self.assertIn("matmul", {g["kind"] for g in plan["groups"]})
         self.assertEqual(plan["end_to_end"]["unit"], "instructions", plan["end_to_end"])
         self.run_and_compare(out, plan, "rvv-qemu-256")
+
+    def test_stitch(self):
+        # A group's own candidate inside the model's kernel (--stitch GROUP=FILE, as the group
+        # loops' winners are stitched): the group's generic candidate verifies in place; one that
+        # writes zeros makes the model fail, so the stitched code is what ran.
+        d, out, kb, _ = self.optimize("stitch", CNN, "pocl-cpu", evals="0", extra=("--no-baseline",))
+        plan = json.load(open(os.path.join(out, "plan.json")))
+        last = [g for g in plan["groups"] if g["writes"].startswith("out")][0]["name"]
+        first = plan["groups"][0]["name"]
+        own = os.path.join(d, "own.opencl.cpp")
+        shutil.copy(os.path.join(out, "kernels", "groups", first + ".opencl.cpp"), own)
+        zeros = os.path.join(d, "zeros.opencl.cpp")
+        with open(zeros, "w") as f:
+            f.write(ZEROS)
+        _, out2, _, _ = self.optimize(
+            "stitch_own", CNN, "pocl-cpu", evals="0", folder=d, extra=("--no-baseline", "--stitch", first + "=" + own)
+        )
+        e2e = json.load(open(os.path.join(out2, "plan.json")))["end_to_end"]
+        self.assertEqual(e2e["stitched"]["groups"], [first], e2e)
+        self.assertTrue(e2e["stitched"]["correct"], e2e["stitched"])
+        self.assertTrue(e2e["correct"], e2e)
+        self.assertTrue(os.path.exists(os.path.join(out2, "kernels", "model_stitched.opencl.cpp")))
+        _, out3, _, _ = self.optimize(
+            "stitch_zeros",
+            CNN,
+            "pocl-cpu",
+            evals="0",
+            folder=d,
+            extra=("--no-baseline", "--stitch", last + "=" + zeros),
+        )
+        e2e = json.load(open(os.path.join(out3, "plan.json")))["end_to_end"]
+        self.assertFalse(e2e["stitched"]["correct"], e2e["stitched"])
+        self.assertIn("not kept", e2e["stitched"]["note"])
+        self.assertTrue(e2e["correct"], e2e)  # the generic model, kept
+        self.assertIn("lower.generic", e2e["origin"])
+        r = mblast(
+            "optimize-model",
+            os.path.join(d, "stitch.py"),
+            "--target",
+            "pocl-cpu",
+            "--out",
+            os.path.join(d, "x"),
+            "--kb",
+            kb,
+            "--stitch",
+            "no_such_group=" + own,
+        )
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("the plan has no group no_such_group", r.stderr)
+        self.assertLessEqual(len(r.stderr.strip().splitlines()), 2, r.stderr)
 
     def test_bad_input(self):
         d = fresh("bad")

@@ -7,7 +7,7 @@
 
 namespace mblast::lower {
 
-std::string emit_cuda(const Schedule& s, const Problem& problem) {
+std::string emit_cuda(const Schedule& s, const Problem& problem, const Stitches& st) {
   const Dialect& d = cuda_dialect();
   std::string h = candidate_comment(s, problem, "CUDA candidate");
   h += R"CXX(#include <mblast/abi.h>
@@ -20,6 +20,7 @@ std::string emit_cuda(const Schedule& s, const Problem& problem) {
 #include <cstdio>
 
 )CXX";
+  if (!st.empty()) h += stitched_sources(st);
   h += error_reporting("std::vsnprintf");
   h += helper_functions(d, "static __device__ inline");
   for (const auto& kr : s.kernels) {
@@ -33,7 +34,9 @@ std::string emit_cuda(const Schedule& s, const Problem& problem) {
     h += "}\n";
   }
   h += "\n" + tensor_checks(problem, "mb_fail");
-  h += fmt::format("\nstruct mb_state {{\n  void* tmp[{}];\n}};\n\n", std::max<size_t>(s.temps.size(), 1));
+  h += fmt::format(
+      "\nstruct mb_state {{\n  void* tmp[{}];\n  void* group[{}] = {{}};  // the stitched groups' states\n}};\n\n",
+      std::max<size_t>(s.temps.size(), 1), std::max<size_t>(st.size(), 1));
   h += "static const size_t kTempBytes[] = {";
   for (size_t i = 0; i < s.temps.size(); ++i) {
     const auto& t = s.program.tensors[static_cast<size_t>(s.temps[i])];
@@ -41,16 +44,26 @@ std::string emit_cuda(const Schedule& s, const Problem& problem) {
   }
   if (s.temps.empty()) h += "0";
   h += "};\n";
-  h += fmt::format("static const int kTemps = {};\n", s.temps.size());
+  h += fmt::format("static const int kTemps = {}, kGroups = {};\n", s.temps.size(), st.size());
+  auto data_of = [](const std::string& b) {
+    if (b.rfind("tmp", 0) == 0) return fmt::format("s->tmp[{}]", b.substr(3));
+    if (b.rfind("par", 0) == 0) return fmt::format("par[{}].data", b.substr(3));
+    if (b.rfind("out", 0) == 0) return fmt::format("out[{}].data", b.substr(3));
+    return fmt::format("in[{}].data", b.substr(2));
+  };
   h += R"CXX(
-static void mb_free(mb_state* s) {
+static void mb_free(const mblast_context* ctx, mb_state* s) {
+  (void)ctx;
   if (!s) return;
-  for (int i = 0; i < kTemps; ++i)
+)CXX";
+  h += stitch_release(st, "s->group");
+  h += R"CXX(  for (int i = 0; i < kTemps; ++i)
     if (s->tmp[i]) cudaFree(s->tmp[i]);
   delete s;
 }
 
-extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
+extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t, void** state) {
+  (void)par;
   *state = nullptr;
   if (!ctx || ctx->backend != MBLAST_BACKEND_CUDA) return mb_fail("mblast_context is not a CUDA context");
   mb_state* s = new mb_state();
@@ -58,15 +71,17 @@ extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, i
   for (int i = 0; i < kTemps; ++i) {
     const cudaError_t e = cudaMalloc(&s->tmp[i], kTempBytes[i]);
     if (e != cudaSuccess) {
-      mb_free(s);
+      mb_free(ctx, s);
       return mb_fail("cudaMalloc of temporary %d (%zu bytes) failed: %s", i, kTempBytes[i], cudaGetErrorString(e));
     }
   }
-  *state = s;
+)CXX";
+  h += stitch_prepare(st, data_of, "s->group", "mb_free(ctx, s), mb_fail");
+  h += R"CXX(  *state = s;
   return 0;
 }
 
-extern "C" void mblast_release(const mblast_context*, void* state) { mb_free(static_cast<mb_state*>(state)); }
+extern "C" void mblast_release(const mblast_context* ctx, void* state) { mb_free(ctx, static_cast<mb_state*>(state)); }
 
 extern "C" const char* mblast_last_error(void) { return g_err; }
 
@@ -75,7 +90,8 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   if (!ctx || ctx->backend != MBLAST_BACKEND_CUDA) return mb_fail("mblast_context is not a CUDA context");
   if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
   mb_state* s = static_cast<mb_state*>(state);
-  if (!s && kTemps > 0) return mb_fail("mblast_prepare did not run: the temporaries are allocated there");
+  if (!s && (kTemps > 0 || kGroups > 0))
+    return mb_fail("mblast_prepare did not run: the temporaries and stitched groups are made there");
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
   (void)in;
   (void)par;
@@ -89,7 +105,12 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
       return fmt::format("static_cast<{}{}*>(out[{}].data)", w ? "" : "const ", ty, b.substr(3));
     return fmt::format("static_cast<const {}*>(in[{}].data)", ty, b.substr(2));
   };
-  for (const auto& kr : s.kernels) {
+  for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
+    const auto& kr = s.kernels[ki];
+    if (const int j = stitch_of(st, ki); j >= 0) {
+      h += stitch_run(st, static_cast<size_t>(j), data_of, "s->group", "mb_fail");
+      continue;
+    }
     const auto args = kernel_args(s, kr);
     const int64_t n = std::max<int64_t>(kr.items, 1);
     std::string a;

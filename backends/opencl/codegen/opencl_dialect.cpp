@@ -8,7 +8,7 @@
 
 namespace mblast::lower {
 
-std::string emit_opencl(const Schedule& s, const Problem& problem) {
+std::string emit_opencl(const Schedule& s, const Problem& problem, const Stitches& st) {
   const Dialect& d = opencl_dialect();
   std::string k;
   k += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n";
@@ -25,11 +25,14 @@ std::string emit_opencl(const Schedule& s, const Problem& problem) {
   }
   std::string h = candidate_comment(s, problem, "OpenCL candidate");
   h += "#include <mblast/opencl_candidate.h>\n\n";
+  if (!st.empty()) h += stitched_sources(st);
   h += "static const char* kSource = R\"CLC(\n" + k + ")CLC\";\n\n";
-  h += fmt::format("enum {{ kKernels = {}, kTemps = {} }};\n", std::max<size_t>(s.kernels.size(), 1),
-                   std::max<size_t>(s.temps.size(), 1));
+  h += fmt::format("enum {{ kKernels = {}, kTemps = {}, kGroups = {} }};\n", std::max<size_t>(s.kernels.size(), 1),
+                   std::max<size_t>(s.temps.size(), 1), std::max<size_t>(st.size(), 1));
   h += "static const char* const kNames[kKernels] = {";
-  for (size_t i = 0; i < s.kernels.size(); ++i) h += (i ? ", \"" : "\"") + s.kernels[i].name + "\"";
+  // A stitched group's kernel is not created: its own candidate runs instead.
+  for (size_t i = 0; i < s.kernels.size(); ++i)
+    h += (i ? ", " : "") + (stitch_of(st, i) >= 0 ? std::string("nullptr") : "\"" + s.kernels[i].name + "\"");
   if (s.kernels.empty()) h += "nullptr";
   h += "};\n";
   h += "static const size_t kTempBytes[kTemps] = {";
@@ -50,11 +53,15 @@ struct mb_state {
   cl_program program = nullptr;
   cl_kernel kernels[kKernels] = {};
   cl_mem tmp[kTemps] = {};
+  void* group[kGroups] = {};  // the stitched groups' states
 };
 
-static void mb_free(mb_state* s) {
+static void mb_free(const mblast_context* ctx, mb_state* s) {
+  (void)ctx;
   if (!s) return;
-  for (cl_kernel k : s->kernels)
+)CXX";
+  h += stitch_release(st, "s->group");
+  h += R"CXX(  for (cl_kernel k : s->kernels)
     if (k) clReleaseKernel(k);
   if (s->program) clReleaseProgram(s->program);
   for (cl_mem m : s->tmp)
@@ -62,7 +69,8 @@ static void mb_free(mb_state* s) {
   delete s;
 }
 
-static int mb_build(const mblast_context* ctx, mb_state** out) {
+static int mb_build(const mblast_context* ctx, const mblast_tensor* par, mb_state** out) {
+  (void)par;
   *out = nullptr;
   if (!ctx || ctx->backend != MBLAST_BACKEND_OPENCL || !ctx->cl_context || !ctx->cl_device || !ctx->cl_queue)
     return mblast_cl::fail("mblast_context has no OpenCL context, device or queue");
@@ -72,25 +80,34 @@ static int mb_build(const mblast_context* ctx, mb_state** out) {
   cl_int err = CL_SUCCESS;
   const char* src = kSource;
   s->program = clCreateProgramWithSource(context, 1, &src, nullptr, &err);
-  if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateProgramWithSource failed with cl_int %d", err);
+  if (err != CL_SUCCESS) return mb_free(ctx, s), mblast_cl::fail("clCreateProgramWithSource failed with cl_int %d", err);
   err = clBuildProgram(s->program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr);
   if (err != CL_SUCCESS) {
     char log[6000] = "";
     clGetProgramBuildInfo(s->program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, nullptr);
-    mb_free(s);
+    mb_free(ctx, s);
     return mblast_cl::fail("clBuildProgram failed with cl_int %d; build log: %s", err, log);
   }
   for (int i = 0; i < kKernels; ++i) {
     if (!kNames[i]) continue;
     s->kernels[i] = clCreateKernel(s->program, kNames[i], &err);
-    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateKernel(%s) failed with cl_int %d", kNames[i], err);
+    if (err != CL_SUCCESS) return mb_free(ctx, s), mblast_cl::fail("clCreateKernel(%s) failed with cl_int %d", kNames[i], err);
   }
   for (int i = 0; i < kTemps; ++i) {
     if (!kTempBytes[i]) continue;
     s->tmp[i] = clCreateBuffer(context, CL_MEM_READ_WRITE, kTempBytes[i], nullptr, &err);
-    if (err != CL_SUCCESS) return mb_free(s), mblast_cl::fail("clCreateBuffer of temporary %d (%zu bytes) failed with cl_int %d", i, kTempBytes[i], err);
+    if (err != CL_SUCCESS) return mb_free(ctx, s), mblast_cl::fail("clCreateBuffer of temporary %d (%zu bytes) failed with cl_int %d", i, kTempBytes[i], err);
   }
-  *out = s;
+)CXX";
+  auto mem = [](const std::string& b) {
+    if (b.rfind("tmp", 0) == 0) return fmt::format("s->tmp[{}]", b.substr(3));
+    if (b.rfind("par", 0) == 0) return fmt::format("static_cast<cl_mem>(par[{}].data)", b.substr(3));
+    if (b.rfind("out", 0) == 0) return fmt::format("static_cast<cl_mem>(out[{}].data)", b.substr(3));
+    return fmt::format("static_cast<cl_mem>(in[{}].data)", b.substr(2));
+  };
+  auto as_void = [&](const std::string& b) { return "static_cast<void*>(" + mem(b) + ")"; };
+  h += stitch_prepare(st, as_void, "s->group", "mb_free(ctx, s), mblast_cl::fail");
+  h += R"CXX(  *out = s;
   return 0;
 }
 
@@ -111,14 +128,12 @@ static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tenso
   cl_command_queue queue = static_cast<cl_command_queue>(ctx->cl_queue);
   (void)queue;
 )CXX";
-  auto mem = [](const std::string& b) {
-    if (b.rfind("tmp", 0) == 0) return fmt::format("s->tmp[{}]", b.substr(3));
-    if (b.rfind("par", 0) == 0) return fmt::format("static_cast<cl_mem>(par[{}].data)", b.substr(3));
-    if (b.rfind("out", 0) == 0) return fmt::format("static_cast<cl_mem>(out[{}].data)", b.substr(3));
-    return fmt::format("static_cast<cl_mem>(in[{}].data)", b.substr(2));
-  };
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const auto& kr = s.kernels[i];
+    if (const int j = stitch_of(st, i); j >= 0) {
+      h += stitch_run(st, static_cast<size_t>(j), as_void, "s->group", "mblast_cl::fail");
+      continue;
+    }
     const auto args = kernel_args(s, kr);
     h += "  {\n    const cl_mem args[] = {";
     for (size_t a = 0; a < args.size(); ++a) h += (a ? ", " : "") + mem(args[a]);
@@ -128,9 +143,9 @@ static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tenso
   }
   h += "  return 0;\n}\n";
   h += R"CXX(
-extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, int32_t, void** state) {
+extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t, void** state) {
   mb_state* s = nullptr;
-  const int rc = mb_build(ctx, &s);
+  const int rc = mb_build(ctx, par, &s);
   *state = s;
   return rc;
 }
@@ -142,14 +157,14 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   mb_state* s = static_cast<mb_state*>(state);
   if (s) return mb_enqueue(ctx, s, in, par, out);
   // Without mblast_prepare: a transient program and temporaries (OpenCL keeps what the queue needs).
-  if (mb_build(ctx, &s) != 0) return -1;
+  if (mb_build(ctx, par, &s) != 0) return -1;
   const int rc = mb_enqueue(ctx, s, in, par, out);
   if (rc == 0) clFinish(static_cast<cl_command_queue>(ctx->cl_queue));
-  mb_free(s);
+  mb_free(ctx, s);
   return rc;
 }
 
-extern "C" void mblast_release(const mblast_context*, void* state) { mb_free(static_cast<mb_state*>(state)); }
+extern "C" void mblast_release(const mblast_context* ctx, void* state) { mb_free(ctx, static_cast<mb_state*>(state)); }
 
 extern "C" const char* mblast_last_error(void) { return mblast_cl::error_text(); }
 )CXX";

@@ -17,6 +17,7 @@ namespace mblast {
 struct OptimizeModelArgs {
   std::string model, target = "pocl-cpu", out, max_bytes, kb, python, runner;
   std::vector<std::string> input_shapes;  // name=1x3x224x224 (TorchScript input)
+  std::vector<std::string> stitch;        // GROUP=FILE: the user's own candidate for a fusion group
   int evals = 8;
   int seeds = 3, inits = 2;
   bool json = false, no_baseline = false;

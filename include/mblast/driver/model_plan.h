@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mblast/lower/dialects.h"
 #include "mblast/lower/lower.h"
 #include "mblast/problem.h"
 #include "mblast/safetensors.h"
@@ -67,6 +68,9 @@ std::filesystem::path write_group_problem(const Problem& model, const ModelPlan&
 
 // ".opencl.cpp", ".cuda.cu", ".rvv.c"; UserError for a backend without a lowering dialect.
 std::string dialect_extension(const std::string& backend);
-std::string emit_for(const std::string& backend, const lower::Schedule& s, const Problem& p);
+// The model's candidate from the schedule; STITCHES: kernels replaced by the groups' own candidates
+// (UserError on a backend whose dialect is C: they cannot be stitched there).
+std::string emit_for(const std::string& backend, const lower::Schedule& s, const Problem& p,
+                     const lower::Stitches& stitches = {});
 
 }  // namespace mblast::model
