@@ -297,8 +297,15 @@ void add_pointwise(Table& t) {
         c.dtype());
   };
   for (const char* op : {"_to_copy", "to", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "type_as",
-                         "_unsafe_view_copy", "view_copy", "positive", "dropout", "feature_dropout", "alpha_dropout"})
+                         "_unsafe_view_copy", "view_copy", "positive"})
     t[op] = copy_like;
+  // dropout(x, p, train): the identity in eval mode or with p = 0; in training mode random.
+  for (const char* op : {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"})
+    t[op] = [](Ctx& c) {
+      if (c.bool_arg(2, "train", true) && c.num_arg(1, "p", 0.5) > 0)
+        throw Unsupported("dropout in training mode is random: the reference cannot be matched");
+      return copy_like(c);
+    };
   t["prims.convert_element_type.default"] = copy_like;
   t["native_dropout"] = [](Ctx& c) {
     if (c.bool_arg(2, "train", true) && c.num_arg(1, "p", 0.5) > 0)
@@ -310,6 +317,17 @@ void add_pointwise(Table& t) {
     const int mask = c.compute(shape, DType::Bool, iconst(1, DType::Bool), ReduceOp::None, {}, "_mask");
     return Val::list({Val::tensor(out), Val::tensor(mask)});
   };
+  // empty_like: values never read before they are written (a zero tensor serves).
+  t["empty_like"] = [](Ctx& c) { return full_value(c, fconst(0)); };
+  // Random draws: the reference's values cannot be matched (the decomposition of dropout in
+  // training mode draws its mask with bernoulli_).
+  for (const char* op :
+       {"bernoulli", "bernoulli_", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "normal",
+        "normal_", "uniform", "uniform_", "multinomial", "randperm", "exponential_"})
+    t[op] = [op](Ctx&) -> Val {
+      throw Unsupported(std::string("a random draw (") + op +
+                        ", dropout in training mode say): the reference cannot be matched");
+    };
   t["full"] = [](Ctx& c) { return full_value(c, c.arg(1, "fill_value").s ? c.arg(1, "fill_value").s : fconst(0)); };
   t["full_like"] = [](Ctx& c) {
     return full_value(c, c.arg(1, "fill_value").s ? c.arg(1, "fill_value").s : fconst(0));
