@@ -315,6 +315,27 @@ TEST(Lower, BoolInputsAreOneByteMasks) {
   }
 }
 
+TEST(Lower, DropoutIsTheIdentityOnlyInEvalMode) {
+  Problem p;
+  p.name = "dropout";
+  p.inputs = {spec("in0", {4})};
+  p.outputs = {spec("out", {4})};
+  auto graph = [](bool train) {
+    return json{{"nodes",
+                 {ph("x", "in0", {4}), call("d", "aten.dropout.default", args(nref("x"), 0.25, train), {4}),
+                  output(nref("d"))}}};
+  };
+  EXPECT_TRUE(lower_graph(graph(false), p).program) << lower_graph(graph(false), p).error;
+  const auto train = lower_graph(graph(true), p);
+  EXPECT_FALSE(train.program);
+  EXPECT_NE(train.error.find("random"), std::string::npos) << train.error;
+  json draw = {
+      {"nodes",
+       {ph("x", "in0", {4}), call("m", "aten.bernoulli_.float", args(nref("x"), 0.75), {4}), output(nref("m"))}}};
+  const auto refused = lower_graph(draw, p);
+  EXPECT_NE(refused.error.find("a random draw (bernoulli_"), std::string::npos) << refused.error;
+}
+
 TEST(Lower, UnknownOpIsNamedWithItsNode) {
   Problem p;
   p.name = "bad";
