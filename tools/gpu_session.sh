@@ -56,15 +56,15 @@ collect)
 pipeline)
   cd /tmp/snap || exit 1
   export MBLAST_HOME=$PWD PYTHONUNBUFFERED=1
+  ROOT=$PWD
+  # shellcheck source=tools/gpu_cmake_args.sh
+  source tools/gpu_cmake_args.sh  # also LD_LIBRARY_PATH for libpq from .deps, for every step below
   B=/tmp/snap/build-gpu/bin
   echo "== build $(date -u +%T)" >>"$R/progress.log"
   python3 tools/mblast_data.py problems/*/ >"$R/data.log" 2>&1
   # An earlier tree in .before (for the eval-cost comparison of tools/gpu_before_after.sh) is
   # built beside this one, so that the PROBE that compares them finds both built.
   if [[ -d .before/src ]]; then
-    ROOT=$PWD
-    # shellcheck source=tools/gpu_cmake_args.sh
-    source tools/gpu_cmake_args.sh
     (cmake -S .before -B .before/build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       "${gpu_cmake_args[@]}" >"$R/before_build.log" 2>&1 &&
       cmake --build .before/build-gpu -j 6 --target mblast mblast-runner >>"$R/before_build.log" 2>&1) &

@@ -632,7 +632,10 @@ def _aten_nodes(graph, placeholder_tensor, meta_key_order=("val", "tensor_meta")
             if t is not None:
                 e["tensor"] = t
         held = constant(n) if constant is not None and n.op in ("get_attr", "placeholder") else None
-        if isinstance(held, torch.Tensor):
+        if isinstance(held, tuple):  # (name, tensor): a constant that is one of the problem's parameters
+            e["tensor"] = held[0]
+            e.update(_meta_json(held[1]) or {})
+        elif isinstance(held, torch.Tensor):
             e.update(_constant_json(held))
         e["args"] = _arg_json(n.args)
         e["kwargs"] = _arg_json(dict(n.kwargs))
@@ -681,13 +684,25 @@ def _aten_make_fx(model, args, tensor_names, param_names):
         t = by_node.get(n.name)
         return t if t is not None and (t in param_names or t in tensor_names) else None
 
+    # A module that reads its parameters through a list of its own (nn.LSTM's _flat_weights)
+    # bypasses functional_call: they are traced as constants. The same storage is the parameter.
+    storage = {(t.data_ptr(), tuple(t.shape), tuple(t.stride())): n for n, t in named}
+
+    def constant(n):
+        if n.op != "get_attr":
+            return None
+        t = getattr(gm, n.target, None)
+        if isinstance(t, torch.Tensor) and t.numel() > 0:
+            name = storage.get((t.data_ptr(), tuple(t.shape), tuple(t.stride())))
+            if name is not None:
+                return name, t
+        return t
+
     return {
         "format": 1,
         "method": "make_fx + torch._decomp (aten level)",
         "torch": torch.__version__,
-        "nodes": _aten_nodes(
-            gm.graph, ph, constant=lambda n: getattr(gm, n.target, None) if n.op == "get_attr" else None
-        ),
+        "nodes": _aten_nodes(gm.graph, ph, constant=constant),
     }
 
 

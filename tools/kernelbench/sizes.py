@@ -221,7 +221,7 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
     does a SLOW one (fake tensors cost about a millisecond per op: a bidirectional GRU's time
     steps took 340 s of fake forwards to scale, its real forward at that size well under one)."""
     from torch._subclasses import FakeTensorMode
-    from .tensors import seed_all
+    from .tensors import register_tensor_attributes, seed_all
 
     try:
         mod = load_text(path, text)
@@ -242,6 +242,7 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
         if model is None:
             return _measure_real(mod, budget, sink)
         with fake, contextlib.redirect_stdout(sink):
+            register_tensor_attributes(model)  # as the import holds them: parameters
             held = _tensor_bytes(args) + _tensor_bytes(list(model.parameters()) + list(model.buffers()))
             # Recurrent layers run op by op per time step: slow under fake tensors from the start.
             if any(isinstance(m, torch.nn.RNNBase) for m in model.modules()):
@@ -277,13 +278,14 @@ def _measure_real(mod, budget: int, sink):
     """_measure for a file fake tensors cannot build (its Model reads values: Swin's relative
     position tables). The inputs and parameters are made for real, as an import without
     --max-bytes would; the forward only once they fit."""
-    from .tensors import seed_all
+    from .tensors import register_tensor_attributes, seed_all
 
     seed_all(0)
     try:
         with contextlib.redirect_stdout(sink), torch.no_grad():
             args = list(mod.get_inputs())
             model = mod.Model(*mod.get_init_inputs())
+            register_tensor_attributes(model)  # as the import holds them: parameters
             held = _tensor_bytes(args) + _tensor_bytes(list(model.parameters()) + list(model.buffers()))
             if held > budget:
                 return "big", held, 0.0

@@ -189,6 +189,21 @@ def all_finite(ts) -> bool:
     return True
 
 
+def register_tensor_attributes(model) -> list[str]:
+    """Plain tensor attributes of the model's modules (`self.hidden = torch.randn(...)` in
+    __init__: state that neither a parameter nor a buffer holds) become buffers, so that they are
+    the problem's parameters, restored before every forward like the others, and reach the
+    kernel as tensors instead of as constants inside the traced graph. Returns their names."""
+    added = []
+    for prefix, m in model.named_modules():
+        for name, v in list(vars(m).items()):
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and not name.startswith("_"):
+                delattr(m, name)
+                m.register_buffer(name, v)
+                added.append(f"{prefix}.{name}" if prefix else name)
+    return added
+
+
 class Reference:
     """The Model of one init on a device, with its parameters and buffers snapshotted so
     every forward starts from the same state (train-mode BatchNorm updates its buffers)."""
@@ -200,6 +215,7 @@ class Reference:
                 model = mod.Model(*init_args)
             except Exception as e:
                 raise Failure(f"Model(*get_init_inputs()) raised {one_line(e)}")
+        register_tensor_attributes(model)
         try:
             self.model = model.to(device)
         except Exception as e:
