@@ -356,7 +356,13 @@ std::string builtin_plan_note(const Problem& problem, const Target& target) {
   std::string note;
   const policy::KernelPlan plan = policy::plan_kernel(problem);
   loop::builtin_variants(problem, target, plan, "", extension_for(target.backend), &note);
-  if (plan.kind == "unsupported" && !plan.reason.empty()) return plan.reason;
+  if (plan.kind == "unsupported") {
+    // The lowering pipeline was tried last: its reason first, the generators' after it.
+    std::string why;
+    if (!policy::lowered_variant(problem, target, &why) && !why.empty())
+      return "lowering pipeline: " + why + (plan.reason.empty() ? "" : "; generators: " + plan.reason);
+    if (!plan.reason.empty()) return plan.reason;
+  }
   return note.empty() ? "the builtin policy has no kernel for it" : note;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -120,10 +121,19 @@ int run_plan(const PlanArgs& a) {
       e["summary"] = plan.kind == "unsupported" ? plan.reason : plan.summary();
       if (plan.kind != "unsupported") e["plan"] = plan.to_json();
       // The lowering pipeline (src/lower): its kernels, or the op it cannot lower with its node.
-      const auto lowered = lower::lower_problem(p);
+      auto lowered = lower::lower_problem(p);
       std::string lower_text;
+      std::optional<lower::Schedule> scheduled;
       if (lowered.program) {
-        const auto sched = lower::schedule(*lowered.program);
+        try {
+          scheduled = lower::schedule(*lowered.program);
+        } catch (const std::exception& ex) {  // refused by the scheduler (too many kernels)
+          lowered.program.reset();
+          lowered.error = ex.what();
+        }
+      }
+      if (lowered.program && scheduled) {
+        const auto& sched = *scheduled;
         nlohmann::json ks = nlohmann::json::array();
         for (const auto& k : sched.kernels) ks.push_back(k.name);
         e["lowering"] = {{"ok", true}, {"kernels", ks}, {"summary", sched.summary()}};

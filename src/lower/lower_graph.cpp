@@ -370,8 +370,10 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       grew = false;
       for (const auto& n : nodes) {
         const auto nm = n.value("name", "");
-        if (live.count(nm) || op_key(n.value("target", "")) != "copy_" || !n["args"].is_array() || n["args"].empty())
-          continue;
+        const std::string k = op_key(n.value("target", ""));
+        const bool writes_arg0 = k == "copy_" || (k.size() > 1 && k.back() == '_' && !table().count(k) &&
+                                                  table().count(k.substr(0, k.size() - 1)));
+        if (live.count(nm) || !writes_arg0 || !n["args"].is_array() || n["args"].empty()) continue;
         const auto& dst = n["args"][0];
         if (!dst.is_object() || !dst.contains("node") || !live.count(dst["node"].get<std::string>())) continue;
         std::vector<std::string> more = {nm};
@@ -397,7 +399,8 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
         values[name] = constant_value(p, n, values);
         continue;
       }
-      if (op == "placeholder") {
+      // A placeholder, or a constant that is one of the problem's tensors (nn.LSTM's weights).
+      if (op == "placeholder" || (op == "get_attr" && n.contains("tensor"))) {
         const std::string tn = n.value("tensor", "");
         Tensor t;
         t.name = tn;
@@ -429,18 +432,37 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       const std::string target = n.value("target", "");
       const auto key = op_key(target);
       auto it = table().find(key);
+      // An in-place op (sigmoid_, add_, ...; what make_fx leaves of an RNN cell) whose out-of-place
+      // form has a lowering: that form, and its first argument's value from here on is the result.
+      const bool in_place = it == table().end() && key.size() > 1 && key.back() == '_' && key != "copy_" &&
+                            table().count(key.substr(0, key.size() - 1));
+      if (in_place) it = table().find(key.substr(0, key.size() - 1));
       if (it == table().end() && key != "copy_") throw Unsupported("op " + target + " has no lowering");
       Ctx c{p, n, values};
+      static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
+                                                  "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
+                                                  "t",       "transpose", "alias",      "narrow",    "unfold"};
       try {
+        if (in_place) {
+          const auto& a0 = n["args"][0];
+          const Val dst = c.arg(0);
+          if (dst.kind != Val::Kind::Tensor) throw Unsupported("an in-place op on a non-tensor");
+          const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
+          if (views.count(op_key(d.origin)))
+            throw Unsupported("an in-place op on a view (" + d.origin + ") would change its base");
+          const Val v = it->second(c);
+          if (v.kind != Val::Kind::Tensor || p.tensors[static_cast<size_t>(v.t)].shape != d.shape)
+            throw Unsupported("an in-place op whose result is not its first argument's shape");
+          values[name] = v;
+          if (a0.is_object() && a0.contains("node")) values[a0["node"].get<std::string>()] = v;
+          continue;
+        }
         if (key == "copy_") {
           // copy_(dst, src): dst's value from here on is src broadcast to dst's shape and dtype.
           const auto& a0 = n["args"][0];
           const Val dst = c.arg(0), src = c.arg(1);
           if (dst.kind != Val::Kind::Tensor) throw Unsupported("copy_ into a non-tensor");
           const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
-          static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
-                                                      "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
-                                                      "t",       "transpose", "alias",      "narrow",    "unfold"};
           if (views.count(op_key(d.origin)))
             throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
           const auto idx = out_vars(d.shape.size());

@@ -2,6 +2,7 @@
 // transpose, expand, squeeze / unsqueeze, slice, select, cat, split, flip, roll, pad, repeat,
 // unfold, tril / triu; and the gathers, whose index is data: index_select, gather, embedding,
 // index.Tensor.
+#include <functional>
 #include <numeric>
 
 #include "lowering.h"
@@ -125,18 +126,41 @@ Val cat(Ctx& c) {
     offs.push_back(off);
     off += c.T(x).shape[static_cast<size_t>(dim)];
   }
-  E body;
-  for (size_t k = xs.size(); k-- > 0;) {
-    auto s = idx;
-    s[static_cast<size_t>(dim)] = sub(idx[static_cast<size_t>(dim)], iconst(offs[k]));
-    E part = cast(load(xs[k], s, c.T(xs[k]).dtype), t);
-    body = body
-               ? select(lt(idx[static_cast<size_t>(dim)], iconst(offs[k] + c.T(xs[k]).shape[static_cast<size_t>(dim)])),
-                        part, body)
-               : part;
-  }
-  if (!body) throw Unsupported("cat of nothing");
-  return Val::tensor(c.compute(shape, t, body));
+  if (xs.empty()) throw Unsupported("cat of nothing");
+  // A balanced tree of selects on the offset (depth log2 of the parts, not their number: a cat of
+  // hundreds of time steps stays within a compiler's nesting limits and costs few compares).
+  std::function<E(size_t, size_t)> part = [&](size_t lo, size_t hi) -> E {
+    if (hi - lo == 1) {
+      auto s = idx;
+      s[static_cast<size_t>(dim)] = sub(idx[static_cast<size_t>(dim)], iconst(offs[lo]));
+      return cast(load(xs[lo], s, c.T(xs[lo]).dtype), t);
+    }
+    const size_t mid = lo + (hi - lo) / 2;
+    return select(lt(idx[static_cast<size_t>(dim)], iconst(offs[mid])), part(lo, mid), part(mid, hi));
+  };
+  return Val::tensor(c.compute(shape, t, part(0, xs.size())));
+}
+
+// stack(tensors, dim): a new dim of the list's length; element k along it is tensor k.
+Val stack(Ctx& c) {
+  const Val list = c.arg(0, "tensors");
+  const auto shape = c.shape();
+  const int r = static_cast<int>(shape.size());
+  const int dim = norm_dim(c.int_arg(1, "dim", 0), r);
+  const auto idx = out_vars(shape.size());
+  const DType t = c.dtype();
+  auto rest = idx;
+  rest.erase(rest.begin() + dim);
+  for (const Val& v : list.items)
+    if (v.kind != Val::Kind::Tensor || c.rank(v.t) != r - 1) throw Unsupported("stack of a non-tensor or another rank");
+  if (list.items.empty()) throw Unsupported("stack of nothing");
+  // A balanced tree of selects, as cat's.
+  std::function<E(size_t, size_t)> part = [&](size_t lo, size_t hi) -> E {
+    if (hi - lo == 1) return cast(load(list.items[lo].t, rest, c.T(list.items[lo].t).dtype), t);
+    const size_t mid = lo + (hi - lo) / 2;
+    return select(lt(idx[static_cast<size_t>(dim)], iconst(static_cast<int64_t>(mid))), part(lo, mid), part(mid, hi));
+  };
+  return Val::tensor(c.compute(shape, t, part(0, list.items.size())));
 }
 
 Val split(Ctx& c, bool with_sizes) {
@@ -419,8 +443,12 @@ void add_shape(Table& t) {
   t["select"] = select_op;
   t["cat"] = cat;
   t["concat"] = cat;
+  t["stack"] = stack;
   t["split"] = [](Ctx& c) { return split(c, false); };
   t["split_with_sizes"] = [](Ctx& c) { return split(c, true); };
+  // The unsafe_ forms differ only in autograd's view tracking: the same values.
+  t["unsafe_split"] = [](Ctx& c) { return split(c, false); };
+  t["unsafe_split_with_sizes"] = [](Ctx& c) { return split(c, true); };
   t["unbind"] = unbind;
   t["flip"] = flip;
   t["roll"] = roll;

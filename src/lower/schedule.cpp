@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,17 @@ namespace {
 constexpr int kCheapNodes = 12;
 // No expression grows past this by inlining (very long chains get a temporary in between).
 constexpr int kMaxInlinedNodes = 600;
+// Nor deeper than this: OpenCL C compilers refuse more than 256 nested brackets, and a deep
+// chain (an RNN's steps) is better read from a temporary.
+constexpr int kMaxInlinedDepth = 96;
+// A schedule of more kernels than this is refused (pocl took over a minute to build 2,316 kernels).
+constexpr size_t kMaxKernels = 512;
+
+int depth(const E& e) {
+  int d = 0;
+  for (const auto& a : e->args) d = std::max(d, depth(a));
+  return d + 1;
+}
 
 void count_loads(const E& e, std::vector<int>& uses) {
   if (e->kind == Node::Kind::Load) ++uses[static_cast<size_t>(e->tensor)];
@@ -345,7 +357,8 @@ Schedule schedule(const Program& p) {
     inlined[t] = body;
     const int size = node_count(body);
     const bool pointwise = x.reduce == ReduceOp::None && output_of[t] < 0;
-    inline_it[t] = pointwise && size <= kMaxInlinedNodes && (uses[t] <= 1 || size <= kCheapNodes || is_index_map(body));
+    inline_it[t] = pointwise && size <= kMaxInlinedNodes && depth(body) <= kMaxInlinedDepth &&
+                   (uses[t] <= 1 || size <= kCheapNodes || is_index_map(body));
   }
   // An output that is its producer read element by element: the producer's kernel writes it.
   std::vector<int> fused_into(n, -1);
@@ -426,6 +439,11 @@ Schedule schedule(const Program& p) {
     split(s.program, k);
     s.kernels.push_back(std::move(k));
   }
+  if (s.kernels.size() > kMaxKernels)
+    throw std::runtime_error(fmt::format(
+        "{} kernels, more than {}: the graph is a loop unrolled (a recurrent layer over its time steps, say), which "
+        "the pipeline has no construct for yet; a program that large takes minutes to build",
+        s.kernels.size(), kMaxKernels));
   return s;
 }
 

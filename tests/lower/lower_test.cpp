@@ -336,6 +336,31 @@ TEST(Lower, DropoutIsTheIdentityOnlyInEvalMode) {
   EXPECT_NE(refused.error.find("a random draw (bernoulli_"), std::string::npos) << refused.error;
 }
 
+TEST(Lower, InPlaceOpsRebindTheirArgumentAndStackPicksByIndex) {
+  // c = clone(x); sigmoid_(c); stack([x, c, x * 2], 1): the in-place op's argument holds its
+  // result from there on, as an RNN cell traced by make_fx writes it.
+  Problem p;
+  p.name = "inplace";
+  p.inputs = {spec("in0", {3})};
+  p.outputs = {spec("out", {3, 3})};
+  json g = {{"nodes",
+             {ph("x", "in0", {3}), call("c", "aten.clone.default", args(nref("x")), {3}),
+              call("s", "aten.sigmoid_.default", args(nref("c")), {3}),
+              call("d", "aten.mul.Tensor", args(nref("x"), 2.0), {3}),
+              call("st", "aten.stack.default", args(json::array({nref("x"), nref("c"), nref("d")}), 1), {3, 3}),
+              output(nref("st"))}}};
+  const auto s = lowered(g, p);
+  Host h(emit_rvv(s, p));
+  std::vector<float> x = {-1.0f, 0.5f, 2.0f};
+  std::vector<std::vector<float>> ins = {x}, pars, outs;
+  ASSERT_EQ(h.run(p, ins, pars, outs), 0);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(outs[0][i * 3 + 0], x[i]);
+    EXPECT_NEAR(outs[0][i * 3 + 1], 1.0 / (1.0 + std::exp(-x[i])), 1e-6);
+    EXPECT_FLOAT_EQ(outs[0][i * 3 + 2], 2 * x[i]);
+  }
+}
+
 TEST(Lower, UnknownOpIsNamedWithItsNode) {
   Problem p;
   p.name = "bad";

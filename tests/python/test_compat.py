@@ -57,6 +57,40 @@ class OwnDecompositions(unittest.TestCase):
 
 
 @unittest.skipIf(SKIP, SKIP or "")
+class ModuleState(unittest.TestCase):
+    def test_plain_tensor_attributes_become_buffers(self):
+        from kernelbench import tensors
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+                self.hidden = torch.randn(2, 4)
+                self._private = torch.zeros(1)  # leading underscore: not state of the model
+
+            def forward(self, x):
+                self.hidden = torch.tanh(self.lin(x) + self.hidden)
+                return self.hidden
+
+        m = M()
+        added = tensors.register_tensor_attributes(m)
+        self.assertEqual(added, ["hidden"])
+        self.assertIn("hidden", dict(m.named_buffers()))
+        self.assertNotIn("_private", dict(m.named_buffers()))
+
+    def test_lstm_weights_are_its_parameters_not_constants(self):
+        m = torch.nn.LSTM(4, 6, num_layers=2, batch_first=True)
+        names = [n for n, _ in m.named_parameters()]
+        g, note = graph.trace_aten(m, [torch.randn(2, 3, 4)], ["in0"], names)
+        self.assertIsNotNone(g, note)
+        attrs = [n for n in g["nodes"] if n["op"] == "get_attr"]
+        self.assertTrue(attrs)  # nn.LSTM reads its weights through _flat_weights
+        for n in attrs:
+            self.assertIn(n.get("tensor"), names, n)
+            self.assertIn("shape", n)
+
+
+@unittest.skipIf(SKIP, SKIP or "")
 class ScaledDotProductAttention(unittest.TestCase):
     def test_matches_the_definition(self):
         g = torch.Generator().manual_seed(4)
