@@ -454,8 +454,9 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     if (src != fs::path(a.model) && what.find("get_attr") != std::string::npos)
       throw UserError(
           a.model +
-          ": make_fx traces this TorchScript module with its weights as constants inside the graph "
-          "(get_attr), which the lowering does not take yet; give the model as a KernelBench-style .py file");
+          ": make_fx traces this TorchScript module with a large constant tensor inside the graph (get_attr) "
+          "that is none of its parameters, which the lowering does not take; give the model as a "
+          "KernelBench-style .py file");
     throw UserError(a.model + ": " + what);
   }
   // --stitch GROUP=FILE: checked before anything runs.

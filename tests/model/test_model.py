@@ -301,13 +301,30 @@ class ModelTest(unittest.TestCase):
         pt = os.path.join(d, "m.pt")
         open(pt, "wb").write(os.urandom(64))
         one_line_failure(pt, "--input-shape", "x=1x4", expect="TorchScript")
-        # A real TorchScript file: make_fx traces it, with its weights as constants the lowering does not take
-        # yet; the line says so (it must not be a crash or a half-made folder).
+        # A real TorchScript file: make_fx traces its weights as constants, which are the wrapper's
+        # parameters (the same storage): it optimizes end to end. Without --input-shape, one line.
         import torch
 
         ts = os.path.join(d, "scripted.pt")
-        torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())), ts)
-        one_line_failure(ts, "--input-shape", "x=2x4", expect="TorchScript")
+        torch.jit.save(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU())), ts)
+        r = mblast(
+            "optimize-model",
+            ts,
+            "--input-shape",
+            "x=8x64",
+            "--target",
+            "pocl-cpu",
+            "--out",
+            os.path.join(d, "scripted.mblast"),
+            "--kb",
+            os.path.join(d, "kb.sqlite"),
+            "--evals",
+            "0",
+            "--no-baseline",
+        )
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        plan = json.load(open(os.path.join(d, "scripted.mblast", "plan.json")))
+        self.assertTrue(plan["end_to_end"]["correct"], plan["end_to_end"])
         one_line_failure(ts, expect="--input-shape")
         no_model = os.path.join(d, "no_model.py")
         open(no_model, "w").write("import torch\ndef get_inputs():\n    return []\n")
