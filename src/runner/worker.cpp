@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -42,16 +43,34 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 // alone) a handler runs uncounted whenever its signal comes: a fault that the worker's checks
 // take on output pages the call left protected, a timer's signal; it could do the call's work
 // there. The worker sets none of its own (the rvv device's probe restores what it changed).
-int signal_with_handler() {
+//
+// Under a clock the same handler can do the call's work in the checks after it, and only the
+// bound on the checks' time stands in its way, which a busy machine widens. So there too a
+// handler whose code is the candidate's is refused: in the candidate's library (CANDIDATE_BASE,
+// its load address), or in memory that no library maps (code it wrote). A driver's or runtime's
+// own handlers (an LLVM inside an OpenCL driver installs some while it builds) live in their
+// libraries and stay allowed. Null CANDIDATE_BASE: any handler at all.
+int signal_with_handler(const void* candidate_base = nullptr) {
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     struct sigaction sa {};
     if (sigaction(sig, nullptr, &sa) != 0) continue;  // a number the system keeps for itself
     const bool function =
         (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
-    if (function) return sig;
+    if (!function) continue;
+    if (!candidate_base) return sig;
+    const void* code = (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<const void*>(sa.sa_sigaction)
+                                                  : reinterpret_cast<const void*>(sa.sa_handler);
+    Dl_info info{};
+    if (::dladdr(code, &info) == 0 || info.dli_fbase == candidate_base) return sig;
   }
   return 0;
+}
+
+// The load address of the library that holds FN (the candidate's entry point), or null.
+const void* library_base(const void* fn) {
+  Dl_info info{};
+  return fn && ::dladdr(fn, &info) != 0 ? info.dli_fbase : nullptr;
 }
 
 std::vector<TensorSpec> specs_from(const json& j) {
@@ -319,13 +338,14 @@ class Session {
         call(state, ins[k], par, outs[k]);
         const double sample = dev_.timer_end();
         const double c3 = now_s();
-        if (deterministic())
-          if (const int sig = signal_with_handler())
-            throw CandidateFailure(FailureKind::timing_inconsistent,
-                                   "the candidate installed a handler for signal " + std::to_string(sig) + " (" +
-                                       std::string(::strsignal(sig)) +
-                                       "): under an instruction count it would run uncounted, as when the checks "
-                                       "after the call touch pages the call protected");
+        if (const int sig = deterministic() || candidate_base_
+                                ? signal_with_handler(deterministic() ? nullptr : candidate_base_)
+                                : 0)
+          throw CandidateFailure(FailureKind::timing_inconsistent,
+                                 "the candidate installed a handler for signal " + std::to_string(sig) + " (" +
+                                     std::string(::strsignal(sig)) +
+                                     "): it would run outside the call's count or clock, as when the checks "
+                                     "after the call touch pages the call protected");
         const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
         if (!chk.health.empty())
           throw CandidateFailure(FailureKind::launch_failed,
@@ -464,6 +484,7 @@ class Session {
 
   Device& dev_;
   const CandidateEntry& cand_;
+  const void* candidate_base_ = library_base(reinterpret_cast<const void*>(cand_.run));
   const TensorViews& params_;
   const TensorViews* inputs_ = nullptr;
   std::set<int> all_inits_;

@@ -141,9 +141,12 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
         EXPECT_FALSE(r.contains("remeasured")) << r.dump(2);
       } else {
         ASSERT_TRUE(r.contains("remeasured")) << r.dump(2);
-        // Nothing was cached, so the first verdict of the runner's clock was reached with the costs measured then.
+        // Nothing was cached, so the first verdict of the runner's clock was reached with the costs measured
+        // then, unless the worker saw the candidate's own signal handler first.
+        const std::string first = r["remeasured"].value("first_reason", "");
         if (first_eval)
-          EXPECT_NE(r["remeasured"].value("first_reason", "").find("measured again"), std::string::npos)
+          EXPECT_TRUE(first.find("measured again") != std::string::npos ||
+                      first.find("installed a handler") != std::string::npos)
               << r["remeasured"].dump();
       }
     }

@@ -91,7 +91,7 @@ extern "C" int mblast_prepare(const mblast_context* ctx, const mblast_tensor*, i
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &g_previous);
+  if (g_cheat) sigaction(SIGSEGV, &sa, &g_previous);  // an honest process installs none
   return err == CL_SUCCESS ? 0 : 1;
 }
 
