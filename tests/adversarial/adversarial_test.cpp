@@ -69,8 +69,11 @@ class Adversarial : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Adversarial, IsSeenForWhatItIs) {
   const Case& c = GetParam();
-  const fs::path src = testing::source_dir() / "tests" / "adversarial" / c.backend /
-                       (c.source + testing::candidate_extension(c.backend));
+  // "source": "naive" is the problem's own naive candidate (with "defines" put before it).
+  const std::string ext = testing::candidate_extension(c.backend);
+  const fs::path src =
+      c.source == "naive" ? testing::source_dir() / "problems" / c.problem / "candidates" / ("naive." + c.backend + ext)
+                          : testing::source_dir() / "tests" / "adversarial" / c.backend / (c.source + ext);
   if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
   if (c.expect == "refused_or_counted" && c.backend == "rvv")
     GTEST_SKIP() << "under QEMU a refused count stands at once, with no second measurement to probe "
