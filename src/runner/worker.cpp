@@ -346,7 +346,6 @@ class Session {
                                      std::string(::strsignal(sig)) +
                                      "): it would run outside the call's count or clock, as when the checks "
                                      "after the call touch pages the call protected");
-        const double c3c = now_s();  // the checks' time starts here: the look at the handlers is the runner's
         const Device::OutputsCheck chk = dev_.check_outputs(outs[k].buffers, out_elem_bytes, poison);
         if (!chk.health.empty())
           throw CandidateFailure(FailureKind::launch_failed,
@@ -361,7 +360,7 @@ class Session {
         const double c4 = now_s();
         mix_s += c1 - c0;
         flush_s += c2 - c1;
-        digest_s += c4 - c3c;
+        digest_s += c4 - c3;
         ++calls;
         std::fflush(stdout);
         protocol::write_message(out_fd, {{"stage", "call_done"},
@@ -370,7 +369,7 @@ class Session {
                                          {"wall", c3 - c2},
                                          {"mix_s", c1 - c0},
                                          {"flush_s", c2 - c1},
-                                         {"check_s", c4 - c3c},
+                                         {"check_s", c4 - c3},
                                          {"outputs", std::move(digests)}});
       } else if (op == "report") {
         const size_t i = h.at("i").get<size_t>();
