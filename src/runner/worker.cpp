@@ -53,10 +53,13 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 int signal_with_handler(const void* candidate_base = nullptr) {
   // Under a clock only the faults a read of the outputs raises (a look at every signal after each
   // call cost milliseconds per call in the sandboxed worker, where each system call is slow).
-  static const int kFaults[] = {SIGSEGV, SIGBUS};
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    if (candidate_base && std::find(std::begin(kFaults), std::end(kFaults), sig) == std::end(kFaults)) continue;
+  std::vector<int> signals;
+  if (candidate_base)
+    signals = {SIGSEGV, SIGBUS};
+  else
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sig != SIGKILL && sig != SIGSTOP) signals.push_back(sig);
+  for (const int sig : signals) {
     struct sigaction sa {};
     if (sigaction(sig, nullptr, &sa) != 0) continue;  // a number the system keeps for itself
     const bool function =
@@ -342,9 +345,12 @@ class Session {
         call(state, ins[k], par, outs[k]);
         const double sample = dev_.timer_end();
         const double c3 = now_s();
-        if (const int sig = deterministic() || candidate_base_
-                                ? signal_with_handler(deterministic() ? nullptr : candidate_base_)
-                                : 0)
+        // Under a count any handler; under a clock the candidate's own (none to look for when its
+        // library is unknown).
+        const int sig = deterministic()   ? signal_with_handler()
+                        : candidate_base_ ? signal_with_handler(candidate_base_)
+                                          : 0;
+        if (sig != 0)
           throw CandidateFailure(FailureKind::timing_inconsistent,
                                  "the candidate installed a handler for signal " + std::to_string(sig) + " (" +
                                      std::string(::strsignal(sig)) +
