@@ -256,7 +256,12 @@ class Session {
         timed(upload_s, [&] { in.upload(dev_, inputs(), "in/" + std::to_string(seed) + "/"); });
         for (int r = 0; r < runs_ && !stopped; ++r) {
           const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
-          timed(poison_s, [&] { out.poison(dev_, poison); });
+          // Finished before the call: a candidate that works on a queue or stream of its own is not
+          // ordered after the poison on ours, which would otherwise land over its outputs.
+          timed(poison_s, [&] {
+            out.poison(dev_, poison);
+            dev_.synchronize();
+          });
           double t0 = now_s();
           call(state, in, par, out);
           dev_.synchronize();
