@@ -27,7 +27,7 @@ if [[ $mode == bundle ]]; then
     cp "$build/$b" "$dest/build/$b"
     # glibc, libstdc++/libgcc (newer there) and the driver stay; the rest travels.
     ldd "$build/$b" | awk '$3 ~ /^\// {print $3}' |
-      grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libcuda|ld-linux-x86-64)\.so' |
+      grep -Ev '/(libc|libm|libdl|librt|libresolv|libpthread|libstdc\+\+|libgcc_s|libcuda|ld-linux-x86-64)\.so' |
       xargs -r cp -L -t "$dest/lib"
   done
   realpath . >"$dest/source_dir"
@@ -48,7 +48,7 @@ cp -r "$dest/build/." build/
 export LD_LIBRARY_PATH=$PWD/$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export MBLAST_HOME=$src
 { nvidia-smi -L; nvcc --version | tail -2; } >"$out/machine.txt" 2>&1 || true
-python3 tools/mblast_data.py problems/*/ >"$out/data.log" 2>&1
+"${PYTHON:-python3}" tools/mblast_data.py problems/*/ >"$out/data.log" 2>&1
 limit=${LIMIT_S:-120}
 run_shards() {  # binary filter shards name
   local i
@@ -62,5 +62,10 @@ run_shards tests/mblast_conformance_tests '*cuda*' 1 conformance
 run_shards tests/mblast_containment_tests '*cuda*' 1 containment
 run_shards tests/policy/mblast_policy_tests '*CudaVariantsOnTarget*' 2 variants
 wait
-grep -h -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out"/*.log | sort | uniq -c >"$out/summary.txt" || true
+{
+  echo "tests per verdict:"
+  grep -h -oE '^\[ +(OK|FAILED|SKIPPED) +\] [^ ]+' "$out"/*.log | sort -u | awk '{print $2}' | sort | uniq -c
+  echo "failed:"
+  grep -h -E '^\[  FAILED  \] [^ ]+' "$out"/*.log | awk '{print $4}' | sort -u
+} >"$out/summary.txt" 2>&1 || true
 cat "$out/summary.txt"
