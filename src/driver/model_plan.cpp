@@ -306,9 +306,7 @@ std::string emit_for(const std::string& backend, const lower::Schedule& s, const
                      const lower::Stitches& stitches) {
   if (backend == "opencl") return lower::emit_opencl(s, p, stitches);
   if (backend == "cuda") return lower::emit_cuda(s, p, stitches);
-  if (!stitches.empty())
-    throw UserError("stitching a group's own kernel into the model needs a C++ dialect; " + backend + "'s is C");
-  if (backend == "rvv") return lower::emit_rvv(s, p);
+  if (backend == "rvv") return lower::emit_rvv(s, p, stitches);
   throw UserError("the lowering pipeline has no dialect for backend " + backend);
 }
 

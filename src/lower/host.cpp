@@ -1,6 +1,8 @@
 // What the three dialects' host code shares: the header comment, the tensor checks, kernel
 // parameter lists, and the stitching of group candidates into a model's candidate.
+#include <cctype>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -123,16 +125,149 @@ bool defines(const std::string& source, const char* fn) {
 
 // `mblast_tensor NAME[] = {...};` viewing the model's buffers as the tensors in SPECS.
 std::string views(const std::vector<TensorSpec>& specs, const std::string& name,
-                  const std::function<std::string(const std::string&)>& data_of, const std::string& indent) {
-  if (specs.empty()) return indent + "mblast_tensor " + name + "[1] = {};\n";
+                  const std::function<std::string(const std::string&)>& data_of, const std::string& indent, bool c) {
+  if (specs.empty()) return indent + "mblast_tensor " + name + (c ? "[1] = {{0}};\n" : "[1] = {};\n");
   std::string v = indent + "mblast_tensor " + name + "[] = {\n";
   for (const auto& t : specs) {
     std::string shape;
     for (size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
-    v += fmt::format("{}  {{\"{}\", static_cast<mblast_dtype>({}), {}, {{{}}}, {}, {}u}},\n", indent, t.name,
-                     static_cast<int>(t.dtype), t.shape.size(), shape, data_of(t.name), t.nbytes());
+    const int dt = static_cast<int>(t.dtype);
+    const std::string dtype =
+        c ? fmt::format("(mblast_dtype){}", dt) : fmt::format("static_cast<mblast_dtype>({})", dt);
+    v += fmt::format("{}  {{\"{}\", {}, {}, {{{}}}, {}, {}u}},\n", indent, t.name, dtype, t.shape.size(), shape,
+                     data_of(t.name), t.nbytes());
   }
   return v + indent + "};\n";
+}
+
+// How group J's entry point FN ("prepare", "run", "release") is called: in C++ from its namespace,
+// in C by its renamed name alone.
+std::string entry(size_t j, const char* fn, bool c) {
+  const std::string p = prefix_of(j);
+  return c ? p + "_" + fn : p + "::" + p + "_" + fn;
+}
+
+// SOURCE without comments, string and character literals (blanked, so positions and line breaks
+// stay) and without preprocessor lines (returned apart in DIRECTIVES).
+std::string c_code_only(const std::string& source, std::vector<std::string>* directives) {
+  std::string out;
+  out.reserve(source.size());
+  bool line_start = true;
+  for (size_t i = 0; i < source.size();) {
+    const char ch = source[i];
+    if (line_start && (ch == '#' || ((ch == ' ' || ch == '\t') && [&] {
+                         size_t k = i;
+                         while (k < source.size() && (source[k] == ' ' || source[k] == '\t')) ++k;
+                         return k < source.size() && source[k] == '#';
+                       }()))) {
+      std::string d;  // a directive, with its continuation lines
+      while (i < source.size() && source[i] != '\n') {
+        if (source[i] == '\\' && i + 1 < source.size() && source[i + 1] == '\n') {
+          d += ' ';
+          i += 2;
+          continue;
+        }
+        d += source[i++];
+      }
+      directives->push_back(d);
+      continue;
+    }
+    if (ch == '/' && i + 1 < source.size() && source[i + 1] == '/') {
+      while (i < source.size() && source[i] != '\n') ++i;
+      continue;
+    }
+    if (ch == '/' && i + 1 < source.size() && source[i + 1] == '*') {
+      const size_t end = source.find("*/", i + 2);
+      i = end == std::string::npos ? source.size() : end + 2;
+      out += ' ';
+      continue;
+    }
+    if (ch == '"' || ch == '\'') {
+      size_t k = i + 1;
+      while (k < source.size() && source[k] != ch) k += source[k] == '\\' ? 2 : 1;
+      out += ' ';
+      i = k + 1;
+      continue;
+    }
+    line_start = ch == '\n' || (line_start && (ch == ' ' || ch == '\t'));
+    out += ch;
+    ++i;
+  }
+  return out;
+}
+
+bool c_keyword(const std::string& w) {
+  static const std::set<std::string> k = {
+      "auto",   "break",    "case",     "char",     "const",   "continue", "default",  "do",       "double",
+      "else",   "enum",     "extern",   "float",    "for",     "goto",     "if",       "inline",   "int",
+      "long",   "register", "restrict", "return",   "short",   "signed",   "sizeof",   "static",   "struct",
+      "switch", "typedef",  "union",    "unsigned", "void",    "volatile", "while",    "_Bool",    "_Static_assert",
+      "int8_t", "int16_t",  "int32_t",  "int64_t",  "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t"};
+  return k.count(w) > 0 || w.rfind("__", 0) == 0;
+}
+
+// The identifiers a C file defines at file scope: functions and objects (the name before `(`,
+// `=`, `[`, `,` or `;` outside any brace or parenthesis), typedef names, enum constants and
+// struct tags, and the macros it defines. A name the scan misses keeps its spelling and, where it
+// collides, the stitched file fails to build: the model is then verified without it (never wrong).
+std::set<std::string> c_file_scope_names(const std::string& source, std::set<std::string>* macros) {
+  std::vector<std::string> directives;
+  const std::string code = c_code_only(source, &directives);
+  static const std::regex define_re(R"(^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*))");
+  for (const auto& d : directives) {
+    std::smatch m;
+    if (std::regex_search(d, m, define_re)) macros->insert(m[1].str());
+  }
+  std::set<std::string> names;
+  int brace = 0, paren = 0, enum_brace = -1;
+  bool enum_next = false, expect_enum_name = false;
+  std::string last;  // the last identifier at file scope, waiting for what follows it
+  std::string prev_word;
+  for (size_t i = 0; i < code.size();) {
+    const char ch = code[i];
+    if (std::isalpha(static_cast<unsigned char>(ch)) || ch == '_') {
+      size_t k = i;
+      while (k < code.size() && (std::isalnum(static_cast<unsigned char>(code[k])) || code[k] == '_')) ++k;
+      const std::string w = code.substr(i, k - i);
+      i = k;
+      if (brace == 0 && paren == 0) {
+        if (w == "enum") enum_next = true;
+        if ((prev_word == "struct" || prev_word == "union" || prev_word == "enum") && !c_keyword(w)) names.insert(w);
+        last = c_keyword(w) ? "" : w;
+      } else if (enum_brace >= 0 && brace == enum_brace + 1 && paren == 0 && expect_enum_name && !c_keyword(w)) {
+        names.insert(w);
+        expect_enum_name = false;
+      }
+      prev_word = w;
+      continue;
+    }
+    if (!std::isspace(static_cast<unsigned char>(ch))) prev_word.clear();
+    if (brace == 0 && paren == 0 && !last.empty() && (ch == '(' || ch == '=' || ch == '[' || ch == ',' || ch == ';'))
+      names.insert(last);
+    if (ch == '{') {
+      if (brace == 0 && enum_next) {
+        enum_brace = 0;
+        expect_enum_name = true;
+      }
+      ++brace;
+    } else if (ch == '}') {
+      brace = std::max(brace - 1, 0);
+      if (brace == enum_brace) enum_brace = -1;
+      enum_next = false;
+    } else if (ch == '(') {
+      ++paren;
+    } else if (ch == ')') {
+      paren = std::max(paren - 1, 0);
+    } else if (ch == ',' && enum_brace >= 0 && brace == enum_brace + 1 && paren == 0) {
+      expect_enum_name = true;
+    } else if (ch == ';' && brace == 0) {
+      enum_next = false;
+    }
+    if (!std::isspace(static_cast<unsigned char>(ch))) last.clear();
+    ++i;
+  }
+  for (const auto& m : *macros) names.erase(m);
+  return names;
 }
 
 }  // namespace
@@ -166,39 +301,62 @@ std::string stitched_sources(const Stitches& st) {
   return includes + bodies + "\n";
 }
 
-std::string stitch_prepare(const Stitches& st, const std::function<std::string(const std::string&)>& data_of,
-                           const std::string& state, const std::string& fail) {
-  std::string c;
+std::string stitched_sources_c(const Stitches& st) {
+  static const std::set<std::string> entries = {"mblast_prepare", "mblast_run", "mblast_release", "mblast_last_error"};
+  std::string includes, bodies;
   for (size_t j = 0; j < st.size(); ++j) {
-    if (!defines(st[j].source, "mblast_prepare")) continue;
     const std::string p = prefix_of(j);
-    c += "  {\n" + views(st[j].group.parameters, "gp", data_of, "    ");
-    c += fmt::format("    if ({}::{}_prepare(ctx, gp, {}, &{}[{}]) != 0)\n", p, p, st[j].group.parameters.size(), state,
-                     j);
-    c += fmt::format("      return {}(\"preparing the stitched group {} failed\");\n  }}\n", fail, st[j].name);
+    std::istringstream in(st[j].source);
+    std::string line, body;
+    while (std::getline(in, line)) {
+      if (std::regex_match(line, std::regex("\\s*#\\s*include\\b.*")))
+        includes += line + "\n";
+      else
+        body += line + "\n";
+    }
+    std::set<std::string> macros;
+    const std::set<std::string> names = c_file_scope_names(body, &macros);
+    bodies += fmt::format("\n// ---- stitched group {}: its own candidate, its file-scope names renamed {}_*\n",
+                          st[j].name, p);
+    for (const auto& n : names) bodies += fmt::format("#define {} {}_{}\n", n, p, entries.count(n) ? n.substr(7) : n);
+    bodies += body;
+    for (const auto& n : names) bodies += "#undef " + n + "\n";
+    for (const auto& m : macros) bodies += "#undef " + m + "\n";  // its own macros end with it
   }
-  return c;
+  return includes + bodies + "\n";
 }
 
-std::string stitch_release(const Stitches& st, const std::string& state) {
-  std::string c;
+std::string stitch_prepare(const Stitches& st, const std::function<std::string(const std::string&)>& data_of,
+                           const std::string& state, const std::string& fail, bool c) {
+  std::string code;
+  for (size_t j = 0; j < st.size(); ++j) {
+    if (!defines(st[j].source, "mblast_prepare")) continue;
+    code += "  {\n" + views(st[j].group.parameters, "gp", data_of, "    ", c);
+    code += fmt::format("    if ({}(ctx, gp, {}, &{}[{}]) != 0)\n", entry(j, "prepare", c),
+                        st[j].group.parameters.size(), state, j);
+    code += fmt::format("      return {}(\"preparing the stitched group {} failed\");\n  }}\n", fail, st[j].name);
+  }
+  return code;
+}
+
+std::string stitch_release(const Stitches& st, const std::string& state, bool c) {
+  std::string code;
   for (size_t j = 0; j < st.size(); ++j)
     if (defines(st[j].source, "mblast_release"))
-      c += fmt::format("  if ({}[{}]) {}::{}_release(ctx, {}[{}]);\n", state, j, prefix_of(j), prefix_of(j), state, j);
-  return c;
+      code += fmt::format("  if ({}[{}]) {}(ctx, {}[{}]);\n", state, j, entry(j, "release", c), state, j);
+  return code;
 }
 
 std::string stitch_run(const Stitches& st, size_t j, const std::function<std::string(const std::string&)>& data_of,
-                       const std::string& state, const std::string& fail) {
+                       const std::string& state, const std::string& fail, bool c) {
   const auto& g = st[j].group;
-  const std::string p = prefix_of(j);
-  std::string c = "  {  // stitched group " + st[j].name + "\n";
-  c += views(g.inputs, "gi", data_of, "    ") + views(g.parameters, "gp", data_of, "    ") +
-       views(g.outputs, "go", data_of, "    ");
-  c += fmt::format("    if ({}::{}_run(ctx, {}[{}], gi, {}, gp, {}, go, {}) != 0)\n", p, p, state, j, g.inputs.size(),
-                   g.parameters.size(), g.outputs.size());
-  c += fmt::format("      return {}(\"the stitched group {} failed\");\n  }}\n", fail, st[j].name);
-  return c;
+  std::string code = "  {  // stitched group " + st[j].name + "\n";
+  code += views(g.inputs, "gi", data_of, "    ", c) + views(g.parameters, "gp", data_of, "    ", c) +
+          views(g.outputs, "go", data_of, "    ", c);
+  code += fmt::format("    if ({}(ctx, {}[{}], gi, {}, gp, {}, go, {}) != 0)\n", entry(j, "run", c), state, j,
+                      g.inputs.size(), g.parameters.size(), g.outputs.size());
+  code += fmt::format("      return {}(\"the stitched group {} failed\");\n  }}\n", fail, st[j].name);
+  return code;
 }
 
 }  // namespace mblast::lower

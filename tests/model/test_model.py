@@ -88,6 +88,22 @@ extern "C" int mblast_run(const mblast_context* ctx, void*, const mblast_tensor*
 }
 """
 
+# The same in C (RVV), with file-scope names of its own that the generic model's file has too.
+ZEROS_C = r"""
+#include <mblast/abi.h>
+#include <string.h>
+
+static char g_err[8];
+const char* mblast_last_error(void) { return g_err; }
+int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, int32_t n_in, const mblast_tensor* par,
+               int32_t n_par, mblast_tensor* out, int32_t n_out) {
+  int i;
+  (void)ctx, (void)state, (void)in, (void)n_in, (void)par, (void)n_par;
+  for (i = 0; i < n_out; ++i) memset(out[i].data, 0, out[i].nbytes);
+  return 0;
+}
+"""
+
 
 def mblast(*args, timeout=1100):
     env = dict(os.environ)
@@ -210,6 +226,39 @@ class ModelTest(unittest.TestCase):
         self.assertIsInstance(plan["end_to_end"].get("speedup_vs_eager"), float, plan["end_to_end"])
         self.run_and_compare(out, plan)
 
+    def test_onnx(self):
+        # An ONNX file exported by torch with a symbolic batch dimension: read by mblast's own ONNX
+        # reader (checked against onnxruntime first), optimized, verified, and timed against
+        # onnxruntime as well as eager.
+        import torch
+
+        d = fresh("onnx")
+        ns: dict = {}
+        exec(compile(CNN, "cnn", "exec"), ns)
+        model = ns["Model"](*ns["get_init_inputs"]()).eval()
+        (x,) = ns["get_inputs"]()
+        path = os.path.join(d, "cnn.onnx")
+        torch.onnx.export(
+            model, (x,), path, input_names=["image"], output_names=["logits"], dynamic_axes={"image": {0: "batch"}}
+        )
+        out = os.path.join(d, "cnn.mblast")
+        common = ["--target", "pocl-cpu", "--kb", os.path.join(d, "kb.sqlite"), "--evals", "1"]
+        r = mblast("optimize-model", path, "--out", out, *common)  # the batch is symbolic: one line
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("--input-shape image=", r.stderr)
+        self.assertFalse(os.path.exists(out))
+        shape = "image=" + "x".join(str(v) for v in x.shape)
+        r = mblast("optimize-model", path, "--out", out, "--input-shape", shape, *common)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        plan = self.check_folder(out)
+        e2e = plan["end_to_end"]
+        self.assertTrue(e2e["onnxruntime_check"]["ok"], e2e["onnxruntime_check"])
+        self.assertIsInstance(e2e.get("onnxruntime_us"), float, e2e)
+        self.assertIsInstance(e2e.get("speedup_vs_onnxruntime"), float, e2e)
+        self.assertIn("conv", {g["kind"] for g in plan["groups"]})
+        self.assertIn("onnxruntime", open(os.path.join(out, "report.md")).read())
+        self.run_and_compare(out, plan)
+
     def test_mlp_rvv(self):
         # The same model on RVV under QEMU: the lowering's C dialect, timed in instruction counts.
         targets = mblast("targets").stdout
@@ -221,40 +270,44 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(plan["end_to_end"]["unit"], "instructions", plan["end_to_end"])
         self.run_and_compare(out, plan, "rvv-qemu-256")
 
-    def test_stitch(self):
+    def stitch(self, name: str, source: str, target: str, ext: str, zeros_source: str) -> tuple:
         # A group's own candidate inside the model's kernel (--stitch GROUP=FILE, as the group
         # loops' winners are stitched): the group's generic candidate verifies in place; one that
         # writes zeros makes the model fail, so the stitched code is what ran.
-        d, out, kb, _ = self.optimize("stitch", CNN, "pocl-cpu", evals="0", extra=("--no-baseline",))
+        d, out, kb, _ = self.optimize(name, source, target, evals="0", extra=("--no-baseline",))
         plan = json.load(open(os.path.join(out, "plan.json")))
         last = [g for g in plan["groups"] if g["writes"].startswith("out")][0]["name"]
         first = plan["groups"][0]["name"]
-        own = os.path.join(d, "own.opencl.cpp")
-        shutil.copy(os.path.join(out, "kernels", "groups", first + ".opencl.cpp"), own)
-        zeros = os.path.join(d, "zeros.opencl.cpp")
+        own = os.path.join(d, "own" + ext)
+        shutil.copy(os.path.join(out, "kernels", "groups", first + ext), own)
+        zeros = os.path.join(d, "zeros" + ext)
         with open(zeros, "w") as f:
-            f.write(ZEROS)
+            f.write(zeros_source)
         _, out2, _, _ = self.optimize(
-            "stitch_own", CNN, "pocl-cpu", evals="0", folder=d, extra=("--no-baseline", "--stitch", first + "=" + own)
+            name + "_own", source, target, evals="0", folder=d, extra=("--no-baseline", "--stitch", first + "=" + own)
         )
         e2e = json.load(open(os.path.join(out2, "plan.json")))["end_to_end"]
         self.assertEqual(e2e["stitched"]["groups"], [first], e2e)
         self.assertTrue(e2e["stitched"]["correct"], e2e["stitched"])
         self.assertTrue(e2e["correct"], e2e)
-        self.assertTrue(os.path.exists(os.path.join(out2, "kernels", "model_stitched.opencl.cpp")))
+        self.assertTrue(os.path.exists(os.path.join(out2, "kernels", "model_stitched" + ext)))
         _, out3, _, _ = self.optimize(
-            "stitch_zeros",
-            CNN,
-            "pocl-cpu",
+            name + "_zeros",
+            source,
+            target,
             evals="0",
             folder=d,
             extra=("--no-baseline", "--stitch", last + "=" + zeros),
         )
         e2e = json.load(open(os.path.join(out3, "plan.json")))["end_to_end"]
         self.assertFalse(e2e["stitched"]["correct"], e2e["stitched"])
-        self.assertIn("not kept", e2e["stitched"]["note"])
+        self.assertIn("not kept: wrong_output", e2e["stitched"]["note"])
         self.assertTrue(e2e["correct"], e2e)  # the generic model, kept
         self.assertIn("lower.generic", e2e["origin"])
+        return d, kb, own
+
+    def test_stitch(self):
+        d, kb, own = self.stitch("stitch", CNN, "pocl-cpu", ".opencl.cpp", ZEROS)
         r = mblast(
             "optimize-model",
             os.path.join(d, "stitch.py"),
@@ -270,6 +323,12 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("the plan has no group no_such_group", r.stderr)
         self.assertLessEqual(len(r.stderr.strip().splitlines()), 2, r.stderr)
+
+    def test_stitch_rvv(self):
+        # The C dialect: each group's file-scope names renamed instead of a namespace.
+        if "rvv-qemu-256" not in mblast("targets").stdout:
+            self.skipTest("rvv-qemu-256 is not a target here")
+        self.stitch("stitch_rvv", MLP, "rvv-qemu-256", ".rvv.c", ZEROS_C)
 
     def test_bad_input(self):
         d = fresh("bad")

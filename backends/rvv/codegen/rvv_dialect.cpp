@@ -9,7 +9,7 @@
 
 namespace mblast::lower {
 
-std::string emit_rvv(const Schedule& s, const Problem& problem) {
+std::string emit_rvv(const Schedule& s, const Problem& problem, const Stitches& st) {
   const Dialect& d = c_dialect();
   std::string h = candidate_comment(s, problem, "RVV candidate (C, vectorised by clang where it can)");
   h += R"C(#include <mblast/abi.h>
@@ -21,6 +21,7 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
 #include <stdlib.h>
 
 )C";
+  if (!st.empty()) h += stitched_sources_c(st);
   h += error_reporting("vsnprintf");
   h += helper_functions(d, "static inline");
   for (const auto& kr : s.kernels) {
@@ -34,7 +35,11 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
   }
   h += "\n" + tensor_checks(problem, "mb_fail");
   h += fmt::format("\nenum {{ kTemps = {} }};\n", s.temps.size());
-  h += fmt::format("typedef struct mb_state {{ void* tmp[{}]; }} mb_state;\n", std::max<size_t>(s.temps.size(), 1));
+  h += fmt::format("enum {{ kGroups = {} }};\n", st.size());
+  h += fmt::format(
+      "typedef struct mb_state {{\n  void* tmp[{}];\n  void* group[{}];  // the stitched groups' states\n}} "
+      "mb_state;\n",
+      std::max<size_t>(s.temps.size(), 1), std::max<size_t>(st.size(), 1));
   h += "static const size_t kTempBytes[] = {";
   for (size_t i = 0; i < s.temps.size(); ++i) {
     const auto& t = s.program.tensors[static_cast<size_t>(s.temps[i])];
@@ -42,11 +47,21 @@ std::string emit_rvv(const Schedule& s, const Problem& problem) {
   }
   if (s.temps.empty()) h += "0";
   h += "};\n";
+  // The buffers as void* expressions, for the stitched groups' tensor views.
+  auto data_of = [](const std::string& b) {
+    if (b.rfind("tmp", 0) == 0) return "s->tmp[" + b.substr(3) + "]";
+    if (b.rfind("par", 0) == 0) return "par[" + b.substr(3) + "].data";
+    if (b.rfind("out", 0) == 0) return "out[" + b.substr(3) + "].data";
+    return "in[" + b.substr(2) + "].data";
+  };
   h += R"C(
-static void mb_free(mb_state* s) {
+static void mb_free(const mblast_context* ctx, mb_state* s) {
   int i;
+  (void)ctx;
   if (!s) return;
-  for (i = 0; i < kTemps; ++i) free(s->tmp[i]);
+)C";
+  h += stitch_release(st, "s->group", true);
+  h += R"C(  for (i = 0; i < kTemps; ++i) free(s->tmp[i]);
   free(s);
 }
 
@@ -59,17 +74,18 @@ int mblast_prepare(const mblast_context* ctx, const mblast_tensor* par, int32_t 
   for (i = 0; i < kTemps; ++i) {
     s->tmp[i] = aligned_alloc(64, (kTempBytes[i] + 63) / 64 * 64);
     if (!s->tmp[i]) {
-      mb_free(s);
+      mb_free(ctx, s);
       return mb_fail("out of memory for temporary %d (%zu bytes)", i, kTempBytes[i]);
     }
   }
-  *state = s;
+)C";
+  h += stitch_prepare(st, data_of, "s->group", "mb_free(ctx, s), mb_fail", true);
+  h += R"C(  *state = s;
   return 0;
 }
 
 void mblast_release(const mblast_context* ctx, void* state) {
-  (void)ctx;
-  mb_free((mb_state*)state);
+  mb_free(ctx, (mb_state*)state);
 }
 
 const char* mblast_last_error(void) { return g_err; }
@@ -79,7 +95,8 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, 
   mb_state* s = (mb_state*)state;
   (void)ctx;
   if (mb_check_tensors(in, n_in, par, n_par, out, n_out) != 0) return -1;
-  if (!s && kTemps > 0) return mb_fail("mblast_prepare did not run: the temporaries are allocated there");
+  if (!s && (kTemps > 0 || kGroups > 0))
+    return mb_fail("mblast_prepare did not run: the temporaries and stitched groups are made there");
 )C";
   auto ptr = [&](const std::string& b, DType t, bool w) {
     const std::string ty = d.storage(t);
@@ -88,7 +105,12 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, 
     if (b.rfind("out", 0) == 0) return fmt::format("({}{}*)out[{}].data", w ? "" : "const ", ty, b.substr(3));
     return fmt::format("(const {}*)in[{}].data", ty, b.substr(2));
   };
-  for (const auto& kr : s.kernels) {
+  for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
+    const auto& kr = s.kernels[ki];
+    if (const int j = stitch_of(st, ki); j >= 0) {
+      h += stitch_run(st, static_cast<size_t>(j), data_of, "s->group", "mb_fail", true);
+      continue;
+    }
     const auto args = kernel_args(s, kr);
     std::string a;
     for (size_t i = 0; i < args.size(); ++i) {

@@ -12,8 +12,9 @@
 namespace mblast::lower {
 
 // ---- Stitching (optimize-model): a schedule's kernel replaced by a candidate of its own, the
-// winner of that fusion group's kernel loop, inside the model's candidate. C++ dialects only
-// (CUDA, OpenCL host code): each group's source goes into a namespace of its own.
+// winner of that fusion group's kernel loop, inside the model's candidate. C++ dialects (CUDA,
+// OpenCL host code) put each group's source into a namespace of its own; the C dialect (RVV)
+// renames every name the group's file defines at file scope instead. C: the `c` arguments below.
 struct GroupCall {
   size_t kernel = 0;   // the schedule's kernel it replaces
   std::string name;    // the group's name, for messages ("k3_convolution")
@@ -25,23 +26,27 @@ using Stitches = std::vector<GroupCall>;
 // The groups' sources: every #include line first, then each body in namespace mb_stitch<j> with
 // its entry points renamed mb_stitch<j>_prepare, _run, _release.
 std::string stitched_sources(const Stitches& st);
+// The same for C: every #include line first, then each body between `#define NAME mb_stitch<j>_NAME`
+// for each file-scope name it defines (the entry points become mb_stitch<j>_prepare, _run, ...) and
+// the matching #undef lines, its own macros undefined after it.
+std::string stitched_sources_c(const Stitches& st);
 // Code (for the body of a function returning int) that prepares every group into STATE[j], from
 // the model's parameters `par`; FAIL is a printf-like function returning -1.
 std::string stitch_prepare(const Stitches& st, const std::function<std::string(const std::string&)>& data_of,
-                           const std::string& state, const std::string& fail);
+                           const std::string& state, const std::string& fail, bool c = false);
 // Code that releases every group's state in STATE[j] (null-safe).
-std::string stitch_release(const Stitches& st, const std::string& state);
+std::string stitch_release(const Stitches& st, const std::string& state, bool c = false);
 // A block that runs group J in place of its kernel: the model's buffers seen as its tensors;
 // DATA_OF(buffer) is a void* expression of the buffer's storage (device pointer, cl_mem).
 std::string stitch_run(const Stitches& st, size_t j, const std::function<std::string(const std::string&)>& data_of,
-                       const std::string& state, const std::string& fail);
+                       const std::string& state, const std::string& fail, bool c = false);
 // The index in ST of the group that replaces kernel K, or -1.
 int stitch_of(const Stitches& st, size_t k);
 
 // STITCHES: kernels replaced by the groups' own candidates (empty: the generic kernels only).
 std::string emit_opencl(const Schedule& s, const Problem& problem, const Stitches& stitches = {});  // .opencl.cpp
 std::string emit_cuda(const Schedule& s, const Problem& problem, const Stitches& stitches = {});    // .cuda.cu
-std::string emit_rvv(const Schedule& s, const Problem& problem);  // .rvv.c (plain C loops)
+std::string emit_rvv(const Schedule& s, const Problem& problem, const Stitches& stitches = {});     // .rvv.c (C loops)
 
 // Shared by the dialects (src/lower/host.cpp): the header comment, and a C function
 // `mb_check_tensors(in, n_in, par, n_par, out, n_out)` that calls `fail` (printf-like, returns -1)
