@@ -101,8 +101,8 @@ void add_bench(CLI::App& app, BenchArgs& a) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_flag("--optimize", a.optimize,
-              "Optimize each problem with the builtin policy first (from its candidate, else a generated kernel) and "
-              "bench the result");
+              "Optimize each problem first (the builtin policy, or --llm; from its candidate, else a generated "
+              "kernel) and bench the result; a failed optimize run fails its row and the exit status");
   c->add_option("--optimize-evals", a.optimize_evals, "With --optimize: evaluations per problem")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -187,6 +187,9 @@ int run_bench(const BenchArgs& a) {
       oo.eval = o.eval;  // the row may take the run's last evaluation (CandidateChoice::measured)
       const auto from = start ? std::optional<fs::path>(start->source) : std::nullopt;
       json r = a.llm.empty() ? optimize_with_builtin(p, t, from, oo) : optimize_with_llm(p, t, from, oo, a.llm);
+      if (r.value("failed", false))  // its best is only the start: not a result of the policy
+        throw OptimizeFailed(fmt::format("the optimize run {} failed: {}", r.value("run", std::string("?")),
+                                         r.value("failure", std::string("no reason given"))));
       CandidateChoice c;
       c.source = r["candidate"].get<std::string>();
       c.origin = fmt::format("mblast optimize ({}, {} evaluations, run {}) from {}",
@@ -237,7 +240,12 @@ int run_bench(const BenchArgs& a) {
   } else {
     std::cout << report;
   }
-  return !comparison.is_null() && comparison.value("regressions", 0) > 0 ? 1 : 0;
+  // An optimize run that failed (its LLM unreachable, say) makes the whole bench untrustworthy.
+  int failed_runs = 0;
+  for (const auto& r : results["problems"])
+    if (r.value("failure_kind", json()) == "optimize_failed") ++failed_runs;
+  if (failed_runs > 0) std::cerr << fmt::format("{} optimize run(s) failed: see their rows\n", failed_runs);
+  return (!comparison.is_null() && comparison.value("regressions", 0) > 0) || failed_runs > 0 ? 1 : 0;
 }
 
 }  // namespace mblast

@@ -465,6 +465,8 @@ void add_candidate(Run& run, const Problem& p, const SuiteFile& s, const Candida
     choice = provider(p, run.target, s.level, s.stem);
   } catch (const NoCandidate& e) {
     return set_status(row, "no_candidate", "no_candidate", e.what());
+  } catch (const OptimizeFailed& e) {
+    return set_status(row, "error", "optimize_failed", e.what());
   } catch (const UserError& e) {
     return set_status(row, "candidate_error", "candidate_error", e.what());
   }

@@ -399,14 +399,14 @@ std::vector<Proposal> LlmActor::propose(const ActorContext& ctx) {
     std::string repeats;  // the repeated answers, named in the second ask
     bool budget_spent = false;
     for (int ask = 1; ask <= 2; ++ask) {
+      // The note goes first: the section's token budget keeps the beginning of the feedback.
       auto p = actor_prompt(ctx, *parent, sample, analysed,
-                            repeats.empty() ? feedback
-                                            : feedback +
-                                                  "- Your answer repeated a candidate this run has already "
-                                                  "evaluated (" +
-                                                  repeats +
-                                                  "). Propose a different rewrite: "
-                                                  "another action, or other parameters.\n",
+                            repeats.empty()
+                                ? feedback
+                                : "- Your answer repeated a candidate this run has already evaluated (" + repeats +
+                                      "). Propose a different rewrite: another action, or other "
+                                      "parameters.\n" +
+                                      feedback,
                             memory);
       llm::Request r;
       r.messages = {{"system", p.system}, {"user", p.user}};

@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import shutil
+import socket
 import tempfile
 import time
 import unittest
@@ -590,7 +591,9 @@ class RepeatsAndCost(unittest.TestCase):
                         "match": "[task: propose",
                         "text": "ACTION: opencl.thread-coarsening\nPLAN: coarsen\n" + fenced(fast, "cpp"),
                     },
-                    {"match": "[task: critique", "text": "Fine."},
+                    # Verbose critiques fill the feedback section past its token budget: the note
+                    # naming the repeats must survive the trimming.
+                    {"match": "[task: critique", "text": "Fine. " + "The coarsened loop reads memory once. " * 200},
                     {"match": "[task: update-knowledge]", "text": ""},
                 ],
             },
@@ -748,6 +751,21 @@ class BenchWithAnLlm(unittest.TestCase):
         self.assertIn(spec, row["candidate"]["origin"])
         self.assertGreater(row["candidate"]["details"]["spend"]["calls"], 0)
         self.assertTrue(server.requests())
+        # An LLM nobody answers: the optimize run fails, so its row is an error (never the start's
+        # figures passed off as the run's result) and the bench exits 1.
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))
+        dead_port = dead.getsockname()[1]
+        dead.close()
+        args = p.args[:]
+        args[args.index(spec)] = f"http://127.0.0.1:{dead_port}/v1:fake-model"
+        f = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+        self.assertEqual(f.returncode, 1, f.stderr[-3000:])
+        (row,) = json.loads(f.stdout)["problems"]
+        self.assertFalse(row["correct"], row)
+        self.assertEqual((row["status"], row["failure_kind"]), ("error", "optimize_failed"), row)
+        self.assertIn("failed", row["reason"])
+        self.assertIn("optimize run(s) failed", f.stderr)
         # --llm without --optimize is refused with a reason
         bad = subprocess.run(
             [BIN, "bench", os.path.join(HOME, "benchmarks", "suite"), "--target", "pocl-cpu", "--llm", spec],

@@ -49,6 +49,13 @@ class NoCandidate : public UserError {
  public:
   using UserError::UserError;
 };
+// A provider that ran `mblast optimize` throws this when that run failed (its actor failed, or its
+// target went away): the row is "error" with failure_kind "optimize_failed", never the start's
+// figures, and `mblast bench` exits 1.
+class OptimizeFailed : public UserError {
+ public:
+  using UserError::UserError;
+};
 
 using CandidateProvider = std::function<std::optional<CandidateChoice>(
     const Problem& problem, const Target& target, const std::string& level, const std::string& stem)>;
