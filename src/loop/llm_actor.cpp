@@ -222,6 +222,19 @@ std::string target_facts_text(const ActorContext& ctx) {
       t += fmt::format("- global memory: {:.1f} GiB\n", d["global_mem_bytes"].get<double>() / (1u << 30));
     if (d.contains("cache_bytes") && d["cache_bytes"].is_number())
       t += fmt::format("- last-level cache: {:.1f} MiB\n", d["cache_bytes"].get<double>() / (1u << 20));
+    // CUDA's runner reports these names
+    if (d.contains("compute_capability"))
+      t += fmt::format("- compute capability: {}\n", d.value("compute_capability", std::string()));
+    if (d.contains("sm_count")) t += fmt::format("- streaming multiprocessors: {}\n", d["sm_count"].dump());
+    if (d.contains("memory_bytes") && d["memory_bytes"].is_number())
+      t += fmt::format("- device memory: {:.1f} GiB\n", d["memory_bytes"].get<double>() / (1u << 30));
+    if (d.contains("l2_bytes") && d["l2_bytes"].is_number())
+      t += fmt::format("- L2 cache: {:.1f} MiB\n", d["l2_bytes"].get<double>() / (1u << 20));
+    // RVV's
+    if (d.contains("vlen_bits")) t += fmt::format("- vector register length (VLEN): {} bits\n", d["vlen_bits"].dump());
+    if (d.contains("march")) t += fmt::format("- -march: {}\n", d.value("march", std::string()));
+    if (d.contains("cpus")) t += fmt::format("- harts: {}\n", d["cpus"].dump());
+    if (d.contains("timing")) t += fmt::format("- timing: {}\n", d.value("timing", std::string()));
   }
   if (e.contains("peak") && e["peak"].is_object() && e["peak"].contains("peak_bandwidth_bytes_per_s"))
     t += fmt::format("- peaks: {:.1f} GB/s memory bandwidth, {:.1f} GFLOP/s fp32\n",

@@ -132,6 +132,25 @@ TEST(Prompts, TheActorPromptCarriesTheMemory) {
   EXPECT_TRUE(preview.propose(ctx).empty());
   EXPECT_NE(preview.prompt().find("gelu_best"), std::string::npos);
   EXPECT_NE(preview.prompt().find("### system"), std::string::npos);
+
+  // The facts of the other backends' runners, under their own names.
+  start.measured.eval["device"] = {{"name", "NVIDIA H100"},
+                                   {"compute_capability", "9.0"},
+                                   {"sm_count", 132},
+                                   {"memory_bytes", 85899345920.0},
+                                   {"l2_bytes", 52428800}};
+  const RenderedPrompt cuda = actor_prompt(ctx, start, 1, "", feedback_text(ctx), memory_sections(ctx));
+  for (const char* needle :
+       {"compute capability: 9.0", "streaming multiprocessors: 132", "device memory: 80.0 GiB", "L2 cache: 50.0 MiB"})
+    EXPECT_NE(cuda.user.find(needle), std::string::npos) << needle << "\n" << cuda.user;
+  start.measured.eval["device"] = {{"name", "qemu-riscv64 rv64 V 1.0, VLEN 256"},
+                                   {"vlen_bits", 256},
+                                   {"march", "rv64gcv"},
+                                   {"timing", "dynamic instruction counts (QEMU TCG plugin)"}};
+  const RenderedPrompt rvv = actor_prompt(ctx, start, 1, "", feedback_text(ctx), memory_sections(ctx));
+  for (const char* needle :
+       {"vector register length (VLEN): 256 bits", "-march: rv64gcv", "dynamic instruction counts"})
+    EXPECT_NE(rvv.user.find(needle), std::string::npos) << needle << "\n" << rvv.user;
 }
 
 TEST(Prompts, TheCriticSeesTheChangeAsALineDiff) {
