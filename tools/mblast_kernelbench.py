@@ -19,8 +19,8 @@ import    SRC is a KernelBench-format .py file (class Model(nn.Module), get_inpu
           torch.fx or torch.export can trace the module) and data/ (safetensors, MANIFEST.json).
           A file that cannot be imported gets "mblast_kernelbench: FILE: <reason>" on stderr;
           a directory import goes on with the rest and ends with "imported N, failed M".
-import-sol  DIR is a SOL-ExecBench problem folder (definition.json, workload.jsonl,
-          reference.py) or a folder of them; each workload becomes a KernelBench-format file
+import-sol  DIR is a SOL-ExecBench problem folder (definition.json and workload.jsonl; the
+          definition's reference runs, reference.py is not read) or a folder of them; each workload becomes a KernelBench-format file
           OUT/<definition>/<definition>_w<k>.py, imported next to it (kernelbench/solexec.py).
 baseline  times PyTorch eager (and torch.compile with --compile) on the problem's own
           model.py, parameters and inputs, by the runner's rules; prints one JSON object on

@@ -81,16 +81,19 @@ void add_import(CLI::App& app, ImportArgs& a) {
   sol->footer(
       "Example:\n"
       "  mblast import sol-execbench SOL-ExecBench/data/benchmark/L1 --out problems/sol --sol-anchors sol.json\n"
-      "DIR is a problem folder (definition.json, workload.jsonl, reference.py) or a folder of them.\n"
+      "DIR is a problem folder (definition.json, workload.jsonl; reference.py is not read) or a folder of them.\n"
       "Each workload becomes OUT/<definition>/<definition>_w<k>.py, a KernelBench-format file, and the\n"
-      "problem imported from it next to it; `mblast bench OUT` runs them. A workload's speed-of-light\n"
-      "time (sol_latency_ms on its line, or in --sol-anchors) is kept as the problem's bound, and bench\n"
-      "reports the fraction of it reached. See docs/sol-execbench.md.\n"
+      "problem imported from it next to it; `mblast bench OUT` runs them. SOL-ExecBench's data set has no\n"
+      "speed-of-light times: give them with --sol-anchors (from its leaderboard, or your own); a workload's\n"
+      "time there is kept as the problem's bound, and bench reports the fraction of it reached.\n"
+      "See docs/sol-execbench.md.\n"
       "Exit status: 0 all imported, 1 some problem or workload failed, 2 bad input or no usable torch.");
   sol->add_option("source", a.source, "A SOL-ExecBench problem folder, or a folder of them")->required();
   sol->add_option("-o,--out", a.out, "Folder that receives one folder per definition")->required();
-  sol->add_option("--sol-anchors", a.sol_anchors,
-                  "JSON file {workload uuid: {\"sol_latency_ms\": x}}: the workloads' speed-of-light times");
+  sol->add_option(
+      "--sol-anchors", a.sol_anchors,
+      "JSON file {workload uuid: {\"sol_latency_ms\": x}}: the workloads' speed-of-light times (the data set "
+      "carries none)");
   sol->add_option("--python", a.python, "Python interpreter with torch and safetensors (as for kernelbench)");
   sol->add_option("--seeds", a.seeds, "Input seeds")->capture_default_str()->check(CLI::Range(1, 100));
   sol->add_option("--device", a.device, "Where the reference runs: cpu or cuda")
