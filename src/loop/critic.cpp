@@ -46,7 +46,10 @@ std::optional<kb::ConstraintRecord> lesson(const CriticInput& in, const std::str
     if (!in.before.bottleneck.empty()) c.predicate["bottleneck"] = in.before.bottleneck;
   } else if (after.failure_kind.empty() || after.failure_kind == "build_failed" || after.failure_kind == "abi_error" ||
              after.failure_kind == "no_kernel" || after.failure_kind == "unavailable" ||
-             after.failure_kind == "runner_error") {
+             after.failure_kind == "runner_error" || after.failure_kind == "timing_inconsistent" ||
+             after.failure_kind == "implausible_speed") {
+    // The measurement refused a time (the runner's clock disagreed, or faster than the speed of
+    // light): a loaded machine or stale peaks cause that too, so the action is not blamed.
     return std::nullopt;
   }
   c.text = what_happened;

@@ -197,6 +197,45 @@ TEST_F(LoopTest, NothingFasterReturnsTheStartAndSaysSo) {
   EXPECT_EQ(returned, kScalarRelu);
 }
 
+// What each failure teaches: a hang or a crash demotes the action that caused it; a refusal of the
+// measurement (the clock disagreed, or a time beyond the speed of light) does not, since a loaded
+// machine causes those too and the action would be blamed for the machine.
+TEST(RuleCriticTest, AHangDemotesItsActionAMeasurementRefusalDoesNot) {
+  Problem problem;
+  problem.name = "relu";
+  problem.op_class = "elementwise";
+  Target target;
+  target.name = "rvv-qemu-256";
+  target.backend = "rvv";
+  Known parent;
+  parent.measured.correct = true;
+  parent.measured.cost = 100;
+  parent.measured.unit = "instructions";
+  const Proposal p = proposal(kScalarRelu, "rvv.unroll-it", "unrolled");
+  auto lessons = [&](const std::string& kind) {
+    Measured after;
+    after.correct = false;
+    after.failure_kind = kind;
+    after.reason = "what the runner said";
+    CriticInput in;
+    in.problem = &problem;
+    in.target = &target;
+    in.parent = &parent;
+    in.proposal = &p;
+    in.after = &after;
+    return RuleCritic().critique(in).constraints;
+  };
+  for (const char* kind : {"timeout", "crashed", "wrong_output"}) {
+    const auto c = lessons(kind);
+    ASSERT_EQ(c.size(), 1u) << kind;
+    EXPECT_EQ(c[0].effect, "demote");
+    EXPECT_NE(c[0].text.find(kind), std::string::npos) << c[0].text;
+    EXPECT_EQ(c[0].predicate.value("target", ""), "rvv-qemu-256");
+  }
+  for (const char* kind : {"timing_inconsistent", "implausible_speed", "runner_error", "unavailable", "build_failed"})
+    EXPECT_TRUE(lessons(kind).empty()) << kind;
+}
+
 TEST_F(LoopTest, ASlowdownDemotesItsActionAndAnAnswerWithNoKernelTeachesNothing) {
   std::ofstream(dir_ / "vector.rvv.c") << kVectorRelu;
   OptimizeInput in = input();
