@@ -19,4 +19,18 @@ void write_file_atomically(const std::filesystem::path& file, const std::string&
 // descriptor, whose close releases the lock; -1 with errno set when either step fails.
 int open_locked(const std::filesystem::path& file, int op);
 
+// A new folder under the system's temporary folder (`<prefix>-XXXXXX`), removed with everything
+// in it when this goes out of scope. Throws Error when it cannot be made.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 }  // namespace mblast

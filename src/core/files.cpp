@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -67,6 +68,17 @@ int open_locked(const fs::path& file, int op) {
     }
   }
   return fd;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  std::string templ = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!mkdtemp(templ.data())) throw Error("cannot make a temporary folder " + templ + ": " + std::strerror(errno));
+  path_ = templ;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
 }
 
 }  // namespace mblast

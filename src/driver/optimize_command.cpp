@@ -15,6 +15,7 @@
 #include "mblast/driver/user_kernel.h"
 #include "mblast/error.h"
 #include "mblast/files.h"
+#include "mblast/kb/database.h"
 #include "mblast/kb/knowledge_base.h"
 #include "mblast/llm/client.h"
 #include "mblast/loop/builtin_actor.h"
@@ -325,6 +326,21 @@ int run_optimize(const OptimizeArgs& args) {
   }
   oi.start = *start_file;
   if (a.show_prompt) {
+    // The preview measures the start and retrieves from the KB like a run's first step, but what a
+    // run writes (its run folder, the start's state and experience) goes to copies that are
+    // removed: the user's KB and runs list stay as they were.
+    ScratchDir scratch("mblast-show-prompt");
+    const fs::path kb = o.kb_path.empty() ? kb::default_kb_path() : o.kb_path;
+    const fs::path copy = scratch.path() / "kb.sqlite";
+    if (kb::is_postgresql_url(kb.string()) || fs::exists(kb)) {
+      kb::KnowledgeBase snap = kb::KnowledgeBase::snapshot_of(kb);
+      std::string quoted = copy.string();  // an SQL string literal: quotes doubled
+      for (size_t i = quoted.find('\''); i != std::string::npos; i = quoted.find('\'', i + 2))
+        quoted.insert(i, 1, '\'');
+      snap.db().exec("VACUUM INTO '" + quoted + "'");
+    }
+    o.kb_path = copy;  // a new one (with the seed) where the user has none yet
+    o.runs_dir = scratch.path() / "runs";
     loop::PromptPreview preview;
     o.confirm = false;
     o.budget.sol_fraction = 1e9;  // the prompt is shown even for a start near the peak

@@ -22,22 +22,6 @@
 namespace mblast {
 namespace {
 
-// A folder removed with everything in it when this goes out of scope.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "mblast-plan-XXXXXX").string();
-    if (!mkdtemp(templ.data())) throw Error("plan: cannot make a temporary folder under " + templ);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
 // Traces a KernelBench-format file into a problem under TMP at a size that fits MAX_BYTES, with one
 // seed and one init (the plan needs the graph and the shapes, not the reference data of a bench).
 // Returns the problem folder; throws UserError with the importer's one-line reason.
@@ -100,12 +84,12 @@ int run_plan(const PlanArgs& a) {
   for (const auto& dir : a.problems) {
     nlohmann::json e = {{"problem", dir}};
     try {
-      std::optional<TempDir> traced;
+      std::optional<ScratchDir> traced;
       std::string problem_dir = dir;
       if (std::filesystem::path(dir).extension() == ".py") {
         if (!std::filesystem::is_regular_file(dir)) throw UserError(dir + ": no such file");
-        traced.emplace();
-        problem_dir = trace_python_file(dir, a, traced->path).string();
+        traced.emplace("mblast-plan");
+        problem_dir = trace_python_file(dir, a, traced->path()).string();
         e["traced"] = {{"max_bytes", a.max_bytes}, {"seeds", 1}, {"inits", 1}};
       }
       Problem p = load_problem(problem_dir);

@@ -659,8 +659,17 @@ class RepeatsAndCost(unittest.TestCase):
         self.assertIn("by role:", text)
         self.assertIn("actor", text)
 
-        # What the next run's first prompt would carry, from this KB: printed, nothing asked.
+        # What the next run's first prompt would carry, from this KB: printed, nothing asked, and
+        # nothing written (the KB and the runs list stay as they were).
         n = len(server.requests())
+
+        def kb_rows():
+            with sqlite3.connect(env["MBLAST_KB"]) as db:
+                return [
+                    db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("experiences", "states", "runs")
+                ]
+
+        rows_before, runs_before = kb_rows(), sorted(os.listdir(env["MBLAST_RUNS_DIR"]))
         sp = subprocess.run(
             [
                 BIN,
@@ -681,6 +690,8 @@ class RepeatsAndCost(unittest.TestCase):
         )
         self.assertEqual(sp.returncode, 0, sp.stderr[-3000:])
         self.assertEqual(len(server.requests()), n)
+        self.assertEqual(kb_rows(), rows_before)
+        self.assertEqual(sorted(os.listdir(env["MBLAST_RUNS_DIR"])), runs_before)
         for needle in (
             "### system",
             "[task: propose step 1 sample 1]",
