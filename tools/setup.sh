@@ -50,12 +50,13 @@ if [[ "${1:-}" != "--no-apt" ]]; then
   fi
 fi
 
-# The Python helper: Debian's numpy plus safetensors from PyPI, in a venv that mblast finds
-# by itself (<repo>/.venv); MBLAST_PYTHON overrides it.
-if [[ ! -x .venv/bin/python3 ]] || ! .venv/bin/python3 -c "import numpy, safetensors" 2>/dev/null; then
-  echo "setup: creating .venv (numpy from Debian, safetensors from PyPI)"
-  /usr/bin/python3 -m venv --system-site-packages .venv
-  .venv/bin/pip install -q --disable-pip-version-check safetensors
+# The Python helper: Debian's numpy and torch, plus safetensors, onnx and onnxruntime (ONNX models
+# for optimize-model) from PyPI, in a venv that mblast finds by itself (<repo>/.venv);
+# MBLAST_PYTHON overrides it. numpy stays below 2: Debian's torch 1.13 is built against 1.x.
+if [[ ! -x .venv/bin/python3 ]] || ! .venv/bin/python3 -c "import numpy, safetensors, onnx, onnxruntime" 2>/dev/null; then
+  echo "setup: creating .venv (numpy and torch from Debian; safetensors, onnx, onnxruntime from PyPI)"
+  [[ -x .venv/bin/python3 ]] || /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --disable-pip-version-check safetensors onnx==1.23.1 onnxruntime==1.30.0 "numpy<2"
 fi
 
 echo "setup: building in ./build"

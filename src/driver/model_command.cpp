@@ -42,18 +42,22 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
   c->footer(
       "Example:\n"
       "  mblast optimize-model resnet_block.py --target pocl-cpu --max-bytes 4M --out resnet.mblast\n"
-      "MODEL is a KernelBench-style .py file (Model, get_inputs, get_init_inputs) or a TorchScript .pt\n"
-      "(with --input-shape). The folder gets plan.json, report.md, kernels/ and the imported problem;\n"
+      "MODEL is a KernelBench-style .py file (Model, get_inputs, get_init_inputs), a TorchScript .pt\n"
+      "(with --input-shape) or an ONNX file (--input-shape for symbolic dimensions). The folder gets plan.json, "
+      "report.md, kernels/ and the imported problem;\n"
       "`mblast run-model DIR --target T` runs it. docs/model.md describes both.");
-  c->add_option("model", a.model, "The model: FILE.py (KernelBench style) or FILE.pt (TorchScript)")->required();
+  c->add_option("model", a.model, "The model: FILE.py (KernelBench style), FILE.pt (TorchScript) or FILE.onnx")
+      ->required();
   c->add_option("--runner", a.runner, kRunnerOptionHelp);
   c->add_option("-t,--target", a.target, "Target name or family (opencl, cpu, adreno, rvv, cuda)")
       ->capture_default_str();
   c->add_option("-o,--out", a.out,
                 "The artifact folder (default: <model stem>.mblast beside the current folder); must not exist");
   c->add_option("--max-bytes", a.max_bytes, "Scale the model's size constants down until its tensors fit (64M, 4M)");
-  c->add_option("--input-shape", a.input_shapes,
-                "A TorchScript model's input: name=1x3x224x224 (float32), once per input");
+  c->add_option(
+      "--input-shape", a.input_shapes,
+      "An input's shape: name=1x3x224x224, once per input (TorchScript: every input, float32; ONNX: inputs with "
+      "symbolic dimensions)");
   c->add_option("--evals", a.evals, "Kernel-loop evaluations for the whole model, split across groups by their share")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
@@ -68,7 +72,7 @@ void add_optimize_model(CLI::App& app, OptimizeModelArgs& a) {
                 "GROUP=FILE: run your own candidate for a fusion group inside the model (its tensors as in "
                 "kernels/groups/GROUP of an earlier run); kept where the model verifies and is faster. Once per group");
   c->add_option("--python", a.python, "Python interpreter with torch and safetensors");
-  c->add_flag("--no-baseline", a.no_baseline, "Do not time PyTorch eager");
+  c->add_flag("--no-baseline", a.no_baseline, "Do not time PyTorch eager (nor onnxruntime for an ONNX model)");
   c->add_flag("--json", a.json, "Print the result as JSON");
 }
 
@@ -186,13 +190,9 @@ std::string one_line_reason(const json& eval) {
   return s;
 }
 
-// A TorchScript file as a KernelBench-style module: Model loads it, get_inputs makes float32
-// inputs of the shapes given, so the importer traces it with make_fx like any other model.
-fs::path torchscript_wrapper(const fs::path& pt, const std::vector<std::string>& shapes, const fs::path& dir) {
-  if (shapes.empty())
-    throw UserError(pt.string() +
-                    ": a TorchScript model needs its input shapes: --input-shape name=1x3x224x224 (one per input)");
-  static const std::regex re(R"(([A-Za-z_][A-Za-z0-9_]*)=([0-9]+(x[0-9]+)*))");
+// --input-shape name=1x3x224x224, once per input, as Python list items `("name", [1, 3, 224, 224]),`.
+std::string python_shape_items(const std::vector<std::string>& shapes) {
+  static const std::regex re(R"(([A-Za-z_][A-Za-z0-9_.:/-]*)=([0-9]+(x[0-9]+)*))");
   std::string list;
   for (const auto& s : shapes) {
     std::smatch m;
@@ -201,6 +201,16 @@ fs::path torchscript_wrapper(const fs::path& pt, const std::vector<std::string>&
     std::replace(dims.begin(), dims.end(), 'x', ',');
     list += fmt::format("    ({}, [{}]),\n", json(m[1].str()).dump(), dims);
   }
+  return list;
+}
+
+// A TorchScript file as a KernelBench-style module: Model loads it, get_inputs makes float32
+// inputs of the shapes given, so the importer traces it with make_fx like any other model.
+fs::path torchscript_wrapper(const fs::path& pt, const std::vector<std::string>& shapes, const fs::path& dir) {
+  if (shapes.empty())
+    throw UserError(pt.string() +
+                    ": a TorchScript model needs its input shapes: --input-shape name=1x3x224x224 (one per input)");
+  const std::string list = python_shape_items(shapes);
   fs::create_directories(dir);
   const fs::path py = dir / (pt.stem().string() + ".py");
   write_file_atomically(
@@ -232,6 +242,76 @@ def get_init_inputs():
   return py;
 }
 
+// An ONNX file as a KernelBench-style module: Model runs the graph with torch ops
+// (tools/kernelbench/onnx_model.py), after checking that it agrees with onnxruntime on three
+// seeds (once; the verdict is kept beside the module). MBLAST_ONNX_PATH tells the baseline to time
+// onnxruntime too.
+fs::path onnx_wrapper(const fs::path& onnx, const std::vector<std::string>& shapes, const fs::path& dir) {
+  const std::string list = python_shape_items(shapes);
+  fs::create_directories(dir);
+  const fs::path py = dir / (onnx.stem().string() + ".py");
+  write_file_atomically(
+      py, fmt::format(R"PY(# An ONNX model as a KernelBench-style module (written by mblast optimize-model).
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, {tools})
+from kernelbench.onnx_model import OnnxImportError, OnnxModule, check_against_onnxruntime, example_inputs
+
+MBLAST_ONNX_PATH = {path}
+_SHAPES = dict([
+{list}])
+# The verdict is kept beside this file (when it is one: exec'd text has no __file__).
+_FILE = globals().get("__file__")
+_CHECK = os.path.join(os.path.dirname(os.path.abspath(_FILE)), "onnxruntime_check.json") if _FILE else None
+
+
+def onnxruntime_check():
+    if _CHECK and os.path.exists(_CHECK):
+        with open(_CHECK) as f:
+            return json.load(f)
+    r = check_against_onnxruntime(MBLAST_ONNX_PATH, _SHAPES)
+    if not _CHECK:
+        return r
+    try:
+        with open(_CHECK + ".tmp", "w") as f:
+            json.dump(r, f)
+        os.replace(_CHECK + ".tmp", _CHECK)
+    except OSError:
+        pass
+    return r
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = OnnxModule(MBLAST_ONNX_PATH, _SHAPES)
+        r = onnxruntime_check()
+        if not r["ok"]:
+            raise OnnxImportError(
+                f"mblast's reading of the ONNX graph disagrees with onnxruntime (max abs error "
+                f"{{r['max_abs_error']:.3g}}, max rel error {{r['max_rel_error']:.3g}})"
+            )
+
+    def forward(self, *xs):
+        return self.m(*xs)
+
+
+def get_inputs():
+    return example_inputs(MBLAST_ONNX_PATH, _SHAPES)
+
+
+def get_init_inputs():
+    return []
+)PY",
+                      fmt::arg("tools", json(kernelbench_tool_path().parent_path().string()).dump()),
+                      fmt::arg("path", json(fs::absolute(onnx).string()).dump()), fmt::arg("list", list)));
+  return py;
+}
+
 // The model as a KernelBench-style file, or a one-line reason.
 fs::path model_source(const OptimizeModelArgs& a, const fs::path& work) {
   const fs::path m = a.model;
@@ -240,10 +320,7 @@ fs::path model_source(const OptimizeModelArgs& a, const fs::path& work) {
   std::string ext = m.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  if (ext == ".onnx")
-    throw UserError(a.model +
-                    ": ONNX models are not supported yet (no ONNX importer; export the model to TorchScript "
-                    "or write it as a KernelBench-style .py file)");
+  if (ext == ".onnx") return onnx_wrapper(m, a.input_shapes, work / "source");
   if (ext == ".pt2")
     throw UserError(a.model + ": torch.export archives (.pt2) are not supported yet (torch.export needs torch >= 2.1)");
   if (ext == ".pt" || ext == ".pth") {
@@ -378,10 +455,25 @@ std::string report_markdown(const json& r) {
                     fmt_time(num(e2e, "median"), e2e.value("unit", "us")),
                     fmt_frac(e2e.value("fraction_of_peak", json())));
   if (e2e.contains("eager_us") && e2e["eager_us"].is_number())
-    md += fmt::format("- PyTorch eager: {:.1f} us; speedup over eager **{:.2f}x**\n", e2e["eager_us"].get<double>(),
-                      num(e2e, "speedup_vs_eager"));
+    md += fmt::format("- PyTorch eager{}: {:.1f} us; speedup over eager **{:.2f}x**\n",
+                      e2e.contains("onnxruntime_check")
+                          ? " (of the ONNX graph as mblast reads it: a Python-dispatched torch op per node; "
+                            "onnxruntime below is the model's own baseline)"
+                          : "",
+                      e2e["eager_us"].get<double>(), num(e2e, "speedup_vs_eager"));
   else
     md += "- PyTorch eager: " + e2e.value("eager_note", std::string("not measured")) + "\n";
+  if (e2e.contains("onnxruntime_check")) {
+    const auto& c = e2e["onnxruntime_check"];
+    md += fmt::format(
+        "- the ONNX graph as mblast reads it, against onnxruntime: {} (max abs error {:.3g}, {} output(s))\n",
+        c.value("ok", false) ? "agrees" : "DISAGREES", num(c, "max_abs_error"), c.value("outputs", 0));
+  }
+  if (e2e.contains("onnxruntime_us") && e2e["onnxruntime_us"].is_number())
+    md += fmt::format("- onnxruntime: {:.1f} us; speedup over onnxruntime **{:.2f}x**\n",
+                      e2e["onnxruntime_us"].get<double>(), num(e2e, "speedup_vs_onnxruntime"));
+  else if (e2e.contains("onnxruntime_note"))
+    md += "- onnxruntime: " + e2e["onnxruntime_note"].get<std::string>() + "\n";
   md += fmt::format("- model kernel: `{}` ({})\n\n", e2e.value("candidate", std::string()),
                     e2e.value("origin", std::string()));
   md += "## Fusion groups\n\n";
@@ -678,11 +770,7 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     json names = json::array();
     for (const auto& g : stitches) names.push_back(g.name);
     stitched = {{"groups", names}, {"candidate", "kernels/model_stitched" + ext}};
-    if (target.backend == "rvv") {
-      stitched["note"] =
-          "not stitched: the rvv dialect is C, and stitching puts each group's candidate in a C++ "
-          "namespace of its own; the groups' kernels stay beside the model";
-    } else {
+    {
       const fs::path sp = work_root / "kernels" / ("model_stitched" + ext);
       write_file_atomically(sp, model::emit_for(target.backend, plan.schedule, problem, stitches));
       say(fmt::format("verifying the model with {} stitched group(s) ...\n", stitches.size()));
@@ -761,6 +849,20 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     } else {
       e2e["eager_note"] = b.contains("unavailable") ? b["unavailable"].get<std::string>() : "no eager time";
     }
+    // An ONNX model's own runtime, timed by the same helper on the same inputs.
+    if (const json ort = b.value("onnxruntime", json()); ort.is_object()) {
+      if (ort.contains("median_us") && std::isfinite(median_of(final_eval)) && unit_of(final_eval) == "us") {
+        e2e["onnxruntime_us"] = ort["median_us"];
+        e2e["speedup_vs_onnxruntime"] = ort["median_us"].get<double>() / median_of(final_eval);
+      } else {
+        e2e["onnxruntime_note"] = ort.value("unavailable", std::string("no onnxruntime time"));
+      }
+    }
+  }
+  // How mblast's reading of an ONNX graph compared with onnxruntime before anything was lowered.
+  if (const fs::path check = src.parent_path() / "onnxruntime_check.json"; fs::exists(check)) {
+    json c = json::parse(read_file(check), nullptr, false);
+    if (!c.is_discarded()) e2e["onnxruntime_check"] = c;
   }
   for (auto& [k, v] : e2e.items())
     if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;

@@ -490,6 +490,29 @@ def run_baseline(
             result["eager"]["tf32_off_failed"] = one_line(e)
     phases["eager_s"] = time.perf_counter() - t_eager  # checks and timing, TF32 retry included
 
+    onnx_path = getattr(mod, "MBLAST_ONNX_PATH", None)
+    if onnx_path:  # an ONNX model (mblast optimize-model's wrapper): onnxruntime is its own baseline
+        t_ort = time.perf_counter()
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                result["onnxruntime"] = _time_onnxruntime(
+                    onnx_path,
+                    make_args,
+                    seed_sets,
+                    pdir,
+                    problem,
+                    init,
+                    timer,
+                    device,
+                    warmup,
+                    repeats,
+                    min_seconds,
+                    sets,
+                )
+        except Exception as e:
+            result["onnxruntime"] = {"unavailable": f"onnxruntime failed: {one_line(e)}"}
+        phases["onnxruntime_s"] = time.perf_counter() - t_ort
+
     if not do_compile:
         result["compile"] = {"unavailable": "not requested (pass --compile)"}
     elif not hasattr(torch, "compile"):
@@ -508,6 +531,48 @@ def run_baseline(
             result["compile"] = {"unavailable": f"torch.compile failed: {one_line(e)}"}
         phases["compile_s"] = time.perf_counter() - t_compile  # compilation, check and timing
     return result
+
+
+def _time_onnxruntime(
+    onnx_path, make_args, seed_sets, pdir, problem, init, timer, device, warmup, repeats, min_seconds, sets
+) -> dict:
+    """onnxruntime on the ONNX file the model came from: an InferenceSession on the CPU (or CUDA
+    where its provider is there and the device is a GPU), fed the same argument sets as numpy."""
+    import onnxruntime as ort
+
+    providers = ["CPUExecutionProvider"]
+    if device == "cuda":
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            return {"unavailable": "this onnxruntime has no CUDAExecutionProvider"}
+        providers = ["CUDAExecutionProvider"]
+    session = ort.InferenceSession(onnx_path, providers=providers)
+    names = [i.name for i in session.get_inputs()]
+    consts = {c["name"] for c in problem.get("constants", [])}
+    tensor_args = [a for a in problem["arguments"] if a not in consts]
+    if len(tensor_args) != len(names):
+        return {"unavailable": f"the problem has {len(tensor_args)} tensor inputs, the ONNX graph {len(names)}"}
+
+    def feed(args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return {n: t.detach().cpu().numpy() for n, t in zip(names, tensors)}
+
+    def run(*args):
+        outs = session.run(None, feed(args))
+        outs = [torch.from_numpy(o) for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    check = _check_against_expected(run(*make_args(seed_sets[0])), pdir, problem, problem["seeds"][0]["seed"], init)
+    samples = _measure(timer, run, sets, warmup, repeats, min_seconds)
+    r = _summary(
+        samples,
+        "onnxruntime InferenceSession.run with "
+        + providers[0]
+        + " (default session options, all its threads): the inputs handed over as numpy arrays, "
+        "the outputs returned to the host",
+    )
+    r["check"] = check
+    r["version"] = ort.__version__
+    return r
 
 
 def _time_compiled(
