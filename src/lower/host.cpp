@@ -270,6 +270,16 @@ std::set<std::string> c_file_scope_names(const std::string& source, std::set<std
   return names;
 }
 
+// SOURCE without its #include lines, which are appended to INCLUDES: they go to file scope (a
+// system header inside a namespace breaks, and one included twice is harmless).
+std::string without_includes(const std::string& source, std::string* includes) {
+  static const std::regex include_line("\\s*#\\s*include\\b.*");
+  std::istringstream in(source);
+  std::string line, body;
+  while (std::getline(in, line)) (std::regex_match(line, include_line) ? *includes : body) += line + "\n";
+  return body;
+}
+
 }  // namespace
 
 int stitch_of(const Stitches& st, size_t k) {
@@ -282,15 +292,7 @@ std::string stitched_sources(const Stitches& st) {
   std::string includes, bodies;
   for (size_t j = 0; j < st.size(); ++j) {
     const std::string p = prefix_of(j);
-    std::istringstream in(st[j].source);
-    std::string line, body;
-    while (std::getline(in, line)) {
-      // Includes go to file scope (a system header inside a namespace breaks); the rest stays.
-      if (std::regex_match(line, std::regex("\\s*#\\s*include\\b.*")))
-        includes += line + "\n";
-      else
-        body += line + "\n";
-    }
+    const std::string body = without_includes(st[j].source, &includes);
     bodies += fmt::format("\n// ---- stitched group {}: its own candidate, entry points renamed {}_*\n", st[j].name, p);
     for (const char* fn : {"mblast_prepare", "mblast_run", "mblast_release", "mblast_last_error"})
       bodies += fmt::format("#define {} {}{}\n", fn, p, std::string(fn).substr(6));
@@ -306,14 +308,7 @@ std::string stitched_sources_c(const Stitches& st) {
   std::string includes, bodies;
   for (size_t j = 0; j < st.size(); ++j) {
     const std::string p = prefix_of(j);
-    std::istringstream in(st[j].source);
-    std::string line, body;
-    while (std::getline(in, line)) {
-      if (std::regex_match(line, std::regex("\\s*#\\s*include\\b.*")))
-        includes += line + "\n";
-      else
-        body += line + "\n";
-    }
+    const std::string body = without_includes(st[j].source, &includes);
     std::set<std::string> macros;
     const std::set<std::string> names = c_file_scope_names(body, &macros);
     bodies += fmt::format("\n// ---- stitched group {}: its own candidate, its file-scope names renamed {}_*\n",
