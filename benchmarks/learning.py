@@ -147,6 +147,10 @@ def main():
     )
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    # The tree the run starts from (the binary is not rebuilt by this script; a commit taken at the
+    # end would name whatever was checked out by then).
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    start_commit = commit.stdout.strip()
 
     work = tempfile.mkdtemp(prefix="mblast-learning-")
     server = None
@@ -252,12 +256,9 @@ def run_all(args, work):
         )
     print(json.dumps(summary, indent=1))
     if args.out:
-        commit = subprocess.run(
-            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
         meta = {
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
-            "commit": commit,
+            "commit": start_commit,
             "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }
