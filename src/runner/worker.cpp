@@ -118,8 +118,11 @@ struct BufferSet {
       dev.upload(buffers[i], t->data);
     }
   }
+  // Poisons every buffer and waits until that is done (Device::poison may only enqueue it): the
+  // call that follows is ordered after it on any queue or stream, the candidate's own included.
   void poison(Device& dev, std::byte value) {
-    for (auto& b : buffers) dev.fill(b, value);
+    for (auto& b : buffers) dev.poison(b, value);
+    dev.synchronize();
   }
   // Downloads tensor i into its place in `l`, a layout made for these specs.
   void download_into(Device& dev, SafetensorsLayout& l) {
@@ -256,12 +259,7 @@ class Session {
         timed(upload_s, [&] { in.upload(dev_, inputs(), "in/" + std::to_string(seed) + "/"); });
         for (int r = 0; r < runs_ && !stopped; ++r) {
           const std::byte poison = (r % 2 == 0) ? std::byte{0xFF} : std::byte{0x7F};
-          // Finished before the call: a candidate that works on a queue or stream of its own is not
-          // ordered after the poison on ours, which would otherwise land over its outputs.
-          timed(poison_s, [&] {
-            out.poison(dev_, poison);
-            dev_.synchronize();
-          });
+          timed(poison_s, [&] { out.poison(dev_, poison); });
           double t0 = now_s();
           call(state, in, par, out);
           dev_.synchronize();
@@ -341,8 +339,7 @@ class Session {
         const std::byte poison{static_cast<unsigned char>(h.value("poison", 0xFF))};
         const double c0 = now_s();
         fresh.fill(ins[k], h.at("key").get<uint64_t>());
-        for (auto& b : outs[k].buffers) dev_.poison(b, poison);
-        dev_.synchronize();  // the fresh inputs and the poison are in place before the call
+        outs[k].poison(dev_, poison);  // it and the fresh inputs are in place before the call
         const double c1 = now_s();
         if (!deterministic()) dev_.flush_caches();
         const double c2 = now_s();
@@ -429,8 +426,7 @@ class Session {
     SafetensorsLayout blob = layout_safetensors(out_specs_);
     for (const auto& c : m->header.at("calls")) {
       fresh.fill(in, c.at("key").get<uint64_t>());
-      for (auto& b : out.buffers) dev_.poison(b, std::byte{static_cast<unsigned char>(c.value("poison", 0xFF))});
-      dev_.synchronize();
+      out.poison(dev_, std::byte{static_cast<unsigned char>(c.value("poison", 0xFF))});
       call(state, in, par, out);
       dev_.synchronize();
       check_after_call(in, par, out);
