@@ -770,28 +770,26 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     json names = json::array();
     for (const auto& g : stitches) names.push_back(g.name);
     stitched = {{"groups", names}, {"candidate", "kernels/model_stitched" + ext}};
-    {
-      const fs::path sp = work_root / "kernels" / ("model_stitched" + ext);
-      write_file_atomically(sp, model::emit_for(target.backend, plan.schedule, problem, stitches));
-      say(fmt::format("verifying the model with {} stitched group(s) ...\n", stitches.size()));
-      json se = evaluate(problem, target, sp, eo, &client);
-      stitched["correct"] = se.value("correct", false);
-      stitched["median"] = median_of(se);
-      if (!se.value("correct", false)) {
-        stitched["note"] = "not kept: " + one_line_reason(se);
-      } else if (!(median_of(se) < median_of(before))) {
-        stitched["note"] = fmt::format("not kept: {:.4g} {} against the generic model's {:.4g}", median_of(se), unit,
-                                       median_of(before));
-      } else {
-        model_start = sp;
-        origin = fmt::format("the generic lowering with {} group(s) stitched in ({})", stitches.size(),
-                             fmt::format("{}", fmt::join(names.begin(), names.end(), ", ")));
-        stitched["note"] = fmt::format("kept: {:.2f}x the generic model", median_of(before) / median_of(se));
-        for (size_t i = 0; i < plan.groups.size(); ++i)
-          for (const auto& g : stitches)
-            if (g.name == plan.groups[i].name)
-              groups[i]["outcome"] = groups[i]["outcome"].get<std::string>() + "; stitched into the model";
-      }
+    const fs::path sp = work_root / "kernels" / ("model_stitched" + ext);
+    write_file_atomically(sp, model::emit_for(target.backend, plan.schedule, problem, stitches));
+    say(fmt::format("verifying the model with {} stitched group(s) ...\n", stitches.size()));
+    json se = evaluate(problem, target, sp, eo, &client);
+    stitched["correct"] = se.value("correct", false);
+    stitched["median"] = median_of(se);
+    if (!se.value("correct", false)) {
+      stitched["note"] = "not kept: " + one_line_reason(se);
+    } else if (!(median_of(se) < median_of(before))) {
+      stitched["note"] =
+          fmt::format("not kept: {:.4g} {} against the generic model's {:.4g}", median_of(se), unit, median_of(before));
+    } else {
+      model_start = sp;
+      origin = fmt::format("the generic lowering with {} group(s) stitched in ({})", stitches.size(),
+                           fmt::format("{}", fmt::join(names.begin(), names.end(), ", ")));
+      stitched["note"] = fmt::format("kept: {:.2f}x the generic model", median_of(before) / median_of(se));
+      for (size_t i = 0; i < plan.groups.size(); ++i)
+        for (const auto& g : stitches)
+          if (g.name == plan.groups[i].name)
+            groups[i]["outcome"] = groups[i]["outcome"].get<std::string>() + "; stitched into the model";
     }
     say("  stitching: " + stitched.value("note", std::string()) + "\n");
   }
@@ -841,23 +839,20 @@ int run_optimize_model(const OptimizeModelArgs& a) {
     live.start("PyTorch eager", "baseline");
     json b = eager_baseline(problem, target, a.python);
     live.done("");
-    const json eager = b.value("eager", json::object());
-    if (eager.is_object() && eager.contains("median_us") && std::isfinite(median_of(final_eval)) &&
-        unit_of(final_eval) == "us") {
-      e2e["eager_us"] = eager["median_us"];
-      e2e["speedup_vs_eager"] = eager["median_us"].get<double>() / median_of(final_eval);
-    } else {
-      e2e["eager_note"] = b.contains("unavailable") ? b["unavailable"].get<std::string>() : "no eager time";
-    }
-    // An ONNX model's own runtime, timed by the same helper on the same inputs.
-    if (const json ort = b.value("onnxruntime", json()); ort.is_object()) {
-      if (ort.contains("median_us") && std::isfinite(median_of(final_eval)) && unit_of(final_eval) == "us") {
-        e2e["onnxruntime_us"] = ort["median_us"];
-        e2e["speedup_vs_onnxruntime"] = ort["median_us"].get<double>() / median_of(final_eval);
+    // One baseline's time and the model's speedup over it, or why there is none.
+    const bool timed = std::isfinite(median_of(final_eval)) && unit_of(final_eval) == "us";
+    auto against = [&](const char* name, const json& r, const std::string& why_not) {
+      if (timed && r.is_object() && r.contains("median_us") && r["median_us"].is_number()) {
+        e2e[std::string(name) + "_us"] = r["median_us"];
+        e2e[std::string("speedup_vs_") + name] = r["median_us"].get<double>() / median_of(final_eval);
       } else {
-        e2e["onnxruntime_note"] = ort.value("unavailable", std::string("no onnxruntime time"));
+        e2e[std::string(name) + "_note"] = why_not;
       }
-    }
+    };
+    against("eager", b.value("eager", json::object()), b.value("unavailable", std::string("no eager time")));
+    // An ONNX model's own runtime, timed by the same helper on the same inputs.
+    if (const json ort = b.value("onnxruntime", json()); ort.is_object())
+      against("onnxruntime", ort, ort.value("unavailable", std::string("no onnxruntime time")));
   }
   // How mblast's reading of an ONNX graph compared with onnxruntime before anything was lowered.
   if (const fs::path check = src.parent_path() / "onnxruntime_check.json"; fs::exists(check)) {
