@@ -334,10 +334,7 @@ int run_optimize(const OptimizeArgs& args) {
     const fs::path copy = scratch.path() / "kb.sqlite";
     if (kb::is_postgresql_url(kb.string()) || fs::exists(kb)) {
       kb::KnowledgeBase snap = kb::KnowledgeBase::snapshot_of(kb);
-      std::string quoted = copy.string();  // an SQL string literal: quotes doubled
-      for (size_t i = quoted.find('\''); i != std::string::npos; i = quoted.find('\'', i + 2))
-        quoted.insert(i, 1, '\'');
-      snap.db().exec("VACUUM INTO '" + quoted + "'");
+      snap.db().prepare("VACUUM INTO ?").bind(1, copy.string()).step();
     }
     o.kb_path = copy;  // a new one (with the seed) where the user has none yet
     o.runs_dir = scratch.path() / "runs";
