@@ -12,7 +12,7 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 export MBLAST_HOME=$ROOT
-targets="mblast mblast-runner mblast_adversarial_tests mblast_containment_tests mblast_conformance_tests mblast_cuda_device_tests"
+targets="mblast mblast-runner mblast_adversarial_tests mblast_adversarial_timed_tests mblast_containment_tests mblast_conformance_tests mblast_cuda_device_tests"
 # shellcheck source=tools/gpu_cmake_args.sh
 source "$ROOT/tools/gpu_cmake_args.sh"
 build() {  # build SRC_DIR TARGETS...

@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?bundle or run}
 dest=${2:?destination folder}
-bins=(bin/mblast bin/mblast-runner tests/mblast_adversarial_tests tests/mblast_conformance_tests
+bins=(bin/mblast bin/mblast-runner tests/mblast_adversarial_tests tests/mblast_adversarial_timed_tests
+  tests/mblast_conformance_tests
   tests/mblast_containment_tests backends/cuda/mblast_cuda_device_tests tests/policy/mblast_policy_tests)
 
 if [[ $mode == bundle ]]; then
@@ -59,6 +60,7 @@ run_shards() {  # binary filter shards name
 timeout "$limit" build/backends/cuda/mblast_cuda_device_tests >"$out/cuda_device.log" 2>&1 &
 run_shards tests/mblast_adversarial_tests '*cuda*' 4 adversarial
 run_shards tests/mblast_conformance_tests '*cuda*' 1 conformance
+run_shards tests/mblast_adversarial_timed_tests '*cuda*' 1 adversarial_timed
 run_shards tests/mblast_containment_tests '*cuda*' 1 containment
 run_shards tests/policy/mblast_policy_tests '*CudaVariantsOnTarget*' 2 variants
 wait

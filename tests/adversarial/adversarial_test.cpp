@@ -30,7 +30,14 @@ struct Case {
   int repeat = 1;           // evals of the candidate (a cheat that draws when to cheat)
 };
 
-// Every tests/adversarial/cases*.json, in name order (one file per group of attacks).
+// Cases whose verdict compares the candidate's measured time with the naive candidate's. They are
+// built into a binary of their own (MBLAST_ADV_TIMED=1) that ctest runs alone (RUN_SERIAL): on a
+// 2-core machine a neighbouring test takes one of pocl's two threads and halves one eval's speed,
+// which a comparison of two evals reads as a cheat.
+bool compares_times(const std::string& expect) { return expect == "counted_time" || expect == "refused_or_counted"; }
+
+// Every tests/adversarial/cases*.json, in name order (one file per group of attacks): the timed
+// ones or the others, after MBLAST_ADV_TIMED.
 std::vector<Case> all_cases() {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(testing::source_dir() / "tests" / "adversarial")) {
@@ -43,9 +50,11 @@ std::vector<Case> all_cases() {
     std::ifstream in(f);
     const json j = json::parse(in);
     for (const auto& b : testing::all_backend_names())
-      for (const auto& c : j["cases"])
+      for (const auto& c : j["cases"]) {
+        if (compares_times(c["expect"]) != (MBLAST_ADV_TIMED != 0)) continue;
         v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false),
                      c.value("source", c["name"].get<std::string>()), c.value("defines", ""), c.value("repeat", 1)});
+      }
   }
   return v;
 }
@@ -61,6 +70,21 @@ EvalOptions adversarial_options() {
   o.time_s = 60;
   o.memory_mb = 2048;
   return o;
+}
+
+// The naive candidate's median time: the faster of two evals, so that one slowed eval of the
+// reference does not make an honest candidate's time look hidden. A cheat that hides its work
+// shows a small fraction of either.
+double naive_time(const Problem& p, const Target& t, RunnerClient& client, const std::string& backend) {
+  const fs::path naive = p.dir / "candidates" / ("naive." + backend + testing::candidate_extension(backend));
+  double best = 0;
+  for (int k = 0; k < 2; ++k) {
+    json base = evaluate(p, t, naive, adversarial_options(), &client);
+    EXPECT_TRUE(base["correct"].get<bool>()) << base.dump(2);
+    const double m = base["time"]["median"].get<double>();
+    best = k == 0 ? m : std::min(best, m);
+  }
+  return best;
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << c.name; }
@@ -118,14 +142,12 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
     RunnerClient client(RunnerAddress{});
     if (c.expect == "refused_or_counted") {
       // Refused, or accepted with its real work in the figure: never the hidden work's time.
-      const fs::path naive = p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
-      json base = evaluate(p, t, naive, adversarial_options(), &client);
-      ASSERT_TRUE(base["correct"].get<bool>()) << base.dump(2);
+      const double base = naive_time(p, t, client, c.backend);
       int refused = 0;
       for (int k = 0; k < c.repeat; ++k) {
         json r = evaluate(p, t, cand, adversarial_options(), &client);
         if (r["correct"].get<bool>()) {
-          EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * base["time"]["median"].get<double>())
+          EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * base)
               << "eval " << k << " accepted the hidden work's time";
         } else {
           EXPECT_EQ(r["failure_kind"], "timing_inconsistent") << r.value("reason", json()).dump();
@@ -156,10 +178,7 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
     if (c.expect == "counted_time") {
       // Accepted, but its real work must be in the clock: at least half the naive candidate's time.
       ASSERT_TRUE(r["correct"].get<bool>()) << r.dump(2);
-      const fs::path naive = p.dir / "candidates" / ("naive." + c.backend + testing::candidate_extension(c.backend));
-      json base = evaluate(p, t, naive, adversarial_options(), &client);
-      ASSERT_TRUE(base["correct"].get<bool>());
-      EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * base["time"]["median"].get<double>())
+      EXPECT_GE(r["time"]["median"].get<double>(), 0.5 * naive_time(p, t, client, c.backend))
           << "work moved off the timed stream was not counted";
     } else {
       EXPECT_FALSE(r["correct"].get<bool>()) << "accepted a candidate that " << c.what;
