@@ -433,6 +433,15 @@ void CudaDevice::download(const Buffer& b, std::span<std::byte> host) {
   MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
 }
 
+void CudaDevice::download_range(const Buffer& b, size_t offset, std::span<std::byte> host) {
+  if (host.empty()) return;
+  if (offset > b.nbytes || host.size() > b.nbytes - offset) throw BackendError("download_range: past the buffer's end");
+  make_current();
+  const auto src = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(b.handle)) + offset;
+  MBLAST_CU_CHECK(d_, d_.MemcpyDtoHAsync(host.data(), src, host.size(), stream_));
+  MBLAST_CU_CHECK(d_, d_.StreamSynchronize(stream_));
+}
+
 void CudaDevice::fill(Buffer& b, std::byte value) {
   if (b.nbytes == 0) return;
   make_current();

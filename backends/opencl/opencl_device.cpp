@@ -339,6 +339,13 @@ void OpenclDevice::fill(Buffer& b, std::byte value) {
   MBLAST_CL_CHECK(clEnqueueFillBuffer(queue_, static_cast<cl_mem>(b.handle), &v, 1, 0, b.nbytes, 0, nullptr, nullptr));
 }
 
+void OpenclDevice::download_range(const Buffer& b, size_t offset, std::span<std::byte> host) {
+  if (host.empty()) return;
+  if (offset > b.nbytes || host.size() > b.nbytes - offset) throw BackendError("download_range: past the buffer's end");
+  MBLAST_CL_CHECK(clEnqueueReadBuffer(queue_, static_cast<cl_mem>(b.handle), CL_TRUE, offset, host.size(), host.data(),
+                                      0, nullptr, nullptr));
+}
+
 bool OpenclDevice::guards_intact(const Buffer& b) {
   auto* g = static_cast<Guarded*>(b.impl);
   const size_t n = std::max<size_t>(b.nbytes, 1);

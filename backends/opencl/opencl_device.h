@@ -35,6 +35,7 @@ class OpenclDevice final : public Device {
   void release(Buffer& b) override;
   void upload(Buffer& b, std::span<const std::byte> host) override;
   void download(const Buffer& b, std::span<std::byte> host) override;
+  void download_range(const Buffer& b, size_t offset, std::span<std::byte> host) override;
   void fill(Buffer& b, std::byte value) override;
   bool guards_intact(const Buffer& b) override;
   void synchronize() override;

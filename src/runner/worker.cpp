@@ -14,6 +14,7 @@
 #include <set>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "mblast/protocol.h"
 #include "mblast/safetensors.h"
 #include "mblast/shared_payload.h"
+#include "output_look.h"
 
 namespace mblast::runner {
 
@@ -73,6 +75,30 @@ int signal_with_handler(const void* candidate_base = nullptr) {
   }
   return 0;
 }
+
+// Asynchronous signals held on the worker's thread from a timed call's return until its checks
+// are done. A handler of the candidate's that a timer or another thread sets off would otherwise
+// run on this thread inside the clock's synchronisation (clFinish, cuCtxSynchronize), where the
+// device's clock does not see it: it could compute the outputs on the host and leave them
+// complete before the checks (adversarial case timer_signal: accepted at a quarter of the naive
+// candidate's time before this). Held, the signal goes to another thread, which races the
+// checks' reads (output_look.h), or waits until the outputs were read. The faults an
+// instruction raises stay deliverable: blocked, they kill the process.
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigset_t held;
+    sigfillset(&held);
+    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&held, sig);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~HeldSignals() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+
+ private:
+  sigset_t before_{};
+};
 
 // The load address of the library that holds FN (the candidate's entry point), or null.
 const void* library_base(const void* fn) {
@@ -345,8 +371,12 @@ class Session {
         const double c2 = now_s();
         dev_.timer_begin();
         call(state, ins[k], par, outs[k]);
+        std::optional<HeldSignals> held(std::in_place);  // until the checks below are done
         const double sample = dev_.timer_end();
         const double c3 = now_s();
+        // Before anything else reads them: a window of each output, read again after the checks
+        // (output_look.h). Work that goes on after the return shows as bytes that changed.
+        const std::vector<OutputWindow> look = look_at_outputs(dev_, outs[k].buffers);
         // Under a count any handler; under a clock the candidate's own (none to look for when its
         // library is unknown).
         const int sig = deterministic()   ? signal_with_handler()
@@ -367,6 +397,12 @@ class Session {
                                  "wrote outside the buffer of '" +
                                      out_specs_[static_cast<size_t>(chk.broken_guard)].name +
                                      "' (guard bytes changed)");
+        if (const int o = changed_output(dev_, outs[k].buffers, look); o >= 0)
+          throw CandidateFailure(FailureKind::unwritten_output,
+                                 "'" + out_specs_[static_cast<size_t>(o)].name +
+                                     "' changed after the call had returned and the device was synchronised: work "
+                                     "done after the clock stopped (by a thread or signal handler of the candidate's)");
+        held.reset();  // a signal that came meanwhile is handled now, after the outputs were read
         json digests = json::array();
         for (const OutputDigest& d : chk.digests) digests.push_back({{"hash", d.hash}, {"poisoned", d.poisoned}});
         const double c4 = now_s();
@@ -535,6 +571,15 @@ double median3(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The worker's checks after a timed call, on one output: a first look, the checks, a second look.
+void check_once(Device& dev, const Buffer& out) {
+  const size_t four = 4;
+  Buffer b = out;
+  const std::vector<OutputWindow> look = look_at_outputs(dev, std::span(&b, 1));
+  (void)dev.check_outputs(std::span(&b, 1), std::span(&four, 1), std::byte{0xFF});
+  (void)changed_output(dev, std::span(&b, 1), look);
+}
+
 // What the per-call work around a timed call costs on this device, measured with no candidate
 // loaded (a peaks request): the runner bounds a worker's own accounts of that work by these, so
 // a call's time cannot hide in them (docs/measurement.md, "the runner's clock").
@@ -558,8 +603,7 @@ json measure_check_costs(Device& dev) {
     dev.synchronize();
     mix.push_back(now_s() - t);
     t = now_s();
-    const size_t four = 4;
-    (void)dev.check_outputs(std::span(&d, 1), std::span(&four, 1), std::byte{0xFF});
+    check_once(dev, d);
     digest.push_back(now_s() - t);
     // The same on a small buffer: the fixed cost per buffer.
     t = now_s();
@@ -569,7 +613,7 @@ json measure_check_costs(Device& dev) {
     dev.synchronize();
     mix_small.push_back(now_s() - t);
     t = now_s();
-    (void)dev.check_outputs(std::span(&sd, 1), std::span(&four, 1), std::byte{0xFF});
+    check_once(dev, sd);
     check_small.push_back(now_s() - t);
   }
   for (Buffer* x : {&a, &b, &d, &sa, &sb, &sd}) dev.release(*x);

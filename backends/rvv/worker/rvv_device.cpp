@@ -191,6 +191,11 @@ void RvvDevice::download(const Buffer& b, std::span<std::byte> host) {
   std::memcpy(host.data(), b.handle, host.size());
 }
 
+void RvvDevice::download_range(const Buffer& b, size_t offset, std::span<std::byte> host) {
+  if (offset > b.nbytes || host.size() > b.nbytes - offset) throw BackendError("download_range: past the buffer's end");
+  std::memcpy(host.data(), static_cast<const std::byte*>(b.handle) + offset, host.size());
+}
+
 void RvvDevice::fill(Buffer& b, std::byte value) { std::memset(b.handle, static_cast<int>(value), b.nbytes); }
 
 bool RvvDevice::guards_intact(const Buffer& b) {

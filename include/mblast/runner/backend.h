@@ -9,6 +9,7 @@
 //     allocates, uploads, runs the candidate through the ABI, synchronises and times.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -59,6 +60,14 @@ class Device {
   virtual void release(Buffer& b) = 0;
   virtual void upload(Buffer& b, std::span<const std::byte> host) = 0;
   virtual void download(const Buffer& b, std::span<std::byte> host) = 0;
+  // Bytes [offset, offset + host.size()) of B, complete on return. The default downloads all of B.
+  virtual void download_range(const Buffer& b, size_t offset, std::span<std::byte> host) {
+    if (offset > b.nbytes || host.size() > b.nbytes - offset)
+      throw BackendError("download_range: past the buffer's end");
+    scratch_.resize(b.nbytes);
+    download(b, scratch_);
+    std::copy_n(scratch_.begin() + static_cast<std::ptrdiff_t>(offset), host.size(), host.begin());
+  }
   virtual void fill(Buffer& b, std::byte value) = 0;
   virtual bool guards_intact(const Buffer& b) = 0;
 
