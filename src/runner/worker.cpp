@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mblast/cache_evict.h"
@@ -41,6 +42,21 @@ class CandidateFailure : public Error {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// When this worker started (wall clock, as file times are kept), before any candidate code ran.
+timespec g_worker_started{};
+
+// Whether the library file PATH could be the candidate's own work: a file gone (a memfd, or one it
+// unlinked after loading it) or one changed since the worker started. The libraries of drivers
+// and runtimes were on disk before; a candidate can only bring code in a file it writes itself
+// (adversarial case second_library_handler).
+bool written_by_candidate(const char* path) {
+  struct stat st {};
+  if (!path || ::stat(path, &st) != 0) return true;
+  const timespec& c = st.st_ctim;
+  return c.tv_sec > g_worker_started.tv_sec ||
+         (c.tv_sec == g_worker_started.tv_sec && c.tv_nsec >= g_worker_started.tv_nsec);
+}
+
 // A signal with a handler function, or 0. Under an instruction count (the call's instructions
 // alone) a handler runs uncounted whenever its signal comes: a fault that the worker's checks
 // take on output pages the call left protected, a timer's signal; it could do the call's work
@@ -51,7 +67,8 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 // handler whose code is the candidate's is refused: in the candidate's library (CANDIDATE_BASE,
 // its load address), or in memory that no library maps (code it wrote). A driver's or runtime's
 // own handlers (an LLVM inside an OpenCL driver installs some while it builds) live in their
-// libraries and stay allowed. Null CANDIDATE_BASE: any handler at all.
+// libraries and stay allowed; a library file written while the worker ran, or gone, is the
+// candidate's. Null CANDIDATE_BASE: any handler at all.
 int signal_with_handler(const void* candidate_base = nullptr) {
   // Under a clock only the faults a read of the outputs raises (a look at every signal after each
   // call cost milliseconds per call in the sandboxed worker, where each system call is slow).
@@ -71,7 +88,8 @@ int signal_with_handler(const void* candidate_base = nullptr) {
     const void* code = (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<const void*>(sa.sa_sigaction)
                                                   : reinterpret_cast<const void*>(sa.sa_handler);
     Dl_info info{};
-    if (::dladdr(code, &info) == 0 || info.dli_fbase == candidate_base) return sig;
+    if (::dladdr(code, &info) == 0 || info.dli_fbase == candidate_base || written_by_candidate(info.dli_fname))
+      return sig;
   }
   return 0;
 }
@@ -628,6 +646,7 @@ json measure_check_costs(Device& dev) {
 void set_after_open_hook(AfterOpenHook hook) { g_after_open = hook; }
 
 int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked) {
+  ::clock_gettime(CLOCK_REALTIME, &g_worker_started);
   protocol::MessageReader reader(in_fd);
   std::optional<Message> req;
   try {

@@ -108,10 +108,18 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
   Problem p = load_problem(testing::source_dir() / "problems" / c.problem);
   ensure_problem_data(p, true);
 
-  // Materialise the candidate: substitute the expected-output path for peek_expected.
+  // Materialise the candidate: substitute the expected-output path for peek_expected, and the helper
+  // library's bytes for second_library_handler.
   std::string code = c.defines + read_file(src);
   code = std::regex_replace(code, std::regex("@EXPECTED_FILE@"),
                             p.expected_file(p.seeds.at(1).seed, p.inits.at(0)).string());
+  if (code.find("@HELPER_LIB_BYTES@") != std::string::npos) {
+    const std::string lib = read_file(MBLAST_ADV_HELPER_LIB);
+    ASSERT_FALSE(lib.empty()) << "no helper library at " << MBLAST_ADV_HELPER_LIB;
+    std::string bytes;
+    for (const unsigned char ch : lib) bytes += std::to_string(static_cast<unsigned>(ch)) + ",";
+    code.replace(code.find("@HELPER_LIB_BYTES@"), std::string("@HELPER_LIB_BYTES@").size(), bytes);
+  }
   const fs::path work = fs::temp_directory_path() / ("mblast-adv-" + c.backend + "-" + c.name);
   fs::create_directories(work);
   const fs::path cand = work / src.filename();
