@@ -197,6 +197,46 @@ class MaxBytesRuleTest(unittest.TestCase):
         self.assertGreaterEqual(sizes.get("height", 96), sizes.get("kernel", 5))
         run_reference(os.path.join(out, "heads"))
 
+    def test_batch_norm_keeps_enough_values_per_channel(self):
+        # Halving the largest size first takes these images to 2x2: batch norm in training mode would
+        # then normalise each channel over 8 values. A halving that leaves fewer than 16 is undone.
+        f = self.write(
+            "bn.py",
+            """
+            import torch
+            import torch.nn as nn
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv2d(3, 8, 3, padding=1)
+                    self.bn = nn.BatchNorm2d(8)
+
+                def forward(self, x):
+                    return torch.relu(self.bn(self.conv(x)))
+
+            batch = 2
+            size = 128
+
+            def get_inputs():
+                return [torch.rand(batch, 3, size, size)]
+
+            def get_init_inputs():
+                return []
+            """,
+        )
+        out = os.path.join(self.tmp, "out")
+        r = helper("import", f, "--out", out, "--max-bytes", "2K")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        p = read_json(os.path.join(out, "bn", "problem.json"))
+        self.assertLessEqual(p["bytes"], 2 << 10)
+        sizes = {n: v[1] for n, v in p["scale"]["constants"].items()}
+        per_channel = sizes.get("batch", 2) * sizes.get("size", 128) ** 2
+        self.assertGreaterEqual(per_channel, 16, p["scale"])
+        self.assertIn("size", p["scale"]["kept"], p["scale"])
+        self.assertIn("batch norm in training mode over", p["scale"]["kept"]["size"])
+        run_reference(os.path.join(out, "bn"))
+
     def test_what_cannot_fit_says_why_in_one_line(self):
         f = self.write(
             "fixed.py",

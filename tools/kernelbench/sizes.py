@@ -214,15 +214,60 @@ def _fake_limit(e: BaseException) -> bool:
     )
 
 
-def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow: bool = False):
+# A normalisation whose statistics a halving leaves over fewer values than this is ill-posed:
+# batch norm in training mode over a batch of 2x2 images normalises each channel over a handful of
+# values, and its outputs swing with rounding (level3/10_ResNet101 at 64M: refused as wrong_output
+# once imported). Such a halving counts as one that breaks the file.
+MIN_NORM_VALUES = 16
+
+
+class IllPosed(ValueError):
+    """A halving left a normalisation's statistics over too few values."""
+
+
+@contextlib.contextmanager
+def _well_posed_norms():
+    """Within: F.batch_norm in training mode and F.instance_norm raise where a statistic would be
+    taken over fewer than MIN_NORM_VALUES values."""
+    F = torch.nn.functional
+    batch_norm, instance_norm = F.batch_norm, F.instance_norm
+
+    def check(x, per_stat: int, what: str):
+        if per_stat < MIN_NORM_VALUES:
+            raise IllPosed(
+                f"{what} over {per_stat} values per statistic (input {tuple(x.shape)}; "
+                f"at least {MIN_NORM_VALUES} keep it well-posed)"
+            )
+
+    def guarded_batch_norm(x, *args, **kwargs):
+        training = kwargs.get("training", args[4] if len(args) > 4 else False)
+        if training and x.dim() >= 2:
+            check(x, x.numel() // max(x.shape[1], 1), "batch norm in training mode")
+        return batch_norm(x, *args, **kwargs)
+
+    def guarded_instance_norm(x, *args, **kwargs):
+        if x.dim() >= 3:
+            check(x, x[0, 0].numel(), "instance norm")
+        return instance_norm(x, *args, **kwargs)
+
+    F.batch_norm, F.instance_norm = guarded_batch_norm, guarded_instance_norm
+    try:
+        yield
+    finally:
+        F.batch_norm, F.instance_norm = batch_norm, instance_norm
+
+
+def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow: bool = False, trial: bool = False):
     """('fits' | 'big', bytes, seconds of the fake forward or 0) or ('bad', reason, 0). 'big'
     counts inputs and parameters only; its forward runs under fake tensors only (FORWARD_BIG), to
     see shapes break early. Once they fit, a forward fake tensors cannot run runs for real, and so
     does a SLOW one (fake tensors cost about a millisecond per op: a bidirectional GRU's time
-    steps took 340 s of fake forwards to scale, its real forward at that size well under one)."""
+    steps took 340 s of fake forwards to scale, its real forward at that size well under one).
+    A TRIAL (a halving, not the file's own sizes) whose normalisations become ill-posed is 'bad'."""
     from torch._subclasses import FakeTensorMode
     from .tensors import register_tensor_attributes, seed_all
 
+    norms = _well_posed_norms if trial else contextlib.nullcontext
     try:
         mod = load_text(path, text)
     except Failure as e:
@@ -240,7 +285,7 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
                     return "bad", one_line(e), 0.0
                 model = None  # built with .item() and the like: for real, below
         if model is None:
-            return _measure_real(mod, budget, sink)
+            return _measure_real(mod, budget, sink, norms)
         with fake, contextlib.redirect_stdout(sink):
             register_tensor_attributes(model)  # as the import holds them: parameters
             held = _tensor_bytes(args) + _tensor_bytes(list(model.parameters()) + list(model.buffers()))
@@ -255,11 +300,13 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
             try:
                 if args is None:
                     raise NotImplementedError("slow under fake tensors")
-                with torch.no_grad():
+                with torch.no_grad(), norms():
                     out = _tensor_bytes(_outputs(model(*args)))
                 took = time.perf_counter() - t0
                 return ("big", held, took) if held > budget else ("fits", held + out, took)
             except Exception as e:
+                if isinstance(e, IllPosed):
+                    return "bad", one_line(e), 0.0
                 if held > budget:
                     return ("big", held, 0.0) if _fake_limit(e) else ("bad", one_line(e), 0.0)
         seed_all(0)
@@ -267,14 +314,15 @@ def _measure(path: str, text: bytes, budget: int, forward_big: bool = True, slow
             with contextlib.redirect_stdout(sink), torch.no_grad():
                 args = list(mod.get_inputs())
                 model = mod.Model(*mod.get_init_inputs())
-                return "fits", held + _tensor_bytes(_outputs(model(*args))), 0.0
+                with norms():
+                    return "fits", held + _tensor_bytes(_outputs(model(*args))), 0.0
         except Exception as e:
             return "bad", one_line(e), 0.0
     finally:
         sys.modules.pop(getattr(mod, "__name__", ""), None)
 
 
-def _measure_real(mod, budget: int, sink):
+def _measure_real(mod, budget: int, sink, norms=contextlib.nullcontext):
     """_measure for a file fake tensors cannot build (its Model reads values: Swin's relative
     position tables). The inputs and parameters are made for real, as an import without
     --max-bytes would; the forward only once they fit."""
@@ -289,7 +337,8 @@ def _measure_real(mod, budget: int, sink):
             held = _tensor_bytes(args) + _tensor_bytes(list(model.parameters()) + list(model.buffers()))
             if held > budget:
                 return "big", held, 0.0
-            return "fits", held + _tensor_bytes(_outputs(model(*args))), 0.0
+            with norms():
+                return "fits", held + _tensor_bytes(_outputs(model(*args))), 0.0
     except Exception as e:
         return "bad", one_line(e), 0.0
 
@@ -352,7 +401,7 @@ def fit(path: str, text: bytes, max_bytes: int):
             trial = dict(halvings)
             for k in t:
                 trial[k] += 1
-            tkind, tgot, took = _measure(path, slots.rewrite(trial), max_bytes, not slow, slow)
+            tkind, tgot, took = _measure(path, slots.rewrite(trial), max_bytes, not slow, slow, trial=True)
             slow = slow or took > 2.0
             if tkind != "bad" and not (tkind == kind and tgot >= got):
                 break
