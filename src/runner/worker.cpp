@@ -42,7 +42,9 @@ class CandidateFailure : public Error {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// When this worker started (wall clock, as file times are kept), before any candidate code ran.
+// When this worker started, before any candidate code ran, by the coarse wall clock the kernel stamps
+// file times with (the fine clock runs up to a tick ahead of it: a file written just after the start
+// could carry an earlier time).
 timespec g_worker_started{};
 
 // Whether the library file PATH could be the candidate's own work: a file gone (a memfd, or one it
@@ -646,7 +648,7 @@ json measure_check_costs(Device& dev) {
 void set_after_open_hook(AfterOpenHook hook) { g_after_open = hook; }
 
 int worker_main(int in_fd, int out_fd, Backend& backend, const CandidateEntry* linked) {
-  ::clock_gettime(CLOCK_REALTIME, &g_worker_started);
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &g_worker_started);
   protocol::MessageReader reader(in_fd);
   std::optional<Message> req;
   try {

@@ -24,10 +24,11 @@ using nlohmann::json;
 
 struct Case {
   std::string backend, name, problem, expect, what;
-  bool first_eval = false;  // run with an empty cache: no peaks or per-call check costs for the device yet
-  std::string source;       // the candidate file's stem, when another case's (default: name)
-  std::string defines;      // text put before the source (a variant of another case's candidate)
-  int repeat = 1;           // evals of the candidate (a cheat that draws when to cheat)
+  bool first_eval = false;         // run with an empty cache: no peaks or per-call check costs for the device yet
+  std::string source;              // the candidate file's stem, when another case's (default: name)
+  std::string defines;             // text put before the source (a variant of another case's candidate)
+  int repeat = 1;                  // evals of the candidate (a cheat that draws when to cheat)
+  std::set<std::string> backends;  // where the case applies (default: every backend with the source)
 };
 
 // Cases whose verdict compares the candidate's measured time with the naive candidate's. They are
@@ -53,7 +54,8 @@ std::vector<Case> all_cases() {
       for (const auto& c : j["cases"]) {
         if (compares_times(c["expect"]) != (MBLAST_ADV_TIMED != 0)) continue;
         v.push_back({b, c["name"], c["problem"], c["expect"], c["what"], c.value("first_eval", false),
-                     c.value("source", c["name"].get<std::string>()), c.value("defines", ""), c.value("repeat", 1)});
+                     c.value("source", c["name"].get<std::string>()), c.value("defines", ""), c.value("repeat", 1),
+                     c.value("backends", std::set<std::string>{})});
       }
   }
   return v;
@@ -98,7 +100,8 @@ TEST_P(Adversarial, IsSeenForWhatItIs) {
   const fs::path src =
       c.source == "naive" ? testing::source_dir() / "problems" / c.problem / "candidates" / ("naive." + c.backend + ext)
                           : testing::source_dir() / "tests" / "adversarial" / c.backend / (c.source + ext);
-  if (!fs::exists(src)) GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
+  if (!fs::exists(src) || (!c.backends.empty() && !c.backends.count(c.backend)))
+    GTEST_SKIP() << "NOT_SUPPORTED: no " << c.backend << " variant of " << c.name;
   if (c.expect == "refused_or_counted" && c.backend == "rvv")
     GTEST_SKIP() << "under QEMU a refused count stands at once, with no second measurement to probe "
                     "(the case without intermittence covers it)";
