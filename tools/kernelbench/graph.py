@@ -11,6 +11,7 @@ import sys
 
 import torch
 
+from . import recurrent
 from .common import Failure, one_line
 from .tensors import Reference, dtype_tables, json_constant, torch_version
 
@@ -161,7 +162,9 @@ def _trace_fx(model, args, tensor_names, param_names):
 
 
 def _trace_export(model, args, tensor_names):
-    ep = torch.export.export(copy.deepcopy(model), tuple(args))
+    copied = copy.deepcopy(model)
+    recurrent.as_one_op(copied)
+    ep = torch.export.export(copied, tuple(args))
     sig = ep.graph_signature
     p_map = dict(getattr(sig, "inputs_to_parameters", {}) or {})
     p_map.update(dict(getattr(sig, "inputs_to_buffers", {}) or {}))
@@ -660,7 +663,8 @@ def _aten_make_fx(model, args, tensor_names, param_names):
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.utils import stateless
 
-    model = copy.deepcopy(model)
+    original, model = model, copy.deepcopy(model)
+    recurrent.as_one_op(model)
     named = [(n, p) for n, p in model.named_parameters()] + [(n, b) for n, b in model.named_buffers()]
     named = [(n, t) for n, t in named if n in param_names]
     tensor_pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -685,8 +689,9 @@ def _aten_make_fx(model, args, tensor_names, param_names):
         return t if t is not None and (t in param_names or t in tensor_names) else None
 
     # A module that reads its parameters through a list of its own (nn.LSTM's _flat_weights)
-    # bypasses functional_call: they are traced as constants. The same storage is the parameter.
-    storage = {(t.data_ptr(), tuple(t.shape), tuple(t.stride())): n for n, t in named}
+    # bypasses functional_call: they are traced as constants. The same storage is the parameter
+    # (the copy's, or the original's that a closure in forward still holds).
+    storage = {**_storage_names(original, param_names), **_storage_names(model, param_names)}
 
     def constant(n):
         if n.op != "get_attr":
@@ -706,8 +711,16 @@ def _aten_make_fx(model, args, tensor_names, param_names):
     }
 
 
+def _storage_names(model, param_names) -> dict:
+    """(data_ptr, shape, strides) -> the problem's name, for the module's parameters and buffers."""
+    named = list(model.named_parameters()) + list(model.named_buffers())
+    return {(t.data_ptr(), tuple(t.shape), tuple(t.stride())): n for n, t in named if n in param_names}
+
+
 def _aten_export(model, args, tensor_names, param_names):
-    ep = torch.export.export(copy.deepcopy(model), tuple(args))
+    copied = copy.deepcopy(model)
+    recurrent.as_one_op(copied)
+    ep = torch.export.export(copied, tuple(args))
     ep = ep.run_decompositions(_decomposition_table())
     sig = ep.graph_signature
     p_map = dict(getattr(sig, "inputs_to_parameters", {}) or {})
@@ -719,10 +732,22 @@ def _aten_export(model, args, tensor_names, param_names):
     c_map = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
     held = dict(getattr(ep, "constants", {}) or {})
 
+    # Parameters that forward reaches through a closure (a lambda over a ModuleDict, as minGPT's
+    # MLP) are lifted as constants: export traced a copy, and the closure still holds the original's
+    # tensors. The same storage is the parameter, as under make_fx.
+    # The same for the copy's own parameters read through a list (nn.LSTM's _flat_weights).
+    storage = {**_storage_names(model, param_names), **_storage_names(copied, param_names)}
+
     def lifted(n):
         if n.op == "get_attr":
-            return getattr(ep.graph_module, n.target, None)
-        return held.get(c_map.get(n.name)) if n.name in c_map else None
+            t = getattr(ep.graph_module, n.target, None)
+        else:
+            t = held.get(c_map.get(n.name)) if n.name in c_map else None
+        if isinstance(t, torch.Tensor) and t.numel() > 0:
+            name = storage.get((t.data_ptr(), tuple(t.shape), tuple(t.stride())))
+            if name is not None:
+                return name, t
+        return t
 
     def ph(n):
         if n.name in p_map:
@@ -733,12 +758,35 @@ def _aten_export(model, args, tensor_names, param_names):
                 return f"in{tensor_positions[i]}"
         return None
 
+    nodes = _aten_nodes(ep.graph_module.graph, ph, constant=lambda n: lifted(n))
+    # The output node returns the buffers forward updates (batch norm's running statistics in
+    # training mode) before the user's outputs: only the user's are the problem's outputs, as under
+    # make_fx, where the updates go to buffers no one reads back.
+    user = _user_outputs(sig)
+    for e in nodes:
+        if e["op"] == "output" and user is not None:
+            outs = e["args"][0] if len(e["args"]) == 1 and isinstance(e["args"][0], list) else e["args"]
+            kept = [a for a in outs if not (isinstance(a, dict) and "node" in a) or a["node"] in user]
+            e["args"] = [kept]
     return {
         "format": 1,
         "method": "torch.export + run_decompositions (aten level)",
         "torch": torch.__version__,
-        "nodes": _aten_nodes(ep.graph_module.graph, ph, constant=lambda n: lifted(n)),
+        "nodes": nodes,
     }
+
+
+def _user_outputs(sig):
+    """The names of the exported graph's outputs that are forward's own (not buffer or input
+    mutations), or None when the signature does not say."""
+    specs = getattr(sig, "output_specs", None)
+    if specs is None:
+        return None
+    names = set()
+    for o in specs:
+        if getattr(o.kind, "name", str(o.kind)) == "USER_OUTPUT":
+            names.add(getattr(o.arg, "name", None))
+    return names
 
 
 def with_aten(graph, note, model, args, tensor_names, param_names):
