@@ -112,6 +112,24 @@ std::string kernel_params(const Schedule& s, const Kernel& k,
   return p;
 }
 
+std::string loop_gid(const Kernel& k, const std::string& it, const std::string& local, const std::string& indent) {
+  if (k.loop < 0) return "";
+  return fmt::format("{0}if ({1} >= {2}) return;\n{0}const {3} gid = mb_step * {2} + {1};\n", indent, local,
+                     std::max<int64_t>(k.items, 1), it);
+}
+
+std::string loop_open(const Schedule& s, size_t i, const std::string& it) {
+  if (!s.opens_loop(i)) return "";
+  const auto& l = s.program.loops.at(static_cast<size_t>(s.kernels[i].loop));
+  if (l.reverse)
+    return fmt::format("  for ({0} mb_step = {1}; mb_step >= 0; --mb_step) {{  // loop {2}, last step first\n", it,
+                       l.steps - 1, s.kernels[i].loop);
+  return fmt::format("  for ({0} mb_step = 0; mb_step < {1}; ++mb_step) {{  // loop {2}\n", it, l.steps,
+                     s.kernels[i].loop);
+}
+
+std::string loop_close(const Schedule& s, size_t i) { return s.closes_loop(i) ? "  }\n" : ""; }
+
 // ---- stitching
 
 namespace {

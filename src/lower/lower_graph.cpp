@@ -144,6 +144,8 @@ std::string op_key(const std::string& target) {
     return rest.substr(0, rest.find('.'));
   }
   if (target == "_operator.getitem" || target == "operator.getitem") return "getitem";
+  // mblast's own ops (tools/kernelbench/recurrent.py): "mblast.rnn.default" -> "mblast.rnn".
+  if (target.rfind("mblast.", 0) == 0) return target.substr(0, target.find('.', 7));
   return target;
 }
 
@@ -154,6 +156,7 @@ const Table& table() {
     add_shape(x);
     add_reduce(x);
     add_linalg(x);
+    add_recurrent(x);
     return x;
   }();
   return t;
@@ -434,10 +437,11 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       auto it = table().find(key);
       // An in-place op (sigmoid_, add_, ...; what make_fx leaves of an RNN cell) whose out-of-place
       // form has a lowering: that form, and its first argument's value from here on is the result.
-      const bool in_place = it == table().end() && key.size() > 1 && key.back() == '_' && key != "copy_" &&
+      const bool is_copy = key == "copy_" || key == "copy";  // copy is copy_'s functional form (torch.export)
+      const bool in_place = it == table().end() && key.size() > 1 && key.back() == '_' && !is_copy &&
                             table().count(key.substr(0, key.size() - 1));
       if (in_place) it = table().find(key.substr(0, key.size() - 1));
-      if (it == table().end() && key != "copy_") throw Unsupported("op " + target + " has no lowering");
+      if (it == table().end() && !is_copy) throw Unsupported("op " + target + " has no lowering");
       Ctx c{p, n, values};
       static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
                                                   "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
@@ -457,18 +461,20 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
           if (a0.is_object() && a0.contains("node")) values[a0["node"].get<std::string>()] = v;
           continue;
         }
-        if (key == "copy_") {
-          // copy_(dst, src): dst's value from here on is src broadcast to dst's shape and dtype.
+        if (is_copy) {
+          // copy_(dst, src): dst's value from here on is src broadcast to dst's shape and dtype;
+          // copy(dst, src) is that value, and dst keeps its own.
           const auto& a0 = n["args"][0];
           const Val dst = c.arg(0), src = c.arg(1);
           if (dst.kind != Val::Kind::Tensor) throw Unsupported("copy_ into a non-tensor");
           const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
-          if (views.count(op_key(d.origin)))
+          if (key == "copy_" && views.count(op_key(d.origin)))
             throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
           const auto idx = out_vars(d.shape.size());
           const int t = c.compute(d.shape, d.dtype, cast(c.at(src, idx), d.dtype));
           values[name] = Val::tensor(t);
-          if (a0.is_object() && a0.contains("node")) values[a0["node"].get<std::string>()] = Val::tensor(t);
+          if (key == "copy_" && a0.is_object() && a0.contains("node"))
+            values[a0["node"].get<std::string>()] = Val::tensor(t);
           continue;
         }
         values[name] = it->second(c);

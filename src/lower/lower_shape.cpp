@@ -4,6 +4,7 @@
 // index.Tensor.
 #include <functional>
 #include <numeric>
+#include <set>
 
 #include "lowering.h"
 
@@ -379,18 +380,41 @@ Val index_tensor(Ctx& c) {
   });
 }
 
-// as_strided(x, size, stride, storage_offset): an index map over x's storage, which is x's own
-// dense layout only when torch had x contiguous (its traced strides row-major).
-Val as_strided(Ctx& c) {
-  const int x = c.tensor_arg(0);
-  const auto& xs = c.T(x);
-  std::vector<int64_t> dense(xs.shape.size(), 1);
-  for (size_t d = xs.shape.size(); d-- > 1;) dense[d - 1] = dense[d] * xs.shape[d];
-  if (!xs.traced_strides.empty()) {
-    for (size_t d = 0; d < xs.shape.size(); ++d)
-      if (xs.shape[d] > 1 && xs.traced_strides[d] != dense[d])
-        throw Unsupported("as_strided of a tensor that was not contiguous when traced");
+bool traced_dense(const Tensor& t) {
+  if (t.traced_strides.empty()) return true;
+  int64_t stride = 1;
+  for (size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] > 1 && t.traced_strides[d] != stride) return false;
+    stride *= t.shape[d];
   }
+  return true;
+}
+
+// The tensor whose dense layout is x's storage: x when torch had it contiguous, else the base of
+// the views x came from (out[:, -1, :] selects from a contiguous output), or -1.
+int storage_root(const Ctx& c, int x) {
+  static const std::set<std::string> views = {"select", "slice", "as_strided", "permute", "t",      "transpose",
+                                              "expand", "alias", "unsqueeze",  "squeeze", "narrow", "diagonal"};
+  for (int hop = 0; hop < 32; ++hop) {
+    const Tensor& t = c.T(x);
+    if (traced_dense(t)) return x;
+    const auto& o = t.origin;
+    const auto dot = o.find('.');
+    const std::string op = o.rfind("aten.", 0) == 0 ? o.substr(5, o.find('.', 5) - 5) : std::string();
+    if (t.role != Tensor::Role::Computed || !t.body || t.body->kind != Node::Kind::Load || t.reduce != ReduceOp::None ||
+        dot == std::string::npos || !views.count(op))
+      return -1;
+    x = t.body->tensor;
+  }
+  return -1;
+}
+
+// as_strided(x, size, stride, storage_offset): an index map over x's storage, which is the dense
+// layout of x, or of the contiguous tensor x is a view of.
+Val as_strided(Ctx& c) {
+  const int x = storage_root(c, c.tensor_arg(0));
+  if (x < 0) throw Unsupported("as_strided of a tensor that was not contiguous when traced, nor a view of one");
+  const auto& xs = c.T(x);
   const auto strides = c.ints_arg(2, "stride");
   const int64_t offset = c.int_arg(3, "storage_offset", 0);
   const auto shape = c.shape();

@@ -84,7 +84,8 @@ using Table = std::map<std::string, LowerFn>;
 void add_pointwise(Table& t);
 void add_shape(Table& t);
 void add_reduce(Table& t);
-void add_linalg(Table& t);  // matmul, convolution, pooling, normalisation, resize
+void add_linalg(Table& t);     // matmul, convolution, pooling, normalisation, resize
+void add_recurrent(Table& t);  // mblast.rnn: RNN, LSTM and GRU stacks as loops over the steps
 
 // Reduction helper: `body_at(idx)` gives the value at the input index `idx` (rank of x); reduces
 // over `dims` of the input `shape`, keeping them as size-1 dims when `keepdim`.

@@ -205,7 +205,7 @@ void split(const Program& p, Kernel& k) {
   };
   const int rv = rank + static_cast<int>(k.reduce_extents.size()) - 1;
   const int c_out = rank > 0 ? contiguous(rank - 1) : 0, c_red = contiguous(rv);
-  if (c_out > 0 && c_out >= c_red)
+  if (c_out > 0 && c_out >= c_red && !(t.loop >= 0 && rank == 1))  // a loop's step dim is not tiled
     k.lane_var = rank - 1;
   else if (c_red > 0)
     k.lane_var = rv;
@@ -222,7 +222,7 @@ void split(const Program& p, Kernel& k) {
   }
   int best = 0;
   for (int v = 0; v < rank; ++v) {
-    if (v == k.lane_var || ext[static_cast<size_t>(v)] < 2) continue;
+    if (v == k.lane_var || ext[static_cast<size_t>(v)] < 2 || (t.loop >= 0 && v == 0)) continue;
     int shared = 0, moving = 0;
     const auto vs = strides_of(p, loads, ext, v);
     for (size_t q = 0; q < loads.size(); ++q) {
@@ -257,7 +257,7 @@ constexpr int kPartials = 64;
 
 int partial_reduction(Schedule& s, const Kernel& k) {
   const auto& t = s.program.tensors[static_cast<size_t>(k.tensor)];
-  if (t.scan_dim >= 0 || k.reduce_extents.empty()) return -1;
+  if (t.scan_dim >= 0 || t.loop >= 0 || k.reduce_extents.empty()) return -1;
   if (k.reduce != ReduceOp::Sum && k.reduce != ReduceOp::Max && k.reduce != ReduceOp::Min) return -1;
   int64_t terms = 1;
   for (auto e : k.reduce_extents) terms *= e;
@@ -357,7 +357,7 @@ Schedule schedule(const Program& p) {
     inlined[t] = body;
     const int size = node_count(body);
     const bool pointwise = x.reduce == ReduceOp::None && output_of[t] < 0;
-    inline_it[t] = pointwise && size <= kMaxInlinedNodes && depth(body) <= kMaxInlinedDepth &&
+    inline_it[t] = pointwise && x.loop < 0 && size <= kMaxInlinedNodes && depth(body) <= kMaxInlinedDepth &&
                    (uses[t] <= 1 || size <= kCheapNodes || is_index_map(body));
   }
   // An output that is its producer read element by element: the producer's kernel writes it.
@@ -368,8 +368,8 @@ Schedule schedule(const Program& p) {
     if (b->kind != Node::Kind::Load) continue;
     const auto src = static_cast<size_t>(b->tensor);
     const auto& st = p.tensors[src];
-    if (st.role != Tensor::Role::Computed || inline_it[src] || uses[src] != 1 || st.dtype != p.tensors[o].dtype ||
-        st.shape != p.tensors[o].shape || output_of[src] >= 0)
+    if (st.role != Tensor::Role::Computed || inline_it[src] || uses[src] != 1 || st.loop >= 0 ||
+        st.dtype != p.tensors[o].dtype || st.shape != p.tensors[o].shape || output_of[src] >= 0)
       continue;
     bool identity = true;
     for (size_t d = 0; d < b->args.size(); ++d)
@@ -437,7 +437,20 @@ Schedule schedule(const Program& p) {
     }
     k.name = fmt::format("k{}_{}", s.kernels.size(), base);
     split(s.program, k);
+    if (x.loop >= 0) {
+      k.loop = x.loop;
+      k.items /= std::max<int64_t>(x.shape.at(0), 1);  // per step
+    }
     s.kernels.push_back(std::move(k));
+  }
+  // A loop's kernels run as one host-side loop: they must be adjacent (its tensors are created
+  // one after another, and what they read from outside the loop before them).
+  std::set<int> closed;
+  for (size_t i = 0; i < s.kernels.size(); ++i) {
+    const int l = s.kernels[i].loop;
+    if (l < 0 || !s.opens_loop(i)) continue;
+    if (!closed.insert(l).second)
+      throw std::runtime_error(fmt::format("loop {}: its kernels are not adjacent (kernel {})", l, s.kernels[i].name));
   }
   if (s.kernels.size() > kMaxKernels)
     throw std::runtime_error(fmt::format(

@@ -1,6 +1,8 @@
 // The lowering pipeline's CUDA dialect: one __global__ kernel per scheduled kernel (a thread
 // per work item of the schedule, 256 per block), temporaries allocated in mblast_prepare and freed in
 // mblast_release, every launch on the runner's stream.
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -24,12 +26,19 @@ std::string emit_cuda(const Schedule& s, const Problem& problem, const Stitches&
   h += error_reporting("std::vsnprintf");
   h += helper_functions(d, "static __device__ inline");
   for (const auto& kr : s.kernels) {
-    h += fmt::format("\n__global__ void __launch_bounds__(256) {}({}) {{\n", kr.name,
-                     kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
-                       return fmt::format("{}{}* __restrict__ {}", w ? "" : "const ", d.storage(dt), b);
-                     }));
-    h += "  const long long gid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
-    h += fmt::format("  if (gid >= {}LL) return;\n", kr.items);
+    h += fmt::format("\n__global__ void __launch_bounds__(256) {}({}{}) {{\n", kr.name,
+                     kernel_params(s, kr,
+                                   [&](const std::string& b, DType dt, bool w) {
+                                     return fmt::format("{}{}* __restrict__ {}", w ? "" : "const ", d.storage(dt), b);
+                                   }),
+                     kr.loop >= 0 ? ", const long long mb_step" : "");
+    if (kr.loop >= 0) {
+      h += "  const long long mb_local = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+      h += loop_gid(kr, "long long", "mb_local", "  ");
+    } else {
+      h += "  const long long gid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+      h += fmt::format("  if (gid >= {}LL) return;\n", kr.items);
+    }
     h += kernel_body(s, kr, d, "gid", "  ");
     h += "}\n";
   }
@@ -108,6 +117,7 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
   for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
     const auto& kr = s.kernels[ki];
     if (const int j = stitch_of(st, ki); j >= 0) {
+      if (kr.loop >= 0) throw std::runtime_error("a stitched group inside a loop: " + kr.name);
       h += stitch_run(st, static_cast<size_t>(j), data_of, "s->group", "mb_fail");
       continue;
     }
@@ -118,11 +128,14 @@ extern "C" int mblast_run(const mblast_context* ctx, void* state, const mblast_t
       const DType t = i == 0 ? s.program.tensors[static_cast<size_t>(kr.tensor)].dtype : buffer_dtype(s, args[i]);
       a += (i ? ", " : "") + ptr(args[i], t, i == 0);
     }
+    if (kr.loop >= 0) a += ", mb_step";
+    h += loop_open(s, ki, "long long");
     h += fmt::format("  {}<<<{}, 256, 0, stream>>>({});\n", kr.name, (n + 255) / 256, a);
     h += "  {\n    const cudaError_t e = cudaGetLastError();\n";
     h += fmt::format(
         "    if (e != cudaSuccess) return mb_fail(\"launching {} failed: %s\", cudaGetErrorString(e));\n  }}\n",
         kr.name);
+    h += loop_close(s, ki);
   }
   h += "  return 0;\n}\n";
   return h;

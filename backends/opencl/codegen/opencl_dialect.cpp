@@ -2,6 +2,8 @@
 // schedule: an element, a line of a scan, a tile of a reduction) in a source string, and the
 // host code that builds the program in mblast_prepare, allocates the temporaries there, and sets arguments and enqueues
 // each kernel on the runner's queue.
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -14,12 +16,20 @@ std::string emit_opencl(const Schedule& s, const Problem& problem, const Stitche
   k += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n";
   k += helper_functions(d, "inline");
   for (const auto& kr : s.kernels) {
-    k += fmt::format("\n__kernel void {}({}) {{\n", kr.name,
-                     kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
-                       return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
-                     }));
-    k += "  const long gid = (long)get_global_id(0);\n";
-    k += fmt::format("  if (gid >= {}L) return;\n", kr.items);
+    k += fmt::format("\n__kernel void {}({}{}) {{\n", kr.name,
+                     kernel_params(s, kr,
+                                   [&](const std::string& b, DType dt, bool w) {
+                                     return fmt::format("__global {}{}* restrict {}", w ? "" : "const ", d.storage(dt),
+                                                        b);
+                                   }),
+                     kr.loop >= 0 ? ", const long mb_step" : "");
+    if (kr.loop >= 0) {
+      k += "  const long mb_local = (long)get_global_id(0);\n";
+      k += loop_gid(kr, "long", "mb_local", "  ");
+    } else {
+      k += "  const long gid = (long)get_global_id(0);\n";
+      k += fmt::format("  if (gid >= {}L) return;\n", kr.items);
+    }
     k += kernel_body(s, kr, d, "gid", "  ");
     k += "}\n";
   }
@@ -111,9 +121,11 @@ static int mb_build(const mblast_context* ctx, const mblast_tensor* par, mb_stat
   return 0;
 }
 
-static int mb_launch(cl_command_queue queue, cl_kernel k, const char* name, const cl_mem* args, int n_args, size_t global) {
+static int mb_launch(cl_command_queue queue, cl_kernel k, const char* name, const cl_mem* args, int n_args, size_t global,
+                     const cl_long* step) {
   cl_int err = CL_SUCCESS;
   for (int i = 0; i < n_args && err == CL_SUCCESS; ++i) err = clSetKernelArg(k, (cl_uint)i, sizeof(cl_mem), &args[i]);
+  if (step && err == CL_SUCCESS) err = clSetKernelArg(k, (cl_uint)n_args, sizeof(cl_long), step);
   if (err != CL_SUCCESS) return mblast_cl::fail("clSetKernelArg(%s) failed with cl_int %d", name, err);
   err = clEnqueueNDRangeKernel(queue, k, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return mblast_cl::fail("clEnqueueNDRangeKernel(%s) failed with cl_int %d", name, err);
@@ -131,15 +143,18 @@ static int mb_enqueue(const mblast_context* ctx, mb_state* s, const mblast_tenso
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const auto& kr = s.kernels[i];
     if (const int j = stitch_of(st, i); j >= 0) {
+      if (kr.loop >= 0) throw std::runtime_error("a stitched group inside a loop: " + kr.name);
       h += stitch_run(st, static_cast<size_t>(j), as_void, "s->group", "mblast_cl::fail");
       continue;
     }
     const auto args = kernel_args(s, kr);
+    h += loop_open(s, i, "cl_long");
     h += "  {\n    const cl_mem args[] = {";
     for (size_t a = 0; a < args.size(); ++a) h += (a ? ", " : "") + mem(args[a]);
     h += "};\n";
-    h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}) != 0) return -1;\n  }}\n", i,
-                     kr.name, args.size(), std::max<int64_t>(kr.items, 1));
+    h += fmt::format("    if (mb_launch(queue, s->kernels[{}], \"{}\", args, {}, {}, {}) != 0) return -1;\n  }}\n", i,
+                     kr.name, args.size(), std::max<int64_t>(kr.items, 1), kr.loop >= 0 ? "&mb_step" : "nullptr");
+    h += loop_close(s, i);
   }
   h += "  return 0;\n}\n";
   h += R"CXX(

@@ -3,6 +3,8 @@
 // -march, so vectorising is clang's: it does so where a loop's body is straight-line and its
 // loads contiguous; index decompositions and data-dependent loads stay scalar. Hand-written
 // intrinsics for the innermost contiguous loop are the next step (ARCHITECTURE: src/lower).
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "mblast/lower/dialects.h"
@@ -25,11 +27,18 @@ std::string emit_rvv(const Schedule& s, const Problem& problem, const Stitches& 
   h += error_reporting("vsnprintf");
   h += helper_functions(d, "static inline");
   for (const auto& kr : s.kernels) {
-    h += fmt::format("\nstatic void {}({}) {{\n", kr.name,
-                     kernel_params(s, kr, [&](const std::string& b, DType dt, bool w) {
-                       return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
-                     }));
-    h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", kr.items);
+    h += fmt::format("\nstatic void {}({}{}) {{\n", kr.name,
+                     kernel_params(s, kr,
+                                   [&](const std::string& b, DType dt, bool w) {
+                                     return fmt::format("{}{}* restrict {}", w ? "" : "const ", d.storage(dt), b);
+                                   }),
+                     kr.loop >= 0 ? ", const int64_t mb_step" : "");
+    if (kr.loop >= 0) {
+      h += fmt::format("  for (int64_t mb_local = 0; mb_local < {}; ++mb_local) {{\n", kr.items);
+      h += loop_gid(kr, "int64_t", "mb_local", "    ");
+    } else {
+      h += fmt::format("  for (int64_t gid = 0; gid < {}; ++gid) {{\n", kr.items);
+    }
     h += kernel_body(s, kr, d, "gid", "    ");
     h += "  }\n}\n";
   }
@@ -108,6 +117,7 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, 
   for (size_t ki = 0; ki < s.kernels.size(); ++ki) {
     const auto& kr = s.kernels[ki];
     if (const int j = stitch_of(st, ki); j >= 0) {
+      if (kr.loop >= 0) throw std::runtime_error("a stitched group inside a loop: " + kr.name);
       h += stitch_run(st, static_cast<size_t>(j), data_of, "s->group", "mb_fail", true);
       continue;
     }
@@ -117,7 +127,10 @@ int mblast_run(const mblast_context* ctx, void* state, const mblast_tensor* in, 
       const DType t = i == 0 ? s.program.tensors[static_cast<size_t>(kr.tensor)].dtype : buffer_dtype(s, args[i]);
       a += (i ? ", " : "") + ptr(args[i], t, i == 0);
     }
+    if (kr.loop >= 0) a += ", mb_step";
+    h += loop_open(s, ki, "int64_t");
     h += fmt::format("  {}({});\n", kr.name, a);
+    h += loop_close(s, ki);
   }
   h += "  return 0;\n}\n";
   return h;

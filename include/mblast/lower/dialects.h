@@ -62,5 +62,13 @@ std::string kernel_params(const Schedule& s, const Kernel& k,
                           const std::function<std::string(const std::string&, DType, bool)>& decl);
 std::vector<std::string> kernel_args(const Schedule& s, const Kernel& k);  // the same order
 DType buffer_dtype(const Schedule& s, const std::string& buffer);
+// A kernel in a loop: the statements (at `indent`) that make `gid`, the linear work item, from the
+// step argument `mb_step` and the item within the step `local` (of type `it`), after returning
+// when `local` is past the step's items. Empty for other kernels.
+std::string loop_gid(const Kernel& k, const std::string& it, const std::string& local, const std::string& indent);
+// The host's `for` over a loop's steps before kernel i when it opens one (`mb_step` of type
+// `it`), the closing brace after kernel i when it closes one; empty otherwise.
+std::string loop_open(const Schedule& s, size_t i, const std::string& it);
+std::string loop_close(const Schedule& s, size_t i);
 
 }  // namespace mblast::lower

@@ -89,13 +89,26 @@ struct Tensor {
   std::vector<int64_t> traced_strides;
   // Bookkeeping for plan output: the aten op that produced it.
   std::string origin;
+  // A step of a loop (Program::loops): dim 0 is the step. The loop's tensors are computed one
+  // step at a time, each step's slices in the order the tensors were created, so a body may load
+  // the loop's tensors at earlier steps (itself included) and those created before it at this one
+  // (a recurrent layer's state). -1: computed at once.
+  int loop = -1;
   int64_t numel() const;
+};
+
+// A host-side loop over the steps of its tensors' dim 0, in increasing order or, `reverse`,
+// decreasing (a recurrent layer's backward direction).
+struct Loop {
+  int64_t steps = 0;
+  bool reverse = false;
 };
 
 struct Program {
   // A deque: lowering functions hold references to tensors while they add more.
   std::deque<Tensor> tensors;
   std::vector<int> outputs;  // tensor ids, in the problem's output order
+  std::vector<Loop> loops;   // Tensor::loop indexes these
   int add(Tensor t) {
     tensors.push_back(std::move(t));
     return static_cast<int>(tensors.size()) - 1;

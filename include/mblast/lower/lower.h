@@ -48,7 +48,10 @@ struct Kernel {
   int block_var = -1;  // an output dim, or -1
   int block = 1;
   DType acc = DType::F32;  // the accumulator's dtype for reductions
-  int64_t items = 1;       // work items (the global size)
+  int64_t items = 1;       // work items (the global size); in a loop, per step
+  // In a loop (Program::loops): launched once per step with the step as an argument; its work
+  // item `w` of step `s` has the linear index s * items + w (the step is dim 0, never tiled).
+  int loop = -1;
 };
 
 struct Schedule {
@@ -58,6 +61,11 @@ struct Schedule {
   // What each tensor is stored in: "in<i>", "par<i>", "out<k>", "tmp<j>"; empty for inlined ones.
   std::vector<std::string> buffer;
   std::string summary() const;  // one line per kernel, for `mblast plan`
+  // Where kernel i opens / closes a loop's host-side iteration (kernels of one loop are adjacent).
+  bool opens_loop(size_t i) const { return kernels[i].loop >= 0 && (i == 0 || kernels[i - 1].loop != kernels[i].loop); }
+  bool closes_loop(size_t i) const {
+    return kernels[i].loop >= 0 && (i + 1 == kernels.size() || kernels[i + 1].loop != kernels[i].loop);
+  }
 };
 
 // Inlines producers that are pure index maps or pointwise work into their consumers and
