@@ -12,9 +12,7 @@ namespace mblast::lower {
 
 namespace {
 
-E sig(const E& x) {
-  return binary("div", fconst(1), binary("add", fconst(1), unary("exp", unary("neg", x))));
-}
+E sig(const E& x) { return binary("div", fconst(1), binary("add", fconst(1), unary("exp", unary("neg", x)))); }
 E fadd(const E& a, const E& b) { return binary("add", a, b); }
 E fmul(const E& a, const E& b) { return binary("mul", a, b); }
 E ieq(const E& a, int64_t v) { return binary("eq", a, iconst(v)); }
@@ -72,8 +70,9 @@ Val lower_rnn(Ctx& c) {
       const int wih = weight(l, d, 0), whh = weight(l, d, 1);
       const int64_t q = l * dirs + d;  // the layer-direction's row of h0, c0, h_n, c_n
       // Every step's input projection at once: xw[t, b, g] = sum_i in[t, b, i] * W_ih[g, i].
-      const int xw = c.compute({steps, batch, g_all}, f, fmul(in_at(var(0), var(1), var(3)), load(wih, {var(2), var(3)}, f)),
-                               ReduceOp::Sum, {in_features}, tag + "_x");
+      const int xw =
+          c.compute({steps, batch, g_all}, f, fmul(in_at(var(0), var(1), var(3)), load(wih, {var(2), var(3)}, f)),
+                    ReduceOp::Sum, {in_features}, tag + "_x");
       const int loop = static_cast<int>(p.loops.size());
       p.loops.push_back({steps, d == 1});
       const E t = var(0), b = var(1);
