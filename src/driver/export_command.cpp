@@ -45,7 +45,7 @@ std::string candidate_backend(const std::string& filename) {
   return name.substr(prev + 1, last - prev - 1);
 }
 
-int run_export(const ExportArgs& a) {
+std::string export_kernelbench(const ExportArgs& a) {
   if (!fs::is_regular_file(a.candidate)) throw UserError(a.candidate + ": no such candidate file");
   Problem p = load_problem(a.problem);
   if (!fs::exists(p.dir / "model.py"))
@@ -73,9 +73,15 @@ int run_export(const ExportArgs& a) {
                             "--backend", backend, "--out", fs::absolute(out).string(), "--abi-header", abi.string()},
                            120);
   if (!r.ok()) throw UserError("export of " + a.candidate + ": " + kernelbench_tool_failure(r));
+  return fs::absolute(out).string();
+}
+
+int run_export(const ExportArgs& a) {
+  const std::string out = export_kernelbench(a);
+  const std::string backend = a.backend.empty() ? candidate_backend(a.candidate) : a.backend;
   if (a.json) {
     const nlohmann::json j = {{"out", fs::absolute(out).string()},
-                              {"problem", p.dir.string()},
+                              {"problem", fs::absolute(a.problem).string()},
                               {"candidate", fs::absolute(a.candidate).string()},
                               {"backend", backend},
                               {"format", a.format}};

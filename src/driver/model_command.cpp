@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "mblast/driver/baseline_command.h"
+#include "mblast/driver/export_command.h"
 #include "mblast/driver/import_command.h"
 #include "mblast/driver/kernelbench_tool.h"
 #include "mblast/driver/model_plan.h"
@@ -474,8 +475,14 @@ std::string report_markdown(const json& r) {
                       e2e["onnxruntime_us"].get<double>(), num(e2e, "speedup_vs_onnxruntime"));
   else if (e2e.contains("onnxruntime_note"))
     md += "- onnxruntime: " + e2e["onnxruntime_note"].get<std::string>() + "\n";
-  md += fmt::format("- model kernel: `{}` ({})\n\n", e2e.value("candidate", std::string()),
+  md += fmt::format("- model kernel: `{}` ({})\n", e2e.value("candidate", std::string()),
                     e2e.value("origin", std::string()));
+  if (const json m = r.value("module", json()); m.is_object())
+    md += m.contains("file") ? fmt::format("- PyTorch module: `{}`, class `{}`: {}\n\n", m["file"].get<std::string>(),
+                                           m.value("class", std::string("ModelNew")), m.value("note", std::string()))
+                             : "- " + m.value("note", std::string("no PyTorch module")) + "\n\n";
+  else
+    md += "\n";
   md += "## Fusion groups\n\n";
   md += "| # | group | kind | ATen ops | time before | after | share | fraction of peak | outcome |\n";
   md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
@@ -862,6 +869,33 @@ int run_optimize_model(const OptimizeModelArgs& a) {
   for (auto& [k, v] : e2e.items())
     if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
 
+  // ---- a PyTorch module in place of the original: the problem's Model and ModelNew(Model), whose
+  // forward runs the model's kernel (cuda on the current stream; opencl on CPU tensors). Its C++
+  // extension is built at the first import, by torch.utils.cpp_extension (docs/kernelbench.md "Export").
+  json module;
+  if (target.backend == "cuda" || target.backend == "opencl") {
+    const fs::path mp = work_root / "module" / (problem.name + ".py");
+    try {
+      fs::create_directories(mp.parent_path());
+      ExportArgs ea;
+      ea.candidate = model_kernel.string();
+      ea.problem = pdir.string();
+      ea.out = mp.string();
+      ea.backend = target.backend;
+      ea.python = a.python;
+      export_kernelbench(ea);
+      module = {{"file", "module/" + mp.filename().string()},
+                {"class", "ModelNew"},
+                {"note",
+                 "import the file and use ModelNew(*get_init_inputs()) where Model was: the same parameters, "
+                 "forward through the model's kernel, for the shapes it was verified at"}};
+    } catch (const std::exception& e) {
+      module = {{"note", std::string("no module: ") + e.what()}};
+    }
+  } else {
+    module = {{"note", "no module: PyTorch cannot call a " + target.backend + " kernel on this host"}};
+  }
+
   // ---- the artifact
   json result = {{"format", 1},
                  {"model",
@@ -880,7 +914,8 @@ int run_optimize_model(const OptimizeModelArgs& a) {
                  {"groups", groups},
                  {"unknown_ops", plan.unknown_ops},
                  {"evals", a.evals},
-                 {"end_to_end", e2e}};
+                 {"end_to_end", e2e},
+                 {"module", module}};
   for (auto& g : result["groups"])
     for (const char* k : {"before", "after"})
       if (g.contains(k) && g[k].is_number_float() && !std::isfinite(g[k].get<double>())) g[k] = nullptr;

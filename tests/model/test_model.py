@@ -17,6 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MBLAST = os.environ.get("MBLAST_BIN") or os.path.join(ROOT, "build", "bin", "mblast")
+CHECK_EXPORT = os.path.join(ROOT, "tests", "python", "check_export.py")
 WORK = os.environ.get("MBLAST_TEST_WORK") or os.path.join(ROOT, "build", "tests", "model", "work")
 
 CNN = '''
@@ -212,6 +213,15 @@ class ModelTest(unittest.TestCase):
         kinds = {g["kind"] for g in plan["groups"]}
         self.assertIn("conv", kinds)
         self.run_and_compare(out, plan)
+        # The PyTorch module in place of the original: ModelNew against Model, KernelBench's way.
+        self.assertIn("file", plan["module"], plan["module"])
+        module = os.path.join(out, plan["module"]["file"])
+        pdir = os.path.join(out, plan["model"]["problem"])
+        r = subprocess.run(
+            [sys.executable, CHECK_EXPORT, module, pdir, "cpu"], capture_output=True, text=True, timeout=900
+        )
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("`" + plan["module"]["file"] + "`", open(os.path.join(out, "report.md")).read())
         r = mblast("kb", "query", "--level", "model", "--kb", kb, "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = json.loads(r.stdout)["experiences"]

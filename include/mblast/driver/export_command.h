@@ -18,6 +18,9 @@ struct ExportArgs {
 
 void add_export(CLI::App& app, ExportArgs& a);
 int run_export(const ExportArgs& a);
+// The work of run_export without its output: writes the KernelBench file, returns its path;
+// throws UserError with one line (a candidate or problem it cannot export, the helper's failure).
+std::string export_kernelbench(const ExportArgs& a);
 
 // The backend a candidate file names: "<label>.<backend>.<ext>" -> backend, or "".
 std::string candidate_backend(const std::string& filename);
