@@ -150,7 +150,7 @@ def main():
     # The tree the run starts from (the binary is not rebuilt by this script; a commit taken at the
     # end would name whatever was checked out by then).
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    start_commit = commit.stdout.strip()
+    args.start_commit = commit.stdout.strip()
 
     work = tempfile.mkdtemp(prefix="mblast-learning-")
     server = None
@@ -258,7 +258,7 @@ def run_all(args, work):
     if args.out:
         meta = {
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
-            "commit": start_commit,
+            "commit": args.start_commit,
             "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }

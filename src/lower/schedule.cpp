@@ -454,8 +454,9 @@ Schedule schedule(const Program& p) {
   }
   if (s.kernels.size() > kMaxKernels)
     throw std::runtime_error(fmt::format(
-        "{} kernels, more than {}: the graph is a loop unrolled (a recurrent layer over its time steps, say), which "
-        "the pipeline has no construct for yet; a program that large takes minutes to build",
+        "{} kernels, more than {}: the graph is a loop unrolled (a recurrent cell stepped by a Python loop, say; the "
+        "pipeline's loop construct covers nn.RNN, nn.LSTM and nn.GRU layers); a program that large takes minutes to "
+        "build",
         s.kernels.size(), kMaxKernels));
   return s;
 }
