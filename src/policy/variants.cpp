@@ -46,7 +46,7 @@ std::optional<Variant> lowered_variant(const Problem& problem, const Target& tar
                                           : lower::emit_rvv(sched, problem);
     return v;
   } catch (const std::exception& e) {
-    if (reason) *reason = std::string("lowering pipeline: ") + e.what();
+    if (reason) *reason = e.what();  // the callers say it is the lowering pipeline's
     return std::nullopt;
   }
 }
