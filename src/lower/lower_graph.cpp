@@ -137,18 +137,6 @@ void collect_refs(const json& a, std::vector<std::string>& out) {
     for (const auto& x : a) collect_refs(x, out);
 }
 
-// "aten.add.Tensor" -> "add"; "_operator.getitem" -> "getitem"; "prims.x.default" -> "prims.x".
-std::string op_key(const std::string& target) {
-  if (target.rfind("aten.", 0) == 0) {
-    const auto rest = target.substr(5);
-    return rest.substr(0, rest.find('.'));
-  }
-  if (target == "_operator.getitem" || target == "operator.getitem") return "getitem";
-  // mblast's own ops (tools/kernelbench/recurrent.py): "mblast.rnn.default" -> "mblast.rnn".
-  if (target.rfind("mblast.", 0) == 0) return target.substr(0, target.find('.', 7));
-  return target;
-}
-
 const Table& table() {
   static const Table t = [] {
     Table x;
@@ -163,6 +151,25 @@ const Table& table() {
 }
 
 }  // namespace
+
+// "aten.add.Tensor" -> "add"; "_operator.getitem" -> "getitem"; "prims.x.default" -> "prims.x".
+std::string op_key(const std::string& target) {
+  if (target.rfind("aten.", 0) == 0) {
+    const auto rest = target.substr(5);
+    return rest.substr(0, rest.find('.'));
+  }
+  if (target == "_operator.getitem" || target == "operator.getitem") return "getitem";
+  // mblast's own ops (tools/kernelbench/recurrent.py): "mblast.rnn.default" -> "mblast.rnn".
+  if (target.rfind("mblast.", 0) == 0) return target.substr(0, target.find('.', 7));
+  return target;
+}
+
+bool is_view_op(const std::string& key) {
+  static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
+                                              "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
+                                              "t",       "transpose", "alias",      "narrow",    "unfold"};
+  return views.count(key) > 0;
+}
 
 std::vector<std::string> lowered_ops() {
   std::vector<std::string> v;
@@ -443,16 +450,13 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
       if (in_place) it = table().find(key.substr(0, key.size() - 1));
       if (it == table().end() && !is_copy) throw Unsupported("op " + target + " has no lowering");
       Ctx c{p, n, values};
-      static const std::set<std::string> views = {"slice",   "select",    "as_strided", "view",      "_unsafe_view",
-                                                  "permute", "expand",    "diagonal",   "unsqueeze", "squeeze",
-                                                  "t",       "transpose", "alias",      "narrow",    "unfold"};
       try {
         if (in_place) {
           const auto& a0 = n["args"][0];
           const Val dst = c.arg(0);
           if (dst.kind != Val::Kind::Tensor) throw Unsupported("an in-place op on a non-tensor");
           const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
-          if (views.count(op_key(d.origin)))
+          if (is_view_op(op_key(d.origin)))
             throw Unsupported("an in-place op on a view (" + d.origin + ") would change its base");
           const Val v = it->second(c);
           if (v.kind != Val::Kind::Tensor || p.tensors[static_cast<size_t>(v.t)].shape != d.shape)
@@ -468,7 +472,7 @@ Lowered lower_graph(const json& aten, const Problem& problem) {
           const Val dst = c.arg(0), src = c.arg(1);
           if (dst.kind != Val::Kind::Tensor) throw Unsupported("copy_ into a non-tensor");
           const Tensor& d = p.tensors[static_cast<size_t>(dst.t)];
-          if (key == "copy_" && views.count(op_key(d.origin)))
+          if (key == "copy_" && is_view_op(op_key(d.origin)))
             throw Unsupported("copy_ into a view (" + d.origin + ") would change its base");
           const auto idx = out_vars(d.shape.size());
           const int t = c.compute(d.shape, d.dtype, cast(c.at(src, idx), d.dtype));

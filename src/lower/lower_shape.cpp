@@ -4,7 +4,6 @@
 // index.Tensor.
 #include <functional>
 #include <numeric>
-#include <set>
 
 #include "lowering.h"
 
@@ -393,16 +392,11 @@ bool traced_dense(const Tensor& t) {
 // The tensor whose dense layout is x's storage: x when torch had it contiguous, else the base of
 // the views x came from (out[:, -1, :] selects from a contiguous output), or -1.
 int storage_root(const Ctx& c, int x) {
-  static const std::set<std::string> views = {"select", "slice", "as_strided", "permute", "t",      "transpose",
-                                              "expand", "alias", "unsqueeze",  "squeeze", "narrow", "diagonal"};
   for (int hop = 0; hop < 32; ++hop) {
     const Tensor& t = c.T(x);
     if (traced_dense(t)) return x;
-    const auto& o = t.origin;
-    const auto dot = o.find('.');
-    const std::string op = o.rfind("aten.", 0) == 0 ? o.substr(5, o.find('.', 5) - 5) : std::string();
     if (t.role != Tensor::Role::Computed || !t.body || t.body->kind != Node::Kind::Load || t.reduce != ReduceOp::None ||
-        dot == std::string::npos || !views.count(op))
+        !is_view_op(op_key(t.origin)))
       return -1;
     x = t.body->tensor;
   }

@@ -75,6 +75,10 @@ struct Ctx {
   std::string name() const;
 };
 
+// "aten.add.Tensor" -> "add"; "_operator.getitem" -> "getitem"; "mblast.rnn.default" -> "mblast.rnn".
+std::string op_key(const std::string& target);
+// An op whose result shares its argument's storage (select, slice, permute, view, ...): by op_key.
+bool is_view_op(const std::string& key);
 std::vector<E> out_vars(size_t rank);         // Var 0..rank-1
 int norm_dim(int64_t d, int rank);            // a negative dim counted from the end
 DType promote(const std::vector<DType>& ts);  // the wider of float / integer / bool
